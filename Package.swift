@@ -1,0 +1,46 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+let package = Package(
+    name: "TodoSync",
+    platforms: [.macOS(.v14)],
+    products: [
+        .executable(name: "todosync", targets: ["todosync"])
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+    ],
+    targets: [
+        // C libraries: one system-library target each, imported by exactly one Swift module.
+        .systemLibrary(name: "CFastCGI", pkgConfig: "fcgi", providers: [.apt(["libfcgi-dev"])]),
+        .systemLibrary(name: "CMariaDB", pkgConfig: "libmariadb", providers: [.apt(["libmariadb-dev"])]),
+        .systemLibrary(name: "CArgon2", pkgConfig: "libargon2", providers: [.apt(["libargon2-dev"])]),
+        .systemLibrary(name: "COpenSSL", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
+
+        // Swift wrappers: the only importers of the C modules.
+        .target(name: "FastCGI", dependencies: ["CFastCGI", .product(name: "Logging", package: "swift-log")]),
+        .target(name: "MariaDB", dependencies: ["CMariaDB"]),
+        .target(name: "Credentials", dependencies: ["CArgon2", "COpenSSL"]),
+
+        // The application: domain (no C, no HTTP), store (SQL), API (routes), executable.
+        .target(name: "TodoSyncCore"),
+        .target(name: "TodoSyncStore", dependencies: ["TodoSyncCore", "MariaDB", "Credentials"]),
+        .target(
+            name: "TodoSyncAPI",
+            dependencies: ["TodoSyncCore", "TodoSyncStore", .product(name: "Logging", package: "swift-log")]
+        ),
+        .executableTarget(
+            name: "todosync",
+            dependencies: [
+                "TodoSyncAPI", "TodoSyncStore", "FastCGI", "MariaDB",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+
+        .testTarget(name: "TodoSyncCoreTests", dependencies: ["TodoSyncCore"]),
+        .testTarget(name: "MariaDBTests", dependencies: ["MariaDB"]),
+        .testTarget(name: "FastCGITests", dependencies: ["FastCGI"]),
+    ]
+)

@@ -1,0 +1,4 @@
+#ifndef CFASTCGI_SHIM_H
+#define CFASTCGI_SHIM_H
+#include <fcgiapp.h>
+#endif
