@@ -1,0 +1,153 @@
+/// Writes JSON straight into a byte buffer. Used for every response body: the record shapes are
+/// fixed, so this is both exact (keys in the contract's order, `null` written explicitly, no `\/`)
+/// and several times faster than `JSONEncoder`.
+public struct JSONWriter: Sendable {
+    /// The bytes written so far.
+    public private(set) var bytes: [UInt8] = []
+    /// One entry per open object/array: whether a member has been written (so a comma is due).
+    private var hasMembers: [Bool] = []
+    /// `key(_:)` was just written; the next value belongs to it and needs no comma.
+    private var afterKey = false
+
+    public init(reservingCapacity capacity: Int = 256) {
+        bytes.reserveCapacity(capacity)
+    }
+
+    private mutating func separate() {
+        guard let last = hasMembers.last else { return }
+        if last { bytes.append(UInt8(ascii: ",")) } else { hasMembers[hasMembers.count - 1] = true }
+    }
+
+    private mutating func beginValue() {
+        if afterKey { afterKey = false } else { separate() }
+    }
+
+    /// `{`; pair with `endObject()`.
+    public mutating func beginObject() {
+        beginValue()
+        bytes.append(UInt8(ascii: "{"))
+        hasMembers.append(false)
+    }
+
+    public mutating func endObject() {
+        hasMembers.removeLast()
+        bytes.append(UInt8(ascii: "}"))
+    }
+
+    /// `[`; pair with `endArray()`.
+    public mutating func beginArray() {
+        beginValue()
+        bytes.append(UInt8(ascii: "["))
+        hasMembers.append(false)
+    }
+
+    public mutating func endArray() {
+        hasMembers.removeLast()
+        bytes.append(UInt8(ascii: "]"))
+    }
+
+    /// Writes `"key":`; the next value call writes its value.
+    public mutating func key(_ key: StaticString) {
+        separate()
+        bytes.append(UInt8(ascii: "\""))
+        bytes.append(contentsOf: UnsafeBufferPointer(start: key.utf8Start, count: key.utf8CodeUnitCount))
+        bytes.append(UInt8(ascii: "\""))
+        bytes.append(UInt8(ascii: ":"))
+        afterKey = true
+    }
+
+    /// Writes `"key":` for a key only known at run time.
+    public mutating func key(_ key: String) {
+        separate()
+        JSONWriter.appendQuoted(key, to: &bytes)
+        bytes.append(UInt8(ascii: ":"))
+        afterKey = true
+    }
+
+    public mutating func string(_ value: String) {
+        beginValue()
+        JSONWriter.appendQuoted(value, to: &bytes)
+    }
+
+    public mutating func optionalString(_ value: String?) {
+        if let value { string(value) } else { null() }
+    }
+
+    public mutating func int(_ value: Int64) {
+        beginValue()
+        bytes.append(contentsOf: String(value).utf8)
+    }
+
+    public mutating func optionalInt(_ value: Int64?) {
+        if let value { int(value) } else { null() }
+    }
+
+    public mutating func bool(_ value: Bool) {
+        beginValue()
+        bytes.append(contentsOf: (value ? "true" : "false").utf8)
+    }
+
+    public mutating func null() {
+        beginValue()
+        bytes.append(contentsOf: "null".utf8)
+    }
+
+    /// A number with exactly `hundredths` / 100, written without trailing zeros (`1.5`, `2`, `-0.25`).
+    public mutating func decimal(hundredths: Int64) {
+        beginValue()
+        bytes.append(contentsOf: JSONWriter.formatHundredths(hundredths).utf8)
+    }
+
+    /// Splices an already-encoded JSON value.
+    public mutating func raw(_ json: [UInt8]) {
+        beginValue()
+        bytes.append(contentsOf: json)
+    }
+
+    public mutating func field(_ name: StaticString, _ value: String) { key(name); string(value) }
+    public mutating func field(_ name: StaticString, _ value: String?) { key(name); optionalString(value) }
+    public mutating func field(_ name: StaticString, _ value: Int64) { key(name); int(value) }
+    public mutating func field(_ name: StaticString, _ value: Int64?) { key(name); optionalInt(value) }
+    public mutating func field(_ name: StaticString, _ value: Int) { key(name); int(Int64(value)) }
+    public mutating func field(_ name: StaticString, _ value: Bool) { key(name); bool(value) }
+
+    /// `hundredths / 100` as a JSON number without trailing zeros.
+    public static func formatHundredths(_ hundredths: Int64) -> String {
+        let magnitude = hundredths.magnitude
+        let whole = magnitude / 100
+        let fraction = magnitude % 100
+        var text = hundredths < 0 ? "-" : ""
+        text += String(whole)
+        if fraction != 0 {
+            text += "."
+            if fraction % 10 == 0 {
+                text += String(fraction / 10)
+            } else {
+                text += fraction < 10 ? "0\(fraction)" : String(fraction)
+            }
+        }
+        return text
+    }
+
+    private static let hexDigits: [UInt8] = Array("0123456789abcdef".utf8)
+
+    /// Appends `value` as a JSON string literal: escapes `"`, `\` and control characters only,
+    /// so every other character (emoji, Hangul, RTL) goes out as its own UTF-8 bytes.
+    public static func appendQuoted(_ value: String, to bytes: inout [UInt8]) {
+        bytes.append(UInt8(ascii: "\""))
+        for byte in value.utf8 {
+            switch byte {
+            case UInt8(ascii: "\""): bytes.append(UInt8(ascii: "\\")); bytes.append(UInt8(ascii: "\""))
+            case UInt8(ascii: "\\"): bytes.append(UInt8(ascii: "\\")); bytes.append(UInt8(ascii: "\\"))
+            case 0x0A: bytes.append(UInt8(ascii: "\\")); bytes.append(UInt8(ascii: "n"))
+            case 0x0D: bytes.append(UInt8(ascii: "\\")); bytes.append(UInt8(ascii: "r"))
+            case 0x09: bytes.append(UInt8(ascii: "\\")); bytes.append(UInt8(ascii: "t"))
+            case 0x00..<0x20:
+                bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"),
+                                          hexDigits[Int(byte >> 4)], hexDigits[Int(byte & 0x0F)]])
+            default: bytes.append(byte)
+            }
+        }
+        bytes.append(UInt8(ascii: "\""))
+    }
+}

@@ -1,0 +1,76 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A point in time with millisecond precision, UTC. Stored in MariaDB as `DATETIME(3)` text
+/// (`2026-11-21 09:30:00.123`) and sent to clients as RFC 3339 (`2026-11-21T09:30:00.123Z`).
+public struct Timestamp: Sendable, Hashable, Comparable {
+    /// Milliseconds since 1970-01-01T00:00:00Z.
+    public let millisecondsSinceEpoch: Int64
+
+    public init(millisecondsSinceEpoch: Int64) {
+        self.millisecondsSinceEpoch = millisecondsSinceEpoch
+    }
+
+    /// The current time from the system clock.
+    public static func now() -> Timestamp {
+        var spec = timespec()
+        clock_gettime(CLOCK_REALTIME, &spec)
+        return Timestamp(millisecondsSinceEpoch: Int64(spec.tv_sec) * 1000 + Int64(spec.tv_nsec) / 1_000_000)
+    }
+
+    /// This time plus `seconds`.
+    public func adding(seconds: Int64) -> Timestamp {
+        Timestamp(millisecondsSinceEpoch: millisecondsSinceEpoch + seconds * 1000)
+    }
+
+    /// `YYYY-MM-DD HH:MM:SS.mmm`, the form MariaDB accepts for DATETIME(3).
+    public var databaseText: String { format(separator: " ", suffix: "") }
+
+    /// `YYYY-MM-DDTHH:MM:SS.mmmZ`, the contract's form.
+    public var rfc3339: String { format(separator: "T", suffix: "Z") }
+
+    private func format(separator: String, suffix: String) -> String {
+        let millis = Int(((millisecondsSinceEpoch % 1000) + 1000) % 1000)
+        let seconds = (millisecondsSinceEpoch - Int64(millis)) / 1000
+        var days = Int(seconds / 86400)
+        var secondOfDay = Int(seconds % 86400)
+        if secondOfDay < 0 { secondOfDay += 86400; days -= 1 }
+        let (year, month, day) = Timestamp.civil(fromDays: days)
+        return pad(year, 4) + "-" + pad(month, 2) + "-" + pad(day, 2) + separator
+            + pad(secondOfDay / 3600, 2) + ":" + pad(secondOfDay / 60 % 60, 2) + ":" + pad(secondOfDay % 60, 2)
+            + "." + pad(millis, 3) + suffix
+    }
+
+    /// Howard Hinnant's civil_from_days.
+    static func civil(fromDays days: Int) -> (Int, Int, Int) {
+        let z = days + 719468
+        let era = (z >= 0 ? z : z - 146096) / 146097
+        let doe = z - era * 146097
+        let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365
+        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100)
+        let mp = (5 * doy + 2) / 153
+        let day = doy - (153 * mp + 2) / 5 + 1
+        let month = mp < 10 ? mp + 3 : mp - 9
+        return (yoe + era * 400 + (month <= 2 ? 1 : 0), month, day)
+    }
+
+    /// Converts MariaDB's `YYYY-MM-DD HH:MM:SS[.fff]` text to RFC 3339 with milliseconds,
+    /// without parsing it into numbers (the hot path of every record read).
+    public static func rfc3339(fromDatabaseText text: String) -> String {
+        var utf8 = Array(text.utf8)
+        guard utf8.count >= 19 else { return text }
+        utf8[10] = UInt8(ascii: "T")
+        if utf8.count == 19 { utf8.append(contentsOf: ".000".utf8) }
+        while utf8.count < 23 { utf8.append(UInt8(ascii: "0")) }
+        if utf8.count > 23 { utf8.removeLast(utf8.count - 23) }
+        utf8.append(UInt8(ascii: "Z"))
+        return String(decoding: utf8, as: UTF8.self)
+    }
+
+    public static func < (lhs: Timestamp, rhs: Timestamp) -> Bool {
+        lhs.millisecondsSinceEpoch < rhs.millisecondsSinceEpoch
+    }
+}

@@ -1,0 +1,61 @@
+import TodoSyncCore
+import XCTest
+
+final class JSONWriterTests: XCTestCase {
+    func testWritesObjectsArraysAndNulls() {
+        var writer = JSONWriter()
+        writer.beginObject()
+        writer.field("a", Int64(1))
+        writer.field("b", nil as String?)
+        writer.key("c")
+        writer.beginArray()
+        writer.bool(true)
+        writer.string("x")
+        writer.beginObject()
+        writer.endObject()
+        writer.endArray()
+        writer.field("d", "e")
+        writer.endObject()
+        XCTAssertEqual(String(decoding: writer.bytes, as: UTF8.self), #"{"a":1,"b":null,"c":[true,"x",{}],"d":"e"}"#)
+    }
+
+    func testEscapesOnlyWhatJSONRequires() {
+        var bytes: [UInt8] = []
+        JSONWriter.appendQuoted("a\"b\\c/d\n\u{01}😀한", to: &bytes)
+        XCTAssertEqual(String(decoding: bytes, as: UTF8.self), "\"a\\\"b\\\\c/d\\n\\u0001😀한\"")
+    }
+
+    func testRoundTripsThroughTheParser() throws {
+        let text = "Emoji 👩‍👩‍👧 Korean 안녕하세요 RTL שלום combining é \u{0}"
+        var writer = JSONWriter()
+        writer.string(text)
+        XCTAssertEqual(try JSONParser.parse(writer.bytes), .string(text))
+    }
+
+    func testFormatsHundredths() {
+        XCTAssertEqual(JSONWriter.formatHundredths(0), "0")
+        XCTAssertEqual(JSONWriter.formatHundredths(150), "1.5")
+        XCTAssertEqual(JSONWriter.formatHundredths(105), "1.05")
+        XCTAssertEqual(JSONWriter.formatHundredths(-25), "-0.25")
+        XCTAssertEqual(JSONWriter.formatHundredths(-100), "-1")
+    }
+
+    func testTodoShapeIsTheContractsKeyOrder() {
+        let todo = Todo(id: 7, clientID: nil, title: "t", raw: "r", isImportant: true, isLife: false, tagID: nil,
+                        difficulty: 2, estimatedTime: 30, deadline: Day("2026-11-21")!, isCompleted: false,
+                        version: 9, createdAt: "2026-11-21T09:30:00.123Z", updatedAt: "2026-11-21T09:30:00.123Z",
+                        deletedAt: nil)
+        var writer = JSONWriter()
+        todo.write(to: &writer)
+        XCTAssertEqual(String(decoding: writer.bytes, as: UTF8.self),
+                       #"{"id":7,"clientId":null,"title":"t","raw":"r","isImportant":true,"isLife":false,"tagId":null,"#
+                       + #""difficulty":2,"estimatedTime":30,"deadline":"2026-11-21","isCompleted":false,"version":9,"#
+                       + #""createdAt":"2026-11-21T09:30:00.123Z","updatedAt":"2026-11-21T09:30:00.123Z","deletedAt":null}"#)
+    }
+
+    func testErrorBody() {
+        let body = APIError.validation(field: "title", "is required").jsonBody
+        XCTAssertEqual(String(decoding: body, as: UTF8.self),
+                       #"{"error":{"code":"validation_failed","message":"Some fields are invalid; see `details`.","details":[{"field":"title","problem":"is required"}]}}"#)
+    }
+}

@@ -1,0 +1,101 @@
+import TodoSyncCore
+import XCTest
+
+final class ValidationTests: XCTestCase {
+    private func reader(_ json: String) throws -> FieldReader {
+        try FieldReader(try JSONParser.parse(Array(json.utf8)))
+    }
+
+    private func fields(of error: Error) -> [String] {
+        (error as? APIError)?.details.map(\.field) ?? []
+    }
+
+    func testTodoDraftDefaults() throws {
+        var reader = try reader(#"{"title": "Buy milk", "deadline": "2026-11-21", "id": 99, "bogus": 1}"#)
+        let draft = try TodoDraft.parse(&reader)
+        XCTAssertEqual(draft, TodoDraft(title: "Buy milk", raw: "Buy milk", deadline: Day("2026-11-21")!))
+    }
+
+    func testTodoDraftReportsEveryBadField() throws {
+        var reader = try reader(#"""
+            {"title": "   ", "raw": 5, "isImportant": 1, "isLife": "true", "tagId": -3, "difficulty": 6,
+             "estimatedTime": 1441, "deadline": "2026-02-30", "isCompleted": null, "clientId": "nope"}
+            """#)
+        XCTAssertThrowsError(try TodoDraft.parse(&reader)) { error in
+            XCTAssertEqual((error as? APIError)?.status, 422)
+            XCTAssertEqual(Set(fields(of: error)), ["title", "raw", "isImportant", "isLife", "tagId", "difficulty",
+                                                    "estimatedTime", "deadline", "isCompleted", "clientId"])
+        }
+    }
+
+    func testLengthsCountCharactersNotBytes() throws {
+        let emoji = String(repeating: "😀", count: 200)
+        var ok = try reader(#"{"title": "\#(emoji)", "deadline": "2026-11-21"}"#)
+        XCTAssertEqual(try TodoDraft.parse(&ok).title, emoji)
+        var tooLong = try reader(#"{"title": "\#(emoji)x", "deadline": "2026-11-21"}"#)
+        XCTAssertThrowsError(try TodoDraft.parse(&tooLong)) { XCTAssertEqual(self.fields(of: $0), ["title"]) }
+    }
+
+    func testFractionalAndStringNumbersAreRejected() throws {
+        for value in ["1.5", "\"3\"", "true", "1e400"] {
+            var reader = try reader(#"{"title": "t", "deadline": "2026-11-21", "difficulty": \#(value)}"#)
+            XCTAssertThrowsError(try TodoDraft.parse(&reader), value) { XCTAssertEqual(self.fields(of: $0), ["difficulty"]) }
+        }
+    }
+
+    func testTodoPatchDistinguishesAbsentAndNull() throws {
+        var clear = try reader(#"{"tagId": null}"#)
+        XCTAssertEqual(try TodoPatch.parse(&clear).tagID, .some(nil))
+        var absent = try reader(#"{"title": "x"}"#)
+        let patch = try TodoPatch.parse(&absent)
+        XCTAssertNil(patch.tagID)
+        XCTAssertEqual(patch.title, "x")
+        var nullTitle = try reader(#"{"title": null}"#)
+        XCTAssertThrowsError(try TodoPatch.parse(&nullTitle)) { XCTAssertEqual(self.fields(of: $0), ["title"]) }
+    }
+
+    func testTagColorNormalisation() throws {
+        XCTAssertEqual(TagColor.normalized("#ff8800"), "#FF8800")
+        for bad in ["#12345", "red", "#GGGGGG", "FF8800", "#FF88001"] { XCTAssertNil(TagColor.normalized(bad), bad) }
+        var reader = try reader(#"{"name": "\#(String(repeating: "n", count: 51))", "color": "red"}"#)
+        XCTAssertThrowsError(try TagDraft.parse(&reader)) { XCTAssertEqual(Set(self.fields(of: $0)), ["name", "color"]) }
+    }
+
+    func testNonObjectBodyIsAValidationError() {
+        XCTAssertThrowsError(try FieldReader(.array([]))) { XCTAssertEqual(($0 as? APIError)?.status, 422) }
+    }
+
+    func testEmailRules() throws {
+        XCTAssertEqual(CredentialsInput.emailKey("Straße@Example.COM"), "straße@example.com")
+        XCTAssertNotEqual(CredentialsInput.emailKey("strasse@x.io"), CredentialsInput.emailKey("straße@x.io"))
+        for bad in ["no-at.example.com", "a@b@c", "@b.c", "a@", "a b@c.d"] {
+            var reader = try reader(#"{"email": "\#(bad)", "password": "long enough"}"#)
+            XCTAssertThrowsError(try CredentialsInput.parseForRegister(&reader), bad)
+        }
+        let long = String(repeating: "a", count: 250) + "@b.cd"
+        var tooLong = try reader(#"{"email": "\#(long)", "password": "long enough"}"#)
+        XCTAssertThrowsError(try CredentialsInput.parseForRegister(&tooLong))
+        var shortPassword = try reader(#"{"email": "a@b.c", "password": "1234567"}"#)
+        XCTAssertThrowsError(try CredentialsInput.parseForRegister(&shortPassword)) {
+            XCTAssertEqual(self.fields(of: $0), ["password"])
+        }
+    }
+
+    func testIfMatchForms() {
+        XCTAssertTrue(IfMatch(header: "\"7\"")!.matches(7))
+        XCTAssertTrue(IfMatch(header: "7")!.matches(7))
+        XCTAssertTrue(IfMatch(header: "W/\"7\"")!.matches(7))
+        XCTAssertTrue(IfMatch(header: "\"3\", \"7\"")!.matches(7))
+        XCTAssertTrue(IfMatch(header: "*")!.matches(123))
+        XCTAssertFalse(IfMatch(header: "\"8\"")!.matches(7))
+        XCTAssertFalse(IfMatch(header: "garbage")!.matches(7))
+        XCTAssertNil(IfMatch(header: nil))
+    }
+
+    func testClientIDs() {
+        XCTAssertTrue(ClientID.isValid("6F9619FF-8B86-D011-B42D-00C04FC964FF"))
+        XCTAssertFalse(ClientID.isValid("6F9619FF8B86D011B42D00C04FC964FF"))
+        XCTAssertFalse(ClientID.isValid("6F9619FF-8B86-D011-B42D-00C04FC964FZ"))
+        XCTAssertEqual(ClientID.key("6F9619FF-8B86-D011-B42D-00C04FC964FF"), "6f9619ff-8b86-d011-b42d-00c04fc964ff")
+    }
+}
