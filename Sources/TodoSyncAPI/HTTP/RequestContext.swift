@@ -1,0 +1,101 @@
+import TodoSyncCore
+import TodoSyncStore
+
+/// What a route handler gets: the request, its path parameters, the worker's store, and the
+/// authenticated user (resolved lazily, once).
+public final class RequestContext {
+    public let request: HTTPRequest
+    public let pathParameters: [String]
+    let store: Store
+
+    init(request: HTTPRequest, pathParameters: [String], store: Store) {
+        self.request = request
+        self.pathParameters = pathParameters
+        self.store = store
+    }
+
+    /// The bearer token's user, or 401.
+    func requireUser() throws -> Int64 {
+        guard let token = bearerToken(), let userID = try store.authenticate(token: token) else {
+            throw APIError.unauthorized
+        }
+        return userID
+    }
+
+    /// The token from `Authorization: Bearer <token>`, if well-formed.
+    func bearerToken() -> String? {
+        guard let header = request.header("authorization") else { return nil }
+        let parts = header.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: true)
+        guard parts.count == 2, parts[0].lowercased() == "bearer" else { return nil }
+        let token = parts[1].trimmingCharactersInSet()
+        guard !token.isEmpty, token.count <= 256 else { return nil }
+        return token
+    }
+
+    /// The path parameter at `index` as a record id; anything but a positive integer is a 404.
+    func id(at index: Int = 0) throws -> Int64 {
+        guard index < pathParameters.count, let id = Int64(pathParameters[index]), id > 0,
+              pathParameters[index].allSatisfy(\.isASCII) else {
+            throw APIError.notFound
+        }
+        return id
+    }
+
+    /// The JSON body, after the media-type check (415) and parsing (400).
+    func jsonBody() throws -> JSONValue {
+        if request.bodyTooLarge { throw APIError.payloadTooLarge }
+        if !request.body.isEmpty || request.header("content-type") != nil {
+            guard isJSONContentType(request.header("content-type")) else { throw APIError.unsupportedMediaType }
+        }
+        guard !request.body.isEmpty else { throw APIError.malformedJSON("the body is empty") }
+        do {
+            return try JSONParser.parse(request.body)
+        } catch {
+            throw APIError.malformedJSON(error.reason)
+        }
+    }
+
+    /// A reader over the JSON body's object.
+    func bodyReader() throws -> FieldReader {
+        try FieldReader(try jsonBody())
+    }
+
+    /// The `If-Match` precondition, if any.
+    var ifMatch: IfMatch? { IfMatch(header: request.header("if-match")) }
+
+    private func isJSONContentType(_ value: String?) -> Bool {
+        guard let value else { return false }
+        let parts = value.split(separator: ";")
+        guard let mediaType = parts.first?.trimmingCharactersInSet().lowercased(), mediaType == "application/json"
+        else { return false }
+        for parameter in parts.dropFirst() {
+            let pair = parameter.split(separator: "=", maxSplits: 1)
+            if pair.count == 2, pair[0].trimmingCharactersInSet().lowercased() == "charset" {
+                let charset = pair[1].trimmingCharactersInSet().lowercased().replacingQuotes()
+                if charset != "utf-8" && charset != "utf8" { return false }
+            }
+        }
+        return true
+    }
+}
+
+extension Substring {
+    func trimmingCharactersInSet() -> String {
+        String(self).trimmingCharactersInSet()
+    }
+}
+
+extension String {
+    func trimmingCharactersInSet() -> String {
+        let scalars = unicodeScalars
+        guard let first = scalars.firstIndex(where: { $0 != " " && $0 != "\t" }),
+              let last = scalars.lastIndex(where: { $0 != " " && $0 != "\t" }) else { return "" }
+        return String(String.UnicodeScalarView(scalars[first...last]))
+    }
+
+    func replacingQuotes() -> String {
+        var text = self
+        if text.hasPrefix("\"") && text.hasSuffix("\"") && text.count >= 2 { text = String(text.dropFirst().dropLast()) }
+        return text
+    }
+}

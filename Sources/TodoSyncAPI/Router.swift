@@ -1,0 +1,56 @@
+import TodoSyncCore
+
+/// A route handler: builds a response or throws (an `APIError` for expected failures).
+public typealias RouteHandler = (RequestContext) throws -> HTTPResponse
+
+/// Matches `METHOD /path/with/:params` to handlers. Unknown paths are 404; known paths with
+/// another method are 405 with an `Allow` header.
+final class Router {
+    private enum Segment: Equatable {
+        case literal(String)
+        case parameter
+    }
+
+    private struct Route {
+        let method: String
+        let segments: [Segment]
+        let handler: RouteHandler
+    }
+
+    enum Match {
+        case found(RouteHandler, parameters: [String])
+        case methodNotAllowed(allowed: [String])
+        case notFound
+    }
+
+    private var routes: [Route] = []
+
+    /// Registers `handler` for `method` and a pattern such as `/api/v1/tags/:id`.
+    func add(_ method: String, _ pattern: String, _ handler: @escaping RouteHandler) {
+        let segments = pattern.split(separator: "/").map { part -> Segment in
+            part.hasPrefix(":") ? .parameter : .literal(String(part))
+        }
+        routes.append(Route(method: method, segments: segments, handler: handler))
+    }
+
+    func match(method: String, path: String) -> Match {
+        let parts = path.split(separator: "/", omittingEmptySubsequences: false).dropFirst()
+        guard path.hasPrefix("/") else { return .notFound }
+        var allowed: [String] = []
+        for route in routes where route.segments.count == parts.count {
+            var parameters: [String] = []
+            var matches = true
+            for (segment, part) in zip(route.segments, parts) {
+                switch segment {
+                case .literal(let literal): if literal != part { matches = false }
+                case .parameter: if part.isEmpty { matches = false } else { parameters.append(String(part)) }
+                }
+                if !matches { break }
+            }
+            guard matches else { continue }
+            if route.method == method { return .found(route.handler, parameters: parameters) }
+            allowed.append(route.method)
+        }
+        return allowed.isEmpty ? .notFound : .methodNotAllowed(allowed: allowed)
+    }
+}

@@ -1,0 +1,21 @@
+import TodoSyncCore
+
+extension Application {
+    func registerAuthRoutes() {
+        router.add("POST", "/api/v1/auth/register") { context in
+            var reader = try context.bodyReader()
+            let input = try CredentialsInput.parseForRegister(&reader)
+            return .json(201, try context.store.register(input).jsonBody)
+        }
+        router.add("POST", "/api/v1/auth/login") { context in
+            var reader = try context.bodyReader()
+            let input = try CredentialsInput.parseForLogin(&reader)
+            return .json(200, try context.store.login(input).jsonBody)
+        }
+        router.add("POST", "/api/v1/auth/logout") { context in
+            _ = try context.requireUser()
+            try context.store.logout(token: context.bearerToken()!)
+            return .noContent
+        }
+    }
+}

@@ -1,0 +1,39 @@
+import TodoSyncCore
+
+extension Application {
+    func registerDailyStatRoutes() {
+        router.add("GET", "/api/v1/daily-stats") { context in
+            let userID = try context.requireUser()
+            guard let month = context.request.query["month"], let (from, to) = MonthQuery.range(month) else {
+                throw APIError.badRequest("`month` must be YYYY-MM between 2000-01 and 2999-12.")
+            }
+            return .json(200, itemsBody(try context.store.dailyStats(userID: userID, from: from, to: to)) { $0.write(to: &$1) })
+        }
+        router.add("GET", "/api/v1/daily-stats/:date") { context in
+            let userID = try context.requireUser()
+            guard let day = Day(context.pathParameters[0]) else {
+                throw APIError.badRequest("The date must be a real date YYYY-MM-DD between 2000-01-01 and 2999-12-31.")
+            }
+            guard let stat = try context.store.dailyStat(userID: userID, day: day) else { throw APIError.notFound }
+            return .record(200, version: stat.version, write: stat.write)
+        }
+    }
+}
+
+/// The `month=YYYY-MM` query.
+enum MonthQuery {
+    /// The first and last day of the month, or nil when malformed or out of range.
+    static func range(_ text: String) -> (Day, Day)? {
+        let bytes = Array(text.utf8)
+        guard bytes.count == 7, bytes[4] == UInt8(ascii: "-"),
+              bytes.allSatisfy({ $0 == UInt8(ascii: "-") || ($0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9")) }),
+              let year = Int(String(decoding: bytes[0..<4], as: UTF8.self)),
+              let month = Int(String(decoding: bytes[5..<7], as: UTF8.self)),
+              let first = Day(year: year, month: month, day: 1) else { return nil }
+        var last = first
+        for day in stride(from: 31, through: 28, by: -1) {
+            if let candidate = Day(year: year, month: month, day: day) { last = candidate; break }
+        }
+        return (first, last)
+    }
+}

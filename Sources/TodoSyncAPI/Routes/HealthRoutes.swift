@@ -1,0 +1,17 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import TodoSyncCore
+
+extension Application {
+    func registerHealthRoutes() {
+        router.add("GET", "/healthz") { [options] context in
+            if options.enableTestHooks, let delay = context.request.query["delay_ms"].flatMap(Int.init),
+               (1...10_000).contains(delay) {
+                usleep(useconds_t(delay * 1000))
+            }
+            try context.store.ping()
+            return .json(200, Array(#"{"status":"ok"}"#.utf8))
+        }
+    }
+}

@@ -1,0 +1,89 @@
+import MariaDB
+import TodoSyncCore
+
+/// Recomputes daily stats inside a write transaction. A stat's version changes only when its
+/// content does; a date without live todos turns its stat into a tombstone.
+struct DailyStatsRecomputer {
+    let transaction: WriteTransaction
+
+    private var db: Connection { transaction.db }
+
+    /// Recomputes every date the transaction touched, plus dates whose stats show a renamed or
+    /// recolored tag. Dates are processed in order so versions are deterministic.
+    func run() throws {
+        var days = transaction.touchedDays
+        for tagID in transaction.changedTags {
+            for row in try db.query(SQL.DailyStats.daysWithCompletedTag, [.int(transaction.userID), .int(tagID)]) {
+                days.insert(Day(row.string(0)!)!)
+            }
+        }
+        for day in days.sorted() { try recompute(day) }
+    }
+
+    /// Brings one date's stat in line with its live todos.
+    func recompute(_ day: Day) throws {
+        let userID = transaction.userID
+        let inputs = try db.query(SQL.DailyStats.inputsForDay, [.int(userID), .day(day)]).map { row in
+            StatInput(
+                isCompleted: row.bool(0)!, isLife: row.bool(1)!, difficulty: row.int(2)!, estimatedTime: row.int(3)!,
+                tag: row.int64(4).map { StatInput.TagRef(id: $0, name: row.string(5) ?? "", color: row.string(6) ?? "") })
+        }
+        let content = DailyStatContent.compute(inputs)
+        let existing = try db.queryOne(SQL.DailyStats.byDay, [.int(userID), .day(day)]).map(DailyStat.init(row:))
+        let now = transaction.now
+        switch (existing, content) {
+        case (nil, nil):
+            return
+        case (nil, let content?):
+            try db.execute(SQL.DailyStats.insert, [.int(userID), .day(day)] + values(of: content) + [
+                .int(try transaction.nextVersion()), .timestamp(now), .timestamp(now),
+            ])
+        case (let stat?, nil):
+            guard stat.deletedAt == nil else { return }
+            try db.execute(SQL.DailyStats.softDelete, [
+                .timestamp(now), .timestamp(now), .int(try transaction.nextVersion()), .int(stat.id),
+            ])
+        case (let stat?, let content?):
+            guard stat.deletedAt != nil || stat.content != content else { return }
+            try db.execute(SQL.DailyStats.update, values(of: content) + [
+                .int(try transaction.nextVersion()), .timestamp(now), .int(stat.id),
+            ])
+        }
+    }
+
+    private func values(of content: DailyStatContent) -> [DatabaseValue] {
+        [
+            .int(Int64(content.todoCount)), .int(Int64(content.completedCount)), .int(content.productivityHundredths),
+            .int(Int64(content.balanceNum)), .int(content.centerXHundredths), .int(content.centerYHundredths),
+            .text(String(decoding: content.tagStatsJSON, as: UTF8.self)),
+        ]
+    }
+}
+
+extension DailyStat {
+    /// Maps a `SQL.DailyStats.columns` row.
+    init(row: Row) {
+        let tagStats: [DailyStatContent.TagStat]
+        if case .array(let items)? = try? JSONParser.parse(Array(row.string(8)!.utf8)) {
+            tagStats = items.compactMap { item in
+                guard case .object(let object) = item, case .number(let id)? = object["tagId"],
+                      case .string(let name)? = object["name"], case .string(let color)? = object["color"],
+                      case .number(let count)? = object["count"], let tagID = id.int64, let number = count.int64
+                else { return nil }
+                return DailyStatContent.TagStat(tagID: tagID, name: name, color: color, count: Int(number))
+            }
+        } else {
+            tagStats = []
+        }
+        self.init(
+            id: row.int64(0)!, date: Day(row.string(1)!)!,
+            content: DailyStatContent(
+                todoCount: row.int(2)!, completedCount: row.int(3)!, productivityHundredths: row.int64(4)!,
+                balanceNum: row.int(5)!, tagStats: tagStats, centerXHundredths: row.int64(6)!,
+                centerYHundredths: row.int64(7)!),
+            version: row.int64(9)!,
+            createdAt: Timestamp.rfc3339(fromDatabaseText: row.string(10)!),
+            updatedAt: Timestamp.rfc3339(fromDatabaseText: row.string(11)!),
+            deletedAt: row.string(12).map(Timestamp.rfc3339(fromDatabaseText:)))
+    }
+}

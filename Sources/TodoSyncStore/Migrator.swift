@@ -1,0 +1,91 @@
+import Foundation
+import MariaDB
+
+/// Applies `Sql/NNN_name.sql` files in version order, once each, recording them in
+/// `schema_migrations`. Safe to run concurrently (a named lock serialises migrators) and
+/// idempotent (applied versions are skipped).
+public struct Migrator {
+    public struct Migration: Sendable, Equatable {
+        public let version: Int
+        public let name: String
+        public let statements: [String]
+    }
+
+    /// A migration directory or file that cannot be used.
+    public struct Failure: Error, CustomStringConvertible {
+        public let description: String
+    }
+
+    let db: Connection
+    let directory: URL
+
+    public init(connection: Connection, directory: URL) {
+        self.db = connection
+        self.directory = directory
+    }
+
+    /// Applies pending migrations; returns the versions applied now.
+    @discardableResult
+    public func run() throws -> [Int] {
+        let migrations = try Migrator.load(from: directory)
+        try db.execute("""
+            CREATE TABLE IF NOT EXISTS schema_migrations (
+                version INT NOT NULL PRIMARY KEY,
+                name VARCHAR(200) NOT NULL,
+                applied_at DATETIME(3) NOT NULL
+            ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4
+            """)
+        guard try db.queryOne("SELECT GET_LOCK('todosync_migrate', 60)")?.int(0) == 1 else {
+            throw Failure(description: "another migrator holds the lock for over 60 s")
+        }
+        defer { _ = try? db.query("SELECT RELEASE_LOCK('todosync_migrate')") }
+        let applied = Set(try db.query("SELECT version FROM schema_migrations").compactMap { $0.int(0) })
+        var appliedNow: [Int] = []
+        for migration in migrations where !applied.contains(migration.version) {
+            // DDL commits implicitly in MariaDB, so a migration is recorded after all its statements.
+            for statement in migration.statements { try db.execute(statement) }
+            try db.execute("INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, UTC_TIMESTAMP(3))",
+                           [.int(Int64(migration.version)), .text(migration.name)])
+            appliedNow.append(migration.version)
+        }
+        return appliedNow
+    }
+
+    /// Reads and orders the migration files of `directory`.
+    public static func load(from directory: URL) throws -> [Migration] {
+        let names = try FileManager.default.contentsOfDirectory(atPath: directory.path).filter { $0.hasSuffix(".sql") }
+        var migrations: [Migration] = []
+        for name in names {
+            guard let version = Int(name.prefix(while: \.isNumber)) else {
+                throw Failure(description: "migration file \(name) does not start with a version number")
+            }
+            let text = try String(contentsOf: directory.appendingPathComponent(name), encoding: .utf8)
+            migrations.append(Migration(version: version, name: name, statements: splitStatements(text)))
+        }
+        migrations.sort { $0.version < $1.version }
+        for (previous, next) in zip(migrations, migrations.dropFirst()) where previous.version == next.version {
+            throw Failure(description: "two migrations share version \(next.version)")
+        }
+        return migrations
+    }
+
+    /// Splits a file into statements at `;` that ends a line; drops `--` comment lines.
+    static func splitStatements(_ text: String) -> [String] {
+        var statements: [String] = []
+        var current: [Substring] = []
+        for line in text.split(separator: "\n", omittingEmptySubsequences: false) {
+            let trimmed = line.drop(while: { $0 == " " || $0 == "\t" })
+            if trimmed.hasPrefix("--") || trimmed.isEmpty { continue }
+            if line.hasSuffix(";") {
+                current.append(line.dropLast())
+                statements.append(current.joined(separator: "\n"))
+                current = []
+            } else {
+                current.append(line)
+            }
+        }
+        let rest = current.joined(separator: "\n").trimmingCharacters(in: .whitespacesAndNewlines)
+        if !rest.isEmpty { statements.append(rest) }
+        return statements
+    }
+}

@@ -1,0 +1,155 @@
+/// Every SQL statement the application runs, in one place. Parameters are always bound (`?`);
+/// nothing is ever spliced into the text. Column lists match the row mappings in `Rows.swift`.
+enum SQL {
+    enum Health {
+        static let ping = "SELECT 1"
+    }
+
+    enum Users {
+        static let insert = """
+            INSERT INTO users (email, email_key, password_hash, created_at) VALUES (?, ?, ?, ?)
+            """
+        static let byEmailKey = """
+            SELECT id, email, password_hash, failed_logins, failed_login_since FROM users WHERE email_key = ?
+            """
+        /// Takes the per-user write lock: every write transaction of a user starts here, so a
+        /// user's writes are serialised and their versions are allocated in commit order.
+        static let lockForWrite = "SELECT id FROM users WHERE id = ? FOR UPDATE"
+        /// Allocates `?` versions from the user's change sequence; `lastInsertID` returns the highest.
+        static let allocateVersions = """
+            UPDATE users SET change_seq = LAST_INSERT_ID(change_seq + ?) WHERE id = ?
+            """
+        /// Counts a failed login, restarting the count when the previous window has passed.
+        static let recordFailedLogin = """
+            UPDATE users
+               SET failed_logins = IF(failed_login_since IS NULL OR failed_login_since < ?, 1, failed_logins + 1),
+                   failed_login_since = IF(failed_login_since IS NULL OR failed_login_since < ?, ?, failed_login_since)
+             WHERE id = ?
+            """
+        static let clearFailedLogins = """
+            UPDATE users SET failed_logins = 0, failed_login_since = NULL WHERE id = ?
+            """
+    }
+
+    enum Tokens {
+        static let insert = """
+            INSERT INTO auth_tokens (token_hash, user_id, created_at, expires_at) VALUES (?, ?, ?, ?)
+            """
+        static let userForToken = """
+            SELECT user_id FROM auth_tokens WHERE token_hash = ? AND expires_at > ?
+            """
+        static let delete = "DELETE FROM auth_tokens WHERE token_hash = ?"
+    }
+
+    enum Tags {
+        static let columns = "id, client_id, name, color, version, created_at, updated_at, deleted_at"
+        static let listLive = """
+            SELECT \(columns) FROM tags WHERE user_id = ? AND deleted_at IS NULL ORDER BY id
+            """
+        static let liveByID = """
+            SELECT \(columns) FROM tags WHERE id = ? AND user_id = ? AND deleted_at IS NULL
+            """
+        static let byClientKey = """
+            SELECT \(columns) FROM tags WHERE user_id = ? AND client_key = ?
+            """
+        static let isLive = "SELECT 1 FROM tags WHERE id = ? AND user_id = ? AND deleted_at IS NULL"
+        static let insert = """
+            INSERT INTO tags (user_id, client_id, client_key, name, color, version, created_at, updated_at)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+            """
+        static let update = """
+            UPDATE tags SET name = ?, color = ?, version = ?, updated_at = ? WHERE id = ? AND user_id = ?
+            """
+        static let softDelete = """
+            UPDATE tags SET deleted_at = ?, updated_at = ?, version = ? WHERE id = ? AND user_id = ?
+            """
+    }
+
+    enum Todos {
+        static let columns = """
+            id, client_id, title, raw, is_important, is_life, tag_id, difficulty, estimated_time, deadline, \
+            is_completed, version, created_at, updated_at, deleted_at
+            """
+        /// Live todos with deadlines in [from, to], in the contract's order; the order is exactly
+        /// the index `todos_user_day_order`, so no filesort.
+        static let listLiveInRange = """
+            SELECT \(columns) FROM todos FORCE INDEX (todos_user_day_order)
+             WHERE user_id = ? AND deleted_at IS NULL AND deadline BETWEEN ? AND ?
+             ORDER BY deadline, is_important DESC, created_at DESC, title, id
+            """
+        static let liveByID = """
+            SELECT \(columns) FROM todos WHERE id = ? AND user_id = ? AND deleted_at IS NULL
+            """
+        static let byClientKey = """
+            SELECT \(columns) FROM todos WHERE user_id = ? AND client_key = ?
+            """
+        static let insert = """
+            INSERT INTO todos (user_id, client_id, client_key, title, raw, is_important, is_life, tag_id, difficulty,
+                               estimated_time, deadline, is_completed, version, created_at, updated_at)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            """
+        static let update = """
+            UPDATE todos SET title = ?, raw = ?, is_important = ?, is_life = ?, tag_id = ?, difficulty = ?,
+                             estimated_time = ?, deadline = ?, is_completed = ?, version = ?, updated_at = ?
+             WHERE id = ? AND user_id = ?
+            """
+        static let softDelete = """
+            UPDATE todos SET deleted_at = ?, updated_at = ?, version = ? WHERE id = ? AND user_id = ?
+            """
+        static let liveWithTag = """
+            SELECT id, deadline FROM todos WHERE user_id = ? AND tag_id = ? AND deleted_at IS NULL ORDER BY id
+            """
+        static let clearTag = """
+            UPDATE todos SET tag_id = NULL, version = ?, updated_at = ? WHERE id = ? AND user_id = ?
+            """
+        /// Tombstones keep no tag reference either (no version bump: a tombstone's payload has no tagId).
+        static let clearTagOnTombstones = """
+            UPDATE todos SET tag_id = NULL WHERE user_id = ? AND tag_id = ? AND deleted_at IS NOT NULL
+            """
+    }
+
+    enum DailyStats {
+        static let columns = """
+            id, day, todo_count, completed_count, productivity_hundredths, balance_num, center_x_hundredths, \
+            center_y_hundredths, tag_stats, version, created_at, updated_at, deleted_at
+            """
+        /// The inputs of one date's stat: its live todos with their tags' current names and colors.
+        /// Served by `todos_user_day_order` (user_id, deleted_at, deadline): a bounded range, never a scan.
+        static let inputsForDay = """
+            SELECT t.is_completed, t.is_life, t.difficulty, t.estimated_time, t.tag_id, g.name, g.color
+              FROM todos t LEFT JOIN tags g ON g.id = t.tag_id AND g.user_id = t.user_id
+             WHERE t.user_id = ? AND t.deleted_at IS NULL AND t.deadline = ?
+            """
+        static let byDay = """
+            SELECT \(columns) FROM daily_stats WHERE user_id = ? AND day = ?
+            """
+        static let liveByDay = """
+            SELECT \(columns) FROM daily_stats WHERE user_id = ? AND day = ? AND deleted_at IS NULL
+            """
+        static let liveInRange = """
+            SELECT \(columns) FROM daily_stats WHERE user_id = ? AND day BETWEEN ? AND ? AND deleted_at IS NULL
+             ORDER BY day
+            """
+        static let insert = """
+            INSERT INTO daily_stats (user_id, day, todo_count, completed_count, productivity_hundredths, balance_num,
+                                     center_x_hundredths, center_y_hundredths, tag_stats, version, created_at,
+                                     updated_at)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            """
+        /// Writes new content; also brings a tombstone back to life (deleted_at cleared).
+        static let update = """
+            UPDATE daily_stats SET todo_count = ?, completed_count = ?, productivity_hundredths = ?, balance_num = ?,
+                                   center_x_hundredths = ?, center_y_hundredths = ?, tag_stats = ?, version = ?,
+                                   updated_at = ?, deleted_at = NULL
+             WHERE id = ?
+            """
+        static let softDelete = """
+            UPDATE daily_stats SET deleted_at = ?, updated_at = ?, version = ? WHERE id = ?
+            """
+        /// Dates whose stat lists this tag (completed live todos carry it).
+        static let daysWithCompletedTag = """
+            SELECT DISTINCT deadline FROM todos
+             WHERE user_id = ? AND tag_id = ? AND deleted_at IS NULL AND is_completed = 1
+            """
+    }
+}

@@ -1,0 +1,82 @@
+import Credentials
+import MariaDB
+import TodoSyncCore
+
+extension Store {
+    /// Creates an account and its first session. 409 when the email is taken (case-insensitively).
+    public func register(_ input: CredentialsInput) throws -> Session {
+        // Hash outside the transaction: Argon2 deliberately takes tens of milliseconds.
+        let passwordHash = try configuration.passwordHasher.hash(input.password)
+        let token = try BearerToken.generate()
+        let now = Timestamp.now()
+        return try guarded {
+            try db.inTransaction {
+                let inserted: ExecutionResult
+                do {
+                    inserted = try db.execute(SQL.Users.insert, [
+                        .text(input.email), .text(CredentialsInput.emailKey(input.email)), .text(passwordHash),
+                        .timestamp(now),
+                    ])
+                } catch let error as DatabaseError where error.isDuplicateKey {
+                    throw APIError.emailTaken
+                }
+                let userID = Int64(inserted.lastInsertID)
+                try insertToken(token, userID: userID, now: now)
+                return Session(user: User(id: userID, email: input.email), token: token)
+            }
+        }
+    }
+
+    /// Checks credentials and opens a session. The same 401 whether or not the email exists;
+    /// 429 while the account is throttled after too many failures.
+    public func login(_ input: CredentialsInput) throws -> Session {
+        let now = Timestamp.now()
+        let row = try guarded { try db.queryOne(SQL.Users.byEmailKey, [.text(CredentialsInput.emailKey(input.email))]) }
+        guard let row else {
+            _ = configuration.passwordHasher.verify(input.password, against: decoyPasswordHash)
+            throw APIError.badCredentials
+        }
+        let userID = row.int64(0)!
+        let windowStart = now.adding(seconds: -configuration.loginLockoutSeconds)
+        if let failures = row.int(3), failures >= configuration.loginMaxFailures,
+           let since = row.string(4), since > windowStart.databaseText {
+            throw APIError.tooManyLoginFailures
+        }
+        guard configuration.passwordHasher.verify(input.password, against: row.string(2)!) else {
+            try guarded {
+                try db.execute(SQL.Users.recordFailedLogin, [
+                    .timestamp(windowStart), .timestamp(windowStart), .timestamp(now), .int(userID),
+                ])
+            }
+            throw APIError.badCredentials
+        }
+        let token = try BearerToken.generate()
+        try guarded {
+            try db.inTransaction {
+                if row.int(3) != 0 { try db.execute(SQL.Users.clearFailedLogins, [.int(userID)]) }
+                try insertToken(token, userID: userID, now: now)
+            }
+        }
+        return Session(user: User(id: userID, email: row.string(1)!), token: token)
+    }
+
+    /// Revokes a token at once.
+    public func logout(token: String) throws {
+        try guarded { try db.execute(SQL.Tokens.delete, [.blob(BearerToken.hash(token))]) }
+    }
+
+    /// The user a bearer token belongs to, or nil when it is unknown, revoked or expired.
+    public func authenticate(token: String) throws -> Int64? {
+        try guarded {
+            try db.queryOne(SQL.Tokens.userForToken, [.blob(BearerToken.hash(token)), .timestamp(Timestamp.now())])?
+                .int64(0)
+        }
+    }
+
+    private func insertToken(_ token: String, userID: Int64, now: Timestamp) throws {
+        try db.execute(SQL.Tokens.insert, [
+            .blob(BearerToken.hash(token)), .int(userID), .timestamp(now),
+            .timestamp(now.adding(seconds: configuration.tokenLifetimeSeconds)),
+        ])
+    }
+}

@@ -1,0 +1,108 @@
+import MariaDB
+import TodoSyncCore
+
+extension Store {
+    /// The user's live tags, by id.
+    public func listTags(userID: Int64) throws -> [Tag] {
+        try guarded { try db.query(SQL.Tags.listLive, [.int(userID)]).map(Tag.init(row:)) }
+    }
+
+    /// One live tag of the user, or nil (deleted and other users' tags are invisible).
+    public func tag(userID: Int64, id: Int64) throws -> Tag? {
+        try guarded { try db.queryOne(SQL.Tags.liveByID, [.int(id), .int(userID)]).map(Tag.init(row:)) }
+    }
+
+    /// Creates a tag; with a known `clientId`, returns the existing tag (maybe a tombstone) instead.
+    public func createTag(userID: Int64, _ draft: TagDraft) throws -> Created<Tag> {
+        try write(userID: userID) { transaction in try createTag(draft, in: transaction) }
+    }
+
+    func createTag(_ draft: TagDraft, in transaction: WriteTransaction) throws -> Created<Tag> {
+        let clientKey = draft.clientID.map(ClientID.key)
+        if let clientKey,
+           let existing = try db.queryOne(SQL.Tags.byClientKey, [.int(transaction.userID), .text(clientKey)]) {
+            return Created(record: Tag(row: existing), isNew: false)
+        }
+        let version = try transaction.nextVersion()
+        let now = transaction.now
+        let inserted = try db.execute(SQL.Tags.insert, [
+            .int(transaction.userID), .optionalText(draft.clientID), .optionalText(clientKey), .text(draft.name),
+            .text(draft.color), .int(version), .timestamp(now), .timestamp(now),
+        ])
+        let tag = Tag(id: Int64(inserted.lastInsertID), clientID: draft.clientID, name: draft.name, color: draft.color,
+                      version: version, createdAt: now.rfc3339, updatedAt: now.rfc3339, deletedAt: nil)
+        return Created(record: tag, isNew: true)
+    }
+
+    /// Applies a patch to a live tag. A patch that changes nothing keeps the version.
+    public func updateTag(userID: Int64, id: Int64, _ patch: TagPatch, ifMatch: IfMatch?) throws -> Tag {
+        try write(userID: userID) { transaction in
+            let current = try lockedLiveTag(id: id, in: transaction)
+            try check(ifMatch, current: current)
+            return try updateTag(current, patch.applied(to: current), in: transaction)
+        }
+    }
+
+    func updateTag(_ current: Tag, _ updated: Tag, in transaction: WriteTransaction) throws -> Tag {
+        guard updated.name != current.name || updated.color != current.color else { return current }
+        var result = updated
+        result.version = try transaction.nextVersion()
+        result.updatedAt = transaction.now.rfc3339
+        try db.execute(SQL.Tags.update, [
+            .text(result.name), .text(result.color), .int(result.version), .timestamp(transaction.now),
+            .int(current.id), .int(transaction.userID),
+        ])
+        transaction.tagChanged(current.id)
+        return result
+    }
+
+    /// Soft-deletes a live tag; its todos lose the tag (and get new versions).
+    public func deleteTag(userID: Int64, id: Int64, ifMatch: IfMatch?) throws {
+        try write(userID: userID) { transaction in
+            let current = try lockedLiveTag(id: id, in: transaction)
+            try check(ifMatch, current: current)
+            _ = try deleteTag(current, in: transaction)
+        }
+    }
+
+    func deleteTag(_ current: Tag, in transaction: WriteTransaction) throws -> Tag {
+        let userID = transaction.userID
+        let now = transaction.now
+        var result = current
+        result.version = try transaction.nextVersion()
+        result.updatedAt = now.rfc3339
+        result.deletedAt = now.rfc3339
+        try db.execute(SQL.Tags.softDelete, [
+            .timestamp(now), .timestamp(now), .int(result.version), .int(current.id), .int(userID),
+        ])
+        for row in try db.query(SQL.Todos.liveWithTag, [.int(userID), .int(current.id)]) {
+            let version = try transaction.nextVersion()
+            try db.execute(SQL.Todos.clearTag, [.int(version), .timestamp(now), .int(row.int64(0)!), .int(userID)])
+            transaction.touch(Day(row.string(1)!)!)
+        }
+        try db.execute(SQL.Todos.clearTagOnTombstones, [.int(userID), .int(current.id)])
+        return result
+    }
+
+    /// A live tag of the transaction's user, or 404.
+    func lockedLiveTag(id: Int64, in transaction: WriteTransaction) throws -> Tag {
+        guard let row = try db.queryOne(SQL.Tags.liveByID, [.int(id), .int(transaction.userID)]) else {
+            throw APIError.notFound
+        }
+        return Tag(row: row)
+    }
+
+    func check(_ ifMatch: IfMatch?, current: Tag) throws {
+        guard let ifMatch, !ifMatch.matches(current.version) else { return }
+        var writer = JSONWriter()
+        current.write(to: &writer)
+        throw APIError.versionMismatch(current: writer.bytes, version: current.version)
+    }
+}
+
+/// The result of an idempotent create: the record, and whether this call made it.
+public struct Created<Record: Sendable>: Sendable {
+    public let record: Record
+    /// False when a record with the same clientId already existed (the contract's 200 case).
+    public let isNew: Bool
+}

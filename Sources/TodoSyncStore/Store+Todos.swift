@@ -1,0 +1,115 @@
+import MariaDB
+import TodoSyncCore
+
+extension Store {
+    /// Live todos with deadlines from `from` to `to` inclusive, in the contract's order.
+    public func listTodos(userID: Int64, from: Day, to: Day) throws -> [Todo] {
+        try guarded {
+            try db.query(SQL.Todos.listLiveInRange, [.int(userID), .day(from), .day(to)]).map(Todo.init(row:))
+        }
+    }
+
+    /// One live todo of the user, or nil.
+    public func todo(userID: Int64, id: Int64) throws -> Todo? {
+        try guarded { try db.queryOne(SQL.Todos.liveByID, [.int(id), .int(userID)]).map(Todo.init(row:)) }
+    }
+
+    /// Creates a todo; with a known `clientId`, returns the existing todo (maybe a tombstone) instead.
+    public func createTodo(userID: Int64, _ draft: TodoDraft) throws -> Created<Todo> {
+        try write(userID: userID) { transaction in try createTodo(draft, in: transaction) }
+    }
+
+    func createTodo(_ draft: TodoDraft, in transaction: WriteTransaction) throws -> Created<Todo> {
+        let userID = transaction.userID
+        let clientKey = draft.clientID.map(ClientID.key)
+        if let clientKey, let existing = try db.queryOne(SQL.Todos.byClientKey, [.int(userID), .text(clientKey)]) {
+            return Created(record: Todo(row: existing), isNew: false)
+        }
+        try requireLiveTag(draft.tagID, in: transaction)
+        let version = try transaction.nextVersion()
+        let now = transaction.now
+        let inserted = try db.execute(SQL.Todos.insert, [
+            .int(userID), .optionalText(draft.clientID), .optionalText(clientKey), .text(draft.title), .text(draft.raw),
+            .bool(draft.isImportant), .bool(draft.isLife), .optionalInt(draft.tagID), .int(Int64(draft.difficulty)),
+            .int(Int64(draft.estimatedTime)), .day(draft.deadline), .bool(draft.isCompleted), .int(version),
+            .timestamp(now), .timestamp(now),
+        ])
+        transaction.touch(draft.deadline)
+        let todo = Todo(
+            id: Int64(inserted.lastInsertID), clientID: draft.clientID, title: draft.title, raw: draft.raw,
+            isImportant: draft.isImportant, isLife: draft.isLife, tagID: draft.tagID, difficulty: draft.difficulty,
+            estimatedTime: draft.estimatedTime, deadline: draft.deadline, isCompleted: draft.isCompleted,
+            version: version, createdAt: now.rfc3339, updatedAt: now.rfc3339, deletedAt: nil)
+        return Created(record: todo, isNew: true)
+    }
+
+    /// Applies a patch to a live todo. A patch that changes nothing keeps the version.
+    public func updateTodo(userID: Int64, id: Int64, _ patch: TodoPatch, ifMatch: IfMatch?) throws -> Todo {
+        try write(userID: userID) { transaction in
+            let current = try lockedLiveTodo(id: id, in: transaction)
+            try check(ifMatch, current: current)
+            return try updateTodo(current, patch.applied(to: current), in: transaction)
+        }
+    }
+
+    func updateTodo(_ current: Todo, _ updated: Todo, in transaction: WriteTransaction) throws -> Todo {
+        guard !updated.hasSameContent(as: current) else { return current }
+        if updated.tagID != current.tagID { try requireLiveTag(updated.tagID, in: transaction) }
+        var result = updated
+        result.version = try transaction.nextVersion()
+        result.updatedAt = transaction.now.rfc3339
+        try db.execute(SQL.Todos.update, [
+            .text(result.title), .text(result.raw), .bool(result.isImportant), .bool(result.isLife),
+            .optionalInt(result.tagID), .int(Int64(result.difficulty)), .int(Int64(result.estimatedTime)),
+            .day(result.deadline), .bool(result.isCompleted), .int(result.version), .timestamp(transaction.now),
+            .int(current.id), .int(transaction.userID),
+        ])
+        transaction.touch(current.deadline)
+        transaction.touch(result.deadline)
+        return result
+    }
+
+    /// Soft-deletes a live todo.
+    public func deleteTodo(userID: Int64, id: Int64, ifMatch: IfMatch?) throws {
+        try write(userID: userID) { transaction in
+            let current = try lockedLiveTodo(id: id, in: transaction)
+            try check(ifMatch, current: current)
+            _ = try deleteTodo(current, in: transaction)
+        }
+    }
+
+    func deleteTodo(_ current: Todo, in transaction: WriteTransaction) throws -> Todo {
+        let now = transaction.now
+        var result = current
+        result.version = try transaction.nextVersion()
+        result.updatedAt = now.rfc3339
+        result.deletedAt = now.rfc3339
+        try db.execute(SQL.Todos.softDelete, [
+            .timestamp(now), .timestamp(now), .int(result.version), .int(current.id), .int(transaction.userID),
+        ])
+        transaction.touch(current.deadline)
+        return result
+    }
+
+    func lockedLiveTodo(id: Int64, in transaction: WriteTransaction) throws -> Todo {
+        guard let row = try db.queryOne(SQL.Todos.liveByID, [.int(id), .int(transaction.userID)]) else {
+            throw APIError.notFound
+        }
+        return Todo(row: row)
+    }
+
+    /// 422 unless `tagID` is nil or one of the user's live tags.
+    func requireLiveTag(_ tagID: Int64?, in transaction: WriteTransaction) throws {
+        guard let tagID else { return }
+        guard try db.queryOne(SQL.Tags.isLive, [.int(tagID), .int(transaction.userID)]) != nil else {
+            throw APIError.validation(field: "tagId", "must be null or the id of one of your tags")
+        }
+    }
+
+    func check(_ ifMatch: IfMatch?, current: Todo) throws {
+        guard let ifMatch, !ifMatch.matches(current.version) else { return }
+        var writer = JSONWriter()
+        current.write(to: &writer)
+        throw APIError.versionMismatch(current: writer.bytes, version: current.version)
+    }
+}

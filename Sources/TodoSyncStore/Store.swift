@@ -1,0 +1,89 @@
+import MariaDB
+import TodoSyncCore
+
+/// The MariaDB-backed store of one worker thread. Owns that worker's connection; not shared.
+///
+/// Every write goes through `write(userID:_:)`, which locks the user's row, hands out versions
+/// from the user's change sequence in commit order, and finishes the derived work (daily stats)
+/// inside the same transaction.
+public final class Store {
+    let db: Connection
+    let configuration: StoreConfiguration
+    lazy var decoyPasswordHash: String = configuration.passwordHasher.decoyHash()
+
+    public init(connection: Connection, configuration: StoreConfiguration = StoreConfiguration()) {
+        self.db = connection
+        self.configuration = configuration
+    }
+
+    /// Whether the database answers.
+    public func ping() throws {
+        try guarded { _ = try db.query(SQL.Health.ping) }
+    }
+
+    /// Runs `body`, turning database outages into `APIError.unavailable` (503). Other database
+    /// errors stay as they are and become a logged 500.
+    func guarded<T>(_ body: () throws -> T) throws -> T {
+        do {
+            return try body()
+        } catch let error as DatabaseError where error.isConnectionError || error.isRetryableTransactionError {
+            throw APIError.unavailable
+        }
+    }
+
+    /// The single write path: one transaction per call, serialised per user.
+    func write<T>(userID: Int64, _ body: (WriteTransaction) throws -> T) throws -> T {
+        try guarded {
+            try db.inTransaction {
+                guard try db.queryOne(SQL.Users.lockForWrite, [.int(userID)]) != nil else {
+                    throw APIError.unauthorized
+                }
+                let transaction = WriteTransaction(db: db, userID: userID, now: Timestamp.now())
+                let result = try body(transaction)
+                try transaction.finish()
+                return result
+            }
+        }
+    }
+}
+
+/// The context of one write: the locked user, the transaction's clock, and the version allocator.
+final class WriteTransaction {
+    let db: Connection
+    let userID: Int64
+    /// One timestamp for everything this transaction writes.
+    let now: Timestamp
+    /// Dates whose daily stats this transaction may have changed.
+    private(set) var touchedDays: Set<Day> = []
+
+    init(db: Connection, userID: Int64, now: Timestamp) {
+        self.db = db
+        self.userID = userID
+        self.now = now
+    }
+
+    /// The next version from the user's change sequence. The user's row is locked by this
+    /// transaction, so versions are handed out in commit order.
+    func nextVersion() throws -> Int64 {
+        let result = try db.execute(SQL.Users.allocateVersions, [.int(1), .int(userID)])
+        return Int64(result.lastInsertID)
+    }
+
+    /// Notes that the todos of `day` changed, so its daily stat must be recomputed.
+    func touch(_ day: Day) {
+        touchedDays.insert(day)
+    }
+
+    /// Tags whose name or color changed (their daily-stat entries must be refreshed).
+    private(set) var changedTags: Set<Int64> = []
+
+    /// Notes that a tag's name or color changed.
+    func tagChanged(_ tagID: Int64) {
+        changedTags.insert(tagID)
+    }
+
+    /// Completes derived work before commit.
+    func finish() throws {
+        try DailyStatsRecomputer(transaction: self).run()
+    }
+}

@@ -1,0 +1,15 @@
+import Credentials
+
+/// Tunables of the store; defaults follow the contract.
+public struct StoreConfiguration: Sendable {
+    /// Bearer tokens expire this long after login (contract: 90 days).
+    public var tokenLifetimeSeconds: Int64 = 90 * 24 * 3600
+    /// Failed logins for one account within `loginLockoutSeconds` before it answers 429.
+    public var loginMaxFailures: Int = 10
+    /// How long failed logins are remembered and how long an account stays throttled.
+    public var loginLockoutSeconds: Int64 = 900
+    /// Password hashing parameters.
+    public var passwordHasher = PasswordHasher()
+
+    public init() {}
+}

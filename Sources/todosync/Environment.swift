@@ -1,0 +1,53 @@
+import Foundation
+import MariaDB
+import TodoSyncStore
+
+/// Configuration read from `TODOSYNC_*` environment variables, with defaults that just work
+/// with the run script's private stack.
+struct Environment {
+    private let values: [String: String]
+
+    init(_ values: [String: String] = ProcessInfo.processInfo.environment) {
+        self.values = values
+    }
+
+    func string(_ name: String, default fallback: String) -> String {
+        if let value = values[name], !value.isEmpty { return value }
+        return fallback
+    }
+
+    func int(_ name: String, default fallback: Int) throws -> Int {
+        guard let text = values[name], !text.isEmpty else { return fallback }
+        guard let value = Int(text) else { throw ConfigurationError(name: name, value: text) }
+        return value
+    }
+
+    var database: ConnectionConfiguration {
+        get throws {
+            ConnectionConfiguration(
+                host: string("TODOSYNC_DB_HOST", default: "127.0.0.1"),
+                port: try int("TODOSYNC_DB_PORT", default: 3306),
+                unixSocket: values["TODOSYNC_DB_SOCKET"].flatMap { $0.isEmpty ? nil : $0 },
+                user: string("TODOSYNC_DB_USER", default: "todosync"),
+                password: values["TODOSYNC_DB_PASSWORD"] ?? "todosync",
+                database: string("TODOSYNC_DB_NAME", default: "todosync"))
+        }
+    }
+
+    var store: StoreConfiguration {
+        get throws {
+            var configuration = StoreConfiguration()
+            configuration.tokenLifetimeSeconds = Int64(try int("TODOSYNC_TOKEN_TTL_DAYS", default: 90)) * 86400
+            configuration.loginMaxFailures = try int("TODOSYNC_LOGIN_MAX_FAILURES", default: 10)
+            configuration.loginLockoutSeconds = Int64(try int("TODOSYNC_LOGIN_LOCKOUT_SECONDS", default: 900))
+            return configuration
+        }
+    }
+}
+
+/// An environment variable that does not parse.
+struct ConfigurationError: Error, CustomStringConvertible {
+    let name: String
+    let value: String
+    var description: String { "\(name)=\(value) is not a valid value" }
+}

@@ -1,0 +1,55 @@
+import ArgumentParser
+import Foundation
+import Logging
+import MariaDB
+
+/// `todosync`: the TodoSync FastCGI responder and its maintenance commands.
+@main
+struct TodoSyncCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "todosync",
+        abstract: "TodoSync server: FastCGI responder for the TodoSync HTTP API.",
+        subcommands: [Serve.self, Migrate.self],
+        defaultSubcommand: Serve.self)
+}
+
+/// Bootstraps swift-log once, at the level of `TODOSYNC_LOG_LEVEL` (default info), on stderr.
+func bootstrapLogging(_ environment: Environment) -> Logger {
+    let level = Logger.Level(rawValue: environment.string("TODOSYNC_LOG_LEVEL", default: "info")) ?? .info
+    LoggingSystem.bootstrap { label in
+        var handler = StreamLogHandler.standardError(label: label)
+        handler.logLevel = level
+        return handler
+    }
+    return Logger(label: "todosync")
+}
+
+struct Migrate: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Apply pending SQL migrations from the Sql directory.")
+
+    @Option(help: "Directory of NNN_name.sql migrations (default: $TODOSYNC_SQL_DIR or ./Sql).")
+    var sqlDir: String?
+
+    @Option(help: "Seconds to keep retrying while the database is not reachable yet.")
+    var waitSeconds: Int = 30
+
+    func run() throws {
+        let environment = Environment()
+        let logger = bootstrapLogging(environment)
+        MariaDBLibrary.initialize()
+        let connection = Connection(configuration: try environment.database)
+        let deadline = Date().addingTimeInterval(TimeInterval(waitSeconds))
+        while true {
+            do {
+                try connection.connect()
+                break
+            } catch let error as DatabaseError where error.isConnectionError && Date() < deadline {
+                logger.info("waiting for the database", metadata: ["error": "\(error)"])
+                Thread.sleep(forTimeInterval: 0.5)
+            }
+        }
+        let directory = URL(fileURLWithPath: sqlDir ?? environment.string("TODOSYNC_SQL_DIR", default: "Sql"))
+        let applied = try Migrator(connection: connection, directory: directory).run()
+        logger.info("migrations done", metadata: ["applied": "\(applied)"])
+    }
+}
