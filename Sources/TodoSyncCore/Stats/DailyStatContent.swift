@@ -1,0 +1,170 @@
+/// What the daily-stat formulas need of one live todo.
+public struct StatInput: Sendable, Equatable {
+    public let isCompleted: Bool
+    public let isLife: Bool
+    public let difficulty: Int
+    public let estimatedTime: Int
+    /// The todo's tag with its current name and color, if any.
+    public let tag: TagRef?
+
+    public struct TagRef: Sendable, Equatable {
+        public let id: Int64
+        public let name: String
+        public let color: String
+
+        public init(id: Int64, name: String, color: String) {
+            self.id = id
+            self.name = name
+            self.color = color
+        }
+    }
+
+    public init(isCompleted: Bool, isLife: Bool, difficulty: Int, estimatedTime: Int, tag: TagRef?) {
+        self.isCompleted = isCompleted
+        self.isLife = isLife
+        self.difficulty = difficulty
+        self.estimatedTime = estimatedTime
+        self.tag = tag
+    }
+}
+
+/// The derived part of a daily stat: everything but id, date, version and timestamps.
+/// Decimals are kept as exact hundredths.
+public struct DailyStatContent: Sendable, Equatable {
+    public var todoCount: Int
+    public var completedCount: Int
+    public var productivityHundredths: Int64
+    public var balanceNum: Int
+    public var tagStats: [TagStat]
+    public var centerXHundredths: Int64
+    public var centerYHundredths: Int64
+
+    public struct TagStat: Sendable, Equatable {
+        public let tagID: Int64
+        public let name: String
+        public let color: String
+        public let count: Int
+
+        public init(tagID: Int64, name: String, color: String, count: Int) {
+            self.tagID = tagID
+            self.name = name
+            self.color = color
+            self.count = count
+        }
+    }
+
+    public init(todoCount: Int, completedCount: Int, productivityHundredths: Int64, balanceNum: Int,
+                tagStats: [TagStat], centerXHundredths: Int64, centerYHundredths: Int64) {
+        self.todoCount = todoCount
+        self.completedCount = completedCount
+        self.productivityHundredths = productivityHundredths
+        self.balanceNum = balanceNum
+        self.tagStats = tagStats
+        self.centerXHundredths = centerXHundredths
+        self.centerYHundredths = centerYHundredths
+    }
+
+    /// The contract's formulas over one date's live todos; nil when there are none (no stat).
+    public static func compute(_ todos: [StatInput]) -> DailyStatContent? {
+        guard !todos.isEmpty else { return nil }
+        let completed = todos.filter(\.isCompleted)
+        var weightedMinutes: Int64 = 0
+        var life: Int64 = 0
+        var work: Int64 = 0
+        var counts: [Int64: (tag: StatInput.TagRef, count: Int)] = [:]
+        for todo in completed {
+            weightedMinutes += Int64(todo.difficulty) * Int64(todo.estimatedTime)
+            if todo.isLife { life += Int64(todo.estimatedTime) } else { work += Int64(todo.estimatedTime) }
+            if let tag = todo.tag { counts[tag.id, default: (tag, 0)].count += 1 }
+        }
+        let total = life + work
+        let tagStats = counts.values
+            .map { TagStat(tagID: $0.tag.id, name: $0.tag.name, color: $0.tag.color, count: $0.count) }
+            .sorted { ($0.count, -$0.tagID) > ($1.count, -$1.tagID) }
+        return DailyStatContent(
+            todoCount: todos.count,
+            completedCount: completed.count,
+            productivityHundredths: roundedQuotient(weightedMinutes * 100, 60),
+            balanceNum: total == 0 ? 50 : Int(roundedQuotient(100 * life, total)),
+            tagStats: tagStats,
+            centerXHundredths: total == 0 ? 0 : roundedQuotient(100 * (life - work), total),
+            centerYHundredths: roundedQuotient(100 * Int64(completed.count), Int64(todos.count)))
+    }
+
+    /// `balance.title` and `balance.message` for `balanceNum`.
+    public var balanceText: (title: String, message: String) {
+        if balanceNum < 30 { return ("Work-heavy", "Make some room for life today.") }
+        if balanceNum <= 70 { return ("Balanced", "A good balance between work and life.") }
+        return ("Life-heavy", "Plenty of life today; remember your goals.")
+    }
+
+    /// `tagStats` as the JSON array the contract shows (also how the store keeps it).
+    public var tagStatsJSON: [UInt8] {
+        var writer = JSONWriter()
+        writer.beginArray()
+        for stat in tagStats {
+            writer.beginObject()
+            writer.field("tagId", stat.tagID)
+            writer.field("name", stat.name)
+            writer.field("color", stat.color)
+            writer.field("count", stat.count)
+            writer.endObject()
+        }
+        writer.endArray()
+        return writer.bytes
+    }
+}
+
+/// A user's statistic for one date, as stored and as sent to clients.
+public struct DailyStat: Sendable, Equatable {
+    public var id: Int64
+    public var date: Day
+    public var content: DailyStatContent
+    public var version: Int64
+    public var createdAt: String
+    public var updatedAt: String
+    public var deletedAt: String?
+
+    public init(id: Int64, date: Day, content: DailyStatContent, version: Int64, createdAt: String,
+                updatedAt: String, deletedAt: String?) {
+        self.id = id
+        self.date = date
+        self.content = content
+        self.version = version
+        self.createdAt = createdAt
+        self.updatedAt = updatedAt
+        self.deletedAt = deletedAt
+    }
+
+    /// Writes the contract's DailyStat object.
+    public func write(to writer: inout JSONWriter) {
+        writer.beginObject()
+        writer.field("id", id)
+        writer.field("date", date.description)
+        writer.field("todoCount", content.todoCount)
+        writer.field("completedCount", content.completedCount)
+        writer.key("productivityNum")
+        writer.decimal(hundredths: content.productivityHundredths)
+        writer.key("balance")
+        writer.beginObject()
+        writer.field("num", content.balanceNum)
+        let text = content.balanceText
+        writer.field("title", text.title)
+        writer.field("message", text.message)
+        writer.endObject()
+        writer.key("tagStats")
+        writer.raw(content.tagStatsJSON)
+        writer.key("center")
+        writer.beginObject()
+        writer.key("x")
+        writer.decimal(hundredths: content.centerXHundredths)
+        writer.key("y")
+        writer.decimal(hundredths: content.centerYHundredths)
+        writer.endObject()
+        writer.field("version", version)
+        writer.field("createdAt", createdAt)
+        writer.field("updatedAt", updatedAt)
+        writer.field("deletedAt", deletedAt)
+        writer.endObject()
+    }
+}
