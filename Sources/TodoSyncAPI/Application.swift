@@ -29,6 +29,7 @@ public final class Application {
         registerTagRoutes()
         registerTodoRoutes()
         registerDailyStatRoutes()
+        registerSyncRoutes()
     }
 
     /// Answers one request. Never throws: unexpected errors become a logged 500 with a fixed body.

@@ -58,7 +58,8 @@ enum SQL {
             VALUES (?, ?, ?, ?, ?, ?, ?, ?)
             """
         static let update = """
-            UPDATE tags SET name = ?, color = ?, version = ?, updated_at = ? WHERE id = ? AND user_id = ?
+            UPDATE tags SET name = ?, color = ?, version = ?, updated_at = ?, deleted_at = NULL
+             WHERE id = ? AND user_id = ?
             """
         static let softDelete = """
             UPDATE tags SET deleted_at = ?, updated_at = ?, version = ? WHERE id = ? AND user_id = ?
@@ -90,7 +91,8 @@ enum SQL {
             """
         static let update = """
             UPDATE todos SET title = ?, raw = ?, is_important = ?, is_life = ?, tag_id = ?, difficulty = ?,
-                             estimated_time = ?, deadline = ?, is_completed = ?, version = ?, updated_at = ?
+                             estimated_time = ?, deadline = ?, is_completed = ?, version = ?, updated_at = ?,
+                             deleted_at = NULL
              WHERE id = ? AND user_id = ?
             """
         static let softDelete = """
@@ -151,5 +153,50 @@ enum SQL {
             SELECT DISTINCT deadline FROM todos
              WHERE user_id = ? AND tag_id = ? AND deleted_at IS NULL AND is_completed = 1
             """
+    }
+
+    /// Pull: one indexed range scan per kind over (user_id, version). Tombstones with versions up
+    /// to the second bound are skipped (a first pull does not send deletions of unseen records).
+    enum Pull {
+        static let syncState = "SELECT change_seq, purged_through FROM users WHERE id = ?"
+        static let tagsChanged = """
+            SELECT \(Tags.columns) FROM tags
+             WHERE user_id = ? AND version > ? AND (deleted_at IS NULL OR version > ?) ORDER BY version LIMIT ?
+            """
+        static let todosChanged = """
+            SELECT \(Todos.columns) FROM todos
+             WHERE user_id = ? AND version > ? AND (deleted_at IS NULL OR version > ?) ORDER BY version LIMIT ?
+            """
+        static let dailyStatsChanged = """
+            SELECT \(DailyStats.columns) FROM daily_stats
+             WHERE user_id = ? AND version > ? AND (deleted_at IS NULL OR version > ?) ORDER BY version LIMIT ?
+            """
+    }
+
+    enum Push {
+        static let storedResult = "SELECT result FROM sync_operations WHERE user_id = ? AND op_key = ?"
+        static let storeResult = """
+            INSERT INTO sync_operations (user_id, op_key, device_id, result, created_at) VALUES (?, ?, ?, ?, ?)
+            """
+        static let tagByID = "SELECT \(Tags.columns) FROM tags WHERE id = ? AND user_id = ?"
+        static let todoByID = "SELECT \(Todos.columns) FROM todos WHERE id = ? AND user_id = ?"
+    }
+
+    /// Retention: tombstones, push results and expired tokens older than the horizon.
+    enum Purge {
+        static func recordPurgedThrough(_ table: String) -> String {
+            """
+            UPDATE users u JOIN (SELECT user_id, MAX(version) AS purged FROM \(table)
+                                  WHERE deleted_at IS NOT NULL AND deleted_at < ? GROUP BY user_id) p
+                ON p.user_id = u.id
+               SET u.purged_through = GREATEST(u.purged_through, p.purged)
+            """
+        }
+        static func deleteTombstones(_ table: String) -> String {
+            "DELETE FROM \(table) WHERE deleted_at IS NOT NULL AND deleted_at < ?"
+        }
+        static let tables = ["tags", "todos", "daily_stats"]
+        static let deleteOperations = "DELETE FROM sync_operations WHERE created_at < ?"
+        static let deleteExpiredTokens = "DELETE FROM auth_tokens WHERE expires_at < ?"
     }
 }

@@ -43,9 +43,12 @@ extension Store {
         }
     }
 
+    /// Writes `updated` over `current` (a live tag, or a tombstone being restored).
     func updateTag(_ current: Tag, _ updated: Tag, in transaction: WriteTransaction) throws -> Tag {
-        guard updated.name != current.name || updated.color != current.color else { return current }
+        let restoring = current.deletedAt != nil
+        guard restoring || updated.name != current.name || updated.color != current.color else { return current }
         var result = updated
+        result.deletedAt = nil
         result.version = try transaction.nextVersion()
         result.updatedAt = transaction.now.rfc3339
         try db.execute(SQL.Tags.update, [

@@ -52,10 +52,13 @@ extension Store {
         }
     }
 
+    /// Writes `updated` over `current` (a live todo, or a tombstone being restored).
     func updateTodo(_ current: Todo, _ updated: Todo, in transaction: WriteTransaction) throws -> Todo {
-        guard !updated.hasSameContent(as: current) else { return current }
-        if updated.tagID != current.tagID { try requireLiveTag(updated.tagID, in: transaction) }
+        let restoring = current.deletedAt != nil
+        guard restoring || !updated.hasSameContent(as: current) else { return current }
+        if restoring || updated.tagID != current.tagID { try requireLiveTag(updated.tagID, in: transaction) }
         var result = updated
+        result.deletedAt = nil
         result.version = try transaction.nextVersion()
         result.updatedAt = transaction.now.rfc3339
         try db.execute(SQL.Todos.update, [

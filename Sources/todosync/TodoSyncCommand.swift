@@ -9,7 +9,7 @@ struct TodoSyncCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "todosync",
         abstract: "TodoSync server: FastCGI responder for the TodoSync HTTP API.",
-        subcommands: [Serve.self, Migrate.self],
+        subcommands: [Serve.self, Migrate.self, Purge.self],
         defaultSubcommand: Serve.self)
 }
 

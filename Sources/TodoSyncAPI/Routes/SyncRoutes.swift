@@ -1,0 +1,31 @@
+import TodoSyncCore
+
+extension Application {
+    func registerSyncRoutes() {
+        router.add("GET", "/api/v1/sync/pull") { context in
+            let userID = try context.requireUser()
+            let query = context.request.query
+            var limit = 500
+            if let text = query["limit"] {
+                guard let value = Int(text), (1...1000).contains(value) else {
+                    throw APIError.badRequest("`limit` must be an integer from 1 to 1000.")
+                }
+                limit = value
+            }
+            var cursor: SyncCursor?
+            if let text = query["cursor"], !text.isEmpty {
+                guard let decoded = SyncCursor(encoded: text, userID: userID) else {
+                    throw APIError.badRequest("`cursor` is not a cursor this server issued to you.")
+                }
+                cursor = decoded
+            }
+            return .json(200, try context.store.pull(userID: userID, cursor: cursor, limit: limit).jsonBody)
+        }
+        router.add("POST", "/api/v1/sync/push") { context in
+            let userID = try context.requireUser()
+            var reader = try context.bodyReader()
+            let request = try PushRequest.parse(&reader)
+            return .json(200, try context.store.push(userID: userID, request))
+        }
+    }
+}

@@ -1,0 +1,124 @@
+/// How a push resolves an update or delete whose `baseVersion` is older than the server's.
+public enum ConflictPolicy: String, Sendable {
+    case reject
+    case clientWins = "client-wins"
+    case merge
+}
+
+/// A validated `POST /sync/push` body. Only the envelope is checked here; each operation is
+/// checked when it runs, so one bad operation gets its own `rejected` result.
+public struct PushRequest: Sendable {
+    public let deviceID: String
+    public let policy: ConflictPolicy
+    public let operations: [PushOperation]
+
+    /// At most this many operations per request.
+    public static let maximumOperations = 500
+
+    /// Validates the envelope: deviceId, conflictPolicy, and operations (≤ 500 objects with an opId).
+    public static func parse(_ reader: inout FieldReader) throws(APIError) -> PushRequest {
+        let deviceID = reader.string("deviceId", required: true, length: 1...100)
+        var policy = ConflictPolicy.reject
+        if let value = reader.value("conflictPolicy"), value != .null {
+            if case .string(let text) = value, let parsed = ConflictPolicy(rawValue: text) {
+                policy = parsed
+            } else {
+                reader.report("conflictPolicy", "must be one of reject, client-wins, merge")
+            }
+        }
+        var operations: [PushOperation] = []
+        switch reader.value("operations") {
+        case .array(let items)?:
+            if items.count > maximumOperations {
+                reader.report("operations", "must hold at most \(maximumOperations) operations (got \(items.count))")
+            } else {
+                for (index, item) in items.enumerated() {
+                    guard case .object(let object) = item else {
+                        reader.report("operations[\(index)]", "must be an object")
+                        continue
+                    }
+                    guard case .string(let opID)? = object["opId"], (1...100).contains(opID.unicodeScalars.count) else {
+                        reader.report("operations[\(index)].opId", "must be a string of 1–100 characters (a UUID)")
+                        continue
+                    }
+                    operations.append(PushOperation(opID: opID, fields: object))
+                }
+            }
+        case nil:
+            reader.report("operations", "is required")
+        default:
+            reader.report("operations", "must be an array")
+        }
+        try reader.finish()
+        return PushRequest(deviceID: deviceID!, policy: policy, operations: operations)
+    }
+}
+
+/// One push operation, as sent. Accessors read its parts; `validate()` checks its shape.
+public struct PushOperation: Sendable {
+    public let opID: String
+    public let fields: [String: JSONValue]
+
+    /// The key under which the result is stored (opIds compare case-insensitively, like UUIDs).
+    public var key: String { opID.lowercased() }
+
+    public enum Entity: String, Sendable { case tag, todo }
+    public enum Action: String, Sendable { case create, update, delete }
+
+    /// The checked parts of an operation.
+    public struct Parsed: Sendable {
+        public let entity: Entity
+        public let action: Action
+        public let id: Int64?
+        public let clientID: String?
+        public let baseVersion: Int64?
+        public let data: [String: JSONValue]
+        public let base: [String: JSONValue]
+    }
+
+    /// Checks entity, action, addressing and the types of baseVersion, data and base.
+    public func parse() throws(APIError) -> Parsed {
+        var reader = FieldReader(object: fields)
+        var entity: Entity?
+        switch fields["entity"] {
+        case .string(let text)?:
+            entity = Entity(rawValue: text)
+            if entity == nil {
+                reader.report("entity", text == "dailyStat" || text == "daily_stat" || text == "dailyStats"
+                    ? "daily stats are derived from todos and cannot be written"
+                    : "must be tag or todo")
+            }
+        default: reader.report("entity", "must be tag or todo")
+        }
+        var action: Action?
+        if case .string(let text)? = fields["action"] { action = Action(rawValue: text) }
+        if action == nil { reader.report("action", "must be create, update or delete") }
+        let id = reader.nullableID("id") ?? nil
+        let clientID = reader.clientID()
+        let baseVersion: Int64?
+        if let value = fields["baseVersion"], value != .null {
+            baseVersion = reader.int("baseVersion", range: 0...Int64.max)
+        } else {
+            baseVersion = nil
+        }
+        let data = object(named: "data", in: &reader)
+        let base = object(named: "base", in: &reader)
+        if let action, action != .create, id == nil, clientID == nil, !reader.has("id"), !reader.has("clientId") {
+            reader.report("id", "update and delete need an id or a clientId")
+        }
+        if action == .create, fields["data"] == nil { reader.report("data", "is required for create") }
+        try reader.finish()
+        return Parsed(entity: entity!, action: action!, id: id, clientID: clientID, baseVersion: baseVersion,
+                      data: data, base: base)
+    }
+
+    private func object(named key: String, in reader: inout FieldReader) -> [String: JSONValue] {
+        switch fields[key] {
+        case .object(let object)?: return object
+        case nil, .null?: return [:]
+        default:
+            reader.report(key, "must be an object")
+            return [:]
+        }
+    }
+}

@@ -1,0 +1,70 @@
+/// The outcome of one push operation, as sent to the client and stored for replays.
+public struct PushResult: Sendable {
+    public enum Status: String, Sendable { case applied, merged, conflict, rejected }
+
+    public var opID: String
+    public var status: Status
+    public var id: Int64?
+    public var clientID: String?
+    public var version: Int64?
+    /// The server's full record after the operation, already encoded; nil → `null`.
+    public var record: [UInt8]?
+    public var conflictingFields: [String]?
+    public var error: APIError?
+
+    public init(opID: String, status: Status, id: Int64? = nil, clientID: String? = nil, version: Int64? = nil,
+                record: [UInt8]? = nil, conflictingFields: [String]? = nil, error: APIError? = nil) {
+        self.opID = opID
+        self.status = status
+        self.id = id
+        self.clientID = clientID
+        self.version = version
+        self.record = record
+        self.conflictingFields = conflictingFields
+        self.error = error
+    }
+
+    /// A `rejected` result for `error`.
+    public static func rejected(_ opID: String, _ error: APIError, clientID: String? = nil) -> PushResult {
+        PushResult(opID: opID, status: .rejected, clientID: clientID, error: error)
+    }
+
+    /// `{"opId", "status", "id", "clientId", "version", "record", "conflictingFields"?, "error"?}`.
+    public var json: [UInt8] {
+        var writer = JSONWriter(reservingCapacity: 512)
+        writer.beginObject()
+        writer.field("opId", opID)
+        writer.field("status", status.rawValue)
+        writer.field("id", id)
+        writer.field("clientId", clientID)
+        writer.field("version", version)
+        writer.key("record")
+        if let record { writer.raw(record) } else { writer.null() }
+        if let conflictingFields {
+            writer.key("conflictingFields")
+            writer.beginArray()
+            for field in conflictingFields { writer.string(field) }
+            writer.endArray()
+        }
+        if let error {
+            writer.key("error")
+            writer.beginObject()
+            writer.field("code", error.code)
+            writer.field("message", error.message)
+            if !error.details.isEmpty {
+                writer.key("details")
+                writer.beginArray()
+                for detail in error.details {
+                    writer.beginObject()
+                    writer.field("field", detail.field)
+                    writer.field("problem", detail.problem)
+                    writer.endObject()
+                }
+                writer.endArray()
+            }
+            writer.endObject()
+        }
+        writer.endObject()
+        return writer.bytes
+    }
+}

@@ -1,0 +1,34 @@
+import MariaDB
+import TodoSyncCore
+
+/// What one purge removed.
+public struct PurgeReport: Sendable, CustomStringConvertible {
+    public var tombstones = 0
+    public var operations = 0
+    public var tokens = 0
+
+    public var description: String { "tombstones=\(tombstones) operations=\(operations) expiredTokens=\(tokens)" }
+}
+
+extension Store {
+    /// Removes tombstones and stored push results older than `retentionSeconds`, and expired
+    /// tokens. Each user's `purged_through` is raised first, in the same transaction, so a pull
+    /// cursor that could have missed a purged deletion gets 410 `cursor_expired`.
+    public func purge(retentionSeconds: Int64) throws -> PurgeReport {
+        let now = Timestamp.now()
+        let horizon = DatabaseValue.timestamp(now.adding(seconds: -retentionSeconds))
+        var report = PurgeReport()
+        try guarded {
+            try db.inTransaction {
+                report = PurgeReport()
+                for table in SQL.Purge.tables {
+                    try db.execute(SQL.Purge.recordPurgedThrough(table), [horizon])
+                    report.tombstones += Int(try db.execute(SQL.Purge.deleteTombstones(table), [horizon]).affectedRows)
+                }
+            }
+            report.operations = Int(try db.execute(SQL.Purge.deleteOperations, [horizon]).affectedRows)
+            report.tokens = Int(try db.execute(SQL.Purge.deleteExpiredTokens, [.timestamp(now)]).affectedRows)
+        }
+        return report
+    }
+}

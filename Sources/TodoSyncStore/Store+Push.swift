@@ -1,0 +1,222 @@
+import MariaDB
+import TodoSyncCore
+
+extension Store {
+    /// Applies a push exactly once per opId: all operations run in one transaction, each inside
+    /// its own savepoint, and each result is stored with `(user, opId)` in that same transaction.
+    /// A replayed opId returns its stored result and changes nothing. Returns the response body.
+    public func push(userID: Int64, _ request: PushRequest) throws -> [UInt8] {
+        try write(userID: userID) { transaction in
+            var results: [[UInt8]] = []
+            results.reserveCapacity(request.operations.count)
+            for operation in request.operations {
+                if let stored = try db.queryOne(SQL.Push.storedResult, [.int(userID), .text(operation.key)]) {
+                    results.append(Array(stored.string(0)!.utf8))
+                    continue
+                }
+                let result: PushResult
+                do {
+                    result = try db.inSavepoint {
+                        try apply(operation, policy: request.policy, in: transaction)
+                    }
+                } catch let error as APIError where error.status < 500 {
+                    result = .rejected(operation.opID, error, clientID: operation.clientIDText)
+                }
+                let json = result.json
+                try db.execute(SQL.Push.storeResult, [
+                    .int(userID), .text(operation.key), .text(request.deviceID),
+                    .text(String(decoding: json, as: UTF8.self)), .timestamp(transaction.now),
+                ])
+                results.append(json)
+            }
+            var body: [UInt8] = Array(#"{"results":["#.utf8)
+            for (index, json) in results.enumerated() {
+                if index > 0 { body.append(UInt8(ascii: ",")) }
+                body.append(contentsOf: json)
+            }
+            body.append(contentsOf: "]}".utf8)
+            return body
+        }
+    }
+
+    private func apply(_ operation: PushOperation, policy: ConflictPolicy,
+                       in transaction: WriteTransaction) throws -> PushResult {
+        let parsed = try operation.parse()
+        switch (parsed.entity, parsed.action) {
+        case (.tag, .create):
+            var data = parsed.data
+            if let clientID = parsed.clientID { data["clientId"] = .string(clientID) }
+            var reader = FieldReader(object: data)
+            let created = try createTag(try TagDraft.parse(&reader), in: transaction)
+            return .applied(operation, created.record)
+        case (.todo, .create):
+            var data = try resolveTagClientID(parsed.data, in: transaction)
+            if let clientID = parsed.clientID { data["clientId"] = .string(clientID) }
+            var reader = FieldReader(object: data)
+            let created = try createTodo(try TodoDraft.parse(&reader), in: transaction)
+            return .applied(operation, created.record)
+        case (.tag, .update):
+            let current = try locateTag(parsed, in: transaction)
+            var reader = FieldReader(object: parsed.data)
+            let patch = try TagPatch.parse(&reader)
+            return try resolveUpdate(operation, parsed, policy: policy, current: current, patch: patch,
+                                     apply: { try updateTag(current, $0.applied(to: current), in: transaction) },
+                                     restrict: { $0.restricted(to: $1) })
+        case (.todo, .update):
+            let current = try locateTodo(parsed, in: transaction)
+            let data = try resolveTagClientID(parsed.data, in: transaction)
+            var reader = FieldReader(object: data)
+            let patch = try TodoPatch.parse(&reader)
+            return try resolveUpdate(operation, parsed, policy: policy, current: current, patch: patch,
+                                     apply: { try updateTodo(current, $0.applied(to: current), in: transaction) },
+                                     restrict: { $0.restricted(to: $1) },
+                                     base: try resolveTagClientID(parsed.base, in: transaction, lenient: true))
+        case (.tag, .delete):
+            let current = try locateTag(parsed, in: transaction)
+            if current.deletedAt != nil { return .applied(operation, current) }
+            if isStale(parsed, current.version) && policy != .clientWins { return .conflict(operation, current) }
+            return .applied(operation, try deleteTag(current, in: transaction))
+        case (.todo, .delete):
+            let current = try locateTodo(parsed, in: transaction)
+            if current.deletedAt != nil { return .applied(operation, current) }
+            if isStale(parsed, current.version) && policy != .clientWins { return .conflict(operation, current) }
+            return .applied(operation, try deleteTodo(current, in: transaction))
+        }
+    }
+
+    /// The update rules: a tombstone conflicts unless client-wins (which restores it); a stale
+    /// `baseVersion` is resolved by the policy; otherwise the update is unconditional.
+    private func resolveUpdate<Record: MergeableRecord & PushRecord>(
+        _ operation: PushOperation, _ parsed: PushOperation.Parsed, policy: ConflictPolicy, current: Record,
+        patch: Record.Patch, apply: (Record.Patch) throws -> Record,
+        restrict: (Record.Patch, Set<String>) -> Record.Patch,
+        base: [String: JSONValue]? = nil
+    ) throws -> PushResult {
+        if current.isDeleted {
+            guard policy == .clientWins else { return .conflict(operation, current) }
+            return .applied(operation, try apply(patch))
+        }
+        guard isStale(parsed, current.version) else { return .applied(operation, try apply(patch)) }
+        switch policy {
+        case .reject:
+            return .conflict(operation, current)
+        case .clientWins:
+            return .applied(operation, try apply(patch))
+        case .merge:
+            let client = try Record.preview(patch, on: current)
+            let changed = parsed.data.keys.map { $0 == "tagClientId" ? "tagId" : $0 }
+                .filter { Record.updatableFields.contains($0) }
+            let baseValues = (base ?? parsed.base).mapValues(FieldValue.init(json:))
+            let decision = FieldMerge.decide(server: current, client: client, changedFields: Array(Set(changed)).sorted(),
+                                             base: baseValues)
+            let merged = try apply(restrict(patch, decision.take))
+            if decision.conflicting.isEmpty { return .applied(operation, merged) }
+            var result = PushResult.applied(operation, merged)
+            result.status = PushResult.Status.merged
+            result.conflictingFields = decision.conflicting.sorted()
+            return result
+        }
+    }
+
+    private func isStale(_ parsed: PushOperation.Parsed, _ version: Int64) -> Bool {
+        guard let baseVersion = parsed.baseVersion else { return false }
+        return version > baseVersion
+    }
+
+    private func locateTag(_ parsed: PushOperation.Parsed, in transaction: WriteTransaction) throws -> Tag {
+        let row: Row?
+        if let id = parsed.id {
+            row = try db.queryOne(SQL.Push.tagByID, [.int(id), .int(transaction.userID)])
+        } else if let clientID = parsed.clientID {
+            row = try db.queryOne(SQL.Tags.byClientKey, [.int(transaction.userID), .text(ClientID.key(clientID))])
+        } else {
+            row = nil
+        }
+        guard let row else { throw APIError.notFound }
+        return Tag(row: row)
+    }
+
+    private func locateTodo(_ parsed: PushOperation.Parsed, in transaction: WriteTransaction) throws -> Todo {
+        let row: Row?
+        if let id = parsed.id {
+            row = try db.queryOne(SQL.Push.todoByID, [.int(id), .int(transaction.userID)])
+        } else if let clientID = parsed.clientID {
+            row = try db.queryOne(SQL.Todos.byClientKey, [.int(transaction.userID), .text(ClientID.key(clientID))])
+        } else {
+            row = nil
+        }
+        guard let row else { throw APIError.notFound }
+        return Todo(row: row)
+    }
+
+    /// Replaces `tagClientId` with the `tagId` of the user's live tag of that clientId (422 when
+    /// there is none). With `lenient` (for `base`), an unknown clientId is simply dropped.
+    private func resolveTagClientID(_ data: [String: JSONValue], in transaction: WriteTransaction,
+                                    lenient: Bool = false) throws -> [String: JSONValue] {
+        guard let value = data["tagClientId"] else { return data }
+        var result = data
+        result.removeValue(forKey: "tagClientId")
+        switch value {
+        case .null:
+            result["tagId"] = .null
+        case .string(let clientID) where ClientID.isValid(clientID):
+            if let row = try db.queryOne(SQL.Tags.byClientKey, [.int(transaction.userID), .text(ClientID.key(clientID))]),
+               row.string(7) == nil {
+                result["tagId"] = .number(JSONNumber(literal: String(row.int64(0)!)))
+            } else if !lenient {
+                throw APIError.validation(field: "tagClientId", "must be the clientId of one of your tags")
+            }
+        default:
+            if !lenient { throw APIError.validation(field: "tagClientId", "must be a UUID string or null") }
+        }
+        return result
+    }
+}
+
+/// What push needs of a record beyond its fields.
+protocol PushRecord {
+    var id: Int64 { get }
+    var clientID: String? { get }
+    var version: Int64 { get }
+    var isDeleted: Bool { get }
+    func write(to writer: inout JSONWriter)
+    associatedtype Patch
+    /// The record as the client would have it after `patch`, without writing anything.
+    static func preview(_ patch: Patch, on record: Self) throws -> Self
+}
+
+extension Tag: PushRecord {
+    var isDeleted: Bool { deletedAt != nil }
+    static func preview(_ patch: TagPatch, on record: Tag) throws -> Tag { patch.applied(to: record) }
+}
+
+extension Todo: PushRecord {
+    var isDeleted: Bool { deletedAt != nil }
+    static func preview(_ patch: TodoPatch, on record: Todo) throws -> Todo { patch.applied(to: record) }
+}
+
+extension PushResult {
+    static func applied<Record: PushRecord>(_ operation: PushOperation, _ record: Record) -> PushResult {
+        result(.applied, operation, record)
+    }
+
+    static func conflict<Record: PushRecord>(_ operation: PushOperation, _ record: Record) -> PushResult {
+        result(.conflict, operation, record)
+    }
+
+    private static func result<Record: PushRecord>(_ status: Status, _ operation: PushOperation,
+                                                   _ record: Record) -> PushResult {
+        var writer = JSONWriter(reservingCapacity: 400)
+        record.write(to: &writer)
+        return PushResult(opID: operation.opID, status: status, id: record.id, clientID: record.clientID,
+                          version: record.version, record: writer.bytes)
+    }
+}
+
+extension PushOperation {
+    /// The op's clientId as sent, for rejected results.
+    var clientIDText: String? {
+        if case .string(let text)? = fields["clientId"] { return text }
+        return nil
+    }
+}

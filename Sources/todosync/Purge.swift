@@ -1,0 +1,28 @@
+import ArgumentParser
+import Logging
+import MariaDB
+import TodoSyncStore
+
+struct Purge: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Remove tombstones and push results older than the retention horizon, and expired tokens.")
+
+    @Option(help: "Retention in days (default: $TODOSYNC_TOMBSTONE_RETENTION_DAYS or 90).")
+    var retentionDays: Int?
+
+    @Option(help: "Retention in seconds; overrides --retention-days (for tests).")
+    var retentionSeconds: Int64?
+
+    func run() throws {
+        let environment = Environment()
+        let logger = bootstrapLogging(environment)
+        MariaDBLibrary.initialize()
+        let days = try retentionDays ?? environment.int("TODOSYNC_TOMBSTONE_RETENTION_DAYS", default: 90)
+        let store = Store(connection: Connection(configuration: try environment.database))
+        let report = try store.purge(retentionSeconds: retentionSeconds ?? Int64(days) * 86400)
+        logger.info("purged", metadata: [
+            "tombstones": "\(report.tombstones)", "operations": "\(report.operations)", "tokens": "\(report.tokens)",
+        ])
+        print(report)
+    }
+}
