@@ -1,0 +1,104 @@
+@testable import TodoSyncCore
+import XCTest
+
+final class SyncCursorTests: XCTestCase {
+    func testRoundTrip() {
+        let cursor = SyncCursor(position: 1234, skipTombstonesThrough: 99, userID: 7)
+        XCTAssertEqual(SyncCursor(encoded: cursor.encoded, userID: 7), cursor)
+        XCTAssertTrue(cursor.encoded.allSatisfy { $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" })
+    }
+
+    func testRejectsAnotherUsersCursor() {
+        let cursor = SyncCursor(position: 5, skipTombstonesThrough: 0, userID: 7)
+        XCTAssertNil(SyncCursor(encoded: cursor.encoded, userID: 8))
+    }
+
+    func testRejectsTamperedAndMalformedCursors() {
+        let encoded = SyncCursor(position: 5, skipTombstonesThrough: 0, userID: 7).encoded
+        var tampered = Array(encoded)
+        tampered[tampered.count / 2] = tampered[tampered.count / 2] == "A" ? "B" : "A"
+        for text in [String(tampered), String(encoded.dropLast()), "", "abc", "!!!!", "1:7:5:0:0",
+                     base64URLEncode(Array("1:7:5:0:deadbeef".utf8)), base64URLEncode(Array("2:7:5:0".utf8))] {
+            XCTAssertNil(SyncCursor(encoded: text, userID: 7), text)
+        }
+    }
+
+    func testBase64URL() {
+        for length in 0..<10 {
+            let bytes = (0..<length).map { UInt8(($0 * 77 + 13) % 256) }
+            XCTAssertEqual(base64URLDecode(base64URLEncode(bytes)), bytes)
+        }
+    }
+}
+
+final class PushRequestTests: XCTestCase {
+    private func parse(_ json: String) throws -> PushRequest {
+        var reader = try FieldReader(try JSONParser.parse(Array(json.utf8)))
+        return try PushRequest.parse(&reader)
+    }
+
+    func testEnvelope() throws {
+        let request = try parse(#"{"deviceId": "d1", "conflictPolicy": "merge", "operations": [{"opId": "a"}]}"#)
+        XCTAssertEqual(request.deviceID, "d1")
+        XCTAssertEqual(request.policy, .merge)
+        XCTAssertEqual(request.operations.map(\.opID), ["a"])
+        XCTAssertEqual(try parse(#"{"deviceId": "d1", "operations": []}"#).policy, .reject)
+    }
+
+    func testEnvelopeErrorsAre422() {
+        let ops501 = "[" + (0...500).map { #"{"opId": "op\#($0)"}"# }.joined(separator: ",") + "]"
+        for body in [#"{"operations": []}"#, #"{"deviceId": "", "operations": []}"#,
+                     #"{"deviceId": "d", "conflictPolicy": "server-wins", "operations": []}"#,
+                     #"{"deviceId": "d", "operations": {}}"#, #"{"deviceId": "d", "operations": [{"entity": "tag"}]}"#,
+                     #"{"deviceId": "d", "operations": \#(ops501)}"#] {
+            XCTAssertThrowsError(try parse(body), body) { XCTAssertEqual(($0 as? APIError)?.status, 422) }
+        }
+    }
+
+    func testOperationShape() throws {
+        let request = try parse(#"""
+            {"deviceId": "d", "operations": [
+              {"opId": "1", "entity": "todo", "action": "update", "id": 4, "baseVersion": 3, "data": {"title": "x"}},
+              {"opId": "2", "entity": "dailyStat", "action": "update", "id": 4},
+              {"opId": "3", "entity": "tag", "action": "delete"},
+              {"opId": "4", "entity": "tag", "action": "explode", "id": 1}]}
+            """#)
+        let update = try request.operations[0].parse()
+        XCTAssertEqual(update.entity, .todo)
+        XCTAssertEqual(update.baseVersion, 3)
+        XCTAssertEqual(update.data["title"], .string("x"))
+        for index in 1...3 {
+            XCTAssertThrowsError(try request.operations[index].parse()) { XCTAssertEqual(($0 as? APIError)?.status, 422) }
+        }
+    }
+}
+
+final class FieldMergeTests: XCTestCase {
+    private let server = Todo(id: 1, clientID: nil, title: "server title", raw: "r", isImportant: false, isLife: false,
+                              tagID: nil, difficulty: 2, estimatedTime: 30, deadline: Day("2026-11-21")!,
+                              isCompleted: true, version: 5, createdAt: "", updatedAt: "", deletedAt: nil)
+
+    func testThreeWayRules() {
+        var client = server
+        client.title = "client title"   // server changed title too (base differs from server) → conflict
+        client.difficulty = 4           // server still at base → take
+        client.isCompleted = true       // server and client agree → nothing
+        client.estimatedTime = 45       // base lacks it → conflict
+        let decision = FieldMerge.decide(
+            server: server, client: client,
+            changedFields: ["title", "difficulty", "isCompleted", "estimatedTime"],
+            base: ["title": .string("old title"), "difficulty": .int(2), "isCompleted": .bool(false)])
+        XCTAssertEqual(decision.take, ["difficulty"])
+        XCTAssertEqual(decision.conflicting, ["title", "estimatedTime"])
+    }
+
+    func testBaseColorComparesCaseInsensitively() {
+        let tag = Tag(id: 1, clientID: nil, name: "n", color: "#FF8800", version: 2, createdAt: "", updatedAt: "",
+                      deletedAt: nil)
+        var client = tag
+        client.color = "#00FF00"
+        let decision = FieldMerge.decide(server: tag, client: client, changedFields: ["color"],
+                                         base: ["color": FieldValue(json: .string("#ff8800"))])
+        XCTAssertEqual(decision.take, ["color"])
+    }
+}
