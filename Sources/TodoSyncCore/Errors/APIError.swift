@@ -46,10 +46,12 @@ public struct APIError: Error, Sendable, Equatable {
     }
 
     public static let unauthorized = APIError(
-        status: 401, code: "unauthorized", message: "Missing, invalid or expired bearer token.")
+        status: 401, code: "unauthorized", message: "Missing, invalid or expired bearer token.",
+        headers: [HTTPHeader("WWW-Authenticate", "Bearer")])
 
     public static let badCredentials = APIError(
-        status: 401, code: "unauthorized", message: "Email or password is incorrect.")
+        status: 401, code: "unauthorized", message: "Email or password is incorrect.",
+        headers: [HTTPHeader("WWW-Authenticate", "Bearer")])
 
     public static let notFound = APIError(status: 404, code: "not_found", message: "No such record.")
 
