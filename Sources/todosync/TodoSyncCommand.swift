@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import Logging
 import MariaDB
+import TodoSyncStore
 
 /// `todosync`: the TodoSync FastCGI responder and its maintenance commands.
 @main

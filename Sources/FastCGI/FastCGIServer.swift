@@ -1,0 +1,138 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CFastCGI
+import Dispatch
+import Logging
+
+/// A FastCGI responder on a unix socket, served by a fixed pool of worker threads (libfcgi).
+///
+/// Each worker owns its `FCGX_Request` and the handler made for it, so handlers may hold
+/// thread-confined resources such as a database connection. Workers accept concurrently on the
+/// shared socket, without an accept mutex.
+public final class FastCGIServer: Sendable {
+    /// The configuration the server was created with.
+    public let configuration: FastCGIServerConfiguration
+    private let logger: Logger
+    private let lifecycle = ServerLifecycle()
+
+    /// Creates a server; nothing happens until ``run(makeHandler:)``.
+    public init(configuration: FastCGIServerConfiguration, logger: Logger) {
+        self.configuration = configuration
+        self.logger = logger
+    }
+
+    /// Blocks until SIGTERM/SIGINT, then stops accepting, lets in-flight requests finish (up to the
+    /// grace period), removes the socket file and returns. `makeHandler` runs once on each worker
+    /// thread; the handler it returns is only ever called on that thread.
+    ///
+    /// The shutdown signals are blocked in the calling thread (restored on return) and in every
+    /// thread started here, and received by a dedicated `sigwait` thread. Threads created *before*
+    /// `run` do not inherit that mask: call ``blockShutdownSignals()`` first thing in `main`, or
+    /// call `run` before starting other threads, so a signal cannot land on them instead.
+    ///
+    /// Throws ``FastCGIServerError`` if the server cannot start (for example when another live
+    /// process serves the socket path). Once workers are running it only returns normally.
+    public func run(makeHandler: @escaping @Sendable (_ workerIndex: Int) -> (FastCGIRequest) -> FastCGIResponse) throws {
+        try configuration.validate()
+        guard lifecycle.markStarted() else { throw FastCGIServerError.alreadyStarted }
+
+        let initResult = FCGX_Init()
+        guard initResult == 0 else { throw FastCGIServerError.libraryInitializationFailed(code: initResult) }
+
+        let listener = try UnixListener.open(
+            path: configuration.socketPath, mode: configuration.socketMode, backlog: configuration.backlog)
+        let wakePipe: WakePipe
+        do { wakePipe = try WakePipe() } catch {
+            listener.closeAndUnlink()
+            throw error
+        }
+
+        let previousMask = ShutdownSignals.blockInCurrentThread()
+        defer { ShutdownSignals.restore(previousMask) }
+
+        let watcher: SignalWatcher
+        do {
+            watcher = try SignalWatcher.start(logger: logger) { [lifecycle] _ in lifecycle.requestShutdown() }
+        } catch {
+            wakePipe.close()
+            listener.closeAndUnlink()
+            throw error
+        }
+        defer { watcher.stop() }
+        lifecycle.attach(listener: listener, wakeWriteFD: wakePipe.writeFD)
+
+        var workers: [PosixThread] = []
+        workers.reserveCapacity(configuration.workerCount)
+        for index in 0..<configuration.workerCount {
+            let worker = Worker(
+                index: index, listenFD: listener.fd, wakeFD: wakePipe.readFD,
+                maxBodyBytes: configuration.maxBodyBytes, lifecycle: lifecycle,
+                logger: workerLogger(index))
+            do {
+                workers.append(try PosixThread.spawn { [lifecycle] in
+                    worker.run(makeHandler: makeHandler)
+                    lifecycle.workerDidExit()
+                })
+            } catch {
+                logger.critical("could not start FastCGI worker thread", metadata: ["error": "\(error)"])
+                lifecycle.requestShutdown()
+                break
+            }
+        }
+
+        logger.info(
+            "FastCGI server listening",
+            metadata: [
+                "socket": "\(configuration.socketPath)", "workers": "\(workers.count)",
+                "socket_mode": "\(String(configuration.socketMode, radix: 8))",
+            ])
+
+        lifecycle.waitForShutdownRequest()
+        logger.info(
+            "FastCGI server stopping: no longer accepting, finishing in-flight requests",
+            metadata: ["grace_seconds": "\(configuration.shutdownGraceSeconds)"])
+
+        let deadline = DispatchTime.now() + configuration.shutdownGraceSeconds
+        let exited = lifecycle.waitForWorkers(count: workers.count, deadline: deadline)
+        if exited == workers.count {
+            for worker in workers { worker.join() }
+            lifecycle.detach()
+            wakePipe.close()
+            listener.closeAndUnlink()
+            logger.info("FastCGI server stopped")
+        } else {
+            // Stragglers still run a handler; they exit on their own and must keep their
+            // descriptors valid, so only the socket file is removed.
+            for worker in workers { worker.detach() }
+            lifecycle.detach()
+            listener.unlinkOnly()
+            logger.warning(
+                "FastCGI server stopped with requests still in flight after the grace period",
+                metadata: ["busy_workers": "\(workers.count - exited)"])
+        }
+    }
+
+    /// Starts a graceful shutdown, exactly as SIGTERM does: stop accepting (connections already
+    /// queued are still served), finish in-flight requests, then ``run(makeHandler:)`` returns.
+    /// Safe to call from any thread, any number of times. If called before `run`, `run` returns
+    /// as soon as it has started.
+    public func requestShutdown() {
+        if lifecycle.requestShutdown() {
+            logger.info("FastCGI server shutdown requested")
+        }
+    }
+
+    /// Blocks SIGTERM and SIGINT in the calling thread, so that threads it creates later inherit
+    /// the mask and the signals reach ``run(makeHandler:)``'s signal thread. Call it at the top of
+    /// `main`, before anything (a database pool, Dispatch) starts threads.
+    public static func blockShutdownSignals() {
+        ShutdownSignals.blockInCurrentThread()
+    }
+
+    private func workerLogger(_ index: Int) -> Logger {
+        var logger = logger
+        logger[metadataKey: "fastcgi.worker"] = "\(index)"
+        return logger
+    }
+}

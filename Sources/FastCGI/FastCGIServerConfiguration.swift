@@ -1,0 +1,68 @@
+/// Settings for a ``FastCGIServer``.
+public struct FastCGIServerConfiguration: Sendable {
+    /// Filesystem path of the unix socket the web server connects to.
+    public var socketPath: String
+    /// Permission bits given to the socket file after it is created (nginx workers need write access).
+    public var socketMode: UInt32
+    /// `listen(2)` backlog (the kernel caps it at `net.core.somaxconn`).
+    public var backlog: Int32
+    /// Number of worker threads; each serves one request at a time.
+    ///
+    /// With `fastcgi_keep_conn on`, a worker stays bound to one nginx connection, so keep this at
+    /// least as high as the number of upstream connections nginx may hold open.
+    public var workerCount: Int
+    /// Largest request body that is read. Requests declaring a larger `CONTENT_LENGTH` reach the
+    /// handler with an empty body and ``FastCGIRequest/bodyTooLarge`` set.
+    public var maxBodyBytes: Int
+    /// How long a shutdown waits for in-flight requests before ``FastCGIServer/run(makeHandler:)`` returns anyway.
+    public var shutdownGraceSeconds: Double
+
+    /// Creates a configuration; every value has a production default.
+    public init(
+        socketPath: String = "/tmp/todosync.sock",
+        socketMode: UInt32 = 0o666,
+        backlog: Int32 = 1024,
+        workerCount: Int = 16,
+        maxBodyBytes: Int = 1 << 20,
+        shutdownGraceSeconds: Double = 10
+    ) {
+        self.socketPath = socketPath
+        self.socketMode = socketMode
+        self.backlog = backlog
+        self.workerCount = workerCount
+        self.maxBodyBytes = maxBodyBytes
+        self.shutdownGraceSeconds = shutdownGraceSeconds
+    }
+}
+
+extension FastCGIServerConfiguration {
+    /// `sun_path` holds 108 bytes including the terminating NUL.
+    static let maximumSocketPathBytes = 107
+
+    /// Throws ``FastCGIServerError/invalidConfiguration(_:)`` naming the first bad field.
+    func validate() throws(FastCGIServerError) {
+        let pathBytes = socketPath.utf8.count
+        if pathBytes == 0 || socketPath.utf8.contains(0) {
+            throw .invalidConfiguration("socketPath must be a non-empty path without NUL bytes")
+        }
+        if pathBytes > Self.maximumSocketPathBytes {
+            throw .invalidConfiguration(
+                "socketPath is \(pathBytes) bytes; unix socket paths are limited to \(Self.maximumSocketPathBytes)")
+        }
+        if socketMode > 0o7777 {
+            throw .invalidConfiguration("socketMode must be a permission mask (at most 0o7777)")
+        }
+        if backlog < 1 {
+            throw .invalidConfiguration("backlog must be at least 1")
+        }
+        if workerCount < 1 || workerCount > 4096 {
+            throw .invalidConfiguration("workerCount must be between 1 and 4096")
+        }
+        if maxBodyBytes < 0 || maxBodyBytes > Int(Int32.max) {
+            throw .invalidConfiguration("maxBodyBytes must be between 0 and \(Int32.max)")
+        }
+        if !shutdownGraceSeconds.isFinite || shutdownGraceSeconds < 0 {
+            throw .invalidConfiguration("shutdownGraceSeconds must be a finite, non-negative number")
+        }
+    }
+}

@@ -1,0 +1,143 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CFastCGI
+
+/// One worker's `FCGX_Request`, heap-allocated because libfcgi's streams point back at it, so it
+/// must never move. Confined to the worker thread that created it.
+final class RequestSlot {
+    private let request: UnsafeMutablePointer<FCGX_Request>
+
+    init(listenFD: Int32) {
+        request = .allocate(capacity: 1)
+        FCGX_InitRequest(request, listenFD, 0)
+    }
+
+    deinit {
+        closeConnection()
+        request.deallocate()
+    }
+
+    /// `FCGX_Accept_r`: finishes the previous request, then reads the next one's parameters,
+    /// accepting a new connection unless a kept one is open. 0 on success, `-errno` or a libfcgi
+    /// code on failure.
+    func accept() -> Int32 {
+        FCGX_Accept_r(request)
+    }
+
+    /// True when a kept connection (FCGI_KEEP_CONN) is open between requests.
+    var hasOpenConnection: Bool { request.pointee.ipcFd >= 0 }
+
+    /// Whether the web server asked to keep the current connection open.
+    var keepConnectionRequested: Bool { request.pointee.keepConnection != 0 }
+
+    /// Builds the CGI parameter dictionary from `envp` in one pass; the first of duplicate names wins.
+    func parameters() -> [String: String] {
+        guard var entry = request.pointee.envp else { return [:] }
+        var parameters = [String: String](minimumCapacity: 40)
+        while let pointer = entry.pointee {
+            let length = strlen(pointer)
+            let bytes = UnsafeBufferPointer(
+                start: UnsafeRawPointer(pointer).assumingMemoryBound(to: UInt8.self), count: length)
+            if let equals = bytes.firstIndex(of: UInt8(ascii: "=")) {
+                let name = String(decoding: UnsafeBufferPointer(rebasing: bytes[..<equals]), as: UTF8.self)
+                let value = String(decoding: UnsafeBufferPointer(rebasing: bytes[(equals + 1)...]), as: UTF8.self)
+                if let earlier = parameters.updateValue(value, forKey: name) { parameters[name] = earlier }
+            }
+            entry += 1
+        }
+        return parameters
+    }
+
+    /// Reads exactly `count` bytes of FCGI_STDIN; nil when the stream ends early or fails.
+    func readBody(count: Int) -> [UInt8]? {
+        guard count > 0 else { return [] }
+        let input = request.pointee.in
+        let body = [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
+            var total = 0
+            while total < count {
+                let chunk = Int32(clamping: count - total)
+                let read = buffer.baseAddress!.advanced(by: total).withMemoryRebound(to: CChar.self, capacity: Int(chunk)) {
+                    FCGX_GetStr($0, chunk, input)
+                }
+                if read <= 0 { break }
+                total += Int(read)
+            }
+            initialized = total
+        }
+        return body.count == count ? body : nil
+    }
+
+    /// Reads FCGI_STDIN through its end-of-stream record, discarding at most `limit` bytes.
+    ///
+    /// On a kept connection the terminating empty STDIN record must be consumed: otherwise the
+    /// next `FCGX_Accept_r` on that connection reads it as a protocol error and drops the
+    /// connection, failing the web server's next request. Returns false if the end was not reached.
+    func consumeRemainingInput(limit: Int) -> Bool {
+        let input = request.pointee.in
+        return withUnsafeTemporaryAllocation(of: CChar.self, capacity: 4096) { scratch in
+            var discarded = 0
+            while true {
+                let read = FCGX_GetStr(scratch.baseAddress!, Int32(scratch.count), input)
+                if read <= 0 { break }
+                discarded += Int(read)
+                if discarded > limit { return false }
+            }
+            return FCGX_HasSeenEOF(input) == EOF && FCGX_GetError(input) == 0
+        }
+    }
+
+    /// Appends bytes to FCGI_STDOUT (buffered by libfcgi); false once the connection has failed.
+    func write(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        let output = request.pointee.out
+        var offset = 0
+        while offset < bytes.count {
+            let chunk = Int32(clamping: bytes.count - offset)
+            let written = FCGX_PutStr(
+                bytes.baseAddress!.advanced(by: offset).assumingMemoryBound(to: CChar.self), chunk, output)
+            if written != chunk { return false }
+            offset += Int(chunk)
+        }
+        return true
+    }
+
+    /// Flushes the response and writes FCGI_END_REQUEST (stderr closed first, which saves a write).
+    /// False when the web server went away.
+    func completeResponse() -> Bool {
+        _ = FCGX_FClose(request.pointee.err)
+        return FCGX_FClose(request.pointee.out) == 0
+    }
+
+    /// `FCGX_Finish_r`: frees the request's streams and parameters; closes the connection unless
+    /// the web server asked to keep it and `keepConnection` is true.
+    func finish(keepConnection: Bool) {
+        if !keepConnection { request.pointee.keepConnection = 0 }
+        FCGX_Finish_r(request)
+    }
+
+    /// Closes a connection kept open between requests (a no-op when none is). The descriptor is
+    /// closed here because libfcgi's own close lingers up to 2 s waiting for the peer's EOF.
+    func closeConnection() {
+        if request.pointee.ipcFd >= 0 {
+            _ = Glibc.close(request.pointee.ipcFd)
+            request.pointee.ipcFd = -1
+        }
+        finish(keepConnection: false)
+    }
+
+    /// Waits until the kept connection has input or `wakeFD` becomes readable (shutdown).
+    /// Returns false on shutdown, true when libfcgi should go on reading the connection.
+    func waitForInputOnKeptConnection(wakeFD: Int32) -> Bool {
+        withUnsafeTemporaryAllocation(of: pollfd.self, capacity: 2) { fds in
+            fds[0] = pollfd(fd: request.pointee.ipcFd, events: Int16(POLLIN), revents: 0)
+            fds[1] = pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0)
+            while true {
+                let ready = poll(fds.baseAddress!, 2, -1)
+                if ready < 0 && errno == EINTR { continue }
+                if ready < 0 { return true }  // let FCGX_Accept_r surface the problem
+                if fds[0].revents != 0 { return true }  // a request (or EOF) is waiting: serve it first
+                return false
+            }
+        }
+    }
+}

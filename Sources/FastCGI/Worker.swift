@@ -1,0 +1,111 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Logging
+
+/// One worker thread's accept loop: accept, build the request, call the handler, write the response.
+struct Worker: Sendable {
+    let index: Int
+    let listenFD: Int32
+    let wakeFD: Int32
+    let maxBodyBytes: Int
+    let lifecycle: ServerLifecycle
+    let logger: Logger
+
+    /// How much unread request body a kept connection may discard before it is closed instead.
+    private static let keptConnectionDrainLimit = 64 * 1024
+    /// Consecutive unexpected accept failures (backing off up to 1 s) before the server gives up.
+    private static let maximumAcceptFailures = 50
+
+    /// Runs until shutdown has drained the listen queue (or the listener fails for good).
+    func run(makeHandler: @Sendable (Int) -> (FastCGIRequest) -> FastCGIResponse) {
+        let slot = RequestSlot(listenFD: listenFD)
+        let handler = makeHandler(index)
+        logger.debug("FastCGI worker started")
+        var failures = 0
+        while true {
+            if slot.hasOpenConnection && !slot.waitForInputOnKeptConnection(wakeFD: wakeFD) {
+                slot.closeConnection()
+            }
+            let result = slot.accept()
+            if result != 0 {
+                // After shutdown, accept fails with EINVAL once the pending-connection queue is empty.
+                if lifecycle.isStopping { break }
+                failures += 1
+                if failures >= Self.maximumAcceptFailures || !Self.isTransient(result) {
+                    logger.critical(
+                        "FastCGI accept failed; shutting the server down",
+                        metadata: ["code": "\(result)", "failures": "\(failures)"])
+                    lifecycle.requestShutdown()
+                    break
+                }
+                logger.error("FastCGI accept failed; retrying", metadata: ["code": "\(result)"])
+                usleep(useconds_t(min(10_000 << min(failures - 1, 7), 1_000_000)))
+                continue
+            }
+            failures = 0
+            serve(slot: slot, handler: handler)
+        }
+        logger.debug("FastCGI worker stopped")
+    }
+
+    private func serve(slot: RequestSlot, handler: (FastCGIRequest) -> FastCGIResponse) {
+        let parameters = slot.parameters()
+        let contentLength = parameters["CONTENT_LENGTH"].flatMap { Int($0) }.map { max($0, 0) } ?? 0
+
+        let request: FastCGIRequest
+        var inputConsumed = true
+        if contentLength > maxBodyBytes {
+            request = FastCGIRequest(parameters: parameters, body: [], bodyTooLarge: true)
+            inputConsumed = false
+        } else if let body = slot.readBody(count: contentLength) {
+            request = FastCGIRequest(parameters: parameters, body: body, bodyTooLarge: false)
+        } else {
+            logger.debug(
+                "FastCGI request body ended early; dropping the request",
+                metadata: ["content_length": "\(contentLength)"])
+            slot.finish(keepConnection: false)
+            return
+        }
+
+        let response = handler(request)
+        let written = write(response, to: slot)
+        if !written {
+            logger.debug("web server went away before the response was written", metadata: ["uri": "\(request.uri)"])
+        }
+        logger.trace(
+            "FastCGI request served",
+            metadata: ["method": "\(request.method)", "uri": "\(request.uri)", "status": "\(response.status)"])
+
+        var keep = written && inputConsumed && !lifecycle.isStopping && slot.keepConnectionRequested
+        if keep { keep = slot.consumeRemainingInput(limit: Self.keptConnectionDrainLimit) }
+        slot.finish(keepConnection: keep)
+    }
+
+    /// Writes the head in one `FCGX_PutStr`, the body in another (libfcgi copies both into its
+    /// buffer), then flushes with FCGI_END_REQUEST. False if the connection failed.
+    private func write(_ response: FastCGIResponse, to slot: RequestSlot) -> Bool {
+        let head = ResponseHead(response)
+        if head.status != response.status {
+            logger.error("handler returned an invalid HTTP status; sent 500", metadata: ["status": "\(response.status)"])
+        }
+        if !head.droppedHeaderNames.isEmpty {
+            logger.warning(
+                "dropped malformed response headers", metadata: ["headers": "\(head.droppedHeaderNames)"])
+        }
+        var ok = head.bytes.withUnsafeBytes { slot.write($0) }
+        if ok && head.includesBody && !response.body.isEmpty {
+            ok = response.body.withUnsafeBytes { slot.write($0) }
+        }
+        let completed = slot.completeResponse()
+        return ok && completed
+    }
+
+    /// Accept failures worth retrying (resource exhaustion, interrupted calls).
+    private static func isTransient(_ result: Int32) -> Bool {
+        switch -result {
+        case EINTR, EAGAIN, EMFILE, ENFILE, ENOBUFS, ENOMEM, ECONNABORTED, EPROTO, EPERM: return true
+        default: return false
+        }
+    }
+}
