@@ -119,7 +119,8 @@ enum SQL {
         /// Served by `todos_user_day_order` (user_id, deleted_at, deadline): a bounded range, never a scan.
         static let inputsForDay = """
             SELECT t.is_completed, t.is_life, t.difficulty, t.estimated_time, t.tag_id, g.name, g.color
-              FROM todos t LEFT JOIN tags g ON g.id = t.tag_id AND g.user_id = t.user_id
+              FROM todos t FORCE INDEX (todos_user_day_order)
+              LEFT JOIN tags g ON g.id = t.tag_id AND g.user_id = t.user_id
              WHERE t.user_id = ? AND t.deleted_at IS NULL AND t.deadline = ?
             """
         static let byDay = """
@@ -129,7 +130,8 @@ enum SQL {
             SELECT \(columns) FROM daily_stats WHERE user_id = ? AND day = ? AND deleted_at IS NULL
             """
         static let liveInRange = """
-            SELECT \(columns) FROM daily_stats WHERE user_id = ? AND day BETWEEN ? AND ? AND deleted_at IS NULL
+            SELECT \(columns) FROM daily_stats FORCE INDEX (daily_stats_user_day)
+             WHERE user_id = ? AND day BETWEEN ? AND ? AND deleted_at IS NULL
              ORDER BY day
             """
         static let insert = """
@@ -160,15 +162,15 @@ enum SQL {
     enum Pull {
         static let syncState = "SELECT change_seq, purged_through FROM users WHERE id = ?"
         static let tagsChanged = """
-            SELECT \(Tags.columns) FROM tags
+            SELECT \(Tags.columns) FROM tags FORCE INDEX (tags_user_version)
              WHERE user_id = ? AND version > ? AND (deleted_at IS NULL OR version > ?) ORDER BY version LIMIT ?
             """
         static let todosChanged = """
-            SELECT \(Todos.columns) FROM todos
+            SELECT \(Todos.columns) FROM todos FORCE INDEX (todos_user_version)
              WHERE user_id = ? AND version > ? AND (deleted_at IS NULL OR version > ?) ORDER BY version LIMIT ?
             """
         static let dailyStatsChanged = """
-            SELECT \(DailyStats.columns) FROM daily_stats
+            SELECT \(DailyStats.columns) FROM daily_stats FORCE INDEX (daily_stats_user_version)
              WHERE user_id = ? AND version > ? AND (deleted_at IS NULL OR version > ?) ORDER BY version LIMIT ?
             """
     }
