@@ -3,7 +3,7 @@ import PackageDescription
 
 let package = Package(
     name: "TodoSync",
-    platforms: [.macOS(.v14)],
+    platforms: [.macOS(.v15)],
     products: [
         .executable(name: "todosync", targets: ["todosync"])
     ],
@@ -41,6 +41,7 @@ let package = Package(
 
         .testTarget(name: "TodoSyncCoreTests", dependencies: ["TodoSyncCore"]),
         .testTarget(name: "MariaDBTests", dependencies: ["MariaDB"]),
-        .testTarget(name: "FastCGITests", dependencies: ["FastCGI"]),
+        .testTarget(
+            name: "FastCGITests", dependencies: ["FastCGI", .product(name: "Logging", package: "swift-log")]),
     ]
 )

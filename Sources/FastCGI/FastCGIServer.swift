@@ -32,7 +32,7 @@ public final class FastCGIServer: Sendable {
     /// call `run` before starting other threads, so a signal cannot land on them instead.
     ///
     /// Throws ``FastCGIServerError`` if the server cannot start (for example when another live
-    /// process serves the socket path). Once workers are running it only returns normally.
+    /// process serves the socket path, or a worker thread cannot be created).
     public func run(makeHandler: @escaping @Sendable (_ workerIndex: Int) -> (FastCGIRequest) -> FastCGIResponse) throws {
         try configuration.validate()
         guard lifecycle.markStarted() else { throw FastCGIServerError.alreadyStarted }
@@ -63,6 +63,7 @@ public final class FastCGIServer: Sendable {
         lifecycle.attach(listener: listener, wakeWriteFD: wakePipe.writeFD)
 
         var workers: [PosixThread] = []
+        var spawnError: FastCGIServerError?
         workers.reserveCapacity(configuration.workerCount)
         for index in 0..<configuration.workerCount {
             let worker = Worker(
@@ -76,6 +77,7 @@ public final class FastCGIServer: Sendable {
                 })
             } catch {
                 logger.critical("could not start FastCGI worker thread", metadata: ["error": "\(error)"])
+                spawnError = error
                 lifecycle.requestShutdown()
                 break
             }
@@ -111,6 +113,7 @@ public final class FastCGIServer: Sendable {
                 "FastCGI server stopped with requests still in flight after the grace period",
                 metadata: ["busy_workers": "\(workers.count - exited)"])
         }
+        if let spawnError { throw spawnError }
     }
 
     /// Starts a graceful shutdown, exactly as SIGTERM does: stop accepting (connections already
@@ -125,7 +128,8 @@ public final class FastCGIServer: Sendable {
 
     /// Blocks SIGTERM and SIGINT in the calling thread, so that threads it creates later inherit
     /// the mask and the signals reach ``run(makeHandler:)``'s signal thread. Call it at the top of
-    /// `main`, before anything (a database pool, Dispatch) starts threads.
+    /// the serve path, before anything (a database pool, Dispatch) starts threads. Only use it in a
+    /// process that then calls `run`: otherwise SIGTERM and Ctrl-C stay blocked.
     public static func blockShutdownSignals() {
         ShutdownSignals.blockInCurrentThread()
     }

@@ -71,7 +71,7 @@ final class RequestSlot {
     /// Reads FCGI_STDIN through its end-of-stream record, discarding at most `limit` bytes.
     ///
     /// On a kept connection the terminating empty STDIN record must be consumed: otherwise the
-    /// next `FCGX_Accept_r` on that connection reads it as a protocol error and drops the
+    /// next `FCGX_Accept_r` on that connection may read it as a protocol error and drop the
     /// connection, failing the web server's next request. Returns false if the end was not reached.
     func consumeRemainingInput(limit: Int) -> Bool {
         let input = request.pointee.in

@@ -52,14 +52,17 @@ struct Worker: Sendable {
     private func serve(slot: RequestSlot, handler: (FastCGIRequest) -> FastCGIResponse) {
         let parameters = slot.parameters()
         let contentLength = parameters["CONTENT_LENGTH"].flatMap { Int($0) }.map { max($0, 0) } ?? 0
+        var keepConnection = slot.keepConnectionRequested
 
         let request: FastCGIRequest
-        var inputConsumed = true
         if contentLength > maxBodyBytes {
             request = FastCGIRequest(parameters: parameters, body: [], bodyTooLarge: true)
-            inputConsumed = false
+            keepConnection = false  // the unread body would corrupt the next request on this connection
         } else if let body = slot.readBody(count: contentLength) {
             request = FastCGIRequest(parameters: parameters, body: body, bodyTooLarge: false)
+            // Consume stdin's end record now, before FCGI_END_REQUEST lets the web server send the
+            // next request: libfcgi reads greedily into a per-request buffer that Finish discards.
+            if keepConnection { keepConnection = slot.consumeRemainingInput(limit: Self.keptConnectionDrainLimit) }
         } else {
             logger.debug(
                 "FastCGI request body ended early; dropping the request",
@@ -76,10 +79,7 @@ struct Worker: Sendable {
         logger.trace(
             "FastCGI request served",
             metadata: ["method": "\(request.method)", "uri": "\(request.uri)", "status": "\(response.status)"])
-
-        var keep = written && inputConsumed && !lifecycle.isStopping && slot.keepConnectionRequested
-        if keep { keep = slot.consumeRemainingInput(limit: Self.keptConnectionDrainLimit) }
-        slot.finish(keepConnection: keep)
+        slot.finish(keepConnection: keepConnection && written && !lifecycle.isStopping)
     }
 
     /// Writes the head in one `FCGX_PutStr`, the body in another (libfcgi copies both into its

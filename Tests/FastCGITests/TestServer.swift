@@ -23,7 +23,8 @@ final class TestServer: Sendable {
         self.directory = directory ?? Self.makeTemporaryDirectory()
         self.socketPath = self.directory + "/fcgi.sock"
         var logger = Logger(label: "FastCGITests")
-        logger.logLevel = .trace
+        // Quiet by default (some tests provoke warnings on purpose); FASTCGI_TEST_LOG_LEVEL=trace to debug.
+        logger.logLevel = ProcessInfo.processInfo.environment["FASTCGI_TEST_LOG_LEVEL"].flatMap { Logger.Level(rawValue: $0) } ?? .critical
         server = FastCGIServer(
             configuration: FastCGIServerConfiguration(
                 socketPath: socketPath, socketMode: socketMode, workerCount: workers,
