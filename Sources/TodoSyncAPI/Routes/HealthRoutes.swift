@@ -13,5 +13,11 @@ extension Application {
             try context.store.ping()
             return .json(200, Array(#"{"status":"ok"}"#.utf8))
         }
+        // The benchmark's FastCGI ceiling: a route that touches no database. nginx routes only
+        // /api/ and /healthz to the responders, so this is reachable only through the bench
+        // location that `TODOSYNC_BENCH_LOCATIONS=1` adds.
+        router.add("GET", "/__bench/fastcgi") { _ in
+            .json(200, Array(#"{"status":"ok"}"#.utf8))
+        }
     }
 }
