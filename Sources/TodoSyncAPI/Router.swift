@@ -33,7 +33,9 @@ final class Router {
         routes.append(Route(method: method, segments: segments, handler: handler))
     }
 
+    /// HEAD is answered by the GET handler (nginx sends the headers only).
     func match(method: String, path: String) -> Match {
+        let method = method == "HEAD" ? "GET" : method
         let parts = path.split(separator: "/", omittingEmptySubsequences: false).dropFirst()
         guard path.hasPrefix("/") else { return .notFound }
         var allowed: [String] = []
@@ -50,6 +52,7 @@ final class Router {
             guard matches else { continue }
             if route.method == method { return .found(route.handler, parameters: parameters) }
             allowed.append(route.method)
+            if route.method == "GET" { allowed.append("HEAD") }
         }
         return allowed.isEmpty ? .notFound : .methodNotAllowed(allowed: allowed)
     }
