@@ -120,6 +120,24 @@ run_bounded() {
     return "$rc"
 }
 
+# Test counts of both runners, from their own closing lines (XCTest's "Executed N tests, with F
+# failures" for all tests; pytest's "N passed, M failed").
+COUNT_DIR=$(mktemp -d)
+count_tests() {
+    local passed=0 failed=0 line n f
+    sleep 0.2 # let the tee processes flush
+    line=$(grep -Eo 'Executed [0-9]+ tests?, with [0-9]+ failures?' "$COUNT_DIR/swift.log" 2>/dev/null | tail -n 1 || true)
+    if [[ $line =~ Executed\ ([0-9]+)\ tests?,\ with\ ([0-9]+) ]]; then
+        n=${BASH_REMATCH[1]} f=${BASH_REMATCH[2]}
+        passed=$((passed + n - f)) failed=$((failed + f))
+    fi
+    line=$(grep -E '^=+ .*(passed|failed).* in [0-9.]+s' "$COUNT_DIR/pytest.log" 2>/dev/null | tail -n 1 || true)
+    [[ $line =~ ([0-9]+)\ passed ]] && passed=$((passed + BASH_REMATCH[1]))
+    [[ $line =~ ([0-9]+)\ failed ]] && failed=$((failed + BASH_REMATCH[1]))
+    [[ $line =~ ([0-9]+)\ errors? ]] && failed=$((failed + BASH_REMATCH[1]))
+    printf 'total: %d passed, %d failed\n' "$passed" "$failed"
+}
+
 summary() {
     printf '\n=== test.sh summary (%ss) ===\n' "$((SECONDS - START))"
     local line
@@ -129,6 +147,8 @@ summary() {
     else
         printf '=== test.sh: OK ===\n'
     fi
+    count_tests
+    rm -rf "$COUNT_DIR"
 }
 
 teardown() {
@@ -229,7 +249,8 @@ else
     say "swift test (TODOSYNC_TEST_DB_SOCKET=$DB_SOCKET)"
     t0=$SECONDS
     rc=0
-    run_bounded "$SWIFT_TIMEOUT" swift test || rc=$?
+    # XCTest only: the package has no Swift Testing tests, whose "0 tests" line would mislead.
+    run_bounded "$SWIFT_TIMEOUT" swift test --disable-swift-testing > >(tee "$COUNT_DIR/swift.log") 2>&1 || rc=$?
     if ((rc == 0)); then
         note "swift test" "passed" "$((SECONDS - t0))"
     else
@@ -248,7 +269,7 @@ else
     extra_args=()
     [[ -n $PYTEST_ARGS ]] && eval "extra_args=($PYTEST_ARGS)"
     run_bounded "$PYTEST_TIMEOUT" "$VENV/bin/python" -m pytest Tests/integration -ra \
-        --timeout="$CASE_TIMEOUT" "${extra_args[@]}" || rc=$?
+        --timeout="$CASE_TIMEOUT" "${extra_args[@]}" > >(tee "$COUNT_DIR/pytest.log") 2>&1 || rc=$?
     case $rc in
         0) note "integration" "passed" "$((SECONDS - t0))" ;;
         5) note "integration" "no tests collected" "$((SECONDS - t0))" ;;

@@ -70,7 +70,11 @@ extension Store {
                 // The first read fixes the snapshot that every query below sees.
                 guard let state = try db.queryOne(SQL.Pull.syncState, [.int(userID)]) else { throw APIError.unauthorized }
                 let snapshotVersion = state.int64(0)!
-                if let cursor, cursor.position < state.int64(1)! { throw APIError.cursorExpired }
+                // Expired only if a purged tombstone is one this client is still owed: tombstones
+                // up to `skipTombstonesThrough` are never sent on this cursor anyway.
+                if let cursor, max(cursor.position, cursor.skipTombstonesThrough) < state.int64(1)! {
+                    throw APIError.cursorExpired
+                }
                 let position = cursor?.position ?? 0
                 let skipThrough = cursor?.skipTombstonesThrough ?? snapshotVersion
                 let parameters: [DatabaseValue] = [.int(userID), .int(position), .int(skipThrough), .int(Int64(limit + 1))]

@@ -106,7 +106,9 @@ extension Store {
             let client = try Record.preview(patch, on: current)
             let changed = parsed.data.keys.map { $0 == "tagClientId" ? "tagId" : $0 }
                 .filter { Record.updatableFields.contains($0) }
-            let baseValues = (base ?? parsed.base).mapValues(FieldValue.init(json:))
+            let baseValues = Dictionary(uniqueKeysWithValues: (base ?? parsed.base).map { field, value in
+                (field, FieldValue(json: value, field: field))
+            })
             let decision = FieldMerge.decide(server: current, client: client, changedFields: Array(Set(changed)).sorted(),
                                              base: baseValues)
             let merged = try apply(restrict(patch, decision.take))

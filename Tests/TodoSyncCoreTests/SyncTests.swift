@@ -98,7 +98,12 @@ final class FieldMergeTests: XCTestCase {
         var client = tag
         client.color = "#00FF00"
         let decision = FieldMerge.decide(server: tag, client: client, changedFields: ["color"],
-                                         base: ["color": FieldValue(json: .string("#ff8800"))])
+                                         base: ["color": FieldValue(json: .string("#ff8800"), field: "color")])
         XCTAssertEqual(decision.take, ["color"])
+    }
+
+    func testOnlyColorComparesCaseInsensitively() {
+        XCTAssertEqual(FieldValue(json: .string("#facade"), field: "title"), .string("#facade"))
+        XCTAssertEqual(FieldValue(json: .string("#facade"), field: "color"), .string("#FACADE"))
     }
 }

@@ -6,12 +6,13 @@ public enum FieldValue: Sendable, Equatable {
     case string(String)
 
     /// Reads a JSON value leniently (for `base`: a value that does not fit just never equals).
-    public init(json: JSONValue) {
+    /// Only the `color` field compares case-insensitively (colors are stored upper-case).
+    public init(json: JSONValue, field: String) {
         switch json {
         case .null: self = .null
         case .bool(let flag): self = .bool(flag)
         case .number(let number): self = number.int64.map(FieldValue.int) ?? .string(number.literal)
-        case .string(let text): self = .string(TagColor.normalized(text) ?? text)
+        case .string(let text): self = .string(field == "color" ? TagColor.normalized(text) ?? text : text)
         case .array, .object: self = .string("\u{0}unsupported")
         }
     }
