@@ -201,4 +201,16 @@ enum SQL {
         static let deleteOperations = "DELETE FROM sync_operations WHERE created_at < ?"
         static let deleteExpiredTokens = "DELETE FROM auth_tokens WHERE expires_at < ?"
     }
+
+    /// Maintenance: full recomputation of derived data.
+    enum Maintenance {
+        static let allUserIDs = "SELECT id FROM users ORDER BY id"
+        /// Every date that has a live todo or a stat row (live or tombstone) for the user.
+        static let daysOfUser = """
+            SELECT DISTINCT deadline FROM todos FORCE INDEX (todos_user_day_order)
+             WHERE user_id = ? AND deleted_at IS NULL
+            UNION
+            SELECT day FROM daily_stats WHERE user_id = ?
+            """
+    }
 }

@@ -1,0 +1,24 @@
+import ArgumentParser
+import Logging
+import MariaDB
+import TodoSyncStore
+
+struct RecomputeStats: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "recompute-stats",
+        abstract: "Recompute daily statistics (after a bulk load or a change of the formulas).")
+
+    @Option(help: "Only this user (default: every user).")
+    var user: Int64?
+
+    func run() throws {
+        let environment = Environment()
+        let logger = bootstrapLogging(environment)
+        MariaDBLibrary.initialize()
+        let store = Store(connection: Connection(configuration: try environment.database))
+        var days = 0
+        let users = try user.map { [$0] } ?? store.allUserIDs()
+        for userID in users { days += try store.recomputeDailyStats(userID: userID) }
+        logger.info("daily stats recomputed", metadata: ["users": "\(users.count)", "dates": "\(days)"])
+    }
+}
