@@ -95,7 +95,8 @@ extension Store {
         return Tag(row: row)
     }
 
-    func check(_ ifMatch: IfMatch?, current: Tag) throws {
+    /// 412 with the current record unless `ifMatch` is absent or matches its version.
+    func check<Record: PushRecord>(_ ifMatch: IfMatch?, current: Record) throws {
         guard let ifMatch, !ifMatch.matches(current.version) else { return }
         var writer = JSONWriter()
         current.write(to: &writer)

@@ -108,11 +108,4 @@ extension Store {
             throw APIError.validation(field: "tagId", "must be null or the id of one of your tags")
         }
     }
-
-    func check(_ ifMatch: IfMatch?, current: Todo) throws {
-        guard let ifMatch, !ifMatch.matches(current.version) else { return }
-        var writer = JSONWriter()
-        current.write(to: &writer)
-        throw APIError.versionMismatch(current: writer.bytes, version: current.version)
-    }
 }

@@ -106,6 +106,17 @@ public struct APIError: Error, Sendable, Equatable {
         var writer = JSONWriter()
         writer.beginObject()
         writer.key("error")
+        writeErrorObject(to: &writer)
+        if let extra {
+            writer.key(extra.key)
+            writer.raw(extra.json)
+        }
+        writer.endObject()
+        return writer.bytes
+    }
+
+    /// `{"code", "message", "details"?}`: the error object of an error body or a push result.
+    public func writeErrorObject(to writer: inout JSONWriter) {
         writer.beginObject()
         writer.field("code", code)
         writer.field("message", message)
@@ -121,12 +132,6 @@ public struct APIError: Error, Sendable, Equatable {
             writer.endArray()
         }
         writer.endObject()
-        if let extra {
-            writer.key(extra.key)
-            writer.raw(extra.json)
-        }
-        writer.endObject()
-        return writer.bytes
     }
 }
 

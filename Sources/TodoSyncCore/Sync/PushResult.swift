@@ -48,21 +48,7 @@ public struct PushResult: Sendable {
         }
         if let error {
             writer.key("error")
-            writer.beginObject()
-            writer.field("code", error.code)
-            writer.field("message", error.message)
-            if !error.details.isEmpty {
-                writer.key("details")
-                writer.beginArray()
-                for detail in error.details {
-                    writer.beginObject()
-                    writer.field("field", detail.field)
-                    writer.field("problem", detail.problem)
-                    writer.endObject()
-                }
-                writer.endArray()
-            }
-            writer.endObject()
+            error.writeErrorObject(to: &writer)
         }
         writer.endObject()
         return writer.bytes
