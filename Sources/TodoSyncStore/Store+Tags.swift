@@ -68,9 +68,18 @@ extension Store {
         }
     }
 
+    /// Un-tags the tag's todos, then writes its tombstone. The order matters for sync: the todos'
+    /// new versions come before the tombstone's, so a pull never hands a client a deleted tag
+    /// while todos in its store still point at it.
     func deleteTag(_ current: Tag, in transaction: WriteTransaction) throws -> Tag {
         let userID = transaction.userID
         let now = transaction.now
+        for row in try db.query(SQL.Todos.liveWithTag, [.int(userID), .int(current.id)]) {
+            let version = try transaction.nextVersion()
+            try db.execute(SQL.Todos.clearTag, [.int(version), .timestamp(now), .int(row.int64(0)!), .int(userID)])
+            transaction.touch(Day(row.string(1)!)!)
+        }
+        try db.execute(SQL.Todos.clearTagOnTombstones, [.int(userID), .int(current.id)])
         var result = current
         result.version = try transaction.nextVersion()
         result.updatedAt = now.rfc3339
@@ -78,12 +87,6 @@ extension Store {
         try db.execute(SQL.Tags.softDelete, [
             .timestamp(now), .timestamp(now), .int(result.version), .int(current.id), .int(userID),
         ])
-        for row in try db.query(SQL.Todos.liveWithTag, [.int(userID), .int(current.id)]) {
-            let version = try transaction.nextVersion()
-            try db.execute(SQL.Todos.clearTag, [.int(version), .timestamp(now), .int(row.int64(0)!), .int(userID)])
-            transaction.touch(Day(row.string(1)!)!)
-        }
-        try db.execute(SQL.Todos.clearTagOnTombstones, [.int(userID), .int(current.id)])
         return result
     }
 
