@@ -36,17 +36,17 @@ struct DailyStatsRecomputer {
             return
         case (nil, let content?):
             try db.execute(SQL.DailyStats.insert, [.int(userID), .day(day)] + values(of: content) + [
-                .int(try transaction.nextVersion()), .timestamp(now), .timestamp(now),
+                .int(transaction.nextVersion()), .timestamp(now), .timestamp(now),
             ])
         case (let stat?, nil):
             guard stat.deletedAt == nil else { return }
             try db.execute(SQL.DailyStats.softDelete, [
-                .timestamp(now), .timestamp(now), .int(try transaction.nextVersion()), .int(stat.id),
+                .timestamp(now), .timestamp(now), .int(transaction.nextVersion()), .int(stat.id),
             ])
         case (let stat?, let content?):
             guard stat.deletedAt != nil || stat.content != content else { return }
             try db.execute(SQL.DailyStats.update, values(of: content) + [
-                .int(try transaction.nextVersion()), .timestamp(now), .int(stat.id),
+                .int(transaction.nextVersion()), .timestamp(now), .int(stat.id),
             ])
         }
     }

@@ -14,11 +14,9 @@ enum SQL {
             """
         /// Takes the per-user write lock: every write transaction of a user starts here, so a
         /// user's writes are serialised and their versions are allocated in commit order.
-        static let lockForWrite = "SELECT id FROM users WHERE id = ? FOR UPDATE"
-        /// Allocates `?` versions from the user's change sequence; `lastInsertID` returns the highest.
-        static let allocateVersions = """
-            UPDATE users SET change_seq = LAST_INSERT_ID(change_seq + ?) WHERE id = ?
-            """
+        static let lockForWrite = "SELECT change_seq FROM users WHERE id = ? FOR UPDATE"
+        /// Stores the last version the transaction handed out (while still holding the lock).
+        static let saveChangeSequence = "UPDATE users SET change_seq = ? WHERE id = ?"
         /// Counts a failed login, restarting the count when the previous window has passed.
         static let recordFailedLogin = """
             UPDATE users

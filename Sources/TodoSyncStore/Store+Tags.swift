@@ -23,7 +23,7 @@ extension Store {
            let existing = try db.queryOne(SQL.Tags.byClientKey, [.int(transaction.userID), .text(clientKey)]) {
             return Created(record: Tag(row: existing), isNew: false)
         }
-        let version = try transaction.nextVersion()
+        let version = transaction.nextVersion()
         let now = transaction.now
         let inserted = try db.execute(SQL.Tags.insert, [
             .int(transaction.userID), .optionalText(draft.clientID), .optionalText(clientKey), .text(draft.name),
@@ -49,7 +49,7 @@ extension Store {
         guard restoring || updated.name != current.name || updated.color != current.color else { return current }
         var result = updated
         result.deletedAt = nil
-        result.version = try transaction.nextVersion()
+        result.version = transaction.nextVersion()
         result.updatedAt = transaction.now.rfc3339
         try db.execute(SQL.Tags.update, [
             .text(result.name), .text(result.color), .int(result.version), .timestamp(transaction.now),
@@ -75,13 +75,13 @@ extension Store {
         let userID = transaction.userID
         let now = transaction.now
         for row in try db.query(SQL.Todos.liveWithTag, [.int(userID), .int(current.id)]) {
-            let version = try transaction.nextVersion()
+            let version = transaction.nextVersion()
             try db.execute(SQL.Todos.clearTag, [.int(version), .timestamp(now), .int(row.int64(0)!), .int(userID)])
             transaction.touch(Day(row.string(1)!)!)
         }
         try db.execute(SQL.Todos.clearTagOnTombstones, [.int(userID), .int(current.id)])
         var result = current
-        result.version = try transaction.nextVersion()
+        result.version = transaction.nextVersion()
         result.updatedAt = now.rfc3339
         result.deletedAt = now.rfc3339
         try db.execute(SQL.Tags.softDelete, [

@@ -26,7 +26,7 @@ extension Store {
             return Created(record: Todo(row: existing), isNew: false)
         }
         try requireLiveTag(draft.tagID, in: transaction)
-        let version = try transaction.nextVersion()
+        let version = transaction.nextVersion()
         let now = transaction.now
         let inserted = try db.execute(SQL.Todos.insert, [
             .int(userID), .optionalText(draft.clientID), .optionalText(clientKey), .text(draft.title), .text(draft.raw),
@@ -59,7 +59,7 @@ extension Store {
         if restoring || updated.tagID != current.tagID { try requireLiveTag(updated.tagID, in: transaction) }
         var result = updated
         result.deletedAt = nil
-        result.version = try transaction.nextVersion()
+        result.version = transaction.nextVersion()
         result.updatedAt = transaction.now.rfc3339
         try db.execute(SQL.Todos.update, [
             .text(result.title), .text(result.raw), .bool(result.isImportant), .bool(result.isLife),
@@ -84,7 +84,7 @@ extension Store {
     func deleteTodo(_ current: Todo, in transaction: WriteTransaction) throws -> Todo {
         let now = transaction.now
         var result = current
-        result.version = try transaction.nextVersion()
+        result.version = transaction.nextVersion()
         result.updatedAt = now.rfc3339
         result.deletedAt = now.rfc3339
         try db.execute(SQL.Todos.softDelete, [
