@@ -689,6 +689,10 @@ render_nginx_conf() {
         bench+=$'            default_type text/plain;\n'
         bench+=$'            return 200 "ok\\n";\n'
         bench+=$'        }\n'
+        bench+=$'        # benchmark baseline: a responder route that touches no database\n'
+        bench+=$'        location = /__bench/fastcgi {\n'
+        bench+=$'            fastcgi_pass todosync_responders;\n'
+        bench+=$'        }\n'
     fi
     ((EUID == 0)) && user_directive="user $TODOSYNC_NGINX_USER;"
     vals=(

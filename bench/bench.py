@@ -1,0 +1,711 @@
+#!/usr/bin/env python3
+"""TodoSync benchmark scenarios and report (standard library only).
+
+Run by bench/run.sh against a seeded private stack; prints the results table and writes every
+figure to $BENCH_RESULTS/*.json. Configuration comes from the BENCH_* environment variables that
+run.sh documents. Every phase is bounded in time (wrk -d, a deadline for the Python drivers) and
+talks to 127.0.0.1 only.
+
+Per phase it records requests/s, latency percentiles, records/s (pulls) or operations/s (pushes),
+responder RSS before and after, and where the two cores went: the stack's processes (nginx,
+responders, MariaDB), the load generator, and everything else on the machine ("other": noise
+from other users of the box).
+"""
+
+import argparse
+import http.client
+import json
+import os
+import random
+import resource
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import urllib.parse
+import uuid
+
+
+def env_int(name, default):
+    value = os.environ.get(name, "")
+    return int(value) if value else default
+
+
+BASE_URL = os.environ.get("BENCH_BASE_URL", "http://127.0.0.1:19080")
+RESULTS = os.environ.get("BENCH_RESULTS", "/tmp/todosync-bench")
+WRK_DIR = os.environ.get("BENCH_WRK_DIR", os.path.join(os.path.dirname(os.path.abspath(__file__)), "wrk"))
+USERS = env_int("BENCH_USERS", 200)
+TAGS = env_int("BENCH_TAGS", 50)
+TODOS = env_int("BENCH_TODOS", 5000)
+DAYS = env_int("BENCH_DAYS", 365)
+START_DATE = os.environ.get("BENCH_START_DATE", "2025-01-01")
+SALT = os.environ.get("BENCH_TOKEN_SALT", "s0")
+DURATION = env_int("BENCH_DURATION", 20)
+PUSH_DURATION = env_int("BENCH_PUSH_DURATION", 20)
+WARMUP = env_int("BENCH_WARMUP", 2)
+CONNECTIONS = env_int("BENCH_CONNECTIONS", 32)
+THREADS = env_int("BENCH_THREADS", 2)
+PULL_USERS = env_int("BENCH_PULL_USERS", 20)
+INCREMENTAL_USERS = env_int("BENCH_INCREMENTAL_USERS", 20)
+PUSH_OPS = env_int("BENCH_PUSH_OPS", 100)
+MIXED_PUSH_OPS = env_int("BENCH_MIXED_PUSH_OPS", 10)
+GZIP = os.environ.get("BENCH_GZIP", "0") == "1"
+SCENARIOS = os.environ.get("BENCH_SCENARIOS", "all")
+QUICK = os.environ.get("BENCH_QUICK", "0") == "1"
+
+ALL_SCENARIOS = ["ceilings", "todos_by_date", "stats_by_month", "full_pull", "pull_pages",
+                 "incremental_pull", "push", "mixed"]
+
+# Targets for this 2-core machine at 32 connections.
+TARGET_DATE_RPS = 6000
+TARGET_DATE_P99_MS = 15
+TARGET_PULL_RPS = 1200
+TARGET_PULL_RECORDS = 600_000
+TARGET_FULL_PULL_S = 0.5
+TARGET_PUSH_OPS = 3000
+TARGET_RSS_MB = 64
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def log(message):
+    print(f"[bench {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def token_of(user_id):
+    return f"bench-{SALT}-{user_id}"
+
+
+def todo_id(user_id, k):
+    return (user_id - 1) * TODOS + k
+
+
+# --- the stack's processes ------------------------------------------------------------------
+
+class Stack:
+    def __init__(self, stack_script):
+        self.script = stack_script
+        self.state = os.environ["TODOSYNC_STATE_DIR"]
+
+    def responder_pids(self):
+        out = subprocess.run([self.script, "responder-pids"], capture_output=True, text=True, check=False).stdout
+        return [int(p) for p in out.split() if p.isdigit()]
+
+    @staticmethod
+    def _read_pid(path):
+        try:
+            with open(path) as f:
+                return int(f.read().strip())
+        except (OSError, ValueError):
+            return None
+
+    @staticmethod
+    def _children(parent):
+        kids = []
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+                if int(fields[1]) == parent:
+                    kids.append(int(entry))
+            except (OSError, IndexError, ValueError):
+                pass
+        return kids
+
+    def server_pids(self):
+        pids = set(self.responder_pids())
+        db = self._read_pid(os.path.join(self.state, "pids", "mariadbd.pid"))
+        if db:
+            pids.add(db)
+        nginx = self._read_pid(os.path.join(self.state, "nginx", "nginx.pid"))
+        if nginx:
+            pids.add(nginx)
+            pids.update(self._children(nginx))
+        return pids
+
+    def rss_mb(self):
+        total_kb = 0
+        for pid in self.responder_pids():
+            try:
+                with open(f"/proc/{pid}/status") as f:
+                    for line in f:
+                        if line.startswith("VmRSS:"):
+                            total_kb += int(line.split()[1])
+            except OSError:
+                pass
+        return total_kb / 1024.0
+
+
+def proc_cpu_ticks(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return int(fields[11]) + int(fields[12])  # utime + stime, all threads
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+def system_ticks():
+    with open("/proc/stat") as f:
+        values = [int(v) for v in f.readline().split()[1:]]
+    idle = values[3] + values[4]  # idle + iowait
+    steal = values[7] if len(values) > 7 else 0
+    return sum(values[:8]) - idle - steal, steal  # busy (without steal), steal
+
+
+class CpuMeter:
+    """Where the CPU went during a phase, in cores (CPU seconds per wall second)."""
+
+    def __init__(self, stack):
+        self.stack = stack
+
+    def __enter__(self):
+        self.pids = self.stack.server_pids()
+        self.t0 = time.monotonic()
+        self.busy0, self.steal0 = system_ticks()
+        self.server0 = {pid: proc_cpu_ticks(pid) for pid in self.pids}
+        self.children0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        self.self0 = resource.getrusage(resource.RUSAGE_SELF)
+        return self
+
+    def __exit__(self, *exc):
+        wall = time.monotonic() - self.t0
+        busy, steal = system_ticks()
+        server = sum(max(0, proc_cpu_ticks(pid) - t) for pid, t in self.server0.items()) / CLK_TCK
+        children = resource.getrusage(resource.RUSAGE_CHILDREN)
+        me = resource.getrusage(resource.RUSAGE_SELF)
+        client = (children.ru_utime + children.ru_stime - self.children0.ru_utime - self.children0.ru_stime
+                  + me.ru_utime + me.ru_stime - self.self0.ru_utime - self.self0.ru_stime)
+        total = (busy - self.busy0) / CLK_TCK
+        wall = max(wall, 1e-6)
+        self.result = {
+            "wallSeconds": round(wall, 3),
+            "serverCores": round(server / wall, 2),
+            "clientCores": round(client / wall, 2),
+            "otherCores": round(max(0.0, total - server - client) / wall, 2),
+            "stealCores": round((steal - self.steal0) / CLK_TCK / wall, 2),
+        }
+        return False
+
+
+# --- HTTP helpers ---------------------------------------------------------------------------
+
+_base = urllib.parse.urlsplit(BASE_URL)
+
+
+def connection():
+    return http.client.HTTPConnection(_base.hostname, _base.port or 80, timeout=30)
+
+
+def headers_for(user_id, body=False):
+    h = {"Authorization": f"Bearer {token_of(user_id)}"}
+    if GZIP:
+        h["Accept-Encoding"] = "gzip"
+    if body:
+        h["Content-Type"] = "application/json"
+    return h
+
+
+def request_json(conn, method, path, user_id, body=None):
+    payload = None if body is None else json.dumps(body, separators=(",", ":")).encode()
+    conn.request(method, path, body=payload, headers=headers_for(user_id, body is not None))
+    response = conn.getresponse()
+    data = response.read()
+    if response.getheader("Content-Encoding") == "gzip":
+        import gzip
+        data = gzip.decompress(data)
+    if response.status != 200:
+        raise RuntimeError(f"{method} {path} -> {response.status}: {data[:300]!r}")
+    return json.loads(data)
+
+
+def page_records(page):
+    n = 0
+    for kind in page["changes"].values():
+        n += len(kind["upserted"]) + len(kind["deleted"])
+    return n
+
+
+def percentile(values, p):
+    if not values:
+        return None
+    ordered = sorted(values)
+    k = (len(ordered) - 1) * p / 100.0
+    lo, hi = int(k), min(int(k) + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
+
+
+def sample_users(count):
+    """`count` distinct user ids spread over 1..USERS."""
+    count = max(1, min(count, USERS))
+    step = USERS / count
+    return sorted({int(i * step) + 1 for i in range(count)})
+
+
+def full_pull(conn, user_id, cursor=None, limit=None):
+    """Follows pages until hasMore is false. Returns (pages, records, [(cursor, page records, kinds)], end cursor)."""
+    pages, records, trail = 0, 0, []
+    while True:
+        query = {}
+        if cursor:
+            query["cursor"] = cursor
+        if limit:
+            query["limit"] = str(limit)
+        path = "/api/v1/sync/pull" + ("?" + urllib.parse.urlencode(query) if query else "")
+        page = request_json(conn, "GET", path, user_id)
+        n = page_records(page)
+        kinds = {k: len(v["upserted"]) + len(v["deleted"]) for k, v in page["changes"].items()}
+        trail.append((cursor or "", n, kinds))
+        pages += 1
+        records += n
+        cursor = page["cursor"]
+        if not page["hasMore"]:
+            return pages, records, trail, cursor
+
+
+def push_ops(user_id, count, rng, label):
+    """`count` fresh operations: alternating creates and updates of existing todos."""
+    ops = []
+    for k in range(count):
+        if k % 2 == 0:
+            day = rng.randrange(DAYS)
+            ops.append({
+                "opId": str(uuid.uuid4()), "entity": "todo", "action": "create", "clientId": str(uuid.uuid4()),
+                "data": {"title": f"{label} {k}", "deadline": date_plus(day), "difficulty": rng.randrange(6),
+                         "estimatedTime": 15 * rng.randrange(9), "isLife": rng.random() < 0.3,
+                         "isImportant": rng.random() < 0.15},
+            })
+        else:
+            ops.append({
+                "opId": str(uuid.uuid4()), "entity": "todo", "action": "update",
+                "id": todo_id(user_id, rng.randrange(1, TODOS + 1)),
+                "data": {"isCompleted": rng.random() < 0.5, "title": f"{label} edit {rng.randrange(10**9)}"},
+            })
+    return ops
+
+
+_start = time.strptime(START_DATE, "%Y-%m-%d")
+
+
+def date_plus(days):
+    t = time.mktime((_start.tm_year, _start.tm_mon, _start.tm_mday + days, 12, 0, 0, 0, 0, -1))
+    return time.strftime("%Y-%m-%d", time.localtime(t))
+
+
+# --- phases ---------------------------------------------------------------------------------
+
+class Bench:
+    def __init__(self, stack):
+        self.stack = stack
+        self.results = {}
+        os.makedirs(RESULTS, exist_ok=True)
+        self.tokens_file = os.path.join(RESULTS, "tokens.txt")
+        with open(self.tokens_file, "w") as f:
+            for u in range(1, USERS + 1):
+                f.write(f"{u} {token_of(u)}\n")
+        self.pull_cursors_file = os.path.join(RESULTS, "cursors-todo-pages.txt")
+        self.all_cursors_file = os.path.join(RESULTS, "cursors-all.txt")
+        self.end_cursors = {}
+
+    def save(self, name, result):
+        self.results[name] = result
+        with open(os.path.join(RESULTS, f"{name}.json"), "w") as f:
+            json.dump(result, f, indent=2)
+
+    def wrk(self, name, script, path="/", duration=None, extra_env=None):
+        duration = duration or DURATION
+        out = os.path.join(RESULTS, f"{name}.wrk.json")
+        env = dict(os.environ, BENCH_WRK_DIR=WRK_DIR, BENCH_TOKENS_FILE=self.tokens_file, BENCH_WRK_OUT=out,
+                   BENCH_CURSORS_FILE=self.pull_cursors_file)
+        env.update(extra_env or {})
+        cmd = ["wrk", "-t", str(THREADS), "-c", str(CONNECTIONS), "--timeout", "10s",
+               "-s", os.path.join(WRK_DIR, script), BASE_URL + path]
+        if WARMUP > 0:
+            subprocess.run(cmd[:1] + ["-d", f"{WARMUP}s"] + cmd[1:], env=dict(env, BENCH_WRK_OUT=out + ".warmup"),
+                           stdout=subprocess.DEVNULL, check=True, timeout=WARMUP + 60)
+        rss0 = self.stack.rss_mb()
+        with CpuMeter(self.stack) as cpu:
+            proc = subprocess.run(cmd[:1] + ["-d", f"{duration}s"] + cmd[1:], env=env, capture_output=True,
+                                  text=True, timeout=duration + 60)
+        if proc.returncode != 0:
+            raise RuntimeError(f"wrk failed ({proc.returncode}): {proc.stderr or proc.stdout}")
+        with open(out) as f:
+            raw = json.load(f)
+        seconds = raw["durationUs"] / 1e6
+        lat = raw["latencyUs"]
+        errors = raw["errors"]
+        result = {
+            "kind": "wrk", "script": script, "path": path, "connections": CONNECTIONS, "threads": THREADS,
+            "seconds": round(seconds, 2), "requests": raw["requests"],
+            "rps": raw["requests"] / seconds if seconds else 0.0,
+            "p50Ms": lat["p50"] / 1000, "p90Ms": lat["p90"] / 1000, "p99Ms": lat["p99"] / 1000,
+            "p999Ms": lat["p999"] / 1000, "maxMs": lat["max"] / 1000, "meanMs": lat["mean"] / 1000,
+            "mbPerSecond": raw["bytes"] / seconds / 1e6 if seconds else 0.0,
+            "errors": sum(errors.values()), "errorDetail": errors,
+            "rssBeforeMB": rss0, "rssAfterMB": self.stack.rss_mb(), "cpu": cpu.result,
+        }
+        if "counters" in raw:
+            result["counters"] = raw["counters"]
+        return result
+
+    def run_ceilings(self):
+        log(f"ceiling: nginx return 200 ({DURATION} s)")
+        self.save("ceiling_nginx", self.wrk("ceiling_nginx", "static.lua", "/__bench/nginx"))
+        log(f"ceiling: FastCGI responder without database ({DURATION} s)")
+        self.save("ceiling_fastcgi", self.wrk("ceiling_fastcgi", "static.lua", "/__bench/fastcgi"))
+
+    def run_todos_by_date(self):
+        log(f"GET todos by date, random user and date ({DURATION} s)")
+        self.save("todos_by_date", self.wrk("todos_by_date", "todos_by_date.lua"))
+
+    def run_stats_by_month(self):
+        log(f"GET daily stats by month, random user and month ({DURATION} s)")
+        self.save("stats_by_month", self.wrk("stats_by_month", "stats_by_month.lua"))
+
+    def run_full_pull(self):
+        users = sample_users(PULL_USERS)
+        log(f"first full pull (all pages, limit 500), {len(users)} users one after another")
+        conn = connection()
+        times, records, pages, todo_pages, all_cursors = [], [], [], [], []
+        rss0 = self.stack.rss_mb()
+        with CpuMeter(self.stack) as cpu:
+            for u in users:
+                t0 = time.perf_counter()
+                n_pages, n_records, trail, end = full_pull(conn, u)
+                elapsed = time.perf_counter() - t0
+                times.append(elapsed)
+                records.append(n_records)
+                pages.append(n_pages)
+                self.end_cursors[u] = end
+                for cursor, n, kinds in trail:
+                    all_cursors.append((u, cursor))
+                    if cursor and n == 500 and kinds.get("todos") == 500:
+                        todo_pages.append((u, cursor))
+                all_cursors.append((u, end))
+        conn.close()
+        with open(self.pull_cursors_file, "w") as f:
+            for u, c in (todo_pages or all_cursors):
+                f.write(f"{u}\t{c}\n")
+        with open(self.all_cursors_file, "w") as f:
+            for u, c in all_cursors:
+                f.write(f"{u}\t{c}\n")
+        total_time = sum(times)
+        self.save("full_pull", {
+            "kind": "python", "users": len(users), "connections": 1,
+            "recordsPerPull": statistics.median(records), "pagesPerPull": statistics.median(pages),
+            "rps": sum(pages) / total_time, "recordsPerSecond": sum(records) / total_time,
+            "p50Ms": percentile(times, 50) * 1000, "p99Ms": percentile(times, 99) * 1000,
+            "maxMs": max(times) * 1000, "meanMs": statistics.mean(times) * 1000,
+            "pullSecondsP50": percentile(times, 50), "pullSecondsMax": max(times),
+            "todoPages": len(todo_pages), "errors": 0,
+            "rssBeforeMB": rss0, "rssAfterMB": self.stack.rss_mb(), "cpu": cpu.result,
+        })
+
+    def run_pull_pages(self):
+        if not os.path.exists(self.pull_cursors_file):
+            self.run_full_pull_untimed()
+        log(f"pull pages of 500 todos from stored cursors ({DURATION} s)")
+        result = self.wrk("pull_pages", "pull_pages.lua")
+        with open(self.pull_cursors_file) as f:
+            n_cursors = sum(1 for _ in f)
+        result["cursors"] = n_cursors
+        result["recordsPerPage"] = 500
+        result["recordsPerSecond"] = result["rps"] * 500
+        self.save("pull_pages", result)
+
+    def run_full_pull_untimed(self):
+        conn = connection()
+        todo_pages, all_cursors = [], []
+        for u in sample_users(PULL_USERS):
+            _, _, trail, end = full_pull(conn, u)
+            self.end_cursors[u] = end
+            for cursor, n, kinds in trail:
+                all_cursors.append((u, cursor))
+                if cursor and n == 500 and kinds.get("todos") == 500:
+                    todo_pages.append((u, cursor))
+            all_cursors.append((u, end))
+        conn.close()
+        with open(self.pull_cursors_file, "w") as f:
+            for u, c in (todo_pages or all_cursors):
+                f.write(f"{u}\t{c}\n")
+        with open(self.all_cursors_file, "w") as f:
+            for u, c in all_cursors:
+                f.write(f"{u}\t{c}\n")
+
+    def run_incremental_pull(self):
+        users = sample_users(INCREMENTAL_USERS)
+        log(f"incremental pull: 100 changes by push, then pull from the previous cursor, {len(users)} users")
+        conn = connection()
+        rng = random.Random(42)
+        for u in users:  # users without a stored end cursor get one, untimed
+            if u not in self.end_cursors:
+                self.end_cursors[u] = full_pull(conn, u)[3]
+        pull_times, push_times, records, pages = [], [], [], []
+        rss0 = self.stack.rss_mb()
+        with CpuMeter(self.stack) as cpu:
+            for u in users:
+                body = {"deviceId": str(uuid.uuid4()), "conflictPolicy": "merge",
+                        "operations": push_ops(u, 100, rng, "Incremental")}
+                t0 = time.perf_counter()
+                reply = request_json(conn, "POST", "/api/v1/sync/push", u, body)
+                push_times.append(time.perf_counter() - t0)
+                bad = [r for r in reply["results"] if r["status"] not in ("applied", "merged")]
+                if bad:
+                    raise RuntimeError(f"push for user {u}: {len(bad)} operations not applied: {bad[0]}")
+                t0 = time.perf_counter()
+                n_pages, n_records, _, end = full_pull(conn, u, cursor=self.end_cursors[u])
+                pull_times.append(time.perf_counter() - t0)
+                self.end_cursors[u] = end
+                records.append(n_records)
+                pages.append(n_pages)
+        conn.close()
+        total = sum(pull_times)
+        self.save("incremental_pull", {
+            "kind": "python", "users": len(users), "connections": 1, "changesPushed": 100,
+            "recordsPerPull": statistics.median(records), "pagesPerPull": statistics.median(pages),
+            "rps": sum(pages) / total, "recordsPerSecond": sum(records) / total,
+            "p50Ms": percentile(pull_times, 50) * 1000, "p99Ms": percentile(pull_times, 99) * 1000,
+            "maxMs": max(pull_times) * 1000,
+            "pushP50Ms": percentile(push_times, 50) * 1000, "pushP99Ms": percentile(push_times, 99) * 1000,
+            "errors": 0, "rssBeforeMB": rss0, "rssAfterMB": self.stack.rss_mb(), "cpu": cpu.result,
+        })
+
+    def run_push(self):
+        devices = min(CONNECTIONS, USERS)
+        if devices < CONNECTIONS:
+            log(f"push: only {USERS} users, so {devices} devices instead of {CONNECTIONS}")
+        users = sample_users(devices)
+        log(f"push: {len(users)} devices (distinct users) x {PUSH_OPS}-operation batches ({PUSH_DURATION} s)")
+        lock = threading.Lock()
+        latencies, statuses, failures = [], {}, []
+        pushes = [0]
+        start_barrier = threading.Barrier(len(users) + 1)
+        stop_at = [0.0]
+
+        def device(u, seed):
+            rng = random.Random(seed)
+            conn = connection()
+            start_barrier.wait()
+            try:
+                while time.monotonic() < stop_at[0]:
+                    body = json.dumps({"deviceId": str(uuid.uuid4()), "conflictPolicy": "merge",
+                                       "operations": push_ops(u, PUSH_OPS, rng, "Pushed")},
+                                      separators=(",", ":")).encode()
+                    t0 = time.perf_counter()
+                    conn.request("POST", "/api/v1/sync/push", body=body, headers=headers_for(u, True))
+                    response = conn.getresponse()
+                    data = response.read()
+                    elapsed = time.perf_counter() - t0
+                    if response.status != 200:
+                        with lock:
+                            failures.append(f"HTTP {response.status}: {data[:200]!r}")
+                        continue
+                    counts = {}
+                    for r in json.loads(data)["results"]:
+                        counts[r["status"]] = counts.get(r["status"], 0) + 1
+                    with lock:
+                        latencies.append(elapsed)
+                        pushes[0] += 1
+                        for k, v in counts.items():
+                            statuses[k] = statuses.get(k, 0) + v
+            except Exception as error:  # noqa: BLE001 - reported below
+                with lock:
+                    failures.append(repr(error))
+            finally:
+                conn.close()
+
+        threads = [threading.Thread(target=device, args=(u, i), daemon=True) for i, u in enumerate(users)]
+        for t in threads:
+            t.start()
+        rss0 = self.stack.rss_mb()
+        with CpuMeter(self.stack) as cpu:
+            t_start = time.monotonic()
+            stop_at[0] = t_start + PUSH_DURATION
+            start_barrier.wait()
+            for t in threads:
+                t.join(PUSH_DURATION + 120)
+            seconds = time.monotonic() - t_start
+        applied = statuses.get("applied", 0) + statuses.get("merged", 0)
+        self.save("push", {
+            "kind": "python", "devices": len(users), "opsPerPush": PUSH_OPS, "seconds": round(seconds, 2),
+            "requests": pushes[0], "rps": pushes[0] / seconds, "opsPerSecond": applied / seconds,
+            "statuses": statuses, "errors": len(failures) + sum(v for k, v in statuses.items()
+                                                               if k not in ("applied", "merged")),
+            "failures": failures[:5],
+            "p50Ms": (percentile(latencies, 50) or 0) * 1000, "p99Ms": (percentile(latencies, 99) or 0) * 1000,
+            "maxMs": max(latencies, default=0) * 1000,
+            "rssBeforeMB": rss0, "rssAfterMB": self.stack.rss_mb(), "cpu": cpu.result,
+        })
+
+    def run_mixed(self):
+        if not os.path.exists(self.all_cursors_file):
+            self.run_full_pull_untimed()
+        log(f"mixed: 80% REST reads, 15% pulls, 5% pushes of {MIXED_PUSH_OPS} operations ({DURATION} s)")
+        result = self.wrk("mixed", "mixed.lua", extra_env={"BENCH_CURSORS_FILE": self.all_cursors_file})
+        c = result.get("counters", {})
+        sent = max(1, sum(c.get(k, 0) for k in ("n_read", "n_pull", "n_push")))
+        share = {k: c.get(k, 0) / sent for k in ("n_read", "n_pull", "n_push")}
+        result["share"] = share
+        result["readRps"] = result["rps"] * share["n_read"]
+        result["pullRps"] = result["rps"] * share["n_pull"]
+        result["pushRps"] = result["rps"] * share["n_push"]
+        result["opsPerSecond"] = result["pushRps"] * MIXED_PUSH_OPS
+        self.save("mixed", result)
+
+
+# --- report ---------------------------------------------------------------------------------
+
+def fmt(value, digits=0):
+    if value is None:
+        return "-"
+    if digits == 0:
+        return f"{value:,.0f}"
+    return f"{value:,.{digits}f}"
+
+
+def report(bench, stack, uptime_before, uptime_after, seed):
+    r = bench.results
+    nginx = r.get("ceiling_nginx", {}).get("rps")
+    fcgi = r.get("ceiling_fastcgi", {}).get("rps")
+    lines = []
+    add = lines.append
+    add("")
+    add("TodoSync benchmark" + ("  (BENCH_QUICK smoke run: small data, short phases; targets are for full size)" if QUICK else ""))
+    add(f"data: {USERS} users x {TAGS} tags x {TODOS} todos over {DAYS} days"
+        + (f" = {seed.get('todos', 0):,} todos, {seed.get('dailyStats', 0):,} daily stats, {seed.get('sizeMB', '?')} MB;"
+           f" seeded in {seed.get('totalSeconds', 0):.1f} s (rows {seed.get('insertSeconds', 0):.1f} s,"
+           f" recompute-stats {seed.get('statsSeconds', 0):.1f} s)" if seed else ""))
+    add(f"load: wrk -t{THREADS} -c{CONNECTIONS}, {DURATION} s per phase (+{WARMUP} s warm-up); "
+        f"{os.environ.get('TODOSYNC_RESPONDERS', '1')} responder x {os.environ.get('TODOSYNC_WORKERS', '?')} workers, "
+        f"{os.environ.get('TODOSYNC_NGINX_WORKERS', '2')} nginx workers; gzip {'on' if GZIP else 'off'}; {os.cpu_count()} cores")
+    add(f"uptime before: {uptime_before.strip()}")
+    add(f"uptime after:  {uptime_after.strip()}")
+    add("")
+    header = (f"{'scenario':<34} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'records/s':>11} {'ops/s':>8} "
+              f"{'/nginx':>7} {'/fcgi':>7} {'RSS MB before>after':>20} {'cpu srv/cli/other':>18} {'err':>4}")
+    add(header)
+    add("-" * len(header))
+    rows = [
+        ("ceiling_nginx", "ceiling: nginx return 200"),
+        ("ceiling_fastcgi", "ceiling: FastCGI, no database"),
+        ("todos_by_date", "GET todos?date (random user/date)"),
+        ("stats_by_month", "GET daily-stats?month"),
+        ("full_pull", "first full pull (1 conn; ms=whole)"),
+        ("pull_pages", "pull pages of 500 todos"),
+        ("incremental_pull", "incr. pull, 100 changes (ms=whole)"),
+        ("push", f"push {PUSH_OPS}-op batches"),
+        ("mixed", "mixed 80/15/5"),
+    ]
+    for key, label in rows:
+        x = r.get(key)
+        if not x:
+            continue
+        rps = x.get("rps")
+        cpu = x.get("cpu", {})
+        add(f"{label:<34} {fmt(rps):>9} {fmt(x.get('p50Ms'), 2):>8} {fmt(x.get('p99Ms'), 2):>8} "
+            f"{fmt(x.get('recordsPerSecond')):>11} {fmt(x.get('opsPerSecond')):>8} "
+            f"{(f'{rps / nginx:6.1%}' if nginx and rps else '-'):>7} {(f'{rps / fcgi:6.1%}' if fcgi and rps else '-'):>7} "
+            f"{fmt(x.get('rssBeforeMB'), 1) + ' > ' + fmt(x.get('rssAfterMB'), 1):>20} "
+            f"{'%.2f/%.2f/%.2f' % (cpu.get('serverCores', 0), cpu.get('clientCores', 0), cpu.get('otherCores', 0)):>18} "
+            f"{x.get('errors', 0):>4}")
+    add("")
+    notes = []
+    if "full_pull" in r:
+        x = r["full_pull"]
+        notes.append(f"first full pull: {x['users']} users, {fmt(x['recordsPerPull'])} records in {fmt(x['pagesPerPull'])} pages each; "
+                     f"end to end p50 {x['p50Ms']:.0f} ms, p99 {x['p99Ms']:.0f} ms, max {x['maxMs']:.0f} ms "
+                     "(p50/p99 columns above are per whole pull)")
+    if "incremental_pull" in r:
+        x = r["incremental_pull"]
+        notes.append(f"incremental pull: {x['users']} users, {fmt(x['recordsPerPull'])} records per pull after a 100-op push "
+                     f"(push p50 {x['pushP50Ms']:.0f} ms, p99 {x['pushP99Ms']:.0f} ms); pull p50/p99 above are per whole pull")
+    if "push" in r:
+        x = r["push"]
+        notes.append(f"push: {x['devices']} devices, {x['requests']} pushes, statuses {x['statuses']}"
+                     + (f", failures {x['failures']}" if x["failures"] else ""))
+    if "mixed" in r:
+        x = r["mixed"]
+        notes.append(f"mixed: reads {fmt(x['readRps'])}/s, pulls {fmt(x['pullRps'])}/s, pushes {fmt(x['pushRps'], 1)}/s "
+                     f"({fmt(x['opsPerSecond'])} ops/s); latency is over all request kinds")
+    for key in ("todos_by_date", "stats_by_month", "pull_pages", "mixed", "ceiling_fastcgi", "ceiling_nginx"):
+        if key in r and r[key].get("errors"):
+            notes.append(f"{key}: {r[key]['errors']} errors {r[key].get('errorDetail')}")
+    notes.append("cpu srv/cli/other: cores used by the stack (nginx+responders+MariaDB) / the load generator / "
+                 "everything else on the machine (noise)")
+    for n in notes:
+        add("  " + n)
+    add("")
+
+    final_rss = stack.rss_mb()
+    targets = []
+
+    def target(label, ok, measured):
+        targets.append((label, ok, measured))
+
+    if "todos_by_date" in r:
+        x = r["todos_by_date"]
+        target(f"GET todos by date >= {TARGET_DATE_RPS:,} req/s, p99 <= {TARGET_DATE_P99_MS} ms",
+               x["rps"] >= TARGET_DATE_RPS and x["p99Ms"] <= TARGET_DATE_P99_MS and not x["errors"],
+               f"{x['rps']:,.0f} req/s, p99 {x['p99Ms']:.1f} ms")
+    if "pull_pages" in r:
+        x = r["pull_pages"]
+        target(f"pull pages of 500 todos >= {TARGET_PULL_RPS:,} req/s (>= {TARGET_PULL_RECORDS // 1000}k records/s)",
+               x["rps"] >= TARGET_PULL_RPS and x["recordsPerSecond"] >= TARGET_PULL_RECORDS and not x["errors"],
+               f"{x['rps']:,.0f} req/s, {x['recordsPerSecond'] / 1000:,.0f}k records/s")
+    if "full_pull" in r:
+        x = r["full_pull"]
+        target(f"full pull of a {TODOS:,}-todo user <= {TARGET_FULL_PULL_S} s (median)",
+               x["pullSecondsP50"] <= TARGET_FULL_PULL_S,
+               f"p50 {x['pullSecondsP50']:.3f} s, max {x['pullSecondsMax']:.3f} s")
+    if "push" in r:
+        x = r["push"]
+        target(f"pushes >= {TARGET_PUSH_OPS:,} operations/s in aggregate",
+               x["opsPerSecond"] >= TARGET_PUSH_OPS and not x["failures"],
+               f"{x['opsPerSecond']:,.0f} ops/s")
+    target(f"responder RSS <= {TARGET_RSS_MB} MB after the run", final_rss <= TARGET_RSS_MB,
+           f"{final_rss:.1f} MB (idle after start-up and seeding: {getattr(bench, 'rss_start', 0):.1f} MB)")
+    add("targets (2 cores, 32 connections)" + ("  -- quick run: not at target data size" if QUICK else ""))
+    for label, ok, measured in targets:
+        add(f"  {'PASS' if ok else 'MISS'}  {label:<66} {measured}")
+    add("")
+    text = "\n".join(lines)
+    print(text, flush=True)
+    with open(os.path.join(RESULTS, "table.txt"), "w") as f:
+        f.write(text + "\n")
+    with open(os.path.join(RESULTS, "summary.json"), "w") as f:
+        json.dump({"results": r, "seed": seed, "finalRssMB": final_rss, "uptimeBefore": uptime_before,
+                   "uptimeAfter": uptime_after,
+                   "targets": [{"target": t, "pass": ok, "measured": m} for t, ok, m in targets]}, f, indent=2)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--stack", required=True, help="path of scripts/stack.sh")
+    args = parser.parse_args()
+    stack = Stack(args.stack)
+    bench = Bench(stack)
+    wanted = ALL_SCENARIOS if SCENARIOS == "all" else [s.strip() for s in SCENARIOS.split(",") if s.strip()]
+    unknown = [s for s in wanted if s not in ALL_SCENARIOS]
+    if unknown:
+        sys.exit(f"unknown scenario(s): {', '.join(unknown)} (known: {', '.join(ALL_SCENARIOS)})")
+    seed = {}
+    seed_path = os.path.join(RESULTS, "seed.json")
+    if os.path.exists(seed_path):
+        with open(seed_path) as f:
+            text = f.read().strip()
+            seed = json.loads(text) if text else {}
+    uptime_before = os.environ.get("BENCH_UPTIME_BEFORE") or subprocess.run(
+        ["uptime"], capture_output=True, text=True).stdout
+    bench.rss_start = stack.rss_mb()
+    for name in ALL_SCENARIOS:
+        if name in wanted:
+            getattr(bench, f"run_{name}")()
+    uptime_after = subprocess.run(["uptime"], capture_output=True, text=True).stdout
+    report(bench, stack, uptime_before, uptime_after, seed)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,142 @@
+#!/usr/bin/env bash
+# TodoSync benchmark suite: builds the release binary, brings up a PRIVATE stack (own state dir and
+# ports), seeds it, runs every scenario against loopback, prints a results table with ratios to
+# the nginx and FastCGI ceilings and PASS/MISS per target, and always tears the stack down.
+#
+# Usage: bench/run.sh                 full size (200 users x 50 tags x 5,000 todos; ~4-5 minutes)
+#        BENCH_QUICK=1 bench/run.sh   smoke run (5 users x 10 tags x 1,000 todos, 3 s phases; ~1 minute)
+#
+# Options (environment; defaults in brackets, BENCH_QUICK=1 changes the starred ones):
+#   BENCH_USERS [200*]  BENCH_TAGS [50*]  BENCH_TODOS [5000*]  BENCH_DAYS [365]   data set size
+#   BENCH_START_DATE [2025-01-01]    first deadline date of the seeded year
+#   BENCH_DURATION [20*]             seconds per measured wrk phase (ceilings, GETs, pull pages, mixed)
+#   BENCH_PUSH_DURATION [20*]        seconds of the push phase
+#   BENCH_WARMUP [2*]                unmeasured seconds before each wrk phase
+#   BENCH_CONNECTIONS [32]           concurrent connections (wrk) / devices (push)
+#   BENCH_THREADS [2]                wrk threads
+#   BENCH_PULL_USERS [20*]           users whose first full pull is timed (their cursors feed the pull-page phase)
+#   BENCH_INCREMENTAL_USERS [20*]    users for the incremental pull (100 changes, then pull)
+#   BENCH_PUSH_OPS [100]             operations per push in the push phase
+#   BENCH_MIXED_PUSH_OPS [10]        operations per push in the mixed phase
+#   BENCH_WORKERS [32]               responder worker threads (TODOSYNC_WORKERS)
+#   BENCH_RESPONDERS [1]             responder processes (TODOSYNC_RESPONDERS)
+#   BENCH_NGINX_WORKERS [2]          nginx worker processes
+#   BENCH_HTTP_PORT [19080]  BENCH_HTTPS_PORT [19443]
+#   BENCH_STATE_DIR [.state/bench]   the private stack's state dir (data, logs, results)
+#   BENCH_MARIADB_ARGS [--innodb-buffer-pool-size=1G --innodb-log-file-size=512M]
+#   BENCH_SEED_JOBS [2]              parallel `todosync recompute-stats --user` processes while seeding
+#   BENCH_GZIP [0]                   1: send Accept-Encoding: gzip (as phones do); 0: identity bodies
+#   BENCH_SKIP_BUILD [0]             1: use the existing release binary
+#   BENCH_KEEP_DATA [0]              1: keep the MariaDB data dir after teardown (for bench/profile.sh)
+#   BENCH_SCENARIOS [all]            comma list: ceilings,todos_by_date,stats_by_month,full_pull,pull_pages,
+#                                    incremental_pull,push,mixed (ceilings always run when others need ratios)
+# Results: <state>/results/*.json and <state>/results/table.txt. Exit status 0 even when targets
+# are missed (this is a measurement, not a test); non-zero when the run itself failed.
+set -euo pipefail
+
+BENCH_DIR=$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")
+REPO_ROOT=$(dirname "$BENCH_DIR")
+cd "$REPO_ROOT"
+
+: "${BENCH_QUICK:=0}"
+if [[ $BENCH_QUICK == 1 ]]; then
+    : "${BENCH_USERS:=5}" "${BENCH_TAGS:=10}" "${BENCH_TODOS:=1000}" "${BENCH_DURATION:=3}"
+    : "${BENCH_PUSH_DURATION:=3}" "${BENCH_WARMUP:=1}" "${BENCH_PULL_USERS:=3}" "${BENCH_INCREMENTAL_USERS:=3}"
+fi
+: "${BENCH_USERS:=200}" "${BENCH_TAGS:=50}" "${BENCH_TODOS:=5000}" "${BENCH_DAYS:=365}"
+: "${BENCH_START_DATE:=2025-01-01}"
+: "${BENCH_DURATION:=20}" "${BENCH_PUSH_DURATION:=20}" "${BENCH_WARMUP:=2}"
+: "${BENCH_CONNECTIONS:=32}" "${BENCH_THREADS:=2}"
+: "${BENCH_PULL_USERS:=20}" "${BENCH_INCREMENTAL_USERS:=20}"
+: "${BENCH_PUSH_OPS:=100}" "${BENCH_MIXED_PUSH_OPS:=10}"
+: "${BENCH_WORKERS:=32}" "${BENCH_RESPONDERS:=1}" "${BENCH_NGINX_WORKERS:=2}"
+: "${BENCH_HTTP_PORT:=19080}" "${BENCH_HTTPS_PORT:=19443}"
+: "${BENCH_STATE_DIR:=.state/bench}"
+: "${BENCH_MARIADB_ARGS:=--innodb-buffer-pool-size=1G --innodb-log-file-size=512M}"
+: "${BENCH_SEED_JOBS:=2}" "${BENCH_GZIP:=0}" "${BENCH_SKIP_BUILD:=0}" "${BENCH_KEEP_DATA:=0}"
+: "${BENCH_SCENARIOS:=all}"
+export BENCH_USERS BENCH_TAGS BENCH_TODOS BENCH_DAYS BENCH_START_DATE BENCH_DURATION BENCH_PUSH_DURATION \
+    BENCH_WARMUP BENCH_CONNECTIONS BENCH_THREADS BENCH_PULL_USERS BENCH_INCREMENTAL_USERS BENCH_PUSH_OPS \
+    BENCH_MIXED_PUSH_OPS BENCH_WORKERS BENCH_RESPONDERS BENCH_GZIP BENCH_SEED_JOBS BENCH_SCENARIOS BENCH_QUICK
+
+log() { printf '[bench %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+die() { log "ERROR: $*"; exit 1; }
+
+source "$BENCH_DIR/env.sh"
+STACK=("$REPO_ROOT/scripts/stack.sh")
+RESULTS=$STATE/results
+
+# --- teardown, always -------------------------------------------------------------------------
+STACK_STARTED=0
+cleanup() {
+    local rc=$?
+    trap - EXIT INT TERM
+    if ((STACK_STARTED)); then
+        log "tearing the private stack down"
+        "${STACK[@]}" down >>"$STATE/bench-stack.log" 2>&1 || log "WARNING: stack down failed (see $STATE/bench-stack.log)"
+        # the data set and the access log of millions of benchmark requests are big; errors stay
+        if [[ $BENCH_KEEP_DATA != 1 ]]; then rm -rf "$STATE/mariadb" "$STATE/log/nginx-access.log"; fi
+    fi
+    exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# --- tools ------------------------------------------------------------------------------------
+ensure_tools() {
+    local missing=()
+    command -v wrk >/dev/null 2>&1 || missing+=(wrk)
+    command -v python3 >/dev/null 2>&1 || missing+=(python3)
+    if ((${#missing[@]})); then
+        log "installing ${missing[*]} (apt-get)"
+        local sudo=()
+        ((EUID == 0)) || sudo=(sudo)
+        "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -q >/dev/null
+        "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
+    fi
+    "${STACK[@]}" deps
+}
+
+main() {
+    local t_start=$SECONDS
+    mkdir -p "$STATE"
+    : >"$STATE/bench-stack.log"
+    log "machine: $(nproc) cores; uptime before: $(uptime)"
+    local uptime_before
+    uptime_before=$(uptime)
+    ensure_tools
+    if [[ $BENCH_SKIP_BUILD != 1 ]]; then
+        log "building the release binary (scripts/stack.sh build)"
+        "${STACK[@]}" build >"$STATE/build.log" 2>&1 || { tail -n 40 "$STATE/build.log" >&2; die "build failed"; }
+    fi
+    prepare_nginx_template
+
+    # A fresh data set every run: stop a stack left over by a killed run, drop its data.
+    "${STACK[@]}" down >>"$STATE/bench-stack.log" 2>&1 || true
+    rm -rf "$STATE/mariadb" "$STATE/log" "$RESULTS"
+    mkdir -p "$RESULTS"
+    STACK_STARTED=1
+    log "starting the private stack on 127.0.0.1:$BENCH_HTTP_PORT ($BENCH_RESPONDERS responder(s) x $BENCH_WORKERS workers, state $STATE)"
+    "${STACK[@]}" up >>"$STATE/bench-stack.log" 2>&1 || { tail -n 30 "$STATE/bench-stack.log" >&2; die "stack did not come up"; }
+    # TODOSYNC_DB_SOCKET, TODOSYNC_BIN, ... as the stack computed them
+    local line
+    while IFS= read -r line; do
+        [[ $line == TODOSYNC_*=* ]] && export "${line?}"
+    done < <("${STACK[@]}" env)
+
+    export BENCH_TOKEN_SALT=${BENCH_TOKEN_SALT:-$(od -An -N6 -tx1 /dev/urandom | tr -d ' \n')}
+    log "seeding $BENCH_USERS users x $BENCH_TAGS tags x $BENCH_TODOS todos"
+    "$BENCH_DIR/seed.sh" >"$RESULTS/seed.out" || die "seeding failed"
+    grep '^SEED_JSON ' "$RESULTS/seed.out" | sed 's/^SEED_JSON //' >"$RESULTS/seed.json"
+    { echo "SET @token = 'bench-$BENCH_TOKEN_SALT-2';"; cat "$BENCH_DIR/explain.sql"; } |
+        mariadb --no-defaults --socket="$TODOSYNC_DB_SOCKET" --user=root --table "$TODOSYNC_DB_NAME" \
+            >"$RESULTS/explain.txt" 2>&1 || log "WARNING: EXPLAIN failed (see $RESULTS/explain.txt)"
+
+    BENCH_BASE_URL=http://127.0.0.1:$BENCH_HTTP_PORT BENCH_RESULTS=$RESULTS BENCH_WRK_DIR=$BENCH_DIR/wrk \
+        BENCH_UPTIME_BEFORE=$uptime_before \
+        timeout --signal=TERM 3600 python3 "$BENCH_DIR/bench.py" --stack "$REPO_ROOT/scripts/stack.sh"
+    log "done in $((SECONDS - t_start)) s; uptime after: $(uptime)"
+}
+
+main "$@"
