@@ -530,7 +530,9 @@ supervise() {
     slog "supervising: $TODOSYNC_BIN ${args[*]}"
     while ((!SUP_STOP)); do
         started=$SECONDS
-        "$TODOSYNC_BIN" "${args[@]}" </dev/null &
+        # Two malloc arenas: glibc otherwise gives each busy worker thread its own arena and keeps
+        # what it frees, which grows RSS by tens of MB under load (see bench/README.md).
+        MALLOC_ARENA_MAX=${MALLOC_ARENA_MAX:-2} "$TODOSYNC_BIN" "${args[@]}" </dev/null &
         SUP_CHILD=$!
         # a stop request that arrived between fork and the assignment above
         if ((SUP_STOP)); then kill -TERM "$SUP_CHILD" 2>/dev/null || true; fi

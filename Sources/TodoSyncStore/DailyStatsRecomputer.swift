@@ -55,31 +55,19 @@ struct DailyStatsRecomputer {
         [
             .int(Int64(content.todoCount)), .int(Int64(content.completedCount)), .int(content.productivityHundredths),
             .int(Int64(content.balanceNum)), .int(content.centerXHundredths), .int(content.centerYHundredths),
-            .text(String(decoding: content.tagStatsJSON, as: UTF8.self)),
+            .text(content.tagStatsJSON),
         ]
     }
 }
 
 extension DailyStat {
-    /// Maps a `SQL.DailyStats.columns` row.
+    /// Maps a `SQL.DailyStats.columns` row (tag_stats is kept as the JSON it was stored as).
     init(row: Row) {
-        let tagStats: [DailyStatContent.TagStat]
-        if case .array(let items)? = try? JSONParser.parse(Array(row.string(8)!.utf8)) {
-            tagStats = items.compactMap { item in
-                guard case .object(let object) = item, case .number(let id)? = object["tagId"],
-                      case .string(let name)? = object["name"], case .string(let color)? = object["color"],
-                      case .number(let count)? = object["count"], let tagID = id.int64, let number = count.int64
-                else { return nil }
-                return DailyStatContent.TagStat(tagID: tagID, name: name, color: color, count: Int(number))
-            }
-        } else {
-            tagStats = []
-        }
         self.init(
             id: row.int64(0)!, date: Day(row.string(1)!)!,
             content: DailyStatContent(
                 todoCount: row.int(2)!, completedCount: row.int(3)!, productivityHundredths: row.int64(4)!,
-                balanceNum: row.int(5)!, tagStats: tagStats, centerXHundredths: row.int64(6)!,
+                balanceNum: row.int(5)!, tagStatsJSON: row.string(8)!, centerXHundredths: row.int64(6)!,
                 centerYHundredths: row.int64(7)!),
             version: row.int64(9)!,
             createdAt: Timestamp.rfc3339(fromDatabaseText: row.string(10)!),

@@ -155,21 +155,40 @@ enum SQL {
             """
     }
 
-    /// Pull: one indexed range scan per kind over (user_id, version). Tombstones with versions up
-    /// to the second bound are skipped (a first pull does not send deletions of unseen records).
+    /// Pull, in two steps per kind: the versions of the next `limit + 1` changes (an index-only
+    /// scan of (user_id, version, deleted_at)), then the full rows of the page's version range.
+    /// Tombstones with versions up to the third parameter are skipped (a first pull does not send
+    /// deletions of records the client never received).
     enum Pull {
         static let syncState = "SELECT change_seq, purged_through FROM users WHERE id = ?"
-        static let tagsChanged = """
-            SELECT \(Tags.columns) FROM tags FORCE INDEX (tags_user_version)
+
+        static func nextVersions(_ table: String) -> String {
+            """
+            SELECT version FROM \(table) FORCE INDEX (\(table)_user_version_deleted)
              WHERE user_id = ? AND version > ? AND (deleted_at IS NULL OR version > ?) ORDER BY version LIMIT ?
             """
-        static let todosChanged = """
-            SELECT \(Todos.columns) FROM todos FORCE INDEX (todos_user_version)
-             WHERE user_id = ? AND version > ? AND (deleted_at IS NULL OR version > ?) ORDER BY version LIMIT ?
+        }
+        static let tagVersions = nextVersions("tags")
+        static let todoVersions = nextVersions("todos")
+        static let dailyStatVersions = nextVersions("daily_stats")
+
+        static func page(_ table: String, _ columns: String) -> String {
             """
-        static let dailyStatsChanged = """
-            SELECT \(DailyStats.columns) FROM daily_stats FORCE INDEX (daily_stats_user_version)
-             WHERE user_id = ? AND version > ? AND (deleted_at IS NULL OR version > ?) ORDER BY version LIMIT ?
+            SELECT \(columns) FROM \(table) FORCE INDEX (\(table)_user_version_deleted)
+             WHERE user_id = ? AND version > ? AND version <= ? AND (deleted_at IS NULL OR version > ?)
+             ORDER BY version
+            """
+        }
+        static let tagPage = page("tags", Tags.columns)
+        static let todoPage = page("todos", Todos.columns)
+        static let dailyStatPage = page("daily_stats", DailyStats.columns)
+
+        /// Parent tags by id, `parentTagBatch` ids per query (unused slots repeat an id).
+        static let parentTagBatch = 16
+        static let parentTags = """
+            SELECT \(Tags.columns) FROM tags
+             WHERE user_id = ? AND deleted_at IS NULL AND version > ?
+               AND id IN (\(Array(repeating: "?", count: parentTagBatch).joined(separator: ", ")))
             """
     }
 

@@ -77,26 +77,31 @@ extension Store {
                 }
                 let position = cursor?.position ?? 0
                 let skipThrough = cursor?.skipTombstonesThrough ?? snapshotVersion
-                let parameters: [DatabaseValue] = [.int(userID), .int(position), .int(skipThrough), .int(Int64(limit + 1))]
-                let tags = try db.query(SQL.Pull.tagsChanged, parameters).map(Tag.init(row:))
-                let todos = try db.query(SQL.Pull.todosChanged, parameters).map(Todo.init(row:))
-                let stats = try db.query(SQL.Pull.dailyStatsChanged, parameters).map(DailyStat.init(row:))
 
-                // The page is the `limit` lowest versions across the three kinds.
-                var versions = tags.map(\.version) + todos.map(\.version) + stats.map(\.version)
+                // Step 1: where does the page end? The `limit` lowest versions across the kinds.
+                let bounds: [DatabaseValue] = [.int(userID), .int(position), .int(skipThrough), .int(Int64(limit + 1))]
+                var versions: [Int64] = []
+                for sql in [SQL.Pull.tagVersions, SQL.Pull.todoVersions, SQL.Pull.dailyStatVersions] {
+                    versions += try db.query(sql, bounds).map { $0.int64(0)! }
+                }
                 versions.sort()
                 let hasMore = versions.count > limit
                 let lastVersion = hasMore ? versions[limit - 1] : (versions.last ?? position)
+
+                // Step 2: exactly the page's rows.
                 var page = PullPage(
-                    tags: tags.filter { $0.version <= lastVersion },
-                    todos: todos.filter { $0.version <= lastVersion },
-                    dailyStats: stats.filter { $0.version <= lastVersion },
                     cursor: SyncCursor(
                         // At the end, jump to the snapshot: what lies between is only skipped tombstones.
                         position: hasMore ? lastVersion : max(lastVersion, snapshotVersion),
                         skipTombstonesThrough: skipThrough, userID: userID),
                     hasMore: hasMore)
-                try addParentTags(to: &page, after: position, userID: userID)
+                if !versions.isEmpty {
+                    let range: [DatabaseValue] = [.int(userID), .int(position), .int(lastVersion), .int(skipThrough)]
+                    page.tags = try db.query(SQL.Pull.tagPage, range).map(Tag.init(row:))
+                    page.todos = try db.query(SQL.Pull.todoPage, range).map(Todo.init(row:))
+                    page.dailyStats = try db.query(SQL.Pull.dailyStatPage, range).map(DailyStat.init(row:))
+                    try addParentTags(to: &page, after: position, userID: userID)
+                }
                 return page
             }
         }
@@ -104,19 +109,22 @@ extension Store {
 
     /// Makes the page referentially complete: a tag that a todo or stat in the page refers to and
     /// that changed after the page's start (so the client may not have it yet) is sent with it.
+    /// Tags at or below the start were sent earlier in this pull or were unchanged since it began.
     private func addParentTags(to page: inout PullPage, after position: Int64, userID: Int64) throws {
         var present = Set(page.tags.map(\.id))
         var needed: [Int64] = []
-        let referenced = page.todos.filter { $0.deletedAt == nil }.compactMap(\.tagID)
-            + page.dailyStats.filter { $0.deletedAt == nil }.flatMap { $0.content.tagStats.map(\.tagID) }
-        for tagID in referenced where !present.contains(tagID) {
-            present.insert(tagID)
-            needed.append(tagID)
+        for todo in page.todos where todo.deletedAt == nil {
+            if let tagID = todo.tagID, present.insert(tagID).inserted { needed.append(tagID) }
         }
-        for tagID in needed {
-            guard let row = try db.queryOne(SQL.Push.tagByID, [.int(tagID), .int(userID)]) else { continue }
-            let tag = Tag(row: row)
-            if tag.version > position && tag.deletedAt == nil { page.tags.append(tag) }
+        for stat in page.dailyStats where stat.deletedAt == nil {
+            for tagID in stat.content.tagIDs where present.insert(tagID).inserted { needed.append(tagID) }
+        }
+        guard !needed.isEmpty else { return }
+        let batch = SQL.Pull.parentTagBatch
+        for start in stride(from: 0, to: needed.count, by: batch) {
+            let ids = Array(needed[start..<min(start + batch, needed.count)])
+            let slots = (0..<batch).map { DatabaseValue.int(ids[min($0, ids.count - 1)]) }
+            page.tags += try db.query(SQL.Pull.parentTags, [.int(userID), .int(position)] + slots).map(Tag.init(row:))
         }
         page.tags.sort { $0.version < $1.version }
     }

@@ -65,8 +65,11 @@ final class DailyStatTests: XCTestCase {
             todo(true, tag: 5), todo(true, tag: 3), todo(true, tag: 5), todo(true, tag: 9), todo(false, tag: 9),
             todo(true, tag: nil),
         ]))
-        XCTAssertEqual(stat.tagStats.map(\.tagID), [5, 3, 9])
-        XCTAssertEqual(stat.tagStats.map(\.count), [2, 1, 1])
+        XCTAssertEqual(stat.tagIDs, [5, 3, 9])
+        XCTAssertEqual(stat.tagStatsJSON,
+                       ##"[{"tagId":5,"name":"tag5","color":"#000005","count":2},"##
+                       + ##"{"tagId":3,"name":"tag3","color":"#000003","count":1},"##
+                       + ##"{"tagId":9,"name":"tag9","color":"#000009","count":1}]"##)
     }
 
     func testJSONShape() {

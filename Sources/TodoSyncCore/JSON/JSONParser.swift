@@ -137,32 +137,38 @@ public struct JSONParser {
 
     private mutating func parseString() throws(JSONParseError) -> String {
         index += 1  // opening quote
-        var scalars = String.UnicodeScalarView()
-        var runStart = index
+        let start = index
+        // Fast path: no escapes, so the string is the bytes themselves (validated once).
+        while index < bytes.count {
+            let byte = bytes[index]
+            if byte == UInt8(ascii: "\"") {
+                guard let text = String(validating: bytes[start..<index], as: UTF8.self) else { throw error("invalid UTF-8") }
+                index += 1
+                return text
+            }
+            if byte == UInt8(ascii: "\\") { break }
+            if byte < 0x20 { throw error("control character in string") }
+            index += 1
+        }
+        // Slow path: collect UTF-8 bytes, decoding escapes, and validate at the end.
+        var utf8 = Array(bytes[start..<index])
         while true {
             guard index < bytes.count else { throw error("unterminated string") }
             let byte = bytes[index]
             if byte == UInt8(ascii: "\"") {
-                try appendUTF8(bytes[runStart..<index], to: &scalars)
                 index += 1
-                return String(scalars)
+                guard let text = String(validating: utf8, as: UTF8.self) else { throw error("invalid UTF-8") }
+                return text
             }
             if byte == UInt8(ascii: "\\") {
-                try appendUTF8(bytes[runStart..<index], to: &scalars)
                 index += 1
-                scalars.append(try parseEscape())
-                runStart = index
+                utf8.append(contentsOf: String(Character(try parseEscape())).utf8)
                 continue
             }
             if byte < 0x20 { throw error("control character in string") }
+            utf8.append(byte)
             index += 1
         }
-    }
-
-    private func appendUTF8(_ run: ArraySlice<UInt8>, to scalars: inout String.UnicodeScalarView) throws(JSONParseError) {
-        guard !run.isEmpty else { return }
-        guard let text = String(validating: run, as: UTF8.self) else { throw error("invalid UTF-8") }
-        scalars.append(contentsOf: text.unicodeScalars)
     }
 
     private mutating func parseEscape() throws(JSONParseError) -> Unicode.Scalar {

@@ -29,13 +29,15 @@ public struct StatInput: Sendable, Equatable {
 }
 
 /// The derived part of a daily stat: everything but id, date, version and timestamps.
-/// Decimals are kept as exact hundredths.
+/// Decimals are kept as exact hundredths; `tagStats` as its canonical JSON text, which is what
+/// the store keeps and the API sends, so reads and "did it change?" checks never re-parse it.
 public struct DailyStatContent: Sendable, Equatable {
     public var todoCount: Int
     public var completedCount: Int
     public var productivityHundredths: Int64
     public var balanceNum: Int
-    public var tagStats: [TagStat]
+    /// The contract's `tagStats` array as JSON, e.g. `[{"tagId":3,"name":"Work","color":"#FF8800","count":2}]`.
+    public var tagStatsJSON: String
     public var centerXHundredths: Int64
     public var centerYHundredths: Int64
 
@@ -54,12 +56,12 @@ public struct DailyStatContent: Sendable, Equatable {
     }
 
     public init(todoCount: Int, completedCount: Int, productivityHundredths: Int64, balanceNum: Int,
-                tagStats: [TagStat], centerXHundredths: Int64, centerYHundredths: Int64) {
+                tagStatsJSON: String, centerXHundredths: Int64, centerYHundredths: Int64) {
         self.todoCount = todoCount
         self.completedCount = completedCount
         self.productivityHundredths = productivityHundredths
         self.balanceNum = balanceNum
-        self.tagStats = tagStats
+        self.tagStatsJSON = tagStatsJSON
         self.centerXHundredths = centerXHundredths
         self.centerYHundredths = centerYHundredths
     }
@@ -86,7 +88,7 @@ public struct DailyStatContent: Sendable, Equatable {
             completedCount: completed.count,
             productivityHundredths: roundedQuotient(weightedMinutes * 100, 60),
             balanceNum: total == 0 ? 50 : Int(roundedQuotient(100 * life, total)),
-            tagStats: tagStats,
+            tagStatsJSON: encode(tagStats),
             centerXHundredths: total == 0 ? 0 : roundedQuotient(100 * (life - work), total),
             centerYHundredths: roundedQuotient(100 * Int64(completed.count), Int64(todos.count)))
     }
@@ -98,8 +100,8 @@ public struct DailyStatContent: Sendable, Equatable {
         return ("Life-heavy", "Plenty of life today; remember your goals.")
     }
 
-    /// `tagStats` as the JSON array the contract shows (also how the store keeps it).
-    public var tagStatsJSON: [UInt8] {
+    /// The canonical JSON of a `tagStats` array.
+    public static func encode(_ tagStats: [TagStat]) -> String {
         var writer = JSONWriter()
         writer.beginArray()
         for stat in tagStats {
@@ -111,7 +113,30 @@ public struct DailyStatContent: Sendable, Equatable {
             writer.endObject()
         }
         writer.endArray()
-        return writer.bytes
+        return String(decoding: writer.bytes, as: UTF8.self)
+    }
+
+    /// The tag ids `tagStats` refers to, read straight off the canonical JSON (whose every
+    /// object starts with `{"tagId":`), for pull's referential completeness.
+    public var tagIDs: [Int64] {
+        var ids: [Int64] = []
+        let marker = Array(#"{"tagId":"#.utf8)
+        let bytes = Array(tagStatsJSON.utf8)
+        var index = 0
+        while index + marker.count <= bytes.count {
+            if bytes[index] == marker[0], Array(bytes[index..<index + marker.count]) == marker {
+                index += marker.count
+                var value: Int64 = 0
+                while index < bytes.count, bytes[index] >= UInt8(ascii: "0"), bytes[index] <= UInt8(ascii: "9") {
+                    value = value * 10 + Int64(bytes[index] - UInt8(ascii: "0"))
+                    index += 1
+                }
+                ids.append(value)
+            } else {
+                index += 1
+            }
+        }
+        return ids
     }
 }
 
@@ -153,7 +178,7 @@ public struct DailyStat: Sendable, Equatable {
         writer.field("message", text.message)
         writer.endObject()
         writer.key("tagStats")
-        writer.raw(content.tagStatsJSON)
+        writer.raw(Array(content.tagStatsJSON.utf8))
         writer.key("center")
         writer.beginObject()
         writer.key("x")
