@@ -193,10 +193,20 @@ enum SQL {
     }
 
     enum Push {
-        static let storedResult = "SELECT result FROM sync_operations WHERE user_id = ? AND op_key = ?"
-        static let storeResult = """
-            INSERT INTO sync_operations (user_id, op_key, device_id, result, created_at) VALUES (?, ?, ?, ?, ?)
+        /// Stored results are looked up and written `batch` operations per statement (unused
+        /// lookup slots repeat a key; a short tail is written by the smaller statements).
+        static let batch = 32
+        static let storedResults = """
+            SELECT op_key, result FROM sync_operations
+             WHERE user_id = ? AND op_key IN (\(Array(repeating: "?", count: batch).joined(separator: ", ")))
             """
+        static func storeResults(rows: Int) -> String {
+            "INSERT INTO sync_operations (user_id, op_key, device_id, result, created_at) VALUES "
+                + Array(repeating: "(?, ?, ?, ?, ?)", count: rows).joined(separator: ", ")
+        }
+        static let storeResultsBatch = storeResults(rows: batch)
+        static let storeResultsEight = storeResults(rows: 8)
+        static let storeResultOne = storeResults(rows: 1)
         static let tagByID = "SELECT \(Tags.columns) FROM tags WHERE id = ? AND user_id = ?"
         static let todoByID = "SELECT \(Todos.columns) FROM todos WHERE id = ? AND user_id = ?"
     }

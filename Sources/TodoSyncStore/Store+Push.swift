@@ -7,11 +7,14 @@ extension Store {
     /// A replayed opId returns its stored result and changes nothing. Returns the response body.
     public func push(userID: Int64, _ request: PushRequest) throws -> [UInt8] {
         try write(userID: userID) { transaction in
-            var results: [[UInt8]] = []
-            results.reserveCapacity(request.operations.count)
-            for operation in request.operations {
-                if let stored = try db.queryOne(SQL.Push.storedResult, [.int(userID), .text(operation.key)]) {
-                    results.append(Array(stored.string(0)!.utf8))
+            // Results already stored for these opIds (replays), found in batches up front.
+            var known = try storedResults(userID: userID, keys: request.operations.map(\.key))
+            var newResults: [(key: String, json: String)] = []
+            var body: [UInt8] = Array(#"{"results":["#.utf8)
+            for (index, operation) in request.operations.enumerated() {
+                if index > 0 { body.append(UInt8(ascii: ",")) }
+                if let stored = known[operation.key] {
+                    body.append(contentsOf: stored.utf8)
                     continue
                 }
                 let result: PushResult
@@ -22,20 +25,44 @@ extension Store {
                 } catch let error as APIError where error.status < 500 {
                     result = .rejected(operation.opID, error, clientID: operation.clientIDText)
                 }
-                let json = result.json
-                try db.execute(SQL.Push.storeResult, [
-                    .int(userID), .text(operation.key), .text(request.deviceID),
-                    .text(String(decoding: json, as: UTF8.self)), .timestamp(transaction.now),
-                ])
-                results.append(json)
-            }
-            var body: [UInt8] = Array(#"{"results":["#.utf8)
-            for (index, json) in results.enumerated() {
-                if index > 0 { body.append(UInt8(ascii: ",")) }
-                body.append(contentsOf: json)
+                let json = String(decoding: result.json, as: UTF8.self)
+                known[operation.key] = json  // an opId repeated in this request replays too
+                newResults.append((operation.key, json))
+                body.append(contentsOf: json.utf8)
             }
             body.append(contentsOf: "]}".utf8)
+            // Stored in the same transaction as the operations' effects: exactly once.
+            try storeResults(newResults, userID: userID, deviceID: request.deviceID, at: transaction.now)
             return body
+        }
+    }
+
+    private func storedResults(userID: Int64, keys: [String]) throws -> [String: String] {
+        var found: [String: String] = [:]
+        let unique = Array(Set(keys))
+        for start in stride(from: 0, to: unique.count, by: SQL.Push.batch) {
+            let chunk = Array(unique[start..<min(start + SQL.Push.batch, unique.count)])
+            let slots = (0..<SQL.Push.batch).map { DatabaseValue.text(chunk[min($0, chunk.count - 1)]) }
+            for row in try db.query(SQL.Push.storedResults, [.int(userID)] + slots) {
+                found[row.string(0)!] = row.string(1)!
+            }
+        }
+        return found
+    }
+
+    private func storeResults(_ results: [(key: String, json: String)], userID: Int64, deviceID: String,
+                              at now: Timestamp) throws {
+        var remaining = results[...]
+        while !remaining.isEmpty {
+            let (size, sql) = remaining.count >= SQL.Push.batch ? (SQL.Push.batch, SQL.Push.storeResultsBatch)
+                : remaining.count >= 8 ? (8, SQL.Push.storeResultsEight) : (1, SQL.Push.storeResultOne)
+            var values: [DatabaseValue] = []
+            values.reserveCapacity(size * 5)
+            for result in remaining.prefix(size) {
+                values += [.int(userID), .text(result.key), .text(deviceID), .text(result.json), .timestamp(now)]
+            }
+            try db.execute(sql, values)
+            remaining = remaining.dropFirst(size)
         }
     }
 
