@@ -58,4 +58,14 @@ final class JSONWriterTests: XCTestCase {
         XCTAssertEqual(String(decoding: body, as: UTF8.self),
                        #"{"error":{"code":"validation_failed","message":"Some fields are invalid; see `details`.","details":[{"field":"title","problem":"is required"}]}}"#)
     }
+
+    func testIntegersAndDaysAreWrittenExactly() {
+        var writer = JSONWriter()
+        writer.beginArray()
+        for value: Int64 in [0, 7, -7, 10, 1_000_000, Int64.max, Int64.min] { writer.int(value) }
+        writer.day(Day("2026-01-05")!)
+        writer.endArray()
+        XCTAssertEqual(String(decoding: writer.bytes, as: UTF8.self),
+                       "[0,7,-7,10,1000000,9223372036854775807,-9223372036854775808,\"2026-01-05\"]")
+    }
 }

@@ -75,7 +75,49 @@ public struct JSONWriter: Sendable {
 
     public mutating func int(_ value: Int64) {
         beginValue()
-        bytes.append(contentsOf: String(value).utf8)
+        JSONWriter.appendDecimal(value, to: &bytes)
+    }
+
+    /// A date as `"YYYY-MM-DD"`, written digit by digit.
+    public mutating func day(_ day: Day) {
+        beginValue()
+        bytes.append(UInt8(ascii: "\""))
+        JSONWriter.appendDigits(day.year, count: 4, to: &bytes)
+        bytes.append(UInt8(ascii: "-"))
+        JSONWriter.appendDigits(day.month, count: 2, to: &bytes)
+        bytes.append(UInt8(ascii: "-"))
+        JSONWriter.appendDigits(day.day, count: 2, to: &bytes)
+        bytes.append(UInt8(ascii: "\""))
+    }
+
+    /// Appends the decimal digits of `value` without an intermediate String.
+    static func appendDecimal(_ value: Int64, to bytes: inout [UInt8]) {
+        if value < 0 { bytes.append(UInt8(ascii: "-")) }
+        var magnitude = value.magnitude
+        var digits: (UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8,
+                     UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8) =
+            (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+        var count = 0
+        withUnsafeMutableBytes(of: &digits) { buffer in
+            repeat {
+                buffer[19 - count] = UInt8(ascii: "0") + UInt8(magnitude % 10)
+                magnitude /= 10
+                count += 1
+            } while magnitude > 0
+            bytes.append(contentsOf: buffer[(20 - count)...])
+        }
+    }
+
+    /// Appends `value` zero-padded to `count` digits (non-negative values).
+    static func appendDigits(_ value: Int, count: Int, to bytes: inout [UInt8]) {
+        var divisor = 1
+        for _ in 1..<count { divisor *= 10 }
+        var rest = value
+        while divisor > 0 {
+            bytes.append(UInt8(ascii: "0") + UInt8(rest / divisor % 10))
+            rest %= divisor
+            divisor /= 10
+        }
     }
 
     public mutating func optionalInt(_ value: Int64?) {

@@ -165,7 +165,8 @@ public struct DailyStat: Sendable, Equatable {
     public func write(to writer: inout JSONWriter) {
         writer.beginObject()
         writer.field("id", id)
-        writer.field("date", date.description)
+        writer.key("date")
+        writer.day(date)
         writer.field("todoCount", content.todoCount)
         writer.field("completedCount", content.completedCount)
         writer.key("productivityNum")

@@ -60,14 +60,19 @@ public struct Timestamp: Sendable, Hashable, Comparable {
     /// Converts MariaDB's `YYYY-MM-DD HH:MM:SS[.fff]` text to RFC 3339 with milliseconds,
     /// without parsing it into numbers (the hot path of every record read).
     public static func rfc3339(fromDatabaseText text: String) -> String {
-        var utf8 = Array(text.utf8)
-        guard utf8.count >= 19 else { return text }
-        utf8[10] = UInt8(ascii: "T")
-        if utf8.count == 19 { utf8.append(contentsOf: ".000".utf8) }
-        while utf8.count < 23 { utf8.append(UInt8(ascii: "0")) }
-        if utf8.count > 23 { utf8.removeLast(utf8.count - 23) }
-        utf8.append(UInt8(ascii: "Z"))
-        return String(decoding: utf8, as: UTF8.self)
+        var text = text
+        return text.withUTF8 { source in
+            guard source.count >= 19 else { return String(decoding: source, as: UTF8.self) }
+            // `YYYY-MM-DDTHH:MM:SS.mmmZ`: 24 bytes, built in place in one allocation.
+            return String(unsafeUninitializedCapacity: 24) { output in
+                for index in 0..<19 { output[index] = source[index] }
+                output[10] = UInt8(ascii: "T")
+                output[19] = UInt8(ascii: ".")
+                for index in 20..<23 { output[index] = index < source.count ? source[index] : UInt8(ascii: "0") }
+                output[23] = UInt8(ascii: "Z")
+                return 24
+            }
+        }
     }
 
     public static func < (lhs: Timestamp, rhs: Timestamp) -> Bool {
