@@ -531,8 +531,11 @@ supervise() {
     while ((!SUP_STOP)); do
         started=$SECONDS
         # Two malloc arenas: glibc otherwise gives each busy worker thread its own arena and keeps
-        # what it frees, which grows RSS by tens of MB under load (see bench/README.md).
-        MALLOC_ARENA_MAX=${MALLOC_ARENA_MAX:-2} "$TODOSYNC_BIN" "${args[@]}" </dev/null &
+        # what it frees, which grows RSS by tens of MB under load (see bench/README.md). A fixed
+        # mmap threshold: Argon2's 19 MiB blocks are then always mmapped and returned on free
+        # (glibc's dynamic threshold would keep ~19 MiB per worker after its first login).
+        MALLOC_ARENA_MAX=${MALLOC_ARENA_MAX:-2} MALLOC_MMAP_THRESHOLD_=${MALLOC_MMAP_THRESHOLD_:-1048576} \
+            "$TODOSYNC_BIN" "${args[@]}" </dev/null &
         SUP_CHILD=$!
         # a stop request that arrived between fork and the assignment above
         if ((SUP_STOP)); then kill -TERM "$SUP_CHILD" 2>/dev/null || true; fi

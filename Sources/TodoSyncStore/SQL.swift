@@ -10,19 +10,24 @@ enum SQL {
             INSERT INTO users (email, email_key, password_hash, created_at) VALUES (?, ?, ?, ?)
             """
         static let byEmailKey = """
-            SELECT id, email, password_hash, failed_logins, failed_login_since FROM users WHERE email_key = ?
+            SELECT id, email, password_hash FROM users WHERE email_key = ?
             """
         /// Takes the per-user write lock: every write transaction of a user starts here, so a
         /// user's writes are serialised and their versions are allocated in commit order.
         static let lockForWrite = "SELECT change_seq FROM users WHERE id = ? FOR UPDATE"
         /// Stores the last version the transaction handed out (while still holding the lock).
         static let saveChangeSequence = "UPDATE users SET change_seq = ? WHERE id = ?"
-        /// Counts a failed login, restarting the count when the previous window has passed.
-        static let recordFailedLogin = """
+        /// Reserves one login attempt before the password is checked, unless the account is
+        /// throttled (then no row changes): counts it as a failure, restarting the count when the
+        /// previous window has passed. Atomic under the row lock, so concurrent guesses cannot all
+        /// slip past the limit. A correct password clears the count afterwards.
+        /// Parameters: window start ×2, now, user id, max failures, window start.
+        static let reserveLoginAttempt = """
             UPDATE users
                SET failed_logins = IF(failed_login_since IS NULL OR failed_login_since < ?, 1, failed_logins + 1),
                    failed_login_since = IF(failed_login_since IS NULL OR failed_login_since < ?, ?, failed_login_since)
              WHERE id = ?
+               AND NOT (failed_logins >= ? AND failed_login_since IS NOT NULL AND failed_login_since >= ?)
             """
         static let clearFailedLogins = """
             UPDATE users SET failed_logins = 0, failed_login_since = NULL WHERE id = ?

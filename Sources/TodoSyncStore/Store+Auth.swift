@@ -37,23 +37,21 @@ extension Store {
             throw APIError.badCredentials
         }
         let userID = row.int64(0)!
-        let windowStart = now.adding(seconds: -configuration.loginLockoutSeconds)
-        if let failures = row.int(3), failures >= configuration.loginMaxFailures,
-           let since = row.string(4), since > windowStart.databaseText {
-            throw APIError.tooManyLoginFailures
+        let windowStart = DatabaseValue.timestamp(now.adding(seconds: -configuration.loginLockoutSeconds))
+        let reserved = try guarded {
+            try db.execute(SQL.Users.reserveLoginAttempt, [
+                windowStart, windowStart, .timestamp(now), .int(userID),
+                .int(Int64(configuration.loginMaxFailures)), windowStart,
+            ])
         }
+        guard reserved.affectedRows > 0 else { throw APIError.tooManyLoginFailures }
         guard configuration.passwordHasher.verify(input.password, against: row.string(2)!) else {
-            try guarded {
-                try db.execute(SQL.Users.recordFailedLogin, [
-                    .timestamp(windowStart), .timestamp(windowStart), .timestamp(now), .int(userID),
-                ])
-            }
             throw APIError.badCredentials
         }
         let token = try BearerToken.generate()
         try guarded {
             try db.inTransaction {
-                if row.int(3) != 0 { try db.execute(SQL.Users.clearFailedLogins, [.int(userID)]) }
+                try db.execute(SQL.Users.clearFailedLogins, [.int(userID)])
                 try insertToken(token, userID: userID, now: now)
             }
         }
