@@ -33,12 +33,15 @@ final class Router {
         routes.append(Route(method: method, segments: segments, handler: handler))
     }
 
-    /// HEAD is answered by the GET handler (nginx sends the headers only).
+    /// HEAD is answered by the GET handler (nginx sends the headers only). When several
+    /// patterns match a path, the most specific (fewest parameters) owns it: `/todos/quick-add`
+    /// is that route's path, so `PATCH /todos/quick-add` is a 405, not a lookup of todo "quick-add".
     func match(method: String, path: String) -> Match {
         let method = method == "HEAD" ? "GET" : method
-        let parts = path.split(separator: "/", omittingEmptySubsequences: false).dropFirst()
         guard path.hasPrefix("/") else { return .notFound }
-        var allowed: [String] = []
+        let parts = path.split(separator: "/", omittingEmptySubsequences: false).dropFirst()
+        var best: [(route: Route, parameters: [String])] = []
+        var bestParameterCount = Int.max
         for route in routes where route.segments.count == parts.count {
             var parameters: [String] = []
             var matches = true
@@ -49,11 +52,22 @@ final class Router {
                 }
                 if !matches { break }
             }
-            guard matches else { continue }
-            if route.method == method { return .found(route.handler, parameters: parameters) }
-            allowed.append(route.method)
-            if route.method == "GET" { allowed.append("HEAD") }
+            guard matches, parameters.count <= bestParameterCount else { continue }
+            if parameters.count < bestParameterCount {
+                best = []
+                bestParameterCount = parameters.count
+            }
+            best.append((route, parameters))
         }
-        return allowed.isEmpty ? .notFound : .methodNotAllowed(allowed: allowed)
+        if let found = best.first(where: { $0.route.method == method }) {
+            return .found(found.route.handler, parameters: found.parameters)
+        }
+        guard !best.isEmpty else { return .notFound }
+        var allowed: [String] = []
+        for candidate in best {
+            allowed.append(candidate.route.method)
+            if candidate.route.method == "GET" { allowed.append("HEAD") }
+        }
+        return .methodNotAllowed(allowed: allowed)
     }
 }
