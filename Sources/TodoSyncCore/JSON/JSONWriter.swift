@@ -153,6 +153,14 @@ public struct JSONWriter: Sendable {
     public mutating func field(_ name: StaticString, _ value: Int) { key(name); int(Int64(value)) }
     public mutating func field(_ name: StaticString, _ value: Bool) { key(name); bool(value) }
 
+    /// The fields every synced record ends with: `version`, `createdAt`, `updatedAt`, `deletedAt`.
+    public mutating func syncFields(version: Int64, createdAt: String, updatedAt: String, deletedAt: String?) {
+        field("version", version)
+        field("createdAt", createdAt)
+        field("updatedAt", updatedAt)
+        field("deletedAt", deletedAt)
+    }
+
     /// `hundredths / 100` as a JSON number without trailing zeros.
     public static func formatHundredths(_ hundredths: Int64) -> String {
         let magnitude = hundredths.magnitude

@@ -29,10 +29,7 @@ public struct Tag: Sendable, Equatable {
         writer.field("clientId", clientID)
         writer.field("name", name)
         writer.field("color", color)
-        writer.field("version", version)
-        writer.field("createdAt", createdAt)
-        writer.field("updatedAt", updatedAt)
-        writer.field("deletedAt", deletedAt)
+        writer.syncFields(version: version, createdAt: createdAt, updatedAt: updatedAt, deletedAt: deletedAt)
         writer.endObject()
     }
 }

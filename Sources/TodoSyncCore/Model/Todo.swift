@@ -52,10 +52,7 @@ public struct Todo: Sendable, Equatable {
         writer.key("deadline")
         writer.day(deadline)
         writer.field("isCompleted", isCompleted)
-        writer.field("version", version)
-        writer.field("createdAt", createdAt)
-        writer.field("updatedAt", updatedAt)
-        writer.field("deletedAt", deletedAt)
+        writer.syncFields(version: version, createdAt: createdAt, updatedAt: updatedAt, deletedAt: deletedAt)
         writer.endObject()
     }
 }

@@ -187,10 +187,7 @@ public struct DailyStat: Sendable, Equatable {
         writer.key("y")
         writer.decimal(hundredths: content.centerYHundredths)
         writer.endObject()
-        writer.field("version", version)
-        writer.field("createdAt", createdAt)
-        writer.field("updatedAt", updatedAt)
-        writer.field("deletedAt", deletedAt)
+        writer.syncFields(version: version, createdAt: createdAt, updatedAt: updatedAt, deletedAt: deletedAt)
         writer.endObject()
     }
 }
