@@ -123,7 +123,7 @@ CONFIG_VARS=(
     TODOSYNC_UP_TIMEOUT TODOSYNC_STOP_TIMEOUT TODOSYNC_SKIP_DEPS TODOSYNC_SKIP_BUILD
 )
 
-log() { printf '[stack %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+log() { printf '[stack %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2 || true; } # never fatal (see cmd_run)
 die() { log "ERROR: $*"; exit 1; }
 
 abspath() { realpath -m -- "$1"; }
@@ -868,16 +868,21 @@ cmd_run() {
     [[ $TODOSYNC_SKIP_BUILD == 1 ]] || cmd_build
     trap 'cmd_down' EXIT
     trap 'stop=1' INT TERM
+    # `run.sh | tee log` then Ctrl-C: tee dies first, and a write to the dead pipe must not kill
+    # this script (SIGPIPE) before it has torn the stack down.
+    trap '' PIPE
     cmd_up
     print_urls
     while ((!stop)); do
         sleep 1 &
         wait "$!" 2>/dev/null || true
     done
-    echo >&2
+    # The output may be a pipe whose reader died with the same Ctrl-C (`run.sh | tee log`): no
+    # write may stop the teardown, so it runs without errexit and SIGPIPE is ignored (above).
+    set +e
     log "run: stopping"
-    trap - EXIT
     cmd_down
+    trap - EXIT
 }
 
 usage() {
