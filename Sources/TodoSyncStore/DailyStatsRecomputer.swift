@@ -9,7 +9,8 @@ struct DailyStatsRecomputer {
     private var db: Connection { transaction.db }
 
     /// Recomputes every date the transaction touched, plus dates whose stats show a renamed or
-    /// recolored tag. Dates are processed in order so versions are deterministic.
+    /// recolored tag. Dates are processed in order so versions are deterministic; their inputs
+    /// and current stats are loaded `SQL.DailyStats.dayBatch` dates per query.
     func run() throws {
         var days = transaction.touchedDays
         for tagID in transaction.changedTags {
@@ -17,19 +18,33 @@ struct DailyStatsRecomputer {
                 days.insert(Day(row.string(0)!)!)
             }
         }
-        for day in days.sorted() { try recompute(day) }
+        let sorted = days.sorted()
+        let batch = SQL.DailyStats.dayBatch
+        for start in stride(from: 0, to: sorted.count, by: batch) {
+            let chunk = Array(sorted[start..<min(start + batch, sorted.count)])
+            let parameters = [DatabaseValue.int(transaction.userID)]
+                + (0..<batch).map { DatabaseValue.day(chunk[min($0, chunk.count - 1)]) }
+            var inputs: [Day: [StatInput]] = [:]
+            for row in try db.query(SQL.DailyStats.inputsForDays, parameters) {
+                let tag = row.int64(5).map { StatInput.TagRef(id: $0, name: row.string(6) ?? "", color: row.string(7) ?? "") }
+                inputs[Day(row.string(0)!)!, default: []].append(StatInput(
+                    isCompleted: row.bool(1)!, isLife: row.bool(2)!, difficulty: row.int(3)!,
+                    estimatedTime: row.int(4)!, tag: tag))
+            }
+            var existing: [Day: DailyStat] = [:]
+            for row in try db.query(SQL.DailyStats.byDays, parameters) {
+                let stat = DailyStat(row: row)
+                existing[stat.date] = stat
+            }
+            for day in chunk {
+                try write(day, content: DailyStatContent.compute(inputs[day] ?? []), existing: existing[day])
+            }
+        }
     }
 
-    /// Brings one date's stat in line with its live todos.
-    func recompute(_ day: Day) throws {
+    /// Brings one date's stat in line with its computed content (nil: no live todos).
+    private func write(_ day: Day, content: DailyStatContent?, existing: DailyStat?) throws {
         let userID = transaction.userID
-        let inputs = try db.query(SQL.DailyStats.inputsForDay, [.int(userID), .day(day)]).map { row in
-            StatInput(
-                isCompleted: row.bool(0)!, isLife: row.bool(1)!, difficulty: row.int(2)!, estimatedTime: row.int(3)!,
-                tag: row.int64(4).map { StatInput.TagRef(id: $0, name: row.string(5) ?? "", color: row.string(6) ?? "") })
-        }
-        let content = DailyStatContent.compute(inputs)
-        let existing = try db.queryOne(SQL.DailyStats.byDay, [.int(userID), .day(day)]).map(DailyStat.init(row:))
         let now = transaction.now
         switch (existing, content) {
         case (nil, nil):

@@ -118,16 +118,18 @@ enum SQL {
             id, day, todo_count, completed_count, productivity_hundredths, balance_num, center_x_hundredths, \
             center_y_hundredths, tag_stats, version, created_at, updated_at, deleted_at
             """
-        /// The inputs of one date's stat: its live todos with their tags' current names and colors.
-        /// Served by `todos_user_day_order` (user_id, deleted_at, deadline): a bounded range, never a scan.
-        static let inputsForDay = """
-            SELECT t.is_completed, t.is_life, t.difficulty, t.estimated_time, t.tag_id, g.name, g.color
+        /// Recomputation loads `dayBatch` dates per query (unused slots repeat a date).
+        static let dayBatch = 16
+        private static let daySlots = Array(repeating: "?", count: dayBatch).joined(separator: ", ")
+        /// `inputsForDay` for a batch of dates, with the date first.
+        static let inputsForDays = """
+            SELECT t.deadline, t.is_completed, t.is_life, t.difficulty, t.estimated_time, t.tag_id, g.name, g.color
               FROM todos t FORCE INDEX (todos_user_day_order)
               LEFT JOIN tags g ON g.id = t.tag_id AND g.user_id = t.user_id
-             WHERE t.user_id = ? AND t.deleted_at IS NULL AND t.deadline = ?
+             WHERE t.user_id = ? AND t.deleted_at IS NULL AND t.deadline IN (\(daySlots))
             """
-        static let byDay = """
-            SELECT \(columns) FROM daily_stats WHERE user_id = ? AND day = ?
+        static let byDays = """
+            SELECT \(columns) FROM daily_stats WHERE user_id = ? AND day IN (\(daySlots))
             """
         static let liveByDay = """
             SELECT \(columns) FROM daily_stats WHERE user_id = ? AND day = ? AND deleted_at IS NULL
