@@ -21,7 +21,7 @@ let package = Package(
         // Swift wrappers: the only importers of the C modules.
         .target(name: "FastCGI", dependencies: ["CFastCGI", .product(name: "Logging", package: "swift-log")]),
         .target(name: "MariaDB", dependencies: ["CMariaDB"]),
-        .target(name: "Credentials", dependencies: ["CArgon2", "COpenSSL"]),
+        .target(name: "Credentials", dependencies: ["CArgon2", "COpenSSL", "TodoSyncCore"]),
 
         // The application: domain (no C, no HTTP), store (SQL), API (routes), executable.
         .target(name: "TodoSyncCore"),

@@ -365,6 +365,24 @@ class Bench:
         log(f"GET daily stats by month, random user and month ({DURATION} s)")
         self.save("stats_by_month", self.wrk("stats_by_month", "stats_by_month.lua"))
 
+    def collect_cursors(self, u, trail, end, todo_pages, all_cursors):
+        """Remembers a user's pull cursors: every page's, and those whose page is 500 todos."""
+        self.end_cursors[u] = end
+        for cursor, n, kinds in trail:
+            all_cursors.append((u, cursor))
+            if cursor and n == 500 and kinds.get("todos") == 500:
+                todo_pages.append((u, cursor))
+        all_cursors.append((u, end))
+
+    def write_cursor_files(self, todo_pages, all_cursors):
+        """The cursor files the wrk pull scripts read (user TAB cursor per line)."""
+        with open(self.pull_cursors_file, "w") as f:
+            for u, c in (todo_pages or all_cursors):
+                f.write(f"{u}\t{c}\n")
+        with open(self.all_cursors_file, "w") as f:
+            for u, c in all_cursors:
+                f.write(f"{u}\t{c}\n")
+
     def run_full_pull(self):
         users = sample_users(PULL_USERS)
         log(f"first full pull (all pages, limit 500), {len(users)} users one after another")
@@ -379,19 +397,9 @@ class Bench:
                 times.append(elapsed)
                 records.append(n_records)
                 pages.append(n_pages)
-                self.end_cursors[u] = end
-                for cursor, n, kinds in trail:
-                    all_cursors.append((u, cursor))
-                    if cursor and n == 500 and kinds.get("todos") == 500:
-                        todo_pages.append((u, cursor))
-                all_cursors.append((u, end))
+                self.collect_cursors(u, trail, end, todo_pages, all_cursors)
         conn.close()
-        with open(self.pull_cursors_file, "w") as f:
-            for u, c in (todo_pages or all_cursors):
-                f.write(f"{u}\t{c}\n")
-        with open(self.all_cursors_file, "w") as f:
-            for u, c in all_cursors:
-                f.write(f"{u}\t{c}\n")
+        self.write_cursor_files(todo_pages, all_cursors)
         total_time = sum(times)
         self.save("full_pull", {
             "kind": "python", "users": len(users), "connections": 1,
@@ -421,19 +429,9 @@ class Bench:
         todo_pages, all_cursors = [], []
         for u in sample_users(PULL_USERS):
             _, _, trail, end = full_pull(conn, u)
-            self.end_cursors[u] = end
-            for cursor, n, kinds in trail:
-                all_cursors.append((u, cursor))
-                if cursor and n == 500 and kinds.get("todos") == 500:
-                    todo_pages.append((u, cursor))
-            all_cursors.append((u, end))
+            self.collect_cursors(u, trail, end, todo_pages, all_cursors)
         conn.close()
-        with open(self.pull_cursors_file, "w") as f:
-            for u, c in (todo_pages or all_cursors):
-                f.write(f"{u}\t{c}\n")
-        with open(self.all_cursors_file, "w") as f:
-            for u, c in all_cursors:
-                f.write(f"{u}\t{c}\n")
+        self.write_cursor_files(todo_pages, all_cursors)
 
     def run_incremental_pull(self):
         users = sample_users(INCREMENTAL_USERS)

@@ -31,7 +31,7 @@ public struct PasswordHasher: Sendable {
         let code = argon2id_hash_encoded(iterations, memoryKiB, parallelism, passwordBytes, passwordBytes.count,
                                          salt, salt.count, hashLength, &encoded, encodedLength)
         guard code == ARGON2_OK.rawValue else { throw HashingError(code: code) }
-        return String(cString: encoded)
+        return String(decoding: encoded.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
     /// Whether `password` matches an encoded hash made by `hash(_:)`.

@@ -37,7 +37,7 @@ extension Store {
     /// Applies a patch to a live tag. A patch that changes nothing keeps the version.
     public func updateTag(userID: Int64, id: Int64, _ patch: TagPatch, ifMatch: IfMatch?) throws -> Tag {
         try write(userID: userID) { transaction in
-            let current = try lockedLiveTag(id: id, in: transaction)
+            let current = try liveTag(id: id, in: transaction)
             try check(ifMatch, current: current)
             return try updateTag(current, patch.applied(to: current), in: transaction)
         }
@@ -62,7 +62,7 @@ extension Store {
     /// Soft-deletes a live tag; its todos lose the tag (and get new versions).
     public func deleteTag(userID: Int64, id: Int64, ifMatch: IfMatch?) throws {
         try write(userID: userID) { transaction in
-            let current = try lockedLiveTag(id: id, in: transaction)
+            let current = try liveTag(id: id, in: transaction)
             try check(ifMatch, current: current)
             _ = try deleteTag(current, in: transaction)
         }
@@ -91,7 +91,7 @@ extension Store {
     }
 
     /// A live tag of the transaction's user, or 404.
-    func lockedLiveTag(id: Int64, in transaction: WriteTransaction) throws -> Tag {
+    func liveTag(id: Int64, in transaction: WriteTransaction) throws -> Tag {
         guard let row = try db.queryOne(SQL.Tags.liveByID, [.int(id), .int(transaction.userID)]) else {
             throw APIError.notFound
         }

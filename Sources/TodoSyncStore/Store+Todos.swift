@@ -46,7 +46,7 @@ extension Store {
     /// Applies a patch to a live todo. A patch that changes nothing keeps the version.
     public func updateTodo(userID: Int64, id: Int64, _ patch: TodoPatch, ifMatch: IfMatch?) throws -> Todo {
         try write(userID: userID) { transaction in
-            let current = try lockedLiveTodo(id: id, in: transaction)
+            let current = try liveTodo(id: id, in: transaction)
             try check(ifMatch, current: current)
             return try updateTodo(current, patch.applied(to: current), in: transaction)
         }
@@ -75,7 +75,7 @@ extension Store {
     /// Soft-deletes a live todo.
     public func deleteTodo(userID: Int64, id: Int64, ifMatch: IfMatch?) throws {
         try write(userID: userID) { transaction in
-            let current = try lockedLiveTodo(id: id, in: transaction)
+            let current = try liveTodo(id: id, in: transaction)
             try check(ifMatch, current: current)
             _ = try deleteTodo(current, in: transaction)
         }
@@ -94,7 +94,8 @@ extension Store {
         return result
     }
 
-    func lockedLiveTodo(id: Int64, in transaction: WriteTransaction) throws -> Todo {
+    /// A live todo of the transaction's user, or 404.
+    func liveTodo(id: Int64, in transaction: WriteTransaction) throws -> Todo {
         guard let row = try db.queryOne(SQL.Todos.liveByID, [.int(id), .int(transaction.userID)]) else {
             throw APIError.notFound
         }

@@ -18,7 +18,7 @@ final class SyncCursorTests: XCTestCase {
         var tampered = Array(encoded)
         tampered[tampered.count / 2] = tampered[tampered.count / 2] == "A" ? "B" : "A"
         for text in [String(tampered), String(encoded.dropLast()), "", "abc", "!!!!", "1:7:5:0:0",
-                     base64URLEncode(Array("1:7:5:0:deadbeef".utf8)), base64URLEncode(Array("2:7:5:0".utf8))] {
+                     Base64URL.encode(Array("1:7:5:0:deadbeef".utf8)), Base64URL.encode(Array("2:7:5:0".utf8))] {
             XCTAssertNil(SyncCursor(encoded: text, userID: 7), text)
         }
     }
@@ -26,7 +26,7 @@ final class SyncCursorTests: XCTestCase {
     func testBase64URL() {
         for length in 0..<10 {
             let bytes = (0..<length).map { UInt8(($0 * 77 + 13) % 256) }
-            XCTAssertEqual(base64URLDecode(base64URLEncode(bytes)), bytes)
+            XCTAssertEqual(Base64URL.decode(Base64URL.encode(bytes)), bytes)
         }
     }
 }

@@ -85,23 +85,7 @@ class Counters:
 
 # --------------------------------------------------------------------------- processes
 
-def proc_alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("State:"):
-                    return "Z" not in line.split()[1]
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-    except OSError:
-        pass
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+proc_alive = tsapi.proc_alive
 
 
 def rss_kb(pid: int) -> int | None:

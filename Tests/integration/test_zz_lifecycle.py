@@ -56,25 +56,6 @@ def _timed(fn):
     return r, time.monotonic() - t0
 
 
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("State:"):
-                    return "Z" not in line.split()[1]
-    except FileNotFoundError:
-        return False
-    except OSError:
-        pass
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def test_database_outage_503_then_recovers_without_restarts(make_client, stack_cmd):
     client = make_client()
     tag = client.create_tag(name="survives outage")
@@ -216,9 +197,9 @@ def test_sigterm_finishes_in_flight_request_then_exits(stack_cmd):
         assert result["took"] >= 1.4, "delay_ms hook not honoured (test hooks disabled?)"
 
         deadline = time.monotonic() + 5.5
-        while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+        while any(tsapi.proc_alive(p) for p in pids) and time.monotonic() < deadline:
             time.sleep(0.1)
-        still = [p for p in pids if _alive(p)]
+        still = [p for p in pids if tsapi.proc_alive(p)]
         assert not still, f"responder(s) {still} still running 5 s after SIGTERM"
     finally:
         th.join(tsapi.TIMEOUT + 2)

@@ -526,3 +526,22 @@ def wait_healthy(timeout: float = 30.0, base_url: str = BASE_URL) -> None:
             last = repr(exc)
         time.sleep(0.25)
     raise AssertionError(f"/healthz not healthy after {timeout}s: {last}")
+
+
+def proc_alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("State:"):
+                    return "Z" not in line.split()[1]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    except OSError:
+        pass
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

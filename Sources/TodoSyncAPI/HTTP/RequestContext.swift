@@ -27,7 +27,7 @@ public final class RequestContext {
         guard let header = request.header("authorization") else { return nil }
         let parts = header.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: true)
         guard parts.count == 2, parts[0].lowercased() == "bearer" else { return nil }
-        let token = parts[1].trimmingCharactersInSet()
+        let token = parts[1].trimmingWhitespace()
         guard !token.isEmpty, token.count <= 256 else { return nil }
         return token
     }
@@ -66,36 +66,15 @@ public final class RequestContext {
     private func isJSONContentType(_ value: String?) -> Bool {
         guard let value else { return false }
         let parts = value.split(separator: ";")
-        guard let mediaType = parts.first?.trimmingCharactersInSet().lowercased(), mediaType == "application/json"
+        guard let mediaType = parts.first?.trimmingWhitespace().lowercased(), mediaType == "application/json"
         else { return false }
         for parameter in parts.dropFirst() {
             let pair = parameter.split(separator: "=", maxSplits: 1)
-            if pair.count == 2, pair[0].trimmingCharactersInSet().lowercased() == "charset" {
-                let charset = pair[1].trimmingCharactersInSet().lowercased().replacingQuotes()
+            if pair.count == 2, pair[0].trimmingWhitespace().lowercased() == "charset" {
+                let charset = pair[1].trimmingWhitespace().lowercased().replacingOccurrences(of: "\"", with: "")
                 if charset != "utf-8" && charset != "utf8" { return false }
             }
         }
         return true
-    }
-}
-
-extension Substring {
-    func trimmingCharactersInSet() -> String {
-        String(self).trimmingCharactersInSet()
-    }
-}
-
-extension String {
-    func trimmingCharactersInSet() -> String {
-        let scalars = unicodeScalars
-        guard let first = scalars.firstIndex(where: { $0 != " " && $0 != "\t" }),
-              let last = scalars.lastIndex(where: { $0 != " " && $0 != "\t" }) else { return "" }
-        return String(String.UnicodeScalarView(scalars[first...last]))
-    }
-
-    func replacingQuotes() -> String {
-        var text = self
-        if text.hasPrefix("\"") && text.hasSuffix("\"") && text.count >= 2 { text = String(text.dropFirst().dropLast()) }
-        return text
     }
 }

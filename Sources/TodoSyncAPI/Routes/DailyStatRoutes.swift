@@ -29,11 +29,8 @@ enum MonthQuery {
               bytes.allSatisfy({ $0 == UInt8(ascii: "-") || ($0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9")) }),
               let year = Int(String(decoding: bytes[0..<4], as: UTF8.self)),
               let month = Int(String(decoding: bytes[5..<7], as: UTF8.self)),
-              let first = Day(year: year, month: month, day: 1) else { return nil }
-        var last = first
-        for day in stride(from: 31, through: 28, by: -1) {
-            if let candidate = Day(year: year, month: month, day: day) { last = candidate; break }
-        }
+              let first = Day(year: year, month: month, day: 1),
+              let last = Day(year: year, month: month, day: Day.daysIn(month: month, year: year)) else { return nil }
         return (first, last)
     }
 }

@@ -32,7 +32,7 @@ public enum QuickAddParser {
     /// Throws a 422 naming the first bad line if any line is invalid (nothing is created then).
     public static func parse(_ text: String, tagNamed: (String) -> Int64?) throws(APIError) -> [QuickAddLine] {
         let lines = text.split(omittingEmptySubsequences: false, whereSeparator: { $0 == "\n" || $0 == "\r\n" || $0 == "\r" })
-            .map { String($0).trimmingWhitespaceAndNewlines() }
+            .map { $0.trimmingWhitespace() }
             .filter { !$0.isEmpty }
         guard !lines.isEmpty else { throw APIError.validation(field: "text", "must contain at least one non-blank line") }
         guard lines.count <= maximumLines else {
@@ -106,13 +106,5 @@ public enum QuickAddParser {
         guard token.count == 2, token.hasPrefix("*"), let value = token.last?.wholeNumberValue,
               token.last!.isASCII, (1...5).contains(value) else { return nil }
         return value
-    }
-}
-
-extension String {
-    func trimmingWhitespaceAndNewlines() -> String {
-        guard let first = firstIndex(where: { !$0.isWhitespace }),
-              let last = lastIndex(where: { !$0.isWhitespace }) else { return "" }
-        return String(self[first...last])
     }
 }

@@ -124,7 +124,7 @@ public struct DailyStatContent: Sendable, Equatable {
         let bytes = Array(tagStatsJSON.utf8)
         var index = 0
         while index + marker.count <= bytes.count {
-            if bytes[index] == marker[0], Array(bytes[index..<index + marker.count]) == marker {
+            if bytes[index] == marker[0], bytes[index..<index + marker.count].elementsEqual(marker) {
                 index += marker.count
                 var value: Int64 = 0
                 while index < bytes.count, bytes[index] >= UInt8(ascii: "0"), bytes[index] <= UInt8(ascii: "9") {

@@ -21,12 +21,12 @@ public struct SyncCursor: Sendable, Equatable {
     public var encoded: String {
         let payload = "\(SyncCursor.formatVersion):\(userID):\(position):\(skipTombstonesThrough)"
         let checksum = String(SyncCursor.checksum(payload), radix: 16)
-        return base64URLEncode(Array("\(payload):\(checksum)".utf8))
+        return Base64URL.encode(Array("\(payload):\(checksum)".utf8))
     }
 
     /// Decodes a cursor of `userID`; nil when malformed, tampered with, or another user's.
     public init?(encoded text: String, userID: Int64) {
-        guard text.utf8.count <= 200, let bytes = base64URLDecode(text),
+        guard text.utf8.count <= 200, let bytes = Base64URL.decode(text),
               let decoded = String(validating: bytes, as: UTF8.self) else { return nil }
         let parts = decoded.split(separator: ":", omittingEmptySubsequences: false)
         guard parts.count == 5, parts[0] == "\(SyncCursor.formatVersion)",
@@ -47,40 +47,4 @@ public struct SyncCursor: Sendable, Equatable {
         }
         return hash
     }
-}
-
-private let base64URLAlphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
-
-/// Unpadded base64url.
-func base64URLEncode(_ bytes: [UInt8]) -> String {
-    var output: [UInt8] = []
-    var index = 0
-    while index < bytes.count {
-        let chunk = bytes[index..<min(index + 3, bytes.count)]
-        var value: UInt32 = 0
-        for (offset, byte) in chunk.enumerated() { value |= UInt32(byte) << (16 - 8 * offset) }
-        for sextet in 0..<(chunk.count + 1) { output.append(base64URLAlphabet[Int(value >> (18 - 6 * sextet) & 63)]) }
-        index += 3
-    }
-    return String(decoding: output, as: UTF8.self)
-}
-
-/// Decodes unpadded base64url; nil on any other character or an impossible length.
-func base64URLDecode(_ text: String) -> [UInt8]? {
-    var values: [UInt8] = []
-    for byte in text.utf8 {
-        guard let index = base64URLAlphabet.firstIndex(of: byte) else { return nil }
-        values.append(UInt8(index))
-    }
-    guard values.count % 4 != 1 else { return nil }
-    var output: [UInt8] = []
-    var index = 0
-    while index < values.count {
-        let chunk = values[index..<min(index + 4, values.count)]
-        var value: UInt32 = 0
-        for (offset, sextet) in chunk.enumerated() { value |= UInt32(sextet) << (18 - 6 * offset) }
-        for octet in 0..<(chunk.count - 1) { output.append(UInt8(value >> (16 - 8 * octet) & 0xFF)) }
-        index += 4
-    }
-    return output
 }

@@ -41,7 +41,8 @@ public struct Day: Sendable, Hashable, Comparable, CustomStringConvertible {
 
     static func isLeap(_ year: Int) -> Bool { (year % 4 == 0 && year % 100 != 0) || year % 400 == 0 }
 
-    static func daysIn(month: Int, year: Int) -> Int {
+    /// The number of days in `month` of `year`.
+    public static func daysIn(month: Int, year: Int) -> Int {
         switch month {
         case 2: return isLeap(year) ? 29 : 28
         case 4, 6, 9, 11: return 30

@@ -25,13 +25,3 @@ public struct IfMatch: Sendable, Equatable {
     /// nothing, so it is answered like a stale one (412 with the current record).
     public func matches(_ version: Int64) -> Bool { any || versions.contains(version) }
 }
-
-extension StringProtocol {
-    /// The text without leading and trailing spaces and tabs.
-    func trimmingWhitespace() -> String {
-        let scalars = String(self).unicodeScalars
-        guard let first = scalars.firstIndex(where: { $0 != " " && $0 != "\t" }),
-              let last = scalars.lastIndex(where: { $0 != " " && $0 != "\t" }) else { return "" }
-        return String(String.UnicodeScalarView(scalars[first...last]))
-    }
-}
