@@ -79,7 +79,14 @@ struct Worker: Sendable {
         logger.trace(
             "FastCGI request served",
             metadata: ["method": "\(request.method)", "uri": "\(request.uri)", "status": "\(response.status)"])
-        slot.finish(keepConnection: keepConnection && written && !lifecycle.isStopping)
+        if keepConnection && written && lifecycle.isStopping {
+            // Shutting down: drop the kept connection now. Its response is complete and its input
+            // consumed, so a direct close loses nothing; libfcgi's close would linger up to 2 s
+            // for an EOF that the web server never sends on a kept connection.
+            slot.closeConnection()
+        } else {
+            slot.finish(keepConnection: keepConnection && written)
+        }
     }
 
     /// Writes the head in one `FCGX_PutStr`, the body in another (libfcgi copies both into its

@@ -56,6 +56,26 @@ final class FastCGIServerLifecycleTests: XCTestCase {
         XCTAssertFalse(fileExists(path), "socket file is removed")
     }
 
+    func testShutdownDuringAKeptRequestClosesWithoutLingering() throws {
+        // Shutdown arrives while a kept connection's request is being answered, so the worker
+        // decides about the connection while stopping: it must close it at once, not through
+        // libfcgi's close, which lingers up to 2 s for an EOF a kept connection never sends.
+        let server = TestServer(workers: 2, graceSeconds: 10)
+        defer { server.removeDirectory() }
+        try server.start { _ in { [server] _ in
+            server.server.requestShutdown()
+            return FastCGIResponse(body: Array("ok".utf8))
+        } }
+        let kept = try FastCGITestClient.connect(to: server.socketPath)
+        defer { kept.close() }
+        let start = Date()
+        try kept.write(FastCGITestClient.encodeRequest(params: [("REQUEST_URI", Array("/".utf8))], body: [], keepConnection: true))
+        XCTAssertEqual(try kept.readReply().parsed().body, Array("ok".utf8))
+        XCTAssertTrue(server.waitForRunToReturn(timeout: 5), "run() did not return")
+        XCTAssertLessThan(Date().timeIntervalSince(start), 1.0)
+        XCTAssertTrue(kept.serverClosedConnection(), "the kept connection is closed on shutdown")
+    }
+
     func testIdleServerStopsImmediatelyEvenWithAKeptConnectionOpen() throws {
         let server = TestServer(workers: 4, graceSeconds: 10)
         defer { server.removeDirectory() }
