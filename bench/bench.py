@@ -116,15 +116,16 @@ class Stack:
         return kids
 
     def server_pids(self):
-        pids = set(self.responder_pids())
+        """The stack's processes by part: {"nginx": {...}, "app": {...}, "db": {...}}."""
+        groups = {"nginx": set(), "app": set(self.responder_pids()), "db": set()}
         db = self._read_pid(os.path.join(self.state, "pids", "mariadbd.pid"))
         if db:
-            pids.add(db)
+            groups["db"].add(db)
         nginx = self._read_pid(os.path.join(self.state, "nginx", "nginx.pid"))
         if nginx:
-            pids.add(nginx)
-            pids.update(self._children(nginx))
-        return pids
+            groups["nginx"].add(nginx)
+            groups["nginx"].update(self._children(nginx))
+        return groups
 
     def rss_mb(self):
         total_kb = 0
@@ -163,10 +164,10 @@ class CpuMeter:
         self.stack = stack
 
     def __enter__(self):
-        self.pids = self.stack.server_pids()
+        self.groups = self.stack.server_pids()
         self.t0 = time.monotonic()
         self.busy0, self.steal0 = system_ticks()
-        self.server0 = {pid: proc_cpu_ticks(pid) for pid in self.pids}
+        self.server0 = {part: {pid: proc_cpu_ticks(pid) for pid in pids} for part, pids in self.groups.items()}
         self.children0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         self.self0 = resource.getrusage(resource.RUSAGE_SELF)
         return self
@@ -174,7 +175,9 @@ class CpuMeter:
     def __exit__(self, *exc):
         wall = time.monotonic() - self.t0
         busy, steal = system_ticks()
-        server = sum(max(0, proc_cpu_ticks(pid) - t) for pid, t in self.server0.items()) / CLK_TCK
+        parts = {part: sum(max(0, proc_cpu_ticks(pid) - t) for pid, t in ticks.items()) / CLK_TCK
+                 for part, ticks in self.server0.items()}
+        server = sum(parts.values())
         children = resource.getrusage(resource.RUSAGE_CHILDREN)
         me = resource.getrusage(resource.RUSAGE_SELF)
         client = (children.ru_utime + children.ru_stime - self.children0.ru_utime - self.children0.ru_stime
@@ -184,6 +187,9 @@ class CpuMeter:
         self.result = {
             "wallSeconds": round(wall, 3),
             "serverCores": round(server / wall, 2),
+            "nginxCores": round(parts["nginx"] / wall, 2),
+            "responderCores": round(parts["app"] / wall, 2),
+            "databaseCores": round(parts["db"] / wall, 2),
             "clientCores": round(client / wall, 2),
             "otherCores": round(max(0.0, total - server - client) / wall, 2),
             "stealCores": round((steal - self.steal0) / CLK_TCK / wall, 2),
@@ -583,7 +589,7 @@ def report(bench, stack, uptime_before, uptime_after, seed):
     add(f"uptime after:  {uptime_after.strip()}")
     add("")
     header = (f"{'scenario':<34} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'records/s':>11} {'ops/s':>8} "
-              f"{'/nginx':>7} {'/fcgi':>7} {'RSS MB before>after':>20} {'cpu srv/cli/other':>18} {'err':>4}")
+              f"{'/nginx':>7} {'/fcgi':>7} {'RSS MB before>after':>20} {'cpu ngx/app/db/cli/oth':>24} {'err':>4}")
     add(header)
     add("-" * len(header))
     rows = [
@@ -607,7 +613,7 @@ def report(bench, stack, uptime_before, uptime_after, seed):
             f"{fmt(x.get('recordsPerSecond')):>11} {fmt(x.get('opsPerSecond')):>8} "
             f"{(f'{rps / nginx:6.1%}' if nginx and rps else '-'):>7} {(f'{rps / fcgi:6.1%}' if fcgi and rps else '-'):>7} "
             f"{fmt(x.get('rssBeforeMB'), 1) + ' > ' + fmt(x.get('rssAfterMB'), 1):>20} "
-            f"{'%.2f/%.2f/%.2f' % (cpu.get('serverCores', 0), cpu.get('clientCores', 0), cpu.get('otherCores', 0)):>18} "
+            f"{'/'.join('%.2f' % cpu.get(k, 0) for k in ('nginxCores', 'responderCores', 'databaseCores', 'clientCores', 'otherCores')):>24} "
             f"{x.get('errors', 0):>4}")
     add("")
     notes = []
@@ -631,7 +637,7 @@ def report(bench, stack, uptime_before, uptime_after, seed):
     for key in ("todos_by_date", "stats_by_month", "pull_pages", "mixed", "ceiling_fastcgi", "ceiling_nginx"):
         if key in r and r[key].get("errors"):
             notes.append(f"{key}: {r[key]['errors']} errors {r[key].get('errorDetail')}")
-    notes.append("cpu srv/cli/other: cores used by the stack (nginx+responders+MariaDB) / the load generator / "
+    notes.append("cpu ngx/app/db/cli/oth: cores used by nginx / the responders / MariaDB / the load generator / "
                  "everything else on the machine (noise)")
     for n in notes:
         add("  " + n)

@@ -55,7 +55,6 @@ trap 'exit 143' TERM
 
 mkdir -p "$STATE" "$OUT"
 [[ $BENCH_SKIP_BUILD == 1 ]] || "${STACK[@]}" build >/dev/null 2>&1 || die "build failed"
-prepare_nginx_template
 "${STACK[@]}" up >>"$STATE/bench-stack.log" 2>&1 || { tail -n 30 "$STATE/bench-stack.log" >&2; die "stack did not come up"; }
 while IFS= read -r line; do [[ $line == TODOSYNC_*=* ]] && export "${line?}"; done < <("${STACK[@]}" env)
 # BENCH_PROFILE_BIN: profile another build (e.g. a candidate fix) against the same data.

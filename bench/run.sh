@@ -28,6 +28,9 @@
 #   BENCH_GZIP [0]                   1: send Accept-Encoding: gzip (as phones do); 0: identity bodies
 #   BENCH_SKIP_BUILD [0]             1: use the existing release binary
 #   BENCH_KEEP_DATA [0]              1: keep the MariaDB data dir after teardown (for bench/profile.sh)
+#   BENCH_REUSE_DATA [0]             1: reuse the data set a previous run kept (same size parameters)
+#                                    instead of seeding again; implies BENCH_KEEP_DATA=1. For quick
+#                                    before/after runs while working; earlier pushes stay in the data.
 #   BENCH_SCENARIOS [all]            comma list: ceilings,todos_by_date,stats_by_month,full_pull,pull_pages,
 #                                    incremental_pull,push,mixed (ceilings always run when others need ratios)
 # Results: <state>/results/*.json and <state>/results/table.txt. Exit status 0 even when targets
@@ -54,6 +57,8 @@ fi
 : "${BENCH_STATE_DIR:=.state/bench}"
 : "${BENCH_MARIADB_ARGS:=--innodb-buffer-pool-size=1G --innodb-log-file-size=512M}"
 : "${BENCH_SEED_JOBS:=2}" "${BENCH_GZIP:=0}" "${BENCH_SKIP_BUILD:=0}" "${BENCH_KEEP_DATA:=0}"
+: "${BENCH_REUSE_DATA:=0}"
+[[ $BENCH_REUSE_DATA == 1 ]] && BENCH_KEEP_DATA=1
 : "${BENCH_SCENARIOS:=all}"
 export BENCH_USERS BENCH_TAGS BENCH_TODOS BENCH_DAYS BENCH_START_DATE BENCH_DURATION BENCH_PUSH_DURATION \
     BENCH_WARMUP BENCH_CONNECTIONS BENCH_THREADS BENCH_PULL_USERS BENCH_INCREMENTAL_USERS BENCH_PUSH_OPS \
@@ -75,7 +80,9 @@ cleanup() {
         log "tearing the private stack down"
         "${STACK[@]}" down >>"$STATE/bench-stack.log" 2>&1 || log "WARNING: stack down failed (see $STATE/bench-stack.log)"
         # the data set and the access log of millions of benchmark requests are big; errors stay
-        if [[ $BENCH_KEEP_DATA != 1 ]]; then rm -rf "$STATE/mariadb" "$STATE/log/nginx-access.log"; fi
+        if [[ $BENCH_KEEP_DATA != 1 ]]; then
+            rm -rf "$STATE/mariadb" "$STATE/mariadb.seed" "$STATE/mariadb.seed.json" "$STATE/log/nginx-access.log"
+        fi
     fi
     exit "$rc"
 }
@@ -110,11 +117,20 @@ main() {
         log "building the release binary (scripts/stack.sh build)"
         "${STACK[@]}" build >"$STATE/build.log" 2>&1 || { tail -n 40 "$STATE/build.log" >&2; die "build failed"; }
     fi
-    prepare_nginx_template
-
-    # A fresh data set every run: stop a stack left over by a killed run, drop its data.
+    
+    # A fresh data set every run unless a kept one of the same size may be reused: stop a stack
+    # left over by a killed run, drop its data. `mariadb.seed` records what a data dir holds.
     "${STACK[@]}" down >>"$STATE/bench-stack.log" 2>&1 || true
-    rm -rf "$STATE/mariadb" "$STATE/log" "$RESULTS"
+    local seed_key="users=$BENCH_USERS tags=$BENCH_TAGS todos=$BENCH_TODOS days=$BENCH_DAYS start=$BENCH_START_DATE"
+    local reuse=0
+    if [[ $BENCH_REUSE_DATA == 1 && -d $STATE/mariadb && -f $STATE/mariadb.seed ]] &&
+        [[ $(sed -n 1p "$STATE/mariadb.seed") == "$seed_key" ]]; then
+        reuse=1
+        BENCH_TOKEN_SALT=$(sed -n 2p "$STATE/mariadb.seed")
+    else
+        rm -rf "$STATE/mariadb" "$STATE/mariadb.seed"
+    fi
+    rm -rf "$STATE/log" "$RESULTS"
     mkdir -p "$RESULTS"
     STACK_STARTED=1
     log "starting the private stack on 127.0.0.1:$BENCH_HTTP_PORT ($BENCH_RESPONDERS responder(s) x $BENCH_WORKERS workers, state $STATE)"
@@ -126,9 +142,16 @@ main() {
     done < <("${STACK[@]}" env)
 
     export BENCH_TOKEN_SALT=${BENCH_TOKEN_SALT:-$(od -An -N6 -tx1 /dev/urandom | tr -d ' \n')}
-    log "seeding $BENCH_USERS users x $BENCH_TAGS tags x $BENCH_TODOS todos"
-    "$BENCH_DIR/seed.sh" >"$RESULTS/seed.out" || die "seeding failed"
-    grep '^SEED_JSON ' "$RESULTS/seed.out" | sed 's/^SEED_JSON //' >"$RESULTS/seed.json"
+    if ((reuse)); then
+        log "reusing the kept data set ($seed_key)"
+        cp "$STATE/mariadb.seed.json" "$RESULTS/seed.json"
+    else
+        log "seeding $BENCH_USERS users x $BENCH_TAGS tags x $BENCH_TODOS todos"
+        "$BENCH_DIR/seed.sh" >"$RESULTS/seed.out" || die "seeding failed"
+        grep '^SEED_JSON ' "$RESULTS/seed.out" | sed 's/^SEED_JSON //' >"$RESULTS/seed.json"
+        cp "$RESULTS/seed.json" "$STATE/mariadb.seed.json"
+        printf '%s\n%s\n' "$seed_key" "$BENCH_TOKEN_SALT" >"$STATE/mariadb.seed"
+    fi
     { echo "SET @token = 'bench-$BENCH_TOKEN_SALT-2';"; cat "$BENCH_DIR/explain.sql"; } |
         mariadb --no-defaults --socket="$TODOSYNC_DB_SOCKET" --user=root --table "$TODOSYNC_DB_NAME" \
             >"$RESULTS/explain.txt" 2>&1 || log "WARNING: EXPLAIN failed (see $RESULTS/explain.txt)"
