@@ -4,8 +4,11 @@ import CMariaDB
 extension Connection {
     /// Runs `work` with the prepared statement for `sql`, connecting and retrying as documented
     /// on the type. `isQuery`: the caller only reads rows (retry allowed for read-only SQL).
+    /// `mayRepeat` is asked before `work` runs a second time after a lost connection (false: the
+    /// first attempt already had effects outside the database, such as rows handed to a caller).
     func withStatement<R>(
-        _ sql: String, isQuery: Bool, _ work: (Statement) throws(DatabaseError) -> R
+        _ sql: String, isQuery: Bool, mayRepeat: () -> Bool = { true },
+        _ work: (Statement) throws(DatabaseError) -> R
     ) throws(DatabaseError) -> R {
         assertConfined()
         if case .doomed(let error) = transaction { throw error }
@@ -39,7 +42,9 @@ extension Connection {
                     connectionLost(error, startedAt: started)
                     let notApplied = error.code == DatabaseError.serverGoneAway
                         || error.code == DatabaseError.unknownStatementHandler
-                    if mayRetry && !lastLossWasSlow && (notApplied || (isQuery && statement.isReadOnly)) { continue }
+                    if mayRetry && !lastLossWasSlow && (notApplied || (isQuery && statement.isReadOnly)) && mayRepeat() {
+                        continue
+                    }
                 } else if DatabaseError.sessionBreakingCodes.contains(error.code) {
                     // The protocol state is unknown: start over on a new session (no retry).
                     connectionLost(error)

@@ -46,6 +46,26 @@ extension Connection {
         }
     }
 
+    /// Runs a statement and calls `body` with each row while it sits in the bind buffers, without
+    /// building ``Row``s: for hot read paths that write rows straight into a response. Returns the
+    /// number of rows. Retried on a new connection like ``query(_:_:)``, but only while `body`
+    /// has not been called yet. If `body` throws, the remaining rows are read and dropped and the
+    /// error is rethrown.
+    @discardableResult
+    public func forEachRow(
+        _ sql: String, _ parameters: [DatabaseValue] = [], _ body: (RowCursor) throws(DatabaseError) -> Void
+    ) throws -> Int {
+        var delivered = false
+        return try withStatement(sql, isQuery: true, mayRepeat: { !delivered }) { statement throws(DatabaseError) in
+            try statement.execute(parameters)
+            let (_, rows) = try statement.readResults(rowLimit: .max) { bindings throws(DatabaseError) in
+                delivered = true
+                try body(RowCursor(bindings: bindings, statement: statement.handle, sql: statement.sql))
+            }
+            return rows
+        }
+    }
+
     /// `execute(_:_:)` with Swift values: `[userID, name, nil as String?]`.
     @discardableResult
     @_disfavoredOverload

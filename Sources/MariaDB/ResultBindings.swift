@@ -221,6 +221,46 @@ final class ResultBindings {
         }
     }
 
+    /// True when column `index` of the row just fetched is NULL.
+    func isNull(_ index: Int) -> Bool { nulls[index] != 0 }
+
+    /// Column `index` of an integer column, read in place; nil when NULL, when the column is not
+    /// an integer column, or when an unsigned value does not fit in Int64.
+    func integer(at index: Int) -> Int64? {
+        guard nulls[index] == 0, case .integer(let unsigned) = layouts[index].kind else { return nil }
+        let raw = binds[index].buffer.load(as: Int64.self)
+        return unsigned && raw < 0 ? nil : raw
+    }
+
+    /// Column `index` of a temporal column, read in place; nil when NULL or not temporal.
+    func temporal(at index: Int) -> MYSQL_TIME? {
+        guard nulls[index] == 0, layouts[index].kind == .temporal else { return nil }
+        return binds[index].buffer.load(as: MYSQL_TIME.self)
+    }
+
+    /// Calls `body` with the bytes of text/blob column `index` where they lie (a value longer than
+    /// its buffer is fetched whole into a temporary buffer first); nil when NULL or when the column
+    /// is not text or blob.
+    func withBytes<R>(
+        at index: Int, statement: StatementHandle, sql: String, _ body: (UnsafeRawBufferPointer) -> R
+    ) throws(DatabaseError) -> R? {
+        guard nulls[index] == 0 else { return nil }
+        switch layouts[index].kind {
+        case .text, .blob: break
+        default: return nil
+        }
+        let bind = binds + index
+        let length = Int(lengths[index])
+        if length <= Int(bind.pointee.buffer_length) {
+            return body(UnsafeRawBufferPointer(start: bind.pointee.buffer, count: length))
+        }
+        wantedCapacity[index] = max(wantedCapacity[index], length)
+        let whole = UnsafeMutableRawBufferPointer.allocate(byteCount: length, alignment: 1)
+        defer { whole.deallocate() }
+        try fetchColumn(index, into: whole.baseAddress!, length: length, statement: statement, sql: sql)
+        return body(UnsafeRawBufferPointer(whole))
+    }
+
     /// Fetches the whole of a truncated column into `target` (`length` bytes).
     private func fetchColumn(
         _ index: Int, into target: UnsafeMutableRawPointer, length: Int, statement: StatementHandle, sql: String

@@ -77,13 +77,28 @@ final class Statement {
     func readResults(into values: inout [DatabaseValue], rowLimit: Int) throws(DatabaseError) -> (
         columns: Int, rows: Int
     ) {
+        try readResults(rowLimit: rowLimit) { bindings throws(DatabaseError) in
+            for index in 0..<bindings.count {
+                values.append(try bindings.value(at: index, statement: handle, sql: sql))
+            }
+        }
+    }
+
+    /// Reads everything the last execution returned, calling `onRow` for each of the first
+    /// `rowLimit` rows of the first result set while that row sits in the bind buffers; the rest
+    /// and any further result sets are read and dropped. If `onRow` throws, the remaining rows are
+    /// still read (the connection stays usable) and the error is rethrown. Returns the column
+    /// count of the first result set (0: no rows) and the number of rows it had.
+    func readResults(rowLimit: Int, onRow: (ResultBindings) throws(DatabaseError) -> Void) throws(DatabaseError)
+        -> (columns: Int, rows: Int)
+    {
         var first: (columns: Int, rows: Int)? = nil
         while true {
             let fieldCount = Int(mysql_stmt_field_count(handle))
             if fieldCount > 0 {
                 let bindings = try bindResult()
                 let limit = first == nil ? rowLimit : 0
-                let rows = try fetchRows(bindings, into: &values, rowLimit: limit)
+                let rows = try fetchRows(bindings, rowLimit: limit, onRow: onRow)
                 if first == nil { first = (fieldCount, rows) }
             }
             if mysql_stmt_more_results(handle) == 0 { break }
@@ -118,30 +133,28 @@ final class Statement {
         return bindings
     }
 
-    private func fetchRows(_ bindings: ResultBindings, into values: inout [DatabaseValue], rowLimit: Int)
-        throws(DatabaseError) -> Int
-    {
+    private func fetchRows(
+        _ bindings: ResultBindings, rowLimit: Int, onRow: (ResultBindings) throws(DatabaseError) -> Void
+    ) throws(DatabaseError) -> Int {
         var rows = 0
-        var conversionFailure: DatabaseError?
+        var rowFailure: DatabaseError?
         while true {
             let status = mysql_stmt_fetch(handle)
             if status == MYSQL_NO_DATA { break }
             if status != 0 && status != MYSQL_DATA_TRUNCATED {
                 throw DatabaseError.lastError(of: handle, sql: sql)
             }
-            if rows < rowLimit && conversionFailure == nil {
+            if rows < rowLimit && rowFailure == nil {
                 do throws(DatabaseError) {
-                    for index in 0..<bindings.count {
-                        values.append(try bindings.value(at: index, statement: handle, sql: sql))
-                    }
+                    try onRow(bindings)
                 } catch {
                     // Keep reading so that the connection stays in sync, then report.
-                    conversionFailure = error
+                    rowFailure = error
                 }
             }
             rows += 1
         }
-        if let conversionFailure { throw conversionFailure }
+        if let rowFailure { throw rowFailure }
         return rows
     }
 

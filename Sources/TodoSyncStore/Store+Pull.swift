@@ -1,17 +1,51 @@
 import MariaDB
 import TodoSyncCore
 
-/// One page of changes, ready to encode.
+/// One page of changes, ready to encode. Todos, by far the most numerous, are already JSON
+/// (written straight from their rows); tags and daily stats are records.
 public struct PullPage: Sendable {
     public var tags: [Tag] = []
-    public var todos: [Todo] = []
+    /// The page's live todos and tombstones, as the contents of the two JSON arrays.
+    var todos = EncodedTodos()
     public var dailyStats: [DailyStat] = []
     public var cursor: SyncCursor
     public var hasMore: Bool
 
+    /// Todos written by `TodoRowJSON`: the `upserted` and `deleted` arrays, each already closed.
+    struct EncodedTodos: Sendable {
+        var upserted = JSONWriter(reservingCapacity: 1024)
+        var deleted = JSONWriter(reservingCapacity: 256)
+        var count = 0
+        /// Tags that the live todos refer to, in order of first reference.
+        var tagIDs: [Int64] = []
+
+        init() {
+            upserted.beginArray()
+            deleted.beginArray()
+        }
+
+        /// Adds the todo row `row` to the right array.
+        mutating func add(_ row: RowCursor) throws(DatabaseError) {
+            count += 1
+            if TodoRowJSON.isDeleted(row) {
+                try deleted.splice { bytes throws(DatabaseError) in try TodoRowJSON.appendTombstone(row, to: &bytes) }
+            } else {
+                try upserted.splice { bytes throws(DatabaseError) in try TodoRowJSON.appendRecord(row, to: &bytes) }
+                if let tagID = try TodoRowJSON.tagID(row) { tagIDs.append(tagID) }
+            }
+        }
+
+        mutating func close() {
+            upserted.endArray()
+            deleted.endArray()
+        }
+    }
+
     /// The contract's pull response body.
     public var jsonBody: [UInt8] {
-        var writer = JSONWriter(reservingCapacity: 256 + (tags.count + todos.count + dailyStats.count) * 360)
+        var writer = JSONWriter(
+            reservingCapacity: 256 + todos.upserted.bytes.count + todos.deleted.bytes.count
+                + (tags.count + dailyStats.count) * 360)
         writer.beginObject()
         writer.key("changes")
         writer.beginObject()
@@ -20,9 +54,12 @@ public struct PullPage: Sendable {
             ($0.id, $0.clientID, $0.version, $0.deletedAt ?? "")
         }
         writer.key("todos")
-        PullPage.writeKind(todos, deletedAt: \.deletedAt, to: &writer) { todo, writer in todo.write(to: &writer) } tombstone: {
-            ($0.id, $0.clientID, $0.version, $0.deletedAt ?? "")
-        }
+        writer.beginObject()
+        writer.key("upserted")
+        writer.raw(todos.upserted.bytes)
+        writer.key("deleted")
+        writer.raw(todos.deleted.bytes)
+        writer.endObject()
         writer.key("dailyStats")
         PullPage.writeKind(dailyStats, deletedAt: \.deletedAt, to: &writer) { stat, writer in stat.write(to: &writer) } tombstone: {
             ($0.id, nil, $0.version, $0.deletedAt ?? "")
@@ -98,10 +135,11 @@ extension Store {
                 if !versions.isEmpty {
                     let range: [DatabaseValue] = [.int(userID), .int(position), .int(lastVersion), .int(skipThrough)]
                     page.tags = try db.query(SQL.Pull.tagPage, range).map(Tag.init(row:))
-                    page.todos = try db.query(SQL.Pull.todoPage, range).map(Todo.init(row:))
+                    try db.forEachRow(SQL.Pull.todoPage, range) { row throws(DatabaseError) in try page.todos.add(row) }
                     page.dailyStats = try db.query(SQL.Pull.dailyStatPage, range).map(DailyStat.init(row:))
                     try addParentTags(to: &page, after: position, userID: userID)
                 }
+                page.todos.close()
                 return page
             }
         }
@@ -113,9 +151,7 @@ extension Store {
     private func addParentTags(to page: inout PullPage, after position: Int64, userID: Int64) throws {
         var present = Set(page.tags.map(\.id))
         var needed: [Int64] = []
-        for todo in page.todos where todo.deletedAt == nil {
-            if let tagID = todo.tagID, present.insert(tagID).inserted { needed.append(tagID) }
-        }
+        for tagID in page.todos.tagIDs where present.insert(tagID).inserted { needed.append(tagID) }
         for stat in page.dailyStats where stat.deletedAt == nil {
             for tagID in stat.content.tagIDs where present.insert(tagID).inserted { needed.append(tagID) }
         }

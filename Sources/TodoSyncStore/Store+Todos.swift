@@ -2,10 +2,15 @@ import MariaDB
 import TodoSyncCore
 
 extension Store {
-    /// Live todos with deadlines from `from` to `to` inclusive, in the contract's order.
-    public func listTodos(userID: Int64, from: Day, to: Day) throws -> [Todo] {
+    /// The body of `GET /todos`: `{"items": [...]}` with the live todos whose deadlines lie from
+    /// `from` to `to` inclusive, in the contract's order, written straight from the rows.
+    public func listTodosBody(userID: Int64, from: Day, to: Day) throws -> [UInt8] {
         try guarded {
-            try db.query(SQL.Todos.listLiveInRange, [.int(userID), .day(from), .day(to)]).map(Todo.init(row:))
+            try itemsBody(reservingCapacity: 8192) { (writer: inout JSONWriter) throws in
+                try db.forEachRow(SQL.Todos.listLiveInRange, [.int(userID), .day(from), .day(to)]) { row throws(DatabaseError) in
+                    try writer.splice { bytes throws(DatabaseError) in try TodoRowJSON.appendRecord(row, to: &bytes) }
+                }
+            }
         }
     }
 

@@ -5,7 +5,7 @@ extension Application {
         router.add("GET", "/api/v1/todos") { context in
             let userID = try context.requireUser()
             let (from, to) = try DateRangeQuery.parse(context.request.query)
-            return .json(200, itemsBody(try context.store.listTodos(userID: userID, from: from, to: to)) { $0.write(to: &$1) })
+            return .json(200, try context.store.listTodosBody(userID: userID, from: from, to: to))
         }
         router.add("POST", "/api/v1/todos") { context in
             let userID = try context.requireUser()

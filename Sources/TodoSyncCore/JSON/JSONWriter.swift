@@ -81,17 +81,11 @@ public struct JSONWriter: Sendable {
     /// A date as `"YYYY-MM-DD"`, written digit by digit.
     public mutating func day(_ day: Day) {
         beginValue()
-        bytes.append(UInt8(ascii: "\""))
-        JSONWriter.appendDigits(day.year, count: 4, to: &bytes)
-        bytes.append(UInt8(ascii: "-"))
-        JSONWriter.appendDigits(day.month, count: 2, to: &bytes)
-        bytes.append(UInt8(ascii: "-"))
-        JSONWriter.appendDigits(day.day, count: 2, to: &bytes)
-        bytes.append(UInt8(ascii: "\""))
+        JSONWriter.appendQuotedDay(year: day.year, month: day.month, day: day.day, to: &bytes)
     }
 
     /// Appends the decimal digits of `value` without an intermediate String.
-    static func appendDecimal(_ value: Int64, to bytes: inout [UInt8]) {
+    public static func appendDecimal(_ value: Int64, to bytes: inout [UInt8]) {
         if value < 0 { bytes.append(UInt8(ascii: "-")) }
         var magnitude = value.magnitude
         var digits: (UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8,
@@ -109,7 +103,7 @@ public struct JSONWriter: Sendable {
     }
 
     /// Appends `value` zero-padded to `count` digits (non-negative values).
-    static func appendDigits(_ value: Int, count: Int, to bytes: inout [UInt8]) {
+    public static func appendDigits(_ value: Int, count: Int, to bytes: inout [UInt8]) {
         var divisor = 1
         for _ in 1..<count { divisor *= 10 }
         var rest = value
@@ -185,28 +179,72 @@ public struct JSONWriter: Sendable {
     /// so every other character (emoji, Hangul, RTL) goes out as its own UTF-8 bytes. Runs of
     /// bytes that need no escaping are copied in one go.
     public static func appendQuoted(_ value: String, to bytes: inout [UInt8]) {
-        bytes.append(UInt8(ascii: "\""))
         var value = value
-        value.withUTF8 { utf8 in
-            var runStart = 0
-            for index in 0..<utf8.count {
-                let byte = utf8[index]
-                guard byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") else { continue }
-                if runStart < index { bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart..<index])) }
-                runStart = index + 1
-                switch byte {
-                case UInt8(ascii: "\""): bytes.append(UInt8(ascii: "\\")); bytes.append(UInt8(ascii: "\""))
-                case UInt8(ascii: "\\"): bytes.append(UInt8(ascii: "\\")); bytes.append(UInt8(ascii: "\\"))
-                case 0x0A: bytes.append(UInt8(ascii: "\\")); bytes.append(UInt8(ascii: "n"))
-                case 0x0D: bytes.append(UInt8(ascii: "\\")); bytes.append(UInt8(ascii: "r"))
-                case 0x09: bytes.append(UInt8(ascii: "\\")); bytes.append(UInt8(ascii: "t"))
-                default:
-                    bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"),
-                                              hexDigits[Int(byte >> 4)], hexDigits[Int(byte & 0x0F)]])
-                }
-            }
-            if runStart < utf8.count { bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart...])) }
-        }
+        value.withUTF8 { appendQuoted(utf8: UnsafeRawBufferPointer($0), to: &bytes) }
+    }
+
+    /// ``appendQuoted(_:to:)`` for text that is already UTF-8 bytes (valid UTF-8 is the caller's
+    /// promise: the bytes are copied as they are).
+    public static func appendQuoted(utf8: UnsafeRawBufferPointer, to bytes: inout [UInt8]) {
         bytes.append(UInt8(ascii: "\""))
+        var runStart = 0
+        for index in 0..<utf8.count {
+            let byte = utf8[index]
+            guard byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") else { continue }
+            if runStart < index { bytes.append(contentsOf: UnsafeRawBufferPointer(rebasing: utf8[runStart..<index])) }
+            runStart = index + 1
+            switch byte {
+            case UInt8(ascii: "\""): bytes.append(UInt8(ascii: "\\")); bytes.append(UInt8(ascii: "\""))
+            case UInt8(ascii: "\\"): bytes.append(UInt8(ascii: "\\")); bytes.append(UInt8(ascii: "\\"))
+            case 0x0A: bytes.append(UInt8(ascii: "\\")); bytes.append(UInt8(ascii: "n"))
+            case 0x0D: bytes.append(UInt8(ascii: "\\")); bytes.append(UInt8(ascii: "r"))
+            case 0x09: bytes.append(UInt8(ascii: "\\")); bytes.append(UInt8(ascii: "t"))
+            default:
+                bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"),
+                                          hexDigits[Int(byte >> 4)], hexDigits[Int(byte & 0x0F)]])
+            }
+        }
+        if runStart < utf8.count { bytes.append(contentsOf: UnsafeRawBufferPointer(rebasing: utf8[runStart...])) }
+        bytes.append(UInt8(ascii: "\""))
+    }
+
+    /// Appends the bytes of `literal` (JSON punctuation and keys of a fixed record shape).
+    public static func appendLiteral(_ literal: StaticString, to bytes: inout [UInt8]) {
+        bytes.append(contentsOf: UnsafeBufferPointer(start: literal.utf8Start, count: literal.utf8CodeUnitCount))
+    }
+
+    /// Appends a date as `"YYYY-MM-DD"` (the form of ``day(_:)``).
+    public static func appendQuotedDay(year: Int, month: Int, day: Int, to bytes: inout [UInt8]) {
+        bytes.append(UInt8(ascii: "\""))
+        appendDigits(year, count: 4, to: &bytes)
+        bytes.append(UInt8(ascii: "-"))
+        appendDigits(month, count: 2, to: &bytes)
+        bytes.append(UInt8(ascii: "-"))
+        appendDigits(day, count: 2, to: &bytes)
+        bytes.append(UInt8(ascii: "\""))
+    }
+
+    /// Appends a UTC time as `"YYYY-MM-DDTHH:MM:SS.mmmZ"` (the form of ``Timestamp/rfc3339``).
+    public static func appendQuotedTimestamp(
+        year: Int, month: Int, day: Int, hour: Int, minute: Int, second: Int, millisecond: Int, to bytes: inout [UInt8]
+    ) {
+        appendQuotedDay(year: year, month: month, day: day, to: &bytes)
+        bytes[bytes.count - 1] = UInt8(ascii: "T")
+        appendDigits(hour, count: 2, to: &bytes)
+        bytes.append(UInt8(ascii: ":"))
+        appendDigits(minute, count: 2, to: &bytes)
+        bytes.append(UInt8(ascii: ":"))
+        appendDigits(second, count: 2, to: &bytes)
+        bytes.append(UInt8(ascii: "."))
+        appendDigits(millisecond, count: 3, to: &bytes)
+        bytes.append(UInt8(ascii: "Z"))
+        bytes.append(UInt8(ascii: "\""))
+    }
+
+    /// Writes one value whose bytes `body` appends itself, with the static `append…` helpers:
+    /// the fast path for fixed record shapes. `body` must append exactly one complete JSON value.
+    public mutating func splice<Failure: Error>(_ body: (inout [UInt8]) throws(Failure) -> Void) throws(Failure) {
+        beginValue()
+        try body(&bytes)
     }
 }

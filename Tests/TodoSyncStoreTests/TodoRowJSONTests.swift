@@ -1,0 +1,136 @@
+import Foundation
+import MariaDB
+import XCTest
+
+@testable import TodoSyncCore
+@testable import TodoSyncStore
+
+/// The row-to-JSON fast path (`TodoRowJSON`, used by `GET /todos` and pull pages) must write
+/// exactly the bytes of the record path (`Todo(row:)` then `Todo.write(to:)`), for every kind of
+/// value a todo can hold. Runs against the real schema (migrations from `Sql/`).
+final class TodoRowJSONTests: XCTestCase {
+    private var db: Connection!
+    private var store: Store!
+    private var userID: Int64 = 0
+    private let day = Day("2026-03-14")!
+
+    override func setUpWithError() throws {
+        let configuration = try StoreTestDatabase.configuration()
+        db = Connection(configuration: configuration)
+        _ = try Migrator(connection: db, directory: StoreTestDatabase.sqlDirectory).run()
+        store = Store(connection: db)
+        let email = "rowjson-\(UUID().uuidString.lowercased())@example.com"
+        userID = Int64(try db.execute(
+            "INSERT INTO users (email, email_key, password_hash, created_at) VALUES (?, ?, 'x', NOW(3))",
+            [.text(email), .text(email)]).lastInsertID)
+    }
+
+    override func tearDownWithError() throws {
+        db?.close()
+    }
+
+    /// Todos covering every column shape: NULL and non-NULL clientId and tagId, escapes and
+    /// control characters, emoji and Hangul, a `raw` of 2,100 bytes, longer than the 1,024-byte bind buffer (the truncated
+    /// fetch path), extreme integers, and tombstones.
+    private func seedTodos() throws -> [Int64] {
+        let tag = try store.createTag(userID: userID, TagDraft(clientID: nil, name: "Work 🧰", color: "#A1B2C3")).record
+        let drafts = [
+            TodoDraft(title: "plain", deadline: day),
+            TodoDraft(clientID: UUID().uuidString.lowercased(), title: #"quote " backslash \ slash /"#,
+                      raw: "tab\tnewline\nreturn\r bell\u{07} nul-ish\u{01} del\u{7F}", isImportant: true,
+                      isLife: true, tagID: tag.id, difficulty: 5, estimatedTime: 1440, deadline: day,
+                      isCompleted: true),
+            TodoDraft(title: "이모지 😀 and RTL \u{202E}abc", raw: String(repeating: "long ✓ text ", count: 150),
+                      deadline: day),
+            TodoDraft(clientID: UUID().uuidString.lowercased(), title: "to delete", tagID: tag.id, deadline: day),
+        ]
+        var ids: [Int64] = []
+        for draft in drafts { ids.append(try store.createTodo(userID: userID, draft).record.id) }
+        try store.deleteTodo(userID: userID, id: ids[3], ifMatch: nil)
+        return ids
+    }
+
+    func testEveryRowEncodesLikeTheRecordPath() throws {
+        let ids = try seedTodos()
+        var checked = 0
+        try db.forEachRow(SQL.Pull.todoPage, [.int(userID), .int(0), .int(Int64.max), .int(0)]) { row throws(DatabaseError) in
+            let values = try (0..<row.count).map { (i: Int) throws(DatabaseError) -> DatabaseValue in try row.value(i) }
+            let todo = Todo(row: Row(values))
+
+            var expected = JSONWriter()
+            todo.write(to: &expected)
+            var actual: [UInt8] = []
+            try TodoRowJSON.appendRecord(row, to: &actual)
+            XCTAssertEqual(String(decoding: actual, as: UTF8.self), String(decoding: expected.bytes, as: UTF8.self))
+            XCTAssertEqual(actual, expected.bytes)
+
+            if todo.deletedAt != nil {
+                var tombstone = JSONWriter()
+                tombstone.beginObject()
+                tombstone.field("id", todo.id)
+                tombstone.field("clientId", todo.clientID)
+                tombstone.field("version", todo.version)
+                tombstone.field("deletedAt", todo.deletedAt)
+                tombstone.endObject()
+                var actualTombstone: [UInt8] = []
+                try TodoRowJSON.appendTombstone(row, to: &actualTombstone)
+                XCTAssertEqual(actualTombstone, tombstone.bytes)
+            }
+            XCTAssertEqual(TodoRowJSON.isDeleted(row), todo.deletedAt != nil)
+            XCTAssertEqual(try TodoRowJSON.tagID(row), todo.tagID)
+            checked += 1
+        }
+        XCTAssertEqual(checked, ids.count)
+    }
+
+    func testListBodyIsTheContractShapeInOrder() throws {
+        let ids = try seedTodos()
+        let body = try store.listTodosBody(userID: userID, from: day, to: day)
+        let parsed = try JSONParser.parse(body)
+        guard case .object(let object) = parsed, case .array(let items)? = object["items"]
+        else { return XCTFail("not {\"items\": [...]}: \(String(decoding: body, as: UTF8.self))") }
+        // The tombstone is not listed; important first, then newest first (all created in one
+        // millisecond at most, so ties fall to title, then id).
+        let listed = items.compactMap { item -> Int64? in
+            guard case .object(let fields) = item, case .number(let id)? = fields["id"] else { return nil }
+            return id.int64
+        }
+        XCTAssertEqual(Set(listed), Set(ids[0..<3]))
+        XCTAssertEqual(listed.first, ids[1], "the important todo comes first")
+
+        let reference = try db.query(SQL.Todos.listLiveInRange, [.int(userID), .day(day), .day(day)]).map(Todo.init(row:))
+        XCTAssertEqual(body, itemsBody(reference) { $0.write(to: &$1) })
+    }
+
+    func testEmptyListIsAnEmptyArray() throws {
+        let body = try store.listTodosBody(userID: userID, from: day, to: day)
+        XCTAssertEqual(String(decoding: body, as: UTF8.self), #"{"items":[]}"#)
+    }
+}
+
+/// The MariaDB server these tests run against (env `TODOSYNC_TEST_DB_SOCKET`; skipped without it),
+/// in a database of their own, `<TODOSYNC_TEST_DB_NAME>_store`.
+enum StoreTestDatabase {
+    static let sqlDirectory = URL(fileURLWithPath: #filePath)
+        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        .appendingPathComponent("Sql")
+
+    static func configuration() throws -> ConnectionConfiguration {
+        let environment = ProcessInfo.processInfo.environment
+        guard let socket = environment["TODOSYNC_TEST_DB_SOCKET"], !socket.isEmpty else {
+            throw XCTSkip("TODOSYNC_TEST_DB_SOCKET is not set: no MariaDB to test against")
+        }
+        let user = environment["TODOSYNC_TEST_DB_USER"] ?? "root"
+        let password = environment["TODOSYNC_TEST_DB_PASSWORD"] ?? ""
+        let name = (environment["TODOSYNC_TEST_DB_NAME"] ?? "todosync_test") + "_store"
+        guard name.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "_") }) else {
+            XCTFail("TODOSYNC_TEST_DB_NAME must be [A-Za-z0-9_]+")
+            throw XCTSkip("invalid database name")
+        }
+        let bootstrap = Connection(
+            configuration: ConnectionConfiguration(unixSocket: socket, user: user, password: password, database: "mysql"))
+        defer { bootstrap.close() }
+        try bootstrap.execute("CREATE DATABASE IF NOT EXISTS `\(name)` CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci")
+        return ConnectionConfiguration(unixSocket: socket, user: user, password: password, database: name)
+    }
+}
