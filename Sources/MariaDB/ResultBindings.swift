@@ -239,26 +239,28 @@ final class ResultBindings {
     }
 
     /// Calls `body` with the bytes of text/blob column `index` where they lie (a value longer than
-    /// its buffer is fetched whole into a temporary buffer first); nil when NULL or when the column
-    /// is not text or blob.
-    func withBytes<R>(
-        at index: Int, statement: StatementHandle, sql: String, _ body: (UnsafeRawBufferPointer) -> R
-    ) throws(DatabaseError) -> R? {
-        guard nulls[index] == 0 else { return nil }
+    /// its buffer is fetched whole into a temporary buffer first) and returns true; false, without
+    /// calling it, when NULL or when the column is not text or blob.
+    func withBytes(
+        at index: Int, statement: StatementHandle, sql: String, _ body: (UnsafeRawBufferPointer) -> Void
+    ) throws(DatabaseError) -> Bool {
+        guard nulls[index] == 0 else { return false }
         switch layouts[index].kind {
         case .text, .blob: break
-        default: return nil
+        default: return false
         }
         let bind = binds + index
         let length = Int(lengths[index])
         if length <= Int(bind.pointee.buffer_length) {
-            return body(UnsafeRawBufferPointer(start: bind.pointee.buffer, count: length))
+            body(UnsafeRawBufferPointer(start: bind.pointee.buffer, count: length))
+            return true
         }
         wantedCapacity[index] = max(wantedCapacity[index], length)
         let whole = UnsafeMutableRawBufferPointer.allocate(byteCount: length, alignment: 1)
         defer { whole.deallocate() }
         try fetchColumn(index, into: whole.baseAddress!, length: length, statement: statement, sql: sql)
-        return body(UnsafeRawBufferPointer(whole))
+        body(UnsafeRawBufferPointer(whole))
+        return true
     }
 
     /// Fetches the whole of a truncated column into `target` (`length` bytes).

@@ -34,13 +34,16 @@ public struct RowCursor {
     }
 
     /// Calls `body` with the UTF-8 bytes of text column `i` (or the bytes of a binary column)
-    /// where they lie; nil when NULL. Other column kinds are passed in their text form.
-    public func withBytes<R>(_ i: Int, _ body: (UnsafeRawBufferPointer) -> R) throws(DatabaseError) -> R? {
+    /// where they lie, and returns true; returns false without calling it when the value is NULL.
+    /// Other column kinds are passed in their text form. (Not generic: called across modules on
+    /// hot paths, where an unspecialised generic would cost a metadata lookup per call.)
+    public func withBytes(_ i: Int, _ body: (UnsafeRawBufferPointer) -> Void) throws(DatabaseError) -> Bool {
         precondition(i >= 0 && i < bindings.count, "column index out of range")
-        if let result = try bindings.withBytes(at: i, statement: statement, sql: sql, body) { return result }
-        if isNull(i) { return nil }
-        guard var text = Row([try value(i)]).string(0) else { return nil }
-        return text.withUTF8 { body(UnsafeRawBufferPointer($0)) }
+        if try bindings.withBytes(at: i, statement: statement, sql: sql, body) { return true }
+        if isNull(i) { return false }
+        guard var text = Row([try value(i)]).string(0) else { return false }
+        text.withUTF8 { body(UnsafeRawBufferPointer($0)) }
+        return true
     }
 
     /// Column `i` of a DATE, DATETIME or TIMESTAMP column as its parts; nil when NULL or not a

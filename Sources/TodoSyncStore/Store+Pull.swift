@@ -28,9 +28,9 @@ public struct PullPage: Sendable {
         mutating func add(_ row: RowCursor) throws(DatabaseError) {
             count += 1
             if TodoRowJSON.isDeleted(row) {
-                try deleted.splice { bytes throws(DatabaseError) in try TodoRowJSON.appendTombstone(row, to: &bytes) }
+                try TodoRowJSON.write(row, asTombstone: true, to: &deleted)
             } else {
-                try upserted.splice { bytes throws(DatabaseError) in try TodoRowJSON.appendRecord(row, to: &bytes) }
+                try TodoRowJSON.write(row, to: &upserted)
                 if let tagID = try TodoRowJSON.tagID(row) { tagIDs.append(tagID) }
             }
         }

@@ -8,7 +8,7 @@ extension Store {
         try guarded {
             try itemsBody(reservingCapacity: 8192) { (writer: inout JSONWriter) throws in
                 try db.forEachRow(SQL.Todos.listLiveInRange, [.int(userID), .day(from), .day(to)]) { row throws(DatabaseError) in
-                    try writer.splice { bytes throws(DatabaseError) in try TodoRowJSON.appendRecord(row, to: &bytes) }
+                    try TodoRowJSON.write(row, to: &writer)
                 }
             }
         }

@@ -20,6 +20,20 @@ enum TodoRowJSON {
     /// The row's tag id, if any.
     static func tagID(_ row: RowCursor) throws(DatabaseError) -> Int64? { try row.int64(Column.tagID) }
 
+    /// Writes the row as the next value of `writer`: the contract's Todo object, or with
+    /// `asTombstone` the tombstone object.
+    static func write(_ row: RowCursor, asTombstone: Bool = false, to writer: inout JSONWriter) throws(DatabaseError) {
+        var failure: DatabaseError?
+        writer.splice { bytes in
+            do throws(DatabaseError) {
+                if asTombstone { try appendTombstone(row, to: &bytes) } else { try appendRecord(row, to: &bytes) }
+            } catch {
+                failure = error  // the whole response fails; its partial bytes are never sent
+            }
+        }
+        if let failure { throw failure }
+    }
+
     /// Appends the contract's Todo object.
     static func appendRecord(_ row: RowCursor, to bytes: inout [UInt8]) throws(DatabaseError) {
         JSONWriter.appendLiteral(#"{"id":"#, to: &bytes)
@@ -87,11 +101,8 @@ enum TodoRowJSON {
     }
 
     private static func appendText(_ row: RowCursor, _ column: Int, to bytes: inout [UInt8]) throws(DatabaseError) {
-        let written = try row.withBytes(column) { utf8 -> Bool in
-            JSONWriter.appendQuoted(utf8: utf8, to: &bytes)
-            return true
-        }
-        if written == nil { JSONWriter.appendLiteral("null", to: &bytes) }
+        let written = try row.withBytes(column) { utf8 in JSONWriter.appendQuoted(utf8: utf8, to: &bytes) }
+        if !written { JSONWriter.appendLiteral("null", to: &bytes) }
     }
 
     private static func appendDay(_ row: RowCursor, _ column: Int, to bytes: inout [UInt8]) throws(DatabaseError) {

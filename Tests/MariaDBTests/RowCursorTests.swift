@@ -45,7 +45,9 @@ final class RowCursorTests: XCTestCase {
                     XCTAssertEqual(cursor.isNull(i), row[i].isNull, "column \(i)")
                     XCTAssertEqual(try cursor.value(i), row[i], "column \(i)")
                     XCTAssertEqual(try cursor.int64(i), row.int64(i), "column \(i)")
-                    let bytes = try cursor.withBytes(i) { Array($0) }
+                    var bytes: [UInt8]? = nil
+                    let notNull = try cursor.withBytes(i) { bytes = Array($0) }
+                    XCTAssertEqual(notNull, bytes != nil)
                     if case .blob = row[i] {
                         XCTAssertEqual(bytes, row.bytes(i), "column \(i)")
                     } else {

@@ -102,18 +102,6 @@ public struct JSONWriter: Sendable {
         }
     }
 
-    /// Appends `value` zero-padded to `count` digits (non-negative values).
-    public static func appendDigits(_ value: Int, count: Int, to bytes: inout [UInt8]) {
-        var divisor = 1
-        for _ in 1..<count { divisor *= 10 }
-        var rest = value
-        while divisor > 0 {
-            bytes.append(UInt8(ascii: "0") + UInt8(rest / divisor % 10))
-            rest %= divisor
-            divisor /= 10
-        }
-    }
-
     public mutating func optionalInt(_ value: Int64?) {
         if let value { int(value) } else { null() }
     }
@@ -215,36 +203,58 @@ public struct JSONWriter: Sendable {
 
     /// Appends a date as `"YYYY-MM-DD"` (the form of ``day(_:)``).
     public static func appendQuotedDay(year: Int, month: Int, day: Int, to bytes: inout [UInt8]) {
-        bytes.append(UInt8(ascii: "\""))
-        appendDigits(year, count: 4, to: &bytes)
-        bytes.append(UInt8(ascii: "-"))
-        appendDigits(month, count: 2, to: &bytes)
-        bytes.append(UInt8(ascii: "-"))
-        appendDigits(day, count: 2, to: &bytes)
-        bytes.append(UInt8(ascii: "\""))
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 12) { buffer in
+            buffer[0] = UInt8(ascii: "\"")
+            putDate(year: year, month: month, day: day, into: buffer, at: 1)
+            buffer[11] = UInt8(ascii: "\"")
+            bytes.append(contentsOf: buffer)
+        }
     }
 
     /// Appends a UTC time as `"YYYY-MM-DDTHH:MM:SS.mmmZ"` (the form of ``Timestamp/rfc3339``).
     public static func appendQuotedTimestamp(
         year: Int, month: Int, day: Int, hour: Int, minute: Int, second: Int, millisecond: Int, to bytes: inout [UInt8]
     ) {
-        appendQuotedDay(year: year, month: month, day: day, to: &bytes)
-        bytes[bytes.count - 1] = UInt8(ascii: "T")
-        appendDigits(hour, count: 2, to: &bytes)
-        bytes.append(UInt8(ascii: ":"))
-        appendDigits(minute, count: 2, to: &bytes)
-        bytes.append(UInt8(ascii: ":"))
-        appendDigits(second, count: 2, to: &bytes)
-        bytes.append(UInt8(ascii: "."))
-        appendDigits(millisecond, count: 3, to: &bytes)
-        bytes.append(UInt8(ascii: "Z"))
-        bytes.append(UInt8(ascii: "\""))
+        // Built in a stack buffer and appended at once: one capacity check instead of 26.
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 26) { buffer in
+            buffer[0] = UInt8(ascii: "\"")
+            putDate(year: year, month: month, day: day, into: buffer, at: 1)
+            buffer[11] = UInt8(ascii: "T")
+            putDigits(hour, count: 2, into: buffer, at: 12)
+            buffer[14] = UInt8(ascii: ":")
+            putDigits(minute, count: 2, into: buffer, at: 15)
+            buffer[17] = UInt8(ascii: ":")
+            putDigits(second, count: 2, into: buffer, at: 18)
+            buffer[20] = UInt8(ascii: ".")
+            putDigits(millisecond, count: 3, into: buffer, at: 21)
+            buffer[24] = UInt8(ascii: "Z")
+            buffer[25] = UInt8(ascii: "\"")
+            bytes.append(contentsOf: buffer)
+        }
+    }
+
+    /// `YYYY-MM-DD` into `buffer` at `offset` (10 bytes).
+    private static func putDate(year: Int, month: Int, day: Int, into buffer: UnsafeMutableBufferPointer<UInt8>, at offset: Int) {
+        putDigits(year, count: 4, into: buffer, at: offset)
+        buffer[offset + 4] = UInt8(ascii: "-")
+        putDigits(month, count: 2, into: buffer, at: offset + 5)
+        buffer[offset + 7] = UInt8(ascii: "-")
+        putDigits(day, count: 2, into: buffer, at: offset + 8)
+    }
+
+    /// The last `count` decimal digits of `value` (non-negative), zero-padded, into `buffer`.
+    private static func putDigits(_ value: Int, count: Int, into buffer: UnsafeMutableBufferPointer<UInt8>, at offset: Int) {
+        var rest = value
+        for index in stride(from: offset + count - 1, through: offset, by: -1) {
+            buffer[index] = UInt8(ascii: "0") + UInt8(truncatingIfNeeded: rest % 10)
+            rest /= 10
+        }
     }
 
     /// Writes one value whose bytes `body` appends itself, with the static `append…` helpers:
     /// the fast path for fixed record shapes. `body` must append exactly one complete JSON value.
-    public mutating func splice<Failure: Error>(_ body: (inout [UInt8]) throws(Failure) -> Void) throws(Failure) {
+    public mutating func splice(_ body: (inout [UInt8]) -> Void) {
         beginValue()
-        try body(&bytes)
+        body(&bytes)
     }
 }
