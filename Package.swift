@@ -42,7 +42,7 @@ let package = Package(
         .testTarget(name: "TodoSyncCoreTests", dependencies: ["TodoSyncCore"]),
         .testTarget(name: "TodoSyncAPITests", dependencies: ["TodoSyncAPI", "TodoSyncCore"]),
         .testTarget(name: "MariaDBTests", dependencies: ["MariaDB"]),
-        .testTarget(name: "TodoSyncStoreTests", dependencies: ["TodoSyncStore", "TodoSyncCore", "MariaDB"]),
+        .testTarget(name: "TodoSyncStoreTests", dependencies: ["TodoSyncStore", "TodoSyncCore", "MariaDB", "Credentials"]),
         .testTarget(
             name: "FastCGITests", dependencies: ["FastCGI", .product(name: "Logging", package: "swift-log")]),
     ]

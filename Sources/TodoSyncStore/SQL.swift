@@ -1,3 +1,5 @@
+import TodoSyncCore
+
 /// Every SQL statement the application runs, in one place. Parameters are always bound (`?`);
 /// nothing is ever spliced into the text. Column lists match the row mappings in `Rows.swift`.
 enum SQL {
@@ -69,17 +71,32 @@ enum SQL {
             """
     }
 
+    /// `columns` with each name qualified by `alias` (for joins).
+    static func qualified(_ columns: String, _ alias: String) -> String {
+        columns.split(separator: ",").map { "\(alias).\($0.trimmingWhitespace())" }
+            .joined(separator: ", ")
+    }
+
+    /// The hot list reads check the bearer token in the same statement: `auth_tokens` is read as
+    /// a constant table (primary-key lookup on the hash) joined to the user's rows, saving the
+    /// separate token round trip. No rows means no records *or* a bad token; only then is the
+    /// token checked on its own. Parameters start with token hash, now.
+    static let tokenJoin = "auth_tokens a JOIN"
+    static let tokenCondition = "a.token_hash = ? AND a.expires_at > ?"
+
     enum Todos {
         static let columns = """
             id, client_id, title, raw, is_important, is_life, tag_id, difficulty, estimated_time, deadline, \
             is_completed, version, created_at, updated_at, deleted_at
             """
-        /// Live todos with deadlines in [from, to], in the contract's order; the order is exactly
-        /// the index `todos_user_day_order`, so no filesort.
-        static let listLiveInRange = """
-            SELECT \(columns) FROM todos FORCE INDEX (todos_user_day_order)
-             WHERE user_id = ? AND deleted_at IS NULL AND deadline BETWEEN ? AND ?
-             ORDER BY deadline, is_important DESC, created_at DESC, title, id
+        /// Live todos with deadlines in [from, to] of the token's user, in the contract's order;
+        /// the order is exactly the index `todos_user_day_order`, so no filesort.
+        /// Parameters: token hash, now, from, to.
+        static let listLiveInRangeForToken = """
+            SELECT \(qualified(columns, "t")) FROM \(tokenJoin) todos t FORCE INDEX (todos_user_day_order)
+                ON t.user_id = a.user_id
+             WHERE \(tokenCondition) AND t.deleted_at IS NULL AND t.deadline BETWEEN ? AND ?
+             ORDER BY t.deadline, t.is_important DESC, t.created_at DESC, t.title, t.id
             """
         static let liveByID = """
             SELECT \(columns) FROM todos WHERE id = ? AND user_id = ? AND deleted_at IS NULL
@@ -134,10 +151,13 @@ enum SQL {
         static let liveByDay = """
             SELECT \(columns) FROM daily_stats WHERE user_id = ? AND day = ? AND deleted_at IS NULL
             """
-        static let liveInRange = """
-            SELECT \(columns) FROM daily_stats FORCE INDEX (daily_stats_user_day)
-             WHERE user_id = ? AND day BETWEEN ? AND ? AND deleted_at IS NULL
-             ORDER BY day
+        /// Live stats of the token's user from `from` to `to`, by day (index order, no filesort).
+        /// Parameters: token hash, now, from, to.
+        static let liveInRangeForToken = """
+            SELECT \(qualified(columns, "s")) FROM \(tokenJoin) daily_stats s FORCE INDEX (daily_stats_user_day)
+                ON s.user_id = a.user_id
+             WHERE \(tokenCondition) AND s.day BETWEEN ? AND ? AND s.deleted_at IS NULL
+             ORDER BY s.day
             """
         static let insert = """
             INSERT INTO daily_stats (user_id, day, todo_count, completed_count, productivity_hundredths, balance_num,

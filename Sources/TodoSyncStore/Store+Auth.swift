@@ -71,6 +71,17 @@ extension Store {
         }
     }
 
+    /// The first two parameters of a read joined to the token (`SQL.tokenJoin`).
+    func tokenParameters(_ token: String) -> [DatabaseValue] {
+        [.blob(BearerToken.hash(token)), .timestamp(Timestamp.now())]
+    }
+
+    /// After a token-joined read returned no rows: 401 unless the token is valid after all (then
+    /// the user simply has no such records).
+    func requireValidToken(_ token: String) throws {
+        guard try authenticate(token: token) != nil else { throw APIError.unauthorized }
+    }
+
     private func insertToken(_ token: String, userID: Int64, now: Timestamp) throws {
         try db.execute(SQL.Tokens.insert, [
             .blob(BearerToken.hash(token)), .int(userID), .timestamp(now),

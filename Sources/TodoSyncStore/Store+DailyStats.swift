@@ -7,10 +7,14 @@ extension Store {
         try guarded { try db.queryOne(SQL.DailyStats.liveByDay, [.int(userID), .day(day)]).map(DailyStat.init(row:)) }
     }
 
-    /// The user's live stats from `from` to `to`, by date.
-    public func dailyStats(userID: Int64, from: Day, to: Day) throws -> [DailyStat] {
+    /// The live stats of the bearer `token`'s user from `from` to `to`, by date. 401 when the
+    /// token is unknown, revoked or expired.
+    public func dailyStats(token: String, from: Day, to: Day) throws -> [DailyStat] {
         try guarded {
-            try db.query(SQL.DailyStats.liveInRange, [.int(userID), .day(from), .day(to)]).map(DailyStat.init(row:))
+            let stats = try db.query(SQL.DailyStats.liveInRangeForToken, tokenParameters(token) + [.day(from), .day(to)])
+                .map(DailyStat.init(row:))
+            if stats.isEmpty { try requireValidToken(token) }
+            return stats
         }
     }
 }

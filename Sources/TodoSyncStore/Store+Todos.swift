@@ -2,15 +2,21 @@ import MariaDB
 import TodoSyncCore
 
 extension Store {
-    /// The body of `GET /todos`: `{"items": [...]}` with the live todos whose deadlines lie from
-    /// `from` to `to` inclusive, in the contract's order, written straight from the rows.
-    public func listTodosBody(userID: Int64, from: Day, to: Day) throws -> [UInt8] {
+    /// The body of `GET /todos`: `{"items": [...]}` with the live todos of the bearer `token`'s
+    /// user whose deadlines lie from `from` to `to` inclusive, in the contract's order, written
+    /// straight from the rows. 401 when the token is unknown, revoked or expired.
+    public func listTodosBody(token: String, from: Day, to: Day) throws -> [UInt8] {
         try guarded {
-            try itemsBody(reservingCapacity: 8192) { (writer: inout JSONWriter) throws in
-                try db.forEachRow(SQL.Todos.listLiveInRange, [.int(userID), .day(from), .day(to)]) { row throws(DatabaseError) in
+            var rows = 0
+            let body = try itemsBody(reservingCapacity: 8192) { (writer: inout JSONWriter) throws in
+                rows = try db.forEachRow(
+                    SQL.Todos.listLiveInRangeForToken, tokenParameters(token) + [.day(from), .day(to)]
+                ) { row throws(DatabaseError) in
                     try TodoRowJSON.write(row, to: &writer)
                 }
             }
+            if rows == 0 { try requireValidToken(token) }
+            return body
         }
     }
 

@@ -1,3 +1,4 @@
+import Credentials
 import Foundation
 import MariaDB
 import XCTest
@@ -12,7 +13,9 @@ final class TodoRowJSONTests: XCTestCase {
     private var db: Connection!
     private var store: Store!
     private var userID: Int64 = 0
+    private var token = ""
     private let day = Day("2026-03-14")!
+    private let emptyDay = Day("2026-03-15")!
 
     override func setUpWithError() throws {
         let configuration = try StoreTestDatabase.configuration()
@@ -23,6 +26,16 @@ final class TodoRowJSONTests: XCTestCase {
         userID = Int64(try db.execute(
             "INSERT INTO users (email, email_key, password_hash, created_at) VALUES (?, ?, 'x', NOW(3))",
             [.text(email), .text(email)]).lastInsertID)
+        token = try addToken(expiresInSeconds: 3600)
+    }
+
+    /// A new bearer token of the test user.
+    private func addToken(expiresInSeconds seconds: Int) throws -> String {
+        let token = "token-\(UUID().uuidString)"
+        try db.execute(
+            "INSERT INTO auth_tokens (token_hash, user_id, created_at, expires_at) VALUES (?, ?, NOW(3), NOW(3) + INTERVAL ? SECOND)",
+            [.blob(BearerToken.hash(token)), .int(userID), .int(Int64(seconds))])
+        return token
     }
 
     override func tearDownWithError() throws {
@@ -85,7 +98,7 @@ final class TodoRowJSONTests: XCTestCase {
 
     func testListBodyIsTheContractShapeInOrder() throws {
         let ids = try seedTodos()
-        let body = try store.listTodosBody(userID: userID, from: day, to: day)
+        let body = try store.listTodosBody(token: token, from: day, to: day)
         let parsed = try JSONParser.parse(body)
         guard case .object(let object) = parsed, case .array(let items)? = object["items"]
         else { return XCTFail("not {\"items\": [...]}: \(String(decoding: body, as: UTF8.self))") }
@@ -98,13 +111,34 @@ final class TodoRowJSONTests: XCTestCase {
         XCTAssertEqual(Set(listed), Set(ids[0..<3]))
         XCTAssertEqual(listed.first, ids[1], "the important todo comes first")
 
-        let reference = try db.query(SQL.Todos.listLiveInRange, [.int(userID), .day(day), .day(day)]).map(Todo.init(row:))
+        let reference = try db.query(
+            SQL.Todos.listLiveInRangeForToken, store.tokenParameters(token) + [.day(day), .day(day)]
+        ).map(Todo.init(row:))
         XCTAssertEqual(body, itemsBody(reference) { $0.write(to: &$1) })
     }
 
     func testEmptyListIsAnEmptyArray() throws {
-        let body = try store.listTodosBody(userID: userID, from: day, to: day)
+        let body = try store.listTodosBody(token: token, from: day, to: day)
         XCTAssertEqual(String(decoding: body, as: UTF8.self), #"{"items":[]}"#)
+        XCTAssertEqual(try store.dailyStats(token: token, from: day, to: day), [])
+    }
+
+    /// The list reads check the token in their own statement: a bad token is a 401 whether or not
+    /// the user has records in the range, and never shows them.
+    func testListsRejectUnknownAndExpiredTokens() throws {
+        _ = try seedTodos()
+        XCTAssertFalse(try store.dailyStats(token: token, from: day, to: day).isEmpty, "a stat exists for the day")
+        let expired = try addToken(expiresInSeconds: -1)
+        for bad in [expired, "no-such-token", ""] {
+            for range in [(day, day), (emptyDay, emptyDay)] {
+                XCTAssertThrowsError(try store.listTodosBody(token: bad, from: range.0, to: range.1)) {
+                    XCTAssertEqual($0 as? APIError, .unauthorized)
+                }
+                XCTAssertThrowsError(try store.dailyStats(token: bad, from: range.0, to: range.1)) {
+                    XCTAssertEqual($0 as? APIError, .unauthorized)
+                }
+            }
+        }
     }
 }
 

@@ -22,6 +22,25 @@ public final class RequestContext {
         return userID
     }
 
+    /// The bearer token, or 401 when there is none; for routes whose store read checks it in the
+    /// same statement as it reads (see `SQL.tokenJoin`). Pair with `parseBeforeAuthentication`.
+    func requireBearerToken() throws -> String {
+        guard let token = bearerToken() else { throw APIError.unauthorized }
+        return token
+    }
+
+    /// Parses request input on a route that checks its token late (in its store read), keeping
+    /// the order clients see everywhere else: an unknown token is a 401 even when the input is
+    /// also bad. Only a failed parse costs the separate token check.
+    func parseBeforeAuthentication<T>(_ parse: () throws -> T) throws -> T {
+        do {
+            return try parse()
+        } catch {
+            _ = try requireUser()
+            throw error
+        }
+    }
+
     /// The token from `Authorization: Bearer <token>`, if well-formed.
     func bearerToken() -> String? {
         guard let header = request.header("authorization") else { return nil }

@@ -3,11 +3,14 @@ import TodoSyncCore
 extension Application {
     func registerDailyStatRoutes() {
         router.add("GET", "/api/v1/daily-stats") { context in
-            let userID = try context.requireUser()
-            guard let month = context.request.query["month"], let (from, to) = MonthQuery.range(month) else {
-                throw APIError.badRequest("`month` must be YYYY-MM between 2000-01 and 2999-12.")
+            let token = try context.requireBearerToken()
+            let (from, to) = try context.parseBeforeAuthentication {
+                guard let month = context.request.query["month"], let range = MonthQuery.range(month) else {
+                    throw APIError.badRequest("`month` must be YYYY-MM between 2000-01 and 2999-12.")
+                }
+                return range
             }
-            return .json(200, itemsBody(try context.store.dailyStats(userID: userID, from: from, to: to)) { $0.write(to: &$1) })
+            return .json(200, itemsBody(try context.store.dailyStats(token: token, from: from, to: to)) { $0.write(to: &$1) })
         }
         router.add("GET", "/api/v1/daily-stats/:date") { context in
             let userID = try context.requireUser()

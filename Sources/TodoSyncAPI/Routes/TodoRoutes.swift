@@ -3,9 +3,9 @@ import TodoSyncCore
 extension Application {
     func registerTodoRoutes() {
         router.add("GET", "/api/v1/todos") { context in
-            let userID = try context.requireUser()
-            let (from, to) = try DateRangeQuery.parse(context.request.query)
-            return .json(200, try context.store.listTodosBody(userID: userID, from: from, to: to))
+            let token = try context.requireBearerToken()
+            let (from, to) = try context.parseBeforeAuthentication { try DateRangeQuery.parse(context.request.query) }
+            return .json(200, try context.store.listTodosBody(token: token, from: from, to: to))
         }
         router.add("POST", "/api/v1/todos") { context in
             let userID = try context.requireUser()
