@@ -10,7 +10,7 @@ extension Application {
                 }
                 return range
             }
-            return .json(200, itemsBody(try context.store.dailyStats(token: token, from: from, to: to)) { $0.write(to: &$1) })
+            return .json(200, try context.store.dailyStatsBody(token: token, from: from, to: to))
         }
         router.add("GET", "/api/v1/daily-stats/:date") { context in
             let userID = try context.requireUser()

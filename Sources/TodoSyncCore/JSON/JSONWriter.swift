@@ -119,7 +119,7 @@ public struct JSONWriter: Sendable {
     /// A number with exactly `hundredths` / 100, written without trailing zeros (`1.5`, `2`, `-0.25`).
     public mutating func decimal(hundredths: Int64) {
         beginValue()
-        bytes.append(contentsOf: JSONWriter.formatHundredths(hundredths).utf8)
+        JSONWriter.appendHundredths(hundredths, to: &bytes)
     }
 
     /// Splices an already-encoded JSON value.
@@ -145,20 +145,21 @@ public struct JSONWriter: Sendable {
 
     /// `hundredths / 100` as a JSON number without trailing zeros.
     public static func formatHundredths(_ hundredths: Int64) -> String {
+        var bytes: [UInt8] = []
+        appendHundredths(hundredths, to: &bytes)
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// Appends `hundredths / 100` as a JSON number without trailing zeros (`1.5`, `2`, `-0.25`).
+    public static func appendHundredths(_ hundredths: Int64, to bytes: inout [UInt8]) {
         let magnitude = hundredths.magnitude
-        let whole = magnitude / 100
-        let fraction = magnitude % 100
-        var text = hundredths < 0 ? "-" : ""
-        text += String(whole)
-        if fraction != 0 {
-            text += "."
-            if fraction % 10 == 0 {
-                text += String(fraction / 10)
-            } else {
-                text += fraction < 10 ? "0\(fraction)" : String(fraction)
-            }
-        }
-        return text
+        let fraction = Int(magnitude % 100)
+        if hundredths < 0 { bytes.append(UInt8(ascii: "-")) }
+        appendDecimal(Int64(magnitude / 100), to: &bytes)
+        guard fraction != 0 else { return }
+        bytes.append(UInt8(ascii: "."))
+        bytes.append(UInt8(ascii: "0") + UInt8(fraction / 10))
+        if fraction % 10 != 0 { bytes.append(UInt8(ascii: "0") + UInt8(fraction % 10)) }
     }
 
     private static let hexDigits: [UInt8] = Array("0123456789abcdef".utf8)

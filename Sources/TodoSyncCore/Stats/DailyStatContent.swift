@@ -94,9 +94,12 @@ public struct DailyStatContent: Sendable, Equatable {
     }
 
     /// `balance.title` and `balance.message` for `balanceNum`.
-    public var balanceText: (title: String, message: String) {
-        if balanceNum < 30 { return ("Work-heavy", "Make some room for life today.") }
-        if balanceNum <= 70 { return ("Balanced", "A good balance between work and life.") }
+    public var balanceText: (title: String, message: String) { Self.balanceText(num: balanceNum) }
+
+    /// The balance's title and message for a balance number.
+    public static func balanceText(num: Int) -> (title: String, message: String) {
+        if num < 30 { return ("Work-heavy", "Make some room for life today.") }
+        if num <= 70 { return ("Balanced", "A good balance between work and life.") }
         return ("Life-heavy", "Plenty of life today; remember your goals.")
     }
 

@@ -6,10 +6,11 @@ import XCTest
 @testable import TodoSyncCore
 @testable import TodoSyncStore
 
-/// The row-to-JSON fast path (`TodoRowJSON`, used by `GET /todos` and pull pages) must write
-/// exactly the bytes of the record path (`Todo(row:)` then `Todo.write(to:)`), for every kind of
-/// value a todo can hold. Runs against the real schema (migrations from `Sql/`).
-final class TodoRowJSONTests: XCTestCase {
+/// The row-to-JSON fast paths (`TodoRowJSON` for `GET /todos` and pull pages, `DailyStatRowJSON`
+/// for `GET /daily-stats`) must write exactly the bytes of the record path (`Todo(row:)` then
+/// `Todo.write(to:)`, likewise for stats), for every kind of value the records hold. Runs against
+/// the real schema (migrations from `Sql/`) and the real write path.
+final class RowJSONTests: XCTestCase {
     private var db: Connection!
     private var store: Store!
     private var userID: Int64 = 0
@@ -117,24 +118,66 @@ final class TodoRowJSONTests: XCTestCase {
         XCTAssertEqual(body, itemsBody(reference) { $0.write(to: &$1) })
     }
 
+    /// Stats with a tag breakdown, balances in all three bands, fractional and negative centers,
+    /// and one emptied day (a stat tombstone).
+    func testEveryStatRowEncodesLikeTheRecordPath() throws {
+        _ = try seedTodos()
+        let days = (0..<4).map { Day(year: 2026, month: 4, day: 1 + $0)! }
+        _ = try store.createTodo(userID: userID, TodoDraft(title: "walk", isLife: true, difficulty: 2,
+                                                                  estimatedTime: 45, deadline: days[0], isCompleted: true))
+        _ = try store.createTodo(userID: userID, TodoDraft(title: "gym", isLife: true, difficulty: 3, estimatedTime: 60,
+                                                           deadline: days[0]))
+        _ = try store.createTodo(userID: userID, TodoDraft(title: "report", difficulty: 4, estimatedTime: 90,
+                                                           deadline: days[1], isCompleted: true))
+        _ = try store.createTodo(userID: userID, TodoDraft(title: "mixed a", isLife: true, estimatedTime: 10, deadline: days[2]))
+        _ = try store.createTodo(userID: userID, TodoDraft(title: "mixed b", estimatedTime: 20, deadline: days[2],
+                                                           isCompleted: true))
+        let gone = try store.createTodo(userID: userID, TodoDraft(title: "gone", deadline: days[3])).record
+        try store.deleteTodo(userID: userID, id: gone.id, ifMatch: nil)
+
+        var checked = 0, tombstones = 0
+        try db.forEachRow(SQL.Pull.dailyStatPage, [.int(userID), .int(0), .int(Int64.max), .int(0)]) { row throws(DatabaseError) in
+            let values = try (0..<row.count).map { (i: Int) throws(DatabaseError) -> DatabaseValue in try row.value(i) }
+            let stat = DailyStat(row: Row(values))
+            var expected = JSONWriter()
+            stat.write(to: &expected)
+            var actual: [UInt8] = []
+            try DailyStatRowJSON.appendRecord(row, to: &actual)
+            XCTAssertEqual(String(decoding: actual, as: UTF8.self), String(decoding: expected.bytes, as: UTF8.self))
+            checked += 1
+            if stat.deletedAt != nil { tombstones += 1 }
+        }
+        XCTAssertEqual(checked, 5, "the seeded day and four April days")
+        XCTAssertEqual(tombstones, 1)
+
+        let body = try store.dailyStatsBody(token: token, from: days[0], to: days[3])
+        let reference = try db.query(
+            SQL.DailyStats.liveInRangeForToken, store.tokenParameters(token) + [.day(days[0]), .day(days[3])]
+        ).map(DailyStat.init(row:))
+        XCTAssertEqual(reference.count, 3)
+        XCTAssertEqual(String(decoding: body, as: UTF8.self), String(decoding: itemsBody(reference) { $0.write(to: &$1) }, as: UTF8.self))
+    }
+
     func testEmptyListIsAnEmptyArray() throws {
         let body = try store.listTodosBody(token: token, from: day, to: day)
         XCTAssertEqual(String(decoding: body, as: UTF8.self), #"{"items":[]}"#)
-        XCTAssertEqual(try store.dailyStats(token: token, from: day, to: day), [])
+        XCTAssertEqual(String(decoding: try store.dailyStatsBody(token: token, from: day, to: day), as: UTF8.self), #"{"items":[]}"#)
     }
 
     /// The list reads check the token in their own statement: a bad token is a 401 whether or not
     /// the user has records in the range, and never shows them.
     func testListsRejectUnknownAndExpiredTokens() throws {
         _ = try seedTodos()
-        XCTAssertFalse(try store.dailyStats(token: token, from: day, to: day).isEmpty, "a stat exists for the day")
+        XCTAssertNotEqual(
+            String(decoding: try store.dailyStatsBody(token: token, from: day, to: day), as: UTF8.self), #"{"items":[]}"#,
+            "a stat exists for the day")
         let expired = try addToken(expiresInSeconds: -1)
         for bad in [expired, "no-such-token", ""] {
             for range in [(day, day), (emptyDay, emptyDay)] {
                 XCTAssertThrowsError(try store.listTodosBody(token: bad, from: range.0, to: range.1)) {
                     XCTAssertEqual($0 as? APIError, .unauthorized)
                 }
-                XCTAssertThrowsError(try store.dailyStats(token: bad, from: range.0, to: range.1)) {
+                XCTAssertThrowsError(try store.dailyStatsBody(token: bad, from: range.0, to: range.1)) {
                     XCTAssertEqual($0 as? APIError, .unauthorized)
                 }
             }

@@ -1,0 +1,201 @@
+import MariaDB
+import TodoSyncCore
+
+/// Column values written from a `RowCursor` straight into JSON bytes (the shared pieces of
+/// `TodoRowJSON` and `DailyStatRowJSON`).
+enum RowJSON {
+    // Each helper writes `null` for NULL; the schema makes the non-nullable columns NOT NULL.
+
+    static func appendInteger(_ row: RowCursor, _ column: Int, to bytes: inout [UInt8]) throws(DatabaseError) {
+        if let value = try row.int64(column) {
+            JSONWriter.appendDecimal(value, to: &bytes)
+        } else {
+            JSONWriter.appendLiteral("null", to: &bytes)
+        }
+    }
+
+    static func appendBool(_ row: RowCursor, _ column: Int, to bytes: inout [UInt8]) throws(DatabaseError) {
+        if let value = try row.bool(column) {
+            JSONWriter.appendLiteral(value ? "true" : "false", to: &bytes)
+        } else {
+            JSONWriter.appendLiteral("null", to: &bytes)
+        }
+    }
+
+    static func appendText(_ row: RowCursor, _ column: Int, to bytes: inout [UInt8]) throws(DatabaseError) {
+        let written = try row.withBytes(column) { utf8 in JSONWriter.appendQuoted(utf8: utf8, to: &bytes) }
+        if !written { JSONWriter.appendLiteral("null", to: &bytes) }
+    }
+
+    static func appendDay(_ row: RowCursor, _ column: Int, to bytes: inout [UInt8]) throws(DatabaseError) {
+        guard let date = row.dateTime(column) else { return JSONWriter.appendLiteral("null", to: &bytes) }
+        JSONWriter.appendQuotedDay(year: date.year, month: date.month, day: date.day, to: &bytes)
+    }
+
+    static func appendTimestamp(_ row: RowCursor, _ column: Int, to bytes: inout [UInt8]) throws(DatabaseError) {
+        guard let time = row.dateTime(column) else { return JSONWriter.appendLiteral("null", to: &bytes) }
+        JSONWriter.appendQuotedTimestamp(
+            year: time.year, month: time.month, day: time.day, hour: time.hour, minute: time.minute,
+            second: time.second, millisecond: time.microsecond / 1000, to: &bytes)
+    }
+
+    /// A number stored as hundredths (`productivityNum`, `center`).
+    static func appendHundredths(_ row: RowCursor, _ column: Int, to bytes: inout [UInt8]) throws(DatabaseError) {
+        if let value = try row.int64(column) {
+            JSONWriter.appendHundredths(value, to: &bytes)
+        } else {
+            JSONWriter.appendLiteral("null", to: &bytes)
+        }
+    }
+
+    /// A column that holds JSON already (stored canonical), spliced as it is.
+    static func appendStoredJSON(_ row: RowCursor, _ column: Int, to bytes: inout [UInt8]) throws(DatabaseError) {
+        let written = try row.withBytes(column) { json in bytes.append(contentsOf: json) }
+        if !written { JSONWriter.appendLiteral("null", to: &bytes) }
+    }
+
+    /// Runs `append` as the next value of `writer`, surfacing its error after the fact (`splice`
+    /// takes a non-throwing closure).
+    static func write(
+        to writer: inout JSONWriter, _ append: (inout [UInt8]) throws(DatabaseError) -> Void
+    ) throws(DatabaseError) {
+        var failure: DatabaseError?
+        writer.splice { bytes in
+            do throws(DatabaseError) {
+                try append(&bytes)
+            } catch {
+                failure = error  // the whole response fails; its partial bytes are never sent
+            }
+        }
+        if let failure { throw failure }
+    }
+}
+
+/// Rows of `SQL.Todos.columns` written straight from the bind buffers into response JSON, with no
+/// `Todo`, `String` or `DatabaseValue` in between: the hot path of `GET /todos` and of pull pages,
+/// where turning each column into a Swift value and then into JSON cost about as much again as
+/// the JSON itself. The output is byte for byte what `Todo.write(to:)` and the pull's tombstone
+/// writer produce for `Todo(row:)` of the same row (`TodoRowJSONTests` holds them to it).
+enum TodoRowJSON {
+    /// Column positions in `SQL.Todos.columns`.
+    private enum Column {
+        static let id = 0, clientID = 1, title = 2, raw = 3, isImportant = 4, isLife = 5, tagID = 6
+        static let difficulty = 7, estimatedTime = 8, deadline = 9, isCompleted = 10, version = 11
+        static let createdAt = 12, updatedAt = 13, deletedAt = 14
+    }
+
+    /// True when the row is a tombstone.
+    static func isDeleted(_ row: RowCursor) -> Bool { !row.isNull(Column.deletedAt) }
+
+    /// The row's tag id, if any.
+    static func tagID(_ row: RowCursor) throws(DatabaseError) -> Int64? { try row.int64(Column.tagID) }
+
+    /// Writes the row as the next value of `writer`: the contract's Todo object, or with
+    /// `asTombstone` the tombstone object.
+    static func write(_ row: RowCursor, asTombstone: Bool = false, to writer: inout JSONWriter) throws(DatabaseError) {
+        try RowJSON.write(to: &writer) { bytes throws(DatabaseError) in
+            if asTombstone { try appendTombstone(row, to: &bytes) } else { try appendRecord(row, to: &bytes) }
+        }
+    }
+
+    /// Appends the contract's Todo object.
+    static func appendRecord(_ row: RowCursor, to bytes: inout [UInt8]) throws(DatabaseError) {
+        JSONWriter.appendLiteral(#"{"id":"#, to: &bytes)
+        try RowJSON.appendInteger(row, Column.id, to: &bytes)
+        JSONWriter.appendLiteral(#","clientId":"#, to: &bytes)
+        try RowJSON.appendText(row, Column.clientID, to: &bytes)
+        JSONWriter.appendLiteral(#","title":"#, to: &bytes)
+        try RowJSON.appendText(row, Column.title, to: &bytes)
+        JSONWriter.appendLiteral(#","raw":"#, to: &bytes)
+        try RowJSON.appendText(row, Column.raw, to: &bytes)
+        JSONWriter.appendLiteral(#","isImportant":"#, to: &bytes)
+        try RowJSON.appendBool(row, Column.isImportant, to: &bytes)
+        JSONWriter.appendLiteral(#","isLife":"#, to: &bytes)
+        try RowJSON.appendBool(row, Column.isLife, to: &bytes)
+        JSONWriter.appendLiteral(#","tagId":"#, to: &bytes)
+        try RowJSON.appendInteger(row, Column.tagID, to: &bytes)
+        JSONWriter.appendLiteral(#","difficulty":"#, to: &bytes)
+        try RowJSON.appendInteger(row, Column.difficulty, to: &bytes)
+        JSONWriter.appendLiteral(#","estimatedTime":"#, to: &bytes)
+        try RowJSON.appendInteger(row, Column.estimatedTime, to: &bytes)
+        JSONWriter.appendLiteral(#","deadline":"#, to: &bytes)
+        try RowJSON.appendDay(row, Column.deadline, to: &bytes)
+        JSONWriter.appendLiteral(#","isCompleted":"#, to: &bytes)
+        try RowJSON.appendBool(row, Column.isCompleted, to: &bytes)
+        JSONWriter.appendLiteral(#","version":"#, to: &bytes)
+        try RowJSON.appendInteger(row, Column.version, to: &bytes)
+        JSONWriter.appendLiteral(#","createdAt":"#, to: &bytes)
+        try RowJSON.appendTimestamp(row, Column.createdAt, to: &bytes)
+        JSONWriter.appendLiteral(#","updatedAt":"#, to: &bytes)
+        try RowJSON.appendTimestamp(row, Column.updatedAt, to: &bytes)
+        JSONWriter.appendLiteral(#","deletedAt":"#, to: &bytes)
+        try RowJSON.appendTimestamp(row, Column.deletedAt, to: &bytes)
+        JSONWriter.appendLiteral("}", to: &bytes)
+    }
+
+    /// Appends the contract's tombstone object: `{"id","clientId","version","deletedAt"}`.
+    static func appendTombstone(_ row: RowCursor, to bytes: inout [UInt8]) throws(DatabaseError) {
+        JSONWriter.appendLiteral(#"{"id":"#, to: &bytes)
+        try RowJSON.appendInteger(row, Column.id, to: &bytes)
+        JSONWriter.appendLiteral(#","clientId":"#, to: &bytes)
+        try RowJSON.appendText(row, Column.clientID, to: &bytes)
+        JSONWriter.appendLiteral(#","version":"#, to: &bytes)
+        try RowJSON.appendInteger(row, Column.version, to: &bytes)
+        JSONWriter.appendLiteral(#","deletedAt":"#, to: &bytes)
+        try RowJSON.appendTimestamp(row, Column.deletedAt, to: &bytes)
+        JSONWriter.appendLiteral("}", to: &bytes)
+    }
+}
+
+/// Rows of `SQL.DailyStats.columns` written straight into the contract's DailyStat object, byte
+/// for byte what `DailyStat(row:)` then `DailyStat.write(to:)` produce (`RowJSONTests`).
+enum DailyStatRowJSON {
+    /// Column positions in `SQL.DailyStats.columns`.
+    private enum Column {
+        static let id = 0, day = 1, todoCount = 2, completedCount = 3, productivityHundredths = 4
+        static let balanceNum = 5, centerXHundredths = 6, centerYHundredths = 7, tagStats = 8, version = 9
+        static let createdAt = 10, updatedAt = 11, deletedAt = 12
+    }
+
+    /// Writes the row as the next value of `writer`.
+    static func write(_ row: RowCursor, to writer: inout JSONWriter) throws(DatabaseError) {
+        try RowJSON.write(to: &writer) { bytes throws(DatabaseError) in try appendRecord(row, to: &bytes) }
+    }
+
+    /// Appends the contract's DailyStat object.
+    static func appendRecord(_ row: RowCursor, to bytes: inout [UInt8]) throws(DatabaseError) {
+        JSONWriter.appendLiteral(#"{"id":"#, to: &bytes)
+        try RowJSON.appendInteger(row, Column.id, to: &bytes)
+        JSONWriter.appendLiteral(#","date":"#, to: &bytes)
+        try RowJSON.appendDay(row, Column.day, to: &bytes)
+        JSONWriter.appendLiteral(#","todoCount":"#, to: &bytes)
+        try RowJSON.appendInteger(row, Column.todoCount, to: &bytes)
+        JSONWriter.appendLiteral(#","completedCount":"#, to: &bytes)
+        try RowJSON.appendInteger(row, Column.completedCount, to: &bytes)
+        JSONWriter.appendLiteral(#","productivityNum":"#, to: &bytes)
+        try RowJSON.appendHundredths(row, Column.productivityHundredths, to: &bytes)
+        JSONWriter.appendLiteral(#","balance":{"num":"#, to: &bytes)
+        let balance = try row.int64(Column.balanceNum)
+        if let balance { JSONWriter.appendDecimal(balance, to: &bytes) } else { JSONWriter.appendLiteral("null", to: &bytes) }
+        let text = DailyStatContent.balanceText(num: Int(balance ?? 50))
+        JSONWriter.appendLiteral(#","title":"#, to: &bytes)
+        JSONWriter.appendQuoted(text.title, to: &bytes)
+        JSONWriter.appendLiteral(#","message":"#, to: &bytes)
+        JSONWriter.appendQuoted(text.message, to: &bytes)
+        JSONWriter.appendLiteral(#"},"tagStats":"#, to: &bytes)
+        try RowJSON.appendStoredJSON(row, Column.tagStats, to: &bytes)
+        JSONWriter.appendLiteral(#","center":{"x":"#, to: &bytes)
+        try RowJSON.appendHundredths(row, Column.centerXHundredths, to: &bytes)
+        JSONWriter.appendLiteral(#","y":"#, to: &bytes)
+        try RowJSON.appendHundredths(row, Column.centerYHundredths, to: &bytes)
+        JSONWriter.appendLiteral(#"},"version":"#, to: &bytes)
+        try RowJSON.appendInteger(row, Column.version, to: &bytes)
+        JSONWriter.appendLiteral(#","createdAt":"#, to: &bytes)
+        try RowJSON.appendTimestamp(row, Column.createdAt, to: &bytes)
+        JSONWriter.appendLiteral(#","updatedAt":"#, to: &bytes)
+        try RowJSON.appendTimestamp(row, Column.updatedAt, to: &bytes)
+        JSONWriter.appendLiteral(#","deletedAt":"#, to: &bytes)
+        try RowJSON.appendTimestamp(row, Column.deletedAt, to: &bytes)
+        JSONWriter.appendLiteral("}", to: &bytes)
+    }
+}
