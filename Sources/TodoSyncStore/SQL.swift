@@ -210,8 +210,9 @@ enum SQL {
         static let todoPage = page("todos", Todos.columns)
         static let dailyStatPage = page("daily_stats", DailyStats.columns)
 
-        /// Parent tags by id, `parentTagBatch` ids per query (unused slots repeat an id).
-        static let parentTagBatch = 16
+        /// Parent tags by id, `parentTagBatch` ids per query (unused slots repeat an id): 64, so
+        /// that a page referring to a typical user's tags (tens) costs one round trip.
+        static let parentTagBatch = 64
         static let parentTags = """
             SELECT \(Tags.columns) FROM tags
              WHERE user_id = ? AND deleted_at IS NULL AND version > ?

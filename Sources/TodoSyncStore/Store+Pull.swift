@@ -117,9 +117,13 @@ extension Store {
 
                 // Step 1: where does the page end? The `limit` lowest versions across the kinds.
                 let bounds: [DatabaseValue] = [.int(userID), .int(position), .int(skipThrough), .int(Int64(limit + 1))]
+                // The lowest next version of each kind (tags, todos, stats; nil: nothing to send).
+                var firstVersions: [Int64?] = []
                 var versions: [Int64] = []
                 for sql in [SQL.Pull.tagVersions, SQL.Pull.todoVersions, SQL.Pull.dailyStatVersions] {
-                    versions += try db.query(sql, bounds).map { $0.int64(0)! }
+                    let kindVersions = try db.query(sql, bounds).map { $0.int64(0)! }
+                    firstVersions.append(kindVersions.first)
+                    versions += kindVersions
                 }
                 versions.sort()
                 let hasMore = versions.count > limit
@@ -133,10 +137,14 @@ extension Store {
                         skipTombstonesThrough: skipThrough, userID: userID),
                     hasMore: hasMore)
                 if !versions.isEmpty {
+                    // A kind whose lowest next version lies beyond the page has no rows in it: skip its query.
+                    let inPage = firstVersions.map { $0.map { $0 <= lastVersion } ?? false }
                     let range: [DatabaseValue] = [.int(userID), .int(position), .int(lastVersion), .int(skipThrough)]
-                    page.tags = try db.query(SQL.Pull.tagPage, range).map(Tag.init(row:))
-                    try db.forEachRow(SQL.Pull.todoPage, range) { row throws(DatabaseError) in try page.todos.add(row) }
-                    page.dailyStats = try db.query(SQL.Pull.dailyStatPage, range).map(DailyStat.init(row:))
+                    if inPage[0] { page.tags = try db.query(SQL.Pull.tagPage, range).map(Tag.init(row:)) }
+                    if inPage[1] {
+                        try db.forEachRow(SQL.Pull.todoPage, range) { row throws(DatabaseError) in try page.todos.add(row) }
+                    }
+                    if inPage[2] { page.dailyStats = try db.query(SQL.Pull.dailyStatPage, range).map(DailyStat.init(row:)) }
                     try addParentTags(to: &page, after: position, userID: userID)
                 }
                 page.todos.close()

@@ -334,6 +334,26 @@ def test_first_pull_pages_carry_renamed_parent_tags(client, limit):
     assert server_sets(store) == server_sets(fresh_state(client))
 
 
+def test_page_carries_more_parent_tags_than_one_lookup_batch(client):
+    # 70 tags, one todo on each, then every tag renamed: a first page of the 70 todos refers to 70
+    # tags that all changed after it and are all outside it, more than one parent-tag query
+    # (64 ids) covers, so the page must gather them over two lookups.
+    tags = push(client, [create_tag_op(f"many{i}") for i in range(70)])
+    tag_ids = [r["id"] for r in tags]
+    assert all(r["status"] == "applied" for r in tags)
+    todos = bulk_todos(client, 70, dates=("2031-11-01",), tag_ids=tag_ids)
+    renamed = push(client, [synclib.op("tag", "update", id=t, data={"name": f"renamed{t}"}) for t in tag_ids])
+    assert all(r["status"] == "applied" for r in renamed), renamed
+    body = pull(client, limit=70)
+    page_todos = body["changes"]["todos"]["upserted"]
+    assert sorted(t["id"] for t in page_todos) == sorted(t["id"] for t in todos)
+    page_tags = {t["id"]: t for t in body["changes"]["tags"]["upserted"]}
+    assert set(page_tags) == set(tag_ids), "every referenced tag travels with the page"
+    assert all(page_tags[t]["name"] == f"renamed{t}" for t in tag_ids)
+    versions = [t["version"] for t in body["changes"]["tags"]["upserted"]]
+    assert versions == sorted(versions), "parent tags are listed by version"
+
+
 def test_incremental_page_carries_changed_parent_tag(client):
     tag = client.create_tag(name="before")
     other = client.create_tag(name="other")
