@@ -18,7 +18,7 @@
 #   BENCH_INCREMENTAL_USERS [20*]    users for the incremental pull (100 changes, then pull)
 #   BENCH_PUSH_OPS [100]             operations per push in the push phase
 #   BENCH_MIXED_PUSH_OPS [10]        operations per push in the mixed phase
-#   BENCH_WORKERS [32]               responder worker threads (TODOSYNC_WORKERS)
+#   BENCH_WORKERS [8]                responder worker threads (TODOSYNC_WORKERS; the stack's default on 2 cores)
 #   BENCH_RESPONDERS [1]             responder processes (TODOSYNC_RESPONDERS)
 #   BENCH_NGINX_WORKERS [2]          nginx worker processes
 #   BENCH_HTTP_PORT [19080]  BENCH_HTTPS_PORT [19443]
@@ -52,7 +52,7 @@ fi
 : "${BENCH_CONNECTIONS:=32}" "${BENCH_THREADS:=2}"
 : "${BENCH_PULL_USERS:=20}" "${BENCH_INCREMENTAL_USERS:=20}"
 : "${BENCH_PUSH_OPS:=100}" "${BENCH_MIXED_PUSH_OPS:=10}"
-: "${BENCH_WORKERS:=32}" "${BENCH_RESPONDERS:=1}" "${BENCH_NGINX_WORKERS:=2}"
+: "${BENCH_WORKERS:=8}" "${BENCH_RESPONDERS:=1}" "${BENCH_NGINX_WORKERS:=2}"
 : "${BENCH_HTTP_PORT:=19080}" "${BENCH_HTTPS_PORT:=19443}"
 : "${BENCH_STATE_DIR:=.state/bench}"
 : "${BENCH_MARIADB_ARGS:=--innodb-buffer-pool-size=1G --innodb-log-file-size=512M}"
