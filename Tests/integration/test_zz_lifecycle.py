@@ -26,6 +26,7 @@ import signal
 import threading
 import time
 
+import pytest
 import requests
 
 import tsapi
@@ -207,3 +208,38 @@ def test_sigterm_finishes_in_flight_request_then_exits(stack_cmd):
         tsapi.wait_healthy(30)
     new_pids = tsapi.responder_pids()
     assert new_pids and not (new_pids & pids), (pids, new_pids)
+
+
+def test_responder_dying_mid_body_never_looks_like_a_complete_response(stack_cmd):
+    # `/healthz?die_mid_body_ms=N` (test hook) answers 200 with a 64 MiB JSON body and SIGKILLs its
+    # own responder N ms later, while the body is still being written. The client must see the
+    # response break off (an incomplete chunked/gzip stream or a 5xx), never a 200 that ends
+    # cleanly with cut JSON: a phone would take a cut pull page for the whole page.
+    # (With `fastcgi_keep_conn off`, nginx took the socket closing for the end of the response.)
+    for attempt in range(3):
+        tsapi.wait_healthy(30)
+        before = tsapi.responder_pids()
+        outcome = ""
+        try:
+            r = requests.get(tsapi.BASE_URL + "/healthz", params={"die_mid_body_ms": 30}, timeout=60)
+            if r.status_code == 200:
+                try:
+                    body = r.json()
+                except ValueError:
+                    pytest.fail(f"attempt {attempt}: a cut body arrived as a complete 200 ({len(r.content)} bytes)")
+                # The whole 64 MiB made it before the kill: the hook was too slow to cut it.
+                assert len(body.get("padding", "")) > 60_000_000, short(r)
+                outcome = "complete"
+            else:
+                assert r.status_code >= 500, short(r)
+                outcome = f"status {r.status_code}"
+        except requests.RequestException as exc:
+            outcome = f"broken off: {type(exc).__name__}"
+        finally:
+            # The hook really killed a responder, and the supervisor replaces it.
+            deadline = time.monotonic() + 15
+            while time.monotonic() < deadline and (tsapi.responder_pids() & before) == before:
+                time.sleep(0.1)
+            assert (tsapi.responder_pids() & before) != before, "die_mid_body_ms hook killed no responder (test hooks off?)"
+            tsapi.wait_healthy(30)
+        assert outcome != "complete", "the body was complete before the kill; raise the hook's body size"

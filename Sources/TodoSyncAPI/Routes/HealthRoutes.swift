@@ -11,6 +11,10 @@ extension Application {
                 usleep(useconds_t(delay * 1000))
             }
             try context.store.ping()
+            if options.enableTestHooks, let delay = context.request.query["die_mid_body_ms"].flatMap(Int.init),
+               (1...1_000).contains(delay) {
+                return Self.dieMidBody(afterMilliseconds: delay)
+            }
             return .json(200, Array(#"{"status":"ok"}"#.utf8))
         }
         // The benchmark's FastCGI ceiling: a route that touches no database. nginx routes only
@@ -19,5 +23,24 @@ extension Application {
         router.add("GET", "/__bench/fastcgi") { _ in
             .json(200, Array(#"{"status":"ok"}"#.utf8))
         }
+    }
+
+    /// Test hook: a 64 MiB JSON body, and the process killed (SIGKILL, like a crash) `milliseconds`
+    /// after the handler returns, while the body is still being written. Proves that nginx never
+    /// passes a response cut short by a dying responder to the client as a complete one.
+    private static func dieMidBody(afterMilliseconds milliseconds: Int) -> HTTPResponse {
+        let padding = 64 * 1024 * 1024
+        var body = [UInt8](repeating: UInt8(ascii: "x"), count: padding)
+        body.replaceSubrange(0..<12, with: Array(#"{"padding":""#.utf8))
+        body.replaceSubrange((padding - 2)..<padding, with: Array(#""}"#.utf8))
+        var thread = pthread_t()
+        let context = UnsafeMutableRawPointer(bitPattern: milliseconds)
+        pthread_create(&thread, nil, { argument in
+            usleep(useconds_t(Int(bitPattern: argument) * 1000))
+            kill(getpid(), SIGKILL)
+            return nil
+        }, context)
+        pthread_detach(thread)
+        return .json(200, body)
     }
 }
