@@ -11,6 +11,7 @@ extension Connection {
         _ work: (Statement) throws(DatabaseError) -> R
     ) throws(DatabaseError) -> R {
         assertConfined()
+        precondition(!isStreamingRows, "a forEachRow callback ran a statement on its own connection")
         if case .doomed(let error) = transaction { throw error }
         let inTransaction: Bool
         if case .active = transaction { inTransaction = true } else { inTransaction = false }

@@ -48,16 +48,27 @@ extension Connection {
 
     /// Runs a statement and calls `body` with each row while it sits in the bind buffers, without
     /// building ``Row``s: for hot read paths that write rows straight into a response. Returns the
-    /// number of rows. Retried on a new connection like ``query(_:_:)``, but only while `body`
-    /// has not been called yet. If `body` throws, the remaining rows are read and dropped and the
-    /// error is rethrown.
+    /// number of rows. If `body` throws, the remaining rows are read and dropped and the error is
+    /// rethrown. `body` must not run statements on this connection.
+    ///
+    /// Retried on a new connection like ``query(_:_:)`` when the connection is lost, but once rows
+    /// have reached `body` only if `restart` is given: it is called first and must undo what
+    /// `body` did with them (the rows then arrive again from the first).
     @discardableResult
     public func forEachRow(
-        _ sql: String, _ parameters: [DatabaseValue] = [], _ body: (RowCursor) throws(DatabaseError) -> Void
+        _ sql: String, _ parameters: [DatabaseValue] = [], restart: (() -> Void)? = nil,
+        _ body: (RowCursor) throws(DatabaseError) -> Void
     ) throws -> Int {
         var delivered = false
-        return try withStatement(sql, isQuery: true, mayRepeat: { !delivered }) { statement throws(DatabaseError) in
+        return try withStatement(sql, isQuery: true, mayRepeat: { !delivered || restart != nil }) {
+            statement throws(DatabaseError) in
+            if delivered {
+                restart?()
+                delivered = false
+            }
             try statement.execute(parameters)
+            isStreamingRows = true
+            defer { isStreamingRows = false }
             let (_, rows) = try statement.readResults(rowLimit: .max) { bindings throws(DatabaseError) in
                 delivered = true
                 try body(RowCursor(bindings: bindings, statement: statement.handle, sql: statement.sql))

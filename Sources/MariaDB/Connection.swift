@@ -42,6 +42,9 @@ public final class Connection {
     static let quickFailureNanoseconds: UInt64 = 1_000_000_000
     /// Statement-cache clock, for least-recently-used eviction.
     var useTick: UInt64 = 0
+    /// True while `forEachRow` hands rows to its callback: the connection is mid-result and must
+    /// not run anything else.
+    var isStreamingRows = false
     /// Monotonic time of the last successful exchange with the server.
     var lastActivity: UInt64 = 0
 

@@ -75,6 +75,9 @@ final class ResultBindings {
     private let lengths: UnsafeMutablePointer<UInt>
     private let nulls: UnsafeMutablePointer<my_bool>
     private let errors: UnsafeMutablePointer<my_bool>
+    /// Advanced before every row handed to a `forEachRow` callback and once after the last: a
+    /// ``RowCursor`` is valid only while this still equals the value it was made with.
+    var rowGeneration: UInt64 = 0
     /// Size wanted for the next execution after a truncation, per column (0: no change).
     private var wantedCapacity: [Int]
     /// Scratch bind for `mysql_stmt_fetch_column`.

@@ -45,8 +45,8 @@ final class Statement {
         mysql_stmt_close(handle)
     }
 
-    /// Binds `values` and executes. The result set, if any, must then be read with
-    /// ``readResults(into:rowLimit:)`` before the connection runs anything else.
+    /// Binds `values` and executes. The result set, if any, must then be read with one of the
+    /// `readResults` methods before the connection runs anything else.
     func execute(_ values: [DatabaseValue]) throws(DatabaseError) {
         guard values.count == parameterCount else {
             throw DatabaseError.client(
@@ -142,9 +142,18 @@ final class Statement {
             let status = mysql_stmt_fetch(handle)
             if status == MYSQL_NO_DATA { break }
             if status != 0 && status != MYSQL_DATA_TRUNCATED {
-                throw DatabaseError.lastError(of: handle, sql: sql)
+                let error = DatabaseError.lastError(of: handle, sql: sql)
+                // A session killed (or a socket broken) while rows stream in surfaces here as a bare
+                // "unknown error": the protocol state is lost, so report it as the lost connection
+                // it is, and the connection is rebuilt (and a read retried where allowed).
+                if error.code == UInt32(CR_UNKNOWN_ERROR) {
+                    throw DatabaseError.client(
+                        UInt32(CR_SERVER_LOST), "Lost connection while reading a result (\(error.message))", sql: sql)
+                }
+                throw error
             }
             if rows < rowLimit && rowFailure == nil {
+                bindings.rowGeneration &+= 1
                 do throws(DatabaseError) {
                     try onRow(bindings)
                 } catch {
@@ -154,6 +163,7 @@ final class Statement {
             }
             rows += 1
         }
+        bindings.rowGeneration &+= 1  // cursors on the last row are dead from here
         if let rowFailure { throw rowFailure }
         return rows
     }

@@ -22,6 +22,8 @@ enum RowJSON {
         }
     }
 
+    /// A text column as a JSON string. Its bytes are copied as they are: the session is utf8mb4
+    /// in strict mode, so text columns only ever hold valid UTF-8 (use it for text columns only).
     static func appendText(_ row: RowCursor, _ column: Int, to bytes: inout [UInt8]) throws(DatabaseError) {
         let written = try row.withBytes(column) { utf8 in JSONWriter.appendQuoted(utf8: utf8, to: &bytes) }
         if !written { JSONWriter.appendLiteral("null", to: &bytes) }

@@ -82,6 +82,34 @@ extension Store {
         guard try authenticate(token: token) != nil else { throw APIError.unauthorized }
     }
 
+    /// `{"items": [...]}` from a token-joined list read (`SQL.tokenJoin`; `parameters` follow the
+    /// token's), each row written by `write` straight from the bind buffers. 401 when the read
+    /// finds nothing and the token is bad. A connection lost mid-result is retried from scratch.
+    func itemsBodyOfTokenRead(
+        _ sql: String, token: String, _ parameters: [DatabaseValue],
+        write: (RowCursor, inout JSONWriter) throws(DatabaseError) -> Void
+    ) throws -> [UInt8] {
+        try guarded {
+            func emptyArray() -> JSONWriter {
+                var items = JSONWriter(reservingCapacity: 8192)
+                items.beginArray()
+                return items
+            }
+            var items = emptyArray()
+            let rows = try db.forEachRow(sql, tokenParameters(token) + parameters, restart: { items = emptyArray() }) {
+                row throws(DatabaseError) in try write(row, &items)
+            }
+            items.endArray()
+            if rows == 0 { try requireValidToken(token) }
+            var body = JSONWriter(reservingCapacity: items.bytes.count + 16)
+            body.beginObject()
+            body.key("items")
+            body.raw(items.bytes)
+            body.endObject()
+            return body.bytes
+        }
+    }
+
     private func insertToken(_ token: String, userID: Int64, now: Timestamp) throws {
         try db.execute(SQL.Tokens.insert, [
             .blob(BearerToken.hash(token)), .int(userID), .timestamp(now),

@@ -11,17 +11,8 @@ extension Store {
     /// `token`'s user from `from` to `to`, by date, written straight from the rows. 401 when the
     /// token is unknown, revoked or expired.
     public func dailyStatsBody(token: String, from: Day, to: Day) throws -> [UInt8] {
-        try guarded {
-            var rows = 0
-            let body = try itemsBody(reservingCapacity: 16384) { (writer: inout JSONWriter) throws in
-                rows = try db.forEachRow(
-                    SQL.DailyStats.liveInRangeForToken, tokenParameters(token) + [.day(from), .day(to)]
-                ) { row throws(DatabaseError) in
-                    try DailyStatRowJSON.write(row, to: &writer)
-                }
-            }
-            if rows == 0 { try requireValidToken(token) }
-            return body
+        try itemsBodyOfTokenRead(SQL.DailyStats.liveInRangeForToken, token: token, [.day(from), .day(to)]) {
+            row, items throws(DatabaseError) in try DailyStatRowJSON.write(row, to: &items)
         }
     }
 }

@@ -11,11 +11,12 @@ public struct PullPage: Sendable {
     public var cursor: SyncCursor
     public var hasMore: Bool
 
-    /// Todos written by `TodoRowJSON`: the `upserted` and `deleted` arrays, each already closed.
+    /// Todos written by `TodoRowJSON` into the `upserted` and `deleted` arrays; `close()` ends
+    /// both once the page is complete (`jsonBody` requires it).
     struct EncodedTodos: Sendable {
         var upserted = JSONWriter(reservingCapacity: 1024)
         var deleted = JSONWriter(reservingCapacity: 256)
-        var count = 0
+        private(set) var isClosed = false
         /// Tags that the live todos refer to, in order of first reference.
         var tagIDs: [Int64] = []
 
@@ -26,7 +27,7 @@ public struct PullPage: Sendable {
 
         /// Adds the todo row `row` to the right array.
         mutating func add(_ row: RowCursor) throws(DatabaseError) {
-            count += 1
+            precondition(!isClosed, "todos added to a closed page")
             if TodoRowJSON.isDeleted(row) {
                 try TodoRowJSON.write(row, asTombstone: true, to: &deleted)
             } else {
@@ -36,13 +37,16 @@ public struct PullPage: Sendable {
         }
 
         mutating func close() {
+            precondition(!isClosed, "page closed twice")
             upserted.endArray()
             deleted.endArray()
+            isClosed = true
         }
     }
 
     /// The contract's pull response body.
     public var jsonBody: [UInt8] {
+        precondition(todos.isClosed, "pull page encoded before its todos were closed")
         var writer = JSONWriter(
             reservingCapacity: 256 + todos.upserted.bytes.count + todos.deleted.bytes.count
                 + (tags.count + dailyStats.count) * 360)

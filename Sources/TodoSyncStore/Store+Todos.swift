@@ -6,17 +6,8 @@ extension Store {
     /// user whose deadlines lie from `from` to `to` inclusive, in the contract's order, written
     /// straight from the rows. 401 when the token is unknown, revoked or expired.
     public func listTodosBody(token: String, from: Day, to: Day) throws -> [UInt8] {
-        try guarded {
-            var rows = 0
-            let body = try itemsBody(reservingCapacity: 8192) { (writer: inout JSONWriter) throws in
-                rows = try db.forEachRow(
-                    SQL.Todos.listLiveInRangeForToken, tokenParameters(token) + [.day(from), .day(to)]
-                ) { row throws(DatabaseError) in
-                    try TodoRowJSON.write(row, to: &writer)
-                }
-            }
-            if rows == 0 { try requireValidToken(token) }
-            return body
+        try itemsBodyOfTokenRead(SQL.Todos.listLiveInRangeForToken, token: token, [.day(from), .day(to)]) {
+            row, items throws(DatabaseError) in try TodoRowJSON.write(row, to: &items)
         }
     }
 

@@ -13,7 +13,7 @@ struct Serve: ParsableCommand {
     @Option(help: "Unix socket to listen on (default: $TODOSYNC_SOCKET or /tmp/todosync.sock).")
     var socket: String?
 
-    @Option(help: "Worker threads, each with its own database connection (default: $TODOSYNC_WORKERS or 4 per CPU core, 8 to 64).")
+    @Option(help: "Worker threads, each with its own database connection (default: $TODOSYNC_WORKERS or 4 per online CPU core, 8 to 64; per responder process).")
     var workers: Int?
 
     @Flag(help: "Enable test-only hooks (GET /healthz?delay_ms=N). Never in production.")

@@ -54,6 +54,57 @@ final class ReconnectTests: XCTestCase {
         XCTAssertEqual(try db.query("SELECT label FROM rc_items ORDER BY id").compactMap { $0.string(0) }, ["one", "two"])
     }
 
+    func testForEachRowIsRetriedWhenTheConnectionWasLostBeforeAnyRow() throws {
+        for label in ["a", "b", "c"] { try db.execute("INSERT INTO rc_items (label) VALUES (?)", [.text(label)]) }
+        let select = "SELECT label FROM rc_items ORDER BY id"
+        XCTAssertEqual(try db.forEachRow(select) { _ throws(DatabaseError) in }, 3)
+        try kill(db)
+        var labels: [String] = []
+        let count = try db.forEachRow(select) { row throws(DatabaseError) in
+            if case .text(let label) = try row.value(0) { labels.append(label) }
+        }
+        XCTAssertEqual(count, 3)
+        XCTAssertEqual(labels, ["a", "b", "c"], "each row once, on the new connection")
+    }
+
+    /// A result far bigger than the socket buffers, so that killing the session after the first
+    /// row leaves the client mid-stream.
+    private let bigResult = "SELECT seq, REPEAT('x', 1000) FROM seq_1_to_20000"
+
+    func testForEachRowIsNotRepeatedOnceRowsWereHandedOut() throws {
+        let id = try XCTUnwrap(db.connectionID)
+        var firstRows = 0, rows = 0
+        XCTAssertThrowsError(
+            try db.forEachRow(bigResult) { row throws(DatabaseError) in
+                if try row.int64(0) == 1 {
+                    firstRows += 1
+                    _ = try? admin.execute("KILL \(id)")
+                }
+                rows += 1
+            }
+        ) { error in
+            XCTAssertTrue((error as? DatabaseError)?.isConnectionError == true, "\(error)")
+        }
+        XCTAssertEqual(firstRows, 1, "the rows were not handed out a second time")
+        XCTAssertLessThan(rows, 20_000, "the kill cut the result short")
+        XCTAssertEqual(try db.queryOne("SELECT 1")?.int64(0), 1, "the connection recovers for the next statement")
+    }
+
+    func testForEachRowWithRestartStartsOverOnANewConnection() throws {
+        var killed = false, restarts = 0, rows = 0
+        let count = try db.forEachRow(bigResult, restart: { restarts += 1; rows = 0 }) { row throws(DatabaseError) in
+            if !killed, try row.int64(0) == 1, let id = db.connectionID {
+                killed = true
+                _ = try? admin.execute("KILL \(id)")
+            }
+            rows += 1
+        }
+        XCTAssertTrue(killed)
+        XCTAssertEqual(restarts, 1)
+        XCTAssertEqual(count, 20_000)
+        XCTAssertEqual(rows, 20_000, "after the restart every row arrived exactly once")
+    }
+
     func testIdleConnectionIsValidatedBeforeAWrite() throws {
         let configuration = try TestDatabase.configuration(validateAfterIdleSeconds: 1)
         let db = Connection(configuration: configuration)

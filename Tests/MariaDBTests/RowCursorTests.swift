@@ -26,7 +26,9 @@ final class RowCursorTests: XCTestCase {
     private let select = "SELECT id, i64, u64, flag, vc, lt, vb, dec_col, d, dt3 FROM row_cursor ORDER BY id"
 
     func testValuesReadInPlaceMatchTheRowPath() throws {
-        let long = String(repeating: "긴 텍스트 🚀 ", count: 3_000)  // far beyond the bind buffer
+        // Beyond the initial bind buffer and beyond the 64 KiB buffers grow to: every execution
+        // takes the fetch-the-whole-value path for it.
+        let long = String(repeating: "긴 텍스트 🚀 ", count: 5_000)
         try db.execute(
             "INSERT INTO row_cursor VALUES (1, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [.int(-42), .text("18446744073709551615"), .int(1), .text(#"a "quoted" \ value"#), .text(long),
@@ -34,8 +36,11 @@ final class RowCursorTests: XCTestCase {
         try db.execute("INSERT INTO row_cursor (id) VALUES (2)")
         try db.execute("INSERT INTO row_cursor (id, lt) VALUES (3, 'short')")
 
-        for _ in 0..<2 {  // first with initial buffers, then with the grown ones
-            let rows = try db.query(select)
+        // The reference rows come from different SQL text (another prepared statement), so the
+        // first forEachRow runs on fresh, initial-size buffers; the second on grown ones.
+        let rows = try db.query(select + " -- reference")
+        XCTAssertGreaterThan(long.utf8.count, 64 * 1024)
+        for _ in 0..<2 {
             var seen = 0
             let count = try db.forEachRow(select) { cursor throws(DatabaseError) in
                 let row = rows[seen]

@@ -381,3 +381,25 @@ def test_no_password_or_token_stored_in_clear(db):
         if m:
             mem, t = int(m.group(1)), int(m.group(2))
             assert mem >= 7168 and mem * t >= 35840, f"Argon2 parameters below OWASP minimum: {phc[:60]}"
+
+
+def test_list_reads_check_the_token_before_their_input():
+    # GET /todos and GET /daily-stats check the token inside their own query; a bad token must
+    # still win over bad input (401, not 400), and a good token with bad input is a 400.
+    api = tsapi.new_user()
+    api.create_todo(deadline="2030-06-15")
+    revoked = Api(api.token)
+    assert revoked.post("/auth/logout").status_code == 204
+    bad_inputs = [("/todos", {"date": "2030-13-01"}), ("/todos", {"from": "2030-06-02", "to": "2030-06-01"}),
+                  ("/todos", {}), ("/daily-stats", {"month": "2030-6"}), ("/daily-stats", {})]
+    good_inputs = [("/todos", {"date": "2030-06-15"}), ("/todos", {"date": "2030-06-16"}),
+                   ("/daily-stats", {"month": "2030-06"}), ("/daily-stats", {"month": "2030-07"})]
+    fresh = tsapi.new_user()
+    for path, params in bad_inputs + good_inputs:
+        for who in (revoked, Api(None), Api("not-a-token")):
+            assert_error(who.get(path, params=params), 401, "unauthorized")
+    for path, params in bad_inputs:
+        assert_error(fresh.get(path, params=params), 400)
+    for path, params in good_inputs:
+        r = fresh.get(path, params=params)
+        assert r.status_code == 200 and r.json() == {"items": []}, tsapi.short(r)

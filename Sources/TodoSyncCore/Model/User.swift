@@ -36,20 +36,11 @@ public struct Session: Sendable {
 
 /// `{"items": [...]}` for any record type.
 public func itemsBody<T>(_ items: [T], write: (T, inout JSONWriter) -> Void) -> [UInt8] {
-    itemsBody(reservingCapacity: 64 + items.count * 320) { writer in
-        for item in items { write(item, &writer) }
-    }
-}
-
-/// `{"items": [...]}` whose items `writeItems` writes, one value each.
-public func itemsBody<Failure: Error>(
-    reservingCapacity capacity: Int, writeItems: (inout JSONWriter) throws(Failure) -> Void
-) throws(Failure) -> [UInt8] {
-    var writer = JSONWriter(reservingCapacity: capacity)
+    var writer = JSONWriter(reservingCapacity: 64 + items.count * 320)
     writer.beginObject()
     writer.key("items")
     writer.beginArray()
-    try writeItems(&writer)
+    for item in items { write(item, &writer) }
     writer.endArray()
     writer.endObject()
     return writer.bytes
