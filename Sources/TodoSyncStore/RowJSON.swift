@@ -5,55 +5,59 @@ import TodoSyncCore
 /// `TodoRowJSON` and `DailyStatRowJSON`).
 enum RowJSON {
     // Each helper writes `null` for NULL; the schema makes the non-nullable columns NOT NULL.
+    // Three column shapes (integer, bytes, date-time), each with the writer of its JSON form.
 
-    static func appendInteger(_ row: RowCursor, _ column: Int, to bytes: inout [UInt8]) throws(DatabaseError) {
-        if let value = try row.int64(column) {
-            JSONWriter.appendDecimal(value, to: &bytes)
-        } else {
-            JSONWriter.appendLiteral("null", to: &bytes)
-        }
+    /// An integer column, written by `write` (a JSON number by default).
+    static func appendInteger(
+        _ row: RowCursor, _ column: Int, to bytes: inout [UInt8],
+        as write: (Int64, inout [UInt8]) -> Void = JSONWriter.appendDecimal
+    ) throws(DatabaseError) {
+        guard let value = try row.int64(column) else { return JSONWriter.appendLiteral("null", to: &bytes) }
+        write(value, &bytes)
     }
 
     static func appendBool(_ row: RowCursor, _ column: Int, to bytes: inout [UInt8]) throws(DatabaseError) {
-        if let value = try row.bool(column) {
-            JSONWriter.appendLiteral(value ? "true" : "false", to: &bytes)
-        } else {
-            JSONWriter.appendLiteral("null", to: &bytes)
+        try appendInteger(row, column, to: &bytes) { value, bytes in
+            JSONWriter.appendLiteral(value != 0 ? "true" : "false", to: &bytes)
         }
+    }
+
+    /// A number stored as hundredths (`productivityNum`, `center`).
+    static func appendHundredths(_ row: RowCursor, _ column: Int, to bytes: inout [UInt8]) throws(DatabaseError) {
+        try appendInteger(row, column, to: &bytes, as: JSONWriter.appendHundredths)
+    }
+
+    /// A text or binary column, its bytes written by `write`.
+    private static func appendBytes(
+        _ row: RowCursor, _ column: Int, to bytes: inout [UInt8], as write: (UnsafeRawBufferPointer, inout [UInt8]) -> Void
+    ) throws(DatabaseError) {
+        let written = try row.withBytes(column) { value in write(value, &bytes) }
+        if !written { JSONWriter.appendLiteral("null", to: &bytes) }
     }
 
     /// A text column as a JSON string. Its bytes are copied as they are: the session is utf8mb4
     /// in strict mode, so text columns only ever hold valid UTF-8 (use it for text columns only).
     static func appendText(_ row: RowCursor, _ column: Int, to bytes: inout [UInt8]) throws(DatabaseError) {
-        let written = try row.withBytes(column) { utf8 in JSONWriter.appendQuoted(utf8: utf8, to: &bytes) }
-        if !written { JSONWriter.appendLiteral("null", to: &bytes) }
+        try appendBytes(row, column, to: &bytes) { utf8, bytes in JSONWriter.appendQuoted(utf8: utf8, to: &bytes) }
     }
 
+    /// A column that holds JSON already (stored canonical), spliced as it is.
+    static func appendStoredJSON(_ row: RowCursor, _ column: Int, to bytes: inout [UInt8]) throws(DatabaseError) {
+        try appendBytes(row, column, to: &bytes) { json, bytes in bytes.append(contentsOf: json) }
+    }
+
+    /// A DATE column as `"YYYY-MM-DD"`.
     static func appendDay(_ row: RowCursor, _ column: Int, to bytes: inout [UInt8]) throws(DatabaseError) {
         guard let date = row.dateTime(column) else { return JSONWriter.appendLiteral("null", to: &bytes) }
         JSONWriter.appendQuotedDay(year: date.year, month: date.month, day: date.day, to: &bytes)
     }
 
+    /// A DATETIME(3) column as RFC 3339 with milliseconds, UTC.
     static func appendTimestamp(_ row: RowCursor, _ column: Int, to bytes: inout [UInt8]) throws(DatabaseError) {
         guard let time = row.dateTime(column) else { return JSONWriter.appendLiteral("null", to: &bytes) }
         JSONWriter.appendQuotedTimestamp(
             year: time.year, month: time.month, day: time.day, hour: time.hour, minute: time.minute,
             second: time.second, millisecond: time.microsecond / 1000, to: &bytes)
-    }
-
-    /// A number stored as hundredths (`productivityNum`, `center`).
-    static func appendHundredths(_ row: RowCursor, _ column: Int, to bytes: inout [UInt8]) throws(DatabaseError) {
-        if let value = try row.int64(column) {
-            JSONWriter.appendHundredths(value, to: &bytes)
-        } else {
-            JSONWriter.appendLiteral("null", to: &bytes)
-        }
-    }
-
-    /// A column that holds JSON already (stored canonical), spliced as it is.
-    static func appendStoredJSON(_ row: RowCursor, _ column: Int, to bytes: inout [UInt8]) throws(DatabaseError) {
-        let written = try row.withBytes(column) { json in bytes.append(contentsOf: json) }
-        if !written { JSONWriter.appendLiteral("null", to: &bytes) }
     }
 
     /// Runs `append` as the next value of `writer`, surfacing its error after the fact (`splice`
