@@ -101,12 +101,16 @@ def test_kill9_responder_under_push_load_loses_and_duplicates_nothing(capsys):
     total = len(devices) * BATCHES
     stop = threading.Event()
     done = threading.Event()
+    kills_done = threading.Event()
     kills: list[dict] = []
     t_start = time.monotonic()
 
     def run_device(dev: rl.PushDevice):
         def run():
-            for b in range(BATCHES):
+            # At least BATCHES batches, and on until every kill has happened: a fast stack must not
+            # finish its load between two kills (each waits for the supervisor's restart).
+            b = 0
+            while b < BATCHES or (not kills_done.is_set() and b < 4 * BATCHES):
                 if stop.is_set():
                     return
                 body = dev.make_batch(BATCH_SIZE)
@@ -114,9 +118,16 @@ def test_kill9_responder_under_push_load_loses_and_duplicates_nothing(capsys):
                 counters.inc("batches_acked")
                 if b % 3 == 2:
                     rl.pull_to_end(dev.api, dev.store, counters, deadline)
+                b += 1
         return run
 
     def killer():
+        try:
+            kill_all()
+        finally:
+            kills_done.set()
+
+    def kill_all():
         for i, frac in enumerate(KILL_AT):
             while counters.get("batches_acked") < frac * total and not stop.is_set() and not done.is_set():
                 time.sleep(0.01)
@@ -165,7 +176,7 @@ def test_kill9_responder_under_push_load_loses_and_duplicates_nothing(capsys):
     c = counters.snapshot()
     rl.report(capsys, "kill -9 under push load",
               clients=len(devices), users=N_USERS, load_s=round(load_s, 1),
-              ops_acked=sum(dev.ops_acked for _, dev in devices), batches=total,
+              ops_acked=sum(dev.ops_acked for _, dev in devices), batches=int(counters.get("batches_acked")),
               responders=len(pids0), kills=len(kills),
               restart_s="/".join(str(k["restart_s"]) for k in kills),
               retried_503=int(c.get("status_503", 0)), conn_errors=int(c.get("conn_errors", 0)),
