@@ -60,6 +60,22 @@ enum RowJSON {
             second: time.second, millisecond: time.microsecond / 1000, to: &bytes)
     }
 
+    /// `"version":…,"createdAt":…,"updatedAt":…,"deletedAt":…}`: the fields every synced record
+    /// ends with (as `JSONWriter.syncFields` writes them), then the record's closing brace.
+    static func appendSyncFieldsAndClose(
+        _ row: RowCursor, version: Int, createdAt: Int, updatedAt: Int, deletedAt: Int, to bytes: inout [UInt8]
+    ) throws(DatabaseError) {
+        JSONWriter.appendLiteral(#""version":"#, to: &bytes)
+        try appendInteger(row, version, to: &bytes)
+        JSONWriter.appendLiteral(#","createdAt":"#, to: &bytes)
+        try appendTimestamp(row, createdAt, to: &bytes)
+        JSONWriter.appendLiteral(#","updatedAt":"#, to: &bytes)
+        try appendTimestamp(row, updatedAt, to: &bytes)
+        JSONWriter.appendLiteral(#","deletedAt":"#, to: &bytes)
+        try appendTimestamp(row, deletedAt, to: &bytes)
+        JSONWriter.appendLiteral("}", to: &bytes)
+    }
+
     /// Runs `append` as the next value of `writer`, surfacing its error after the fact (`splice`
     /// takes a non-throwing closure).
     static func write(
@@ -128,15 +144,10 @@ enum TodoRowJSON {
         try RowJSON.appendDay(row, Column.deadline, to: &bytes)
         JSONWriter.appendLiteral(#","isCompleted":"#, to: &bytes)
         try RowJSON.appendBool(row, Column.isCompleted, to: &bytes)
-        JSONWriter.appendLiteral(#","version":"#, to: &bytes)
-        try RowJSON.appendInteger(row, Column.version, to: &bytes)
-        JSONWriter.appendLiteral(#","createdAt":"#, to: &bytes)
-        try RowJSON.appendTimestamp(row, Column.createdAt, to: &bytes)
-        JSONWriter.appendLiteral(#","updatedAt":"#, to: &bytes)
-        try RowJSON.appendTimestamp(row, Column.updatedAt, to: &bytes)
-        JSONWriter.appendLiteral(#","deletedAt":"#, to: &bytes)
-        try RowJSON.appendTimestamp(row, Column.deletedAt, to: &bytes)
-        JSONWriter.appendLiteral("}", to: &bytes)
+        JSONWriter.appendLiteral(",", to: &bytes)
+        try RowJSON.appendSyncFieldsAndClose(
+            row, version: Column.version, createdAt: Column.createdAt, updatedAt: Column.updatedAt,
+            deletedAt: Column.deletedAt, to: &bytes)
     }
 
     /// Appends the contract's tombstone object: `{"id","clientId","version","deletedAt"}`.
@@ -194,14 +205,9 @@ enum DailyStatRowJSON {
         try RowJSON.appendHundredths(row, Column.centerXHundredths, to: &bytes)
         JSONWriter.appendLiteral(#","y":"#, to: &bytes)
         try RowJSON.appendHundredths(row, Column.centerYHundredths, to: &bytes)
-        JSONWriter.appendLiteral(#"},"version":"#, to: &bytes)
-        try RowJSON.appendInteger(row, Column.version, to: &bytes)
-        JSONWriter.appendLiteral(#","createdAt":"#, to: &bytes)
-        try RowJSON.appendTimestamp(row, Column.createdAt, to: &bytes)
-        JSONWriter.appendLiteral(#","updatedAt":"#, to: &bytes)
-        try RowJSON.appendTimestamp(row, Column.updatedAt, to: &bytes)
-        JSONWriter.appendLiteral(#","deletedAt":"#, to: &bytes)
-        try RowJSON.appendTimestamp(row, Column.deletedAt, to: &bytes)
-        JSONWriter.appendLiteral("}", to: &bytes)
+        JSONWriter.appendLiteral("},", to: &bytes)
+        try RowJSON.appendSyncFieldsAndClose(
+            row, version: Column.version, createdAt: Column.createdAt, updatedAt: Column.updatedAt,
+            deletedAt: Column.deletedAt, to: &bytes)
     }
 }
