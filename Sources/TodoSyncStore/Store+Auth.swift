@@ -90,21 +90,20 @@ extension Store {
         write: (RowCursor, inout JSONWriter) throws(DatabaseError) -> Void
     ) throws -> [UInt8] {
         try guarded {
-            func emptyArray() -> JSONWriter {
-                var items = JSONWriter(reservingCapacity: 8192)
-                items.beginArray()
-                return items
+            /// `{"items":[`, ready for the rows (also the state a restart goes back to).
+            func openBody() -> JSONWriter {
+                var body = JSONWriter(reservingCapacity: 8192)
+                body.beginObject()
+                body.key("items")
+                body.beginArray()
+                return body
             }
-            var items = emptyArray()
-            let rows = try db.forEachRow(sql, tokenParameters(token) + parameters, restart: { items = emptyArray() }) {
-                row throws(DatabaseError) in try write(row, &items)
+            var body = openBody()
+            let rows = try db.forEachRow(sql, tokenParameters(token) + parameters, restart: { body = openBody() }) {
+                row throws(DatabaseError) in try write(row, &body)
             }
-            items.endArray()
             if rows == 0 { try requireValidToken(token) }
-            var body = JSONWriter(reservingCapacity: items.bytes.count + 16)
-            body.beginObject()
-            body.key("items")
-            body.raw(items.bytes)
+            body.endArray()
             body.endObject()
             return body.bytes
         }
