@@ -21,7 +21,6 @@ Assumptions where API.md is silent (a careful REST API's behaviour):
 from __future__ import annotations
 
 import base64
-import binascii
 import re
 
 import pytest
@@ -335,21 +334,6 @@ def test_unauthenticated_write_is_401_before_validation():
 
 # --------------------------------------------------------------------------- storage of secrets
 
-def _token_forms(token: str) -> list[bytes]:
-    forms = [token.encode()]
-    if re.fullmatch(r"[0-9a-fA-F]+", token) and len(token) % 2 == 0:
-        forms.append(bytes.fromhex(token))
-    else:
-        for decoder in (base64.urlsafe_b64decode, base64.b64decode):
-            try:
-                raw = decoder(token + "=" * (-len(token) % 4))
-            except (binascii.Error, ValueError):
-                continue
-            if len(raw) >= 16:
-                forms.append(raw)
-    return forms
-
-
 def test_no_password_or_token_stored_in_clear(db):
     email = unique_email()
     pw = "Cleartext-Canary-" + new_password()
@@ -364,7 +348,7 @@ def test_no_password_or_token_stored_in_clear(db):
         tables.setdefault(t, []).append(c)
     assert tables, "no tables found in database todosync"
 
-    needles = [pw.encode()] + _token_forms(reg["token"]) + _token_forms(logged["token"])
+    needles = [pw.encode()] + tsapi.secret_forms(reg["token"]) + tsapi.secret_forms(logged["token"])
     needles_hex = [n.hex().upper() for n in needles]
     phc_strings: list[str] = []
     for table, columns in tables.items():

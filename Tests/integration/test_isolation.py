@@ -29,8 +29,6 @@ Assumptions where API.md / the README are silent:
 
 from __future__ import annotations
 
-import base64
-import binascii
 import concurrent.futures as cf
 import json
 import os
@@ -254,21 +252,6 @@ def test_logout_revokes_at_once_on_every_route_and_responder(make_client, capsys
 
 # --------------------------------------------------------------------------- secrets at rest
 
-def _forms(secret: str) -> list[bytes]:
-    out = [secret.encode()]
-    if re.fullmatch(r"[0-9a-fA-F]+", secret) and len(secret) % 2 == 0:
-        out.append(bytes.fromhex(secret))
-    for dec in (base64.urlsafe_b64decode, base64.b64decode):
-        try:
-            raw = dec(secret + "=" * (-len(secret) % 4))
-        except (binascii.Error, ValueError):
-            continue
-        if len(raw) >= 16:
-            out.append(raw)
-    out.append(base64.b64encode(secret.encode()))
-    return out
-
-
 def _looks_like_time(hex_value: str) -> bool:
     try:
         text = bytes.fromhex(hex_value).decode("ascii")
@@ -301,7 +284,7 @@ def test_no_secret_in_database_or_logs_and_hashes_are_salted(db, capsys):
         tables.setdefault(t, []).append(c)
     needles = {}
     for s in passwords + tokens:
-        for f in _forms(s):
+        for f in tsapi.secret_forms(s):
             needles[f.hex().upper()] = s[:12] + "…"
     cells = 0
     for table, columns in tables.items():
@@ -327,7 +310,7 @@ def test_no_secret_in_database_or_logs_and_hashes_are_salted(db, capsys):
     scanned = []
     if rl.STATE_DIR and os.path.isdir(os.path.join(rl.STATE_DIR, "log")):
         time.sleep(1.2)  # nginx flushes its access log buffer every second
-        raw_needles = {s: [f for f in _forms(s) if len(f) >= 16] for s in passwords + tokens}
+        raw_needles = {s: [f for f in tsapi.secret_forms(s) if len(f) >= 16] for s in passwords + tokens}
         for p in sorted(Path(rl.STATE_DIR, "log").iterdir()):
             if not p.is_file():
                 continue

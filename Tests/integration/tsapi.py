@@ -12,6 +12,8 @@ Environment (set by scripts/test.sh):
 
 from __future__ import annotations
 
+import base64
+import binascii
 import datetime as _dt
 import gzip
 import json
@@ -545,3 +547,21 @@ def proc_alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def secret_forms(secret: str) -> list[bytes]:
+    """The byte forms a password or token could be stored in without hashing: as text, hex-decoded,
+    base64/base64url-decoded (when that yields 16+ bytes) and base64-encoded; for "no secret in
+    clear" scans of tables and logs."""
+    out = [secret.encode()]
+    if re.fullmatch(r"[0-9a-fA-F]+", secret) and len(secret) % 2 == 0:
+        out.append(bytes.fromhex(secret))
+    for dec in (base64.urlsafe_b64decode, base64.b64decode):
+        try:
+            raw = dec(secret + "=" * (-len(secret) % 4))
+        except (binascii.Error, ValueError):
+            continue
+        if len(raw) >= 16:
+            out.append(raw)
+    out.append(base64.b64encode(secret.encode()))
+    return out
