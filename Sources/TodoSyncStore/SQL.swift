@@ -59,15 +59,16 @@ enum SQL {
             """
         static let isLive = "SELECT 1 FROM tags WHERE id = ? AND user_id = ? AND deleted_at IS NULL"
         static let insert = """
-            INSERT INTO tags (user_id, client_id, client_key, name, color, version, created_at, updated_at)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+            INSERT INTO tags (user_id, client_id, client_key, name, color, version, created_at, updated_at,
+                              changed_by_device)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
             """
         static let update = """
-            UPDATE tags SET name = ?, color = ?, version = ?, updated_at = ?, deleted_at = NULL
+            UPDATE tags SET name = ?, color = ?, version = ?, updated_at = ?, deleted_at = NULL, changed_by_device = ?
              WHERE id = ? AND user_id = ?
             """
         static let softDelete = """
-            UPDATE tags SET deleted_at = ?, updated_at = ?, version = ? WHERE id = ? AND user_id = ?
+            UPDATE tags SET deleted_at = ?, updated_at = ?, version = ?, changed_by_device = ? WHERE id = ? AND user_id = ?
             """
     }
 
@@ -106,23 +107,24 @@ enum SQL {
             """
         static let insert = """
             INSERT INTO todos (user_id, client_id, client_key, title, raw, is_important, is_life, tag_id, difficulty,
-                               estimated_time, deadline, is_completed, version, created_at, updated_at)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                               estimated_time, deadline, is_completed, version, created_at, updated_at, changed_by_device)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
             """
         static let update = """
             UPDATE todos SET title = ?, raw = ?, is_important = ?, is_life = ?, tag_id = ?, difficulty = ?,
                              estimated_time = ?, deadline = ?, is_completed = ?, version = ?, updated_at = ?,
-                             deleted_at = NULL
+                             deleted_at = NULL, changed_by_device = ?
              WHERE id = ? AND user_id = ?
             """
         static let softDelete = """
-            UPDATE todos SET deleted_at = ?, updated_at = ?, version = ? WHERE id = ? AND user_id = ?
+            UPDATE todos SET deleted_at = ?, updated_at = ?, version = ?, changed_by_device = ? WHERE id = ? AND user_id = ?
             """
         static let liveWithTag = """
             SELECT id, deadline FROM todos WHERE user_id = ? AND tag_id = ? AND deleted_at IS NULL ORDER BY id
             """
         static let clearTag = """
-            UPDATE todos SET tag_id = NULL, version = ?, updated_at = ? WHERE id = ? AND user_id = ?
+            UPDATE todos SET tag_id = NULL, version = ?, updated_at = ?, changed_by_device = NULL
+             WHERE id = ? AND user_id = ?
             """
         /// Tombstones keep no tag reference either (no version bump: a tombstone's payload has no tagId).
         static let clearTagOnTombstones = """
@@ -182,12 +184,33 @@ enum SQL {
             """
     }
 
+    enum Epoch {
+        static let current = "SELECT epoch FROM sync_epoch WHERE id = 1"
+        static let renew = "UPDATE sync_epoch SET epoch = ?, renewed_at = ? WHERE id = 1"
+    }
+
+    enum Devices {
+        /// Registers a device of a user, or finds it: either way LAST_INSERT_ID() is its number.
+        static let register = """
+            INSERT INTO sync_devices (user_id, device_key, created_at) VALUES (?, ?, ?)
+                ON DUPLICATE KEY UPDATE id = LAST_INSERT_ID(id)
+            """
+    }
+
     /// Pull, in two steps per kind: the versions of the next `limit + 1` changes (an index-only
     /// scan of (user_id, version, deleted_at)), then the full rows of the page's version range.
     /// Tombstones with versions up to the third parameter are skipped (a first pull does not send
     /// deletions of records the client never received).
     enum Pull {
-        static let syncState = "SELECT change_seq, purged_through FROM users WHERE id = ?"
+        /// The user's sync state, the number of the pulling device (NULL: none, or a device that
+        /// never pushed) and the database's epoch. Parameters: device key ('' without a deviceId),
+        /// user id.
+        static let syncState = """
+            SELECT u.change_seq, u.purged_through, d.id, e.epoch
+              FROM users u JOIN sync_epoch e ON e.id = 1
+              LEFT JOIN sync_devices d ON d.user_id = u.id AND d.device_key = ?
+             WHERE u.id = ?
+            """
 
         static func nextVersions(_ table: String) -> String {
             """
@@ -199,23 +222,28 @@ enum SQL {
         static let todoVersions = nextVersions("todos")
         static let dailyStatVersions = nextVersions("daily_stats")
 
-        static func page(_ table: String, _ columns: String) -> String {
+        /// Rows of the page's version range. Tags and todos leave out what the pulling device
+        /// changed itself (`deviceFilter`, one more parameter: its number, 0 for none); the range
+        /// itself is found without that filter, so paging is the same with or without a deviceId.
+        static func page(_ table: String, _ columns: String, deviceFilter: Bool) -> String {
             """
             SELECT \(columns) FROM \(table) FORCE INDEX (\(table)_user_version_deleted)
-             WHERE user_id = ? AND version > ? AND version <= ? AND (deleted_at IS NULL OR version > ?)
+             WHERE user_id = ? AND version > ? AND version <= ? AND (deleted_at IS NULL OR version > ?)\(
+                deviceFilter ? "\n   AND \(notChangedByDevice)" : "")
              ORDER BY version
             """
         }
-        static let tagPage = page("tags", Tags.columns)
-        static let todoPage = page("todos", Todos.columns)
-        static let dailyStatPage = page("daily_stats", DailyStats.columns)
+        static let notChangedByDevice = "(changed_by_device IS NULL OR changed_by_device <> ?)"
+        static let tagPage = page("tags", Tags.columns, deviceFilter: true)
+        static let todoPage = page("todos", Todos.columns, deviceFilter: true)
+        static let dailyStatPage = page("daily_stats", DailyStats.columns, deviceFilter: false)
 
         /// Parent tags by id, `parentTagBatch` ids per query (unused slots repeat an id): 64, so
         /// that a page referring to a typical user's tags (tens) costs one round trip.
         static let parentTagBatch = 64
         static let parentTags = """
             SELECT \(Tags.columns) FROM tags
-             WHERE user_id = ? AND deleted_at IS NULL AND version > ?
+             WHERE user_id = ? AND deleted_at IS NULL AND version > ? AND \(notChangedByDevice)
                AND id IN (\(Array(repeating: "?", count: parentTagBatch).joined(separator: ", ")))
             """
     }

@@ -105,16 +105,35 @@ extension Store {
     /// single consistent snapshot. Versions are handed out in commit order under the user's lock,
     /// so everything at or below a page's last version is already committed and visible: paging
     /// by version never skips a change that commits meanwhile.
-    public func pull(userID: Int64, cursor: SyncCursor?, limit: Int) throws -> PullPage {
+    ///
+    /// With `deviceID`, tags and todos whose latest change was an operation pushed by that device
+    /// are left out (the device holds them from its push results). The page's version range is
+    /// found without that filter, so paging and `hasMore` are the same with or without it.
+    public func pull(userID: Int64, cursor: SyncCursor?, limit: Int, deviceID: String? = nil) throws -> PullPage {
         try guarded {
             try db.inTransaction {
                 // The first read fixes the snapshot that every query below sees.
-                guard let state = try db.queryOne(SQL.Pull.syncState, [.int(userID)]) else { throw APIError.unauthorized }
+                guard let state = try db.queryOne(SQL.Pull.syncState, [.text(deviceID ?? ""), .int(userID)]) else {
+                    throw APIError.unauthorized
+                }
                 let snapshotVersion = state.int64(0)!
-                // Expired only if a purged tombstone is one this client is still owed: tombstones
-                // up to `skipTombstonesThrough` are never sent on this cursor anyway.
-                if let cursor, max(cursor.position, cursor.skipTombstonesThrough) < state.int64(1)! {
-                    throw APIError.cursorExpired
+                // Device numbers start at 1, so 0 matches no record's device.
+                let device = DatabaseValue.int(deviceID == nil ? 0 : state.int64(2) ?? 0)
+                let epoch = UInt64(bitPattern: state.int64(3)!)
+                if let cursor {
+                    // Another history of the database (a restore, another installation, or a
+                    // cursor from before epochs), or a position this history never reached (a
+                    // restore not followed by `todosync new-epoch`): the changes it stands for are
+                    // not the ones here. Never a silent skip.
+                    guard cursor.epoch == epoch, cursor.position <= snapshotVersion,
+                          cursor.skipTombstonesThrough <= snapshotVersion else {
+                        throw APIError.cursorFromAnotherHistory
+                    }
+                    // Expired if a purged tombstone is one this client is still owed: tombstones
+                    // up to `skipTombstonesThrough` are never sent on this cursor anyway.
+                    if max(cursor.position, cursor.skipTombstonesThrough) < state.int64(1)! {
+                        throw APIError.cursorExpired
+                    }
                 }
                 let position = cursor?.position ?? 0
                 let skipThrough = cursor?.skipTombstonesThrough ?? snapshotVersion
@@ -138,18 +157,20 @@ extension Store {
                     cursor: SyncCursor(
                         // At the end, jump to the snapshot: what lies between is only skipped tombstones.
                         position: hasMore ? lastVersion : max(lastVersion, snapshotVersion),
-                        skipTombstonesThrough: skipThrough, userID: userID),
+                        skipTombstonesThrough: skipThrough, userID: userID, epoch: epoch),
                     hasMore: hasMore)
                 if !versions.isEmpty {
                     // A kind whose lowest next version lies beyond the page has no rows in it: skip its query.
                     let inPage = firstVersions.map { $0.map { $0 <= lastVersion } ?? false }
                     let range: [DatabaseValue] = [.int(userID), .int(position), .int(lastVersion), .int(skipThrough)]
-                    if inPage[0] { page.tags = try db.query(SQL.Pull.tagPage, range).map(Tag.init(row:)) }
+                    if inPage[0] { page.tags = try db.query(SQL.Pull.tagPage, range + [device]).map(Tag.init(row:)) }
                     if inPage[1] {
-                        try db.forEachRow(SQL.Pull.todoPage, range) { row throws(DatabaseError) in try page.todos.add(row) }
+                        try db.forEachRow(SQL.Pull.todoPage, range + [device]) { row throws(DatabaseError) in
+                            try page.todos.add(row)
+                        }
                     }
                     if inPage[2] { page.dailyStats = try db.query(SQL.Pull.dailyStatPage, range).map(DailyStat.init(row:)) }
-                    try addParentTags(to: &page, after: position, userID: userID)
+                    try addParentTags(to: &page, after: position, userID: userID, device: device)
                 }
                 page.todos.close()
                 return page
@@ -160,7 +181,9 @@ extension Store {
     /// Makes the page referentially complete: a tag that a todo or stat in the page refers to and
     /// that changed after the page's start (so the client may not have it yet) is sent with it.
     /// Tags at or below the start were sent earlier in this pull or were unchanged since it began.
-    private func addParentTags(to page: inout PullPage, after position: Int64, userID: Int64) throws {
+    /// A tag the pulling device changed itself is held by it already (`device`, 0 for none).
+    private func addParentTags(to page: inout PullPage, after position: Int64, userID: Int64,
+                               device: DatabaseValue) throws {
         var present = Set(page.tags.map(\.id))
         var needed: [Int64] = []
         for tagID in page.todos.tagIDs where present.insert(tagID).inserted { needed.append(tagID) }
@@ -172,7 +195,8 @@ extension Store {
         for start in stride(from: 0, to: needed.count, by: batch) {
             let ids = Array(needed[start..<min(start + batch, needed.count)])
             let slots = (0..<batch).map { DatabaseValue.int(ids[min($0, ids.count - 1)]) }
-            page.tags += try db.query(SQL.Pull.parentTags, [.int(userID), .int(position)] + slots).map(Tag.init(row:))
+            page.tags += try db.query(SQL.Pull.parentTags, [.int(userID), .int(position), device] + slots)
+                .map(Tag.init(row:))
         }
         page.tags.sort { $0.version < $1.version }
     }

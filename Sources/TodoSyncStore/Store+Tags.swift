@@ -27,7 +27,7 @@ extension Store {
         let now = transaction.now
         let inserted = try db.execute(SQL.Tags.insert, [
             .int(transaction.userID), .optionalText(draft.clientID), .optionalText(clientKey), .text(draft.name),
-            .text(draft.color), .int(version), .timestamp(now), .timestamp(now),
+            .text(draft.color), .int(version), .timestamp(now), .timestamp(now), .optionalInt(transaction.device),
         ])
         let tag = Tag(id: Int64(inserted.lastInsertID), clientID: draft.clientID, name: draft.name, color: draft.color,
                       version: version, createdAt: now.rfc3339, updatedAt: now.rfc3339, deletedAt: nil)
@@ -53,7 +53,7 @@ extension Store {
         result.updatedAt = transaction.now.rfc3339
         try db.execute(SQL.Tags.update, [
             .text(result.name), .text(result.color), .int(result.version), .timestamp(transaction.now),
-            .int(current.id), .int(transaction.userID),
+            .optionalInt(transaction.device), .int(current.id), .int(transaction.userID),
         ])
         transaction.tagChanged(current.id)
         return result
@@ -85,7 +85,8 @@ extension Store {
         result.updatedAt = now.rfc3339
         result.deletedAt = now.rfc3339
         try db.execute(SQL.Tags.softDelete, [
-            .timestamp(now), .timestamp(now), .int(result.version), .int(current.id), .int(userID),
+            .timestamp(now), .timestamp(now), .int(result.version), .optionalInt(transaction.device), .int(current.id),
+            .int(userID),
         ])
         return result
     }

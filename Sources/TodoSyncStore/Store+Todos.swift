@@ -34,7 +34,7 @@ extension Store {
             .int(userID), .optionalText(draft.clientID), .optionalText(clientKey), .text(draft.title), .text(draft.raw),
             .bool(draft.isImportant), .bool(draft.isLife), .optionalInt(draft.tagID), .int(Int64(draft.difficulty)),
             .int(Int64(draft.estimatedTime)), .day(draft.deadline), .bool(draft.isCompleted), .int(version),
-            .timestamp(now), .timestamp(now),
+            .timestamp(now), .timestamp(now), .optionalInt(transaction.device),
         ])
         transaction.touch(draft.deadline)
         let todo = Todo(
@@ -67,7 +67,7 @@ extension Store {
             .text(result.title), .text(result.raw), .bool(result.isImportant), .bool(result.isLife),
             .optionalInt(result.tagID), .int(Int64(result.difficulty)), .int(Int64(result.estimatedTime)),
             .day(result.deadline), .bool(result.isCompleted), .int(result.version), .timestamp(transaction.now),
-            .int(current.id), .int(transaction.userID),
+            .optionalInt(transaction.device), .int(current.id), .int(transaction.userID),
         ])
         transaction.touch(current.deadline)
         transaction.touch(result.deadline)
@@ -90,7 +90,8 @@ extension Store {
         result.updatedAt = now.rfc3339
         result.deletedAt = now.rfc3339
         try db.execute(SQL.Todos.softDelete, [
-            .timestamp(now), .timestamp(now), .int(result.version), .int(current.id), .int(transaction.userID),
+            .timestamp(now), .timestamp(now), .int(result.version), .optionalInt(transaction.device), .int(current.id),
+            .int(transaction.userID),
         ])
         transaction.touch(current.deadline)
         return result

@@ -55,6 +55,9 @@ final class WriteTransaction {
     let userID: Int64
     /// One timestamp for everything this transaction writes.
     let now: Timestamp
+    /// The number of the device whose pushed operations this transaction applies (nil for REST
+    /// writes). Records an operation changes carry it; derived changes never do.
+    var device: Int64?
     /// Dates whose daily stats this transaction may have changed.
     private(set) var touchedDays: Set<Day> = []
     /// The user's change sequence as this transaction has advanced it (stored at `finish()`).

@@ -10,7 +10,7 @@ struct TodoSyncCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "todosync",
         abstract: "TodoSync server: FastCGI responder for the TodoSync HTTP API.",
-        subcommands: [Serve.self, Migrate.self, Purge.self, RecomputeStats.self],
+        subcommands: [Serve.self, Migrate.self, Purge.self, RecomputeStats.self, NewEpoch.self],
         defaultSubcommand: Serve.self)
 }
 
