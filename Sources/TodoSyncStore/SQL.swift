@@ -120,7 +120,7 @@ enum SQL {
             UPDATE todos SET deleted_at = ?, updated_at = ?, version = ?, changed_by_device = ? WHERE id = ? AND user_id = ?
             """
         static let liveWithTag = """
-            SELECT id, deadline FROM todos WHERE user_id = ? AND tag_id = ? AND deleted_at IS NULL ORDER BY id
+            SELECT \(columns) FROM todos WHERE user_id = ? AND tag_id = ? AND deleted_at IS NULL ORDER BY id
             """
         static let clearTag = """
             UPDATE todos SET tag_id = NULL, version = ?, updated_at = ?, changed_by_device = NULL
@@ -197,55 +197,76 @@ enum SQL {
             """
     }
 
-    /// Pull, in two steps per kind: the versions of the next `limit + 1` changes (an index-only
-    /// scan of (user_id, version, deleted_at)), then the full rows of the page's version range.
-    /// Tombstones with versions up to the third parameter are skipped (a first pull does not send
-    /// deletions of records the client never received).
+    /// Pull reads the change feed (`Feed`); this is its per-user state.
     enum Pull {
         /// The user's sync state, the number of the pulling device (NULL: none, or a device that
-        /// never pushed) and the database's epoch. Parameters: device key ('' without a deviceId),
-        /// user id.
+        /// never pushed), the database's epoch, and whether the user's feed still waits for its
+        /// back-fill. Parameters: device key ('' without a deviceId), user id.
         static let syncState = """
-            SELECT u.change_seq, u.purged_through, d.id, e.epoch
+            SELECT u.change_seq, u.purged_through, d.id, e.epoch, q.user_id IS NOT NULL
               FROM users u JOIN sync_epoch e ON e.id = 1
               LEFT JOIN sync_devices d ON d.user_id = u.id AND d.device_key = ?
+              LEFT JOIN sync_feed_backfill q ON q.user_id = u.id
              WHERE u.id = ?
             """
 
-        static func nextVersions(_ table: String) -> String {
+        /// Parent tags are looked up 64 ids per query, so that a page referring to a typical
+        /// user's tags (tens) costs one round trip.
+        static let parentTagBatch = 64
+    }
+
+    /// The change feed (`sync_feed`): see Sql/007_sync_feed.sql.
+    enum Feed {
+        /// Rows written per statement (unused for shorter tails, which use the smaller ones).
+        static let batch = 32
+        static func upsert(rows: Int) -> String {
             """
-            SELECT version FROM \(table) FORCE INDEX (\(table)_user_version_deleted)
-             WHERE user_id = ? AND version > ? AND (deleted_at IS NULL OR version > ?) ORDER BY version LIMIT ?
+            INSERT INTO sync_feed (user_id, version, kind, record_id, deleted_at, device, parent_tags, body)
+            VALUES \(Array(repeating: "(?, ?, ?, ?, ?, ?, ?, ?)", count: rows).joined(separator: ", "))
+                ON DUPLICATE KEY UPDATE version = VALUES(version), deleted_at = VALUES(deleted_at),
+                   device = VALUES(device), parent_tags = VALUES(parent_tags), body = VALUES(body)
             """
         }
-        static let tagVersions = nextVersions("tags")
-        static let todoVersions = nextVersions("todos")
-        static let dailyStatVersions = nextVersions("daily_stats")
+        static let upsertBatch = upsert(rows: batch)
+        static let upsertEight = upsert(rows: 8)
+        static let upsertOne = upsert(rows: 1)
 
-        /// Rows of the page's version range. Tags and todos leave out what the pulling device
-        /// changed itself (`deviceFilter`, one more parameter: its number, 0 for none); the range
-        /// itself is found without that filter, so paging is the same with or without a deviceId.
-        static func page(_ table: String, _ columns: String, deviceFilter: Bool) -> String {
+        /// A pull page: the next `limit + 1` rows after the cursor's position, by version (one
+        /// range read of the clustered index). Tombstones at or below the third parameter are
+        /// skipped (a first pull does not send deletions of records the client never had).
+        /// Columns: version, kind, record_id, device, parent_tags, body, deleted.
+        static let page = """
+            SELECT version, kind, record_id, device, parent_tags, body, deleted_at IS NOT NULL FROM sync_feed
+             WHERE user_id = ? AND version > ? AND (deleted_at IS NULL OR version > ?)
+             ORDER BY version LIMIT ?
             """
-            SELECT \(columns) FROM \(table) FORCE INDEX (\(table)_user_version_deleted)
-             WHERE user_id = ? AND version > ? AND version <= ? AND (deleted_at IS NULL OR version > ?)\(
-                deviceFilter ? "\n   AND \(notChangedByDevice)" : "")
+
+        /// Live parent tags by id that changed after the page's start and that the pulling device
+        /// did not change itself, `Pull.parentTagBatch` ids per query (unused slots repeat an id).
+        /// Parameters: user, position, device (0 for none), ids. Columns: version, body.
+        static let parentTags = """
+            SELECT version, body FROM sync_feed
+             WHERE user_id = ? AND kind = 1 AND version > ? AND deleted_at IS NULL
+               AND (device IS NULL OR device <> ?)
+               AND record_id IN (\(Array(repeating: "?", count: Pull.parentTagBatch).joined(separator: ", ")))
              ORDER BY version
             """
-        }
-        static let notChangedByDevice = "(changed_by_device IS NULL OR changed_by_device <> ?)"
-        static let tagPage = page("tags", Tags.columns, deviceFilter: true)
-        static let todoPage = page("todos", Todos.columns, deviceFilter: true)
-        static let dailyStatPage = page("daily_stats", DailyStats.columns, deviceFilter: false)
 
-        /// Parent tags by id, `parentTagBatch` ids per query (unused slots repeat an id): 64, so
-        /// that a page referring to a typical user's tags (tens) costs one round trip.
-        static let parentTagBatch = 64
-        static let parentTags = """
-            SELECT \(Tags.columns) FROM tags
-             WHERE user_id = ? AND deleted_at IS NULL AND version > ? AND \(notChangedByDevice)
-               AND id IN (\(Array(repeating: "?", count: parentTagBatch).joined(separator: ", ")))
+        /// Every feed row of a user (check-feed). Columns: kind, record_id, version, deleted_at,
+        /// device, parent_tags, body.
+        static let ofUser = """
+            SELECT kind, record_id, version, deleted_at, device, parent_tags, body FROM sync_feed WHERE user_id = ?
             """
+        static let deleteOfUser = "DELETE FROM sync_feed WHERE user_id = ?"
+        static let purgeTombstones = "DELETE FROM sync_feed WHERE deleted_at IS NOT NULL AND deleted_at < ?"
+
+        /// Every record of a user as the tables hold it, for rebuilding and checking the feed.
+        static let tagsOfUser = "SELECT \(Tags.columns), changed_by_device FROM tags WHERE user_id = ?"
+        static let todosOfUser = "SELECT \(Todos.columns), changed_by_device FROM todos WHERE user_id = ?"
+        static let dailyStatsOfUser = "SELECT \(DailyStats.columns) FROM daily_stats WHERE user_id = ?"
+
+        static let backfillQueue = "SELECT user_id FROM sync_feed_backfill ORDER BY user_id LIMIT 1000"
+        static let backfillDone = "DELETE FROM sync_feed_backfill WHERE user_id = ?"
     }
 
     enum Push {

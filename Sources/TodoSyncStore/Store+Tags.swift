@@ -31,6 +31,7 @@ extension Store {
         ])
         let tag = Tag(id: Int64(inserted.lastInsertID), clientID: draft.clientID, name: draft.name, color: draft.color,
                       version: version, createdAt: now.rfc3339, updatedAt: now.rfc3339, deletedAt: nil)
+        transaction.changed(tag)
         return Created(record: tag, isNew: true)
     }
 
@@ -56,6 +57,7 @@ extension Store {
             .optionalInt(transaction.device), .int(current.id), .int(transaction.userID),
         ])
         transaction.tagChanged(current.id)
+        transaction.changed(result)
         return result
     }
 
@@ -75,9 +77,13 @@ extension Store {
         let userID = transaction.userID
         let now = transaction.now
         for row in try db.query(SQL.Todos.liveWithTag, [.int(userID), .int(current.id)]) {
-            let version = transaction.nextVersion()
-            try db.execute(SQL.Todos.clearTag, [.int(version), .timestamp(now), .int(row.int64(0)!), .int(userID)])
-            transaction.touch(Day(row.string(1)!)!)
+            var todo = Todo(row: row)
+            todo.tagID = nil
+            todo.version = transaction.nextVersion()
+            todo.updatedAt = now.rfc3339
+            try db.execute(SQL.Todos.clearTag, [.int(todo.version), .timestamp(now), .int(todo.id), .int(userID)])
+            transaction.touch(todo.deadline)
+            transaction.changed(todo, derived: true)
         }
         try db.execute(SQL.Todos.clearTagOnTombstones, [.int(userID), .int(current.id)])
         var result = current
@@ -88,6 +94,7 @@ extension Store {
             .timestamp(now), .timestamp(now), .int(result.version), .optionalInt(transaction.device), .int(current.id),
             .int(userID),
         ])
+        transaction.changed(result)
         return result
     }
 

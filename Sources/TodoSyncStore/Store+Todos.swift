@@ -42,6 +42,7 @@ extension Store {
             isImportant: draft.isImportant, isLife: draft.isLife, tagID: draft.tagID, difficulty: draft.difficulty,
             estimatedTime: draft.estimatedTime, deadline: draft.deadline, isCompleted: draft.isCompleted,
             version: version, createdAt: now.rfc3339, updatedAt: now.rfc3339, deletedAt: nil)
+        transaction.changed(todo)
         return Created(record: todo, isNew: true)
     }
 
@@ -71,6 +72,7 @@ extension Store {
         ])
         transaction.touch(current.deadline)
         transaction.touch(result.deadline)
+        transaction.changed(result)
         return result
     }
 
@@ -94,6 +96,7 @@ extension Store {
             .int(transaction.userID),
         ])
         transaction.touch(current.deadline)
+        transaction.changed(result)
         return result
     }
 

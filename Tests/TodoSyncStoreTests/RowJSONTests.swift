@@ -67,7 +67,7 @@ final class RowJSONTests: XCTestCase {
     func testEveryRowEncodesLikeTheRecordPath() throws {
         let ids = try seedTodos()
         var checked = 0
-        try db.forEachRow(SQL.Pull.todoPage, [.int(userID), .int(0), .int(Int64.max), .int(0), .int(0)]) { row throws(DatabaseError) in
+        try db.forEachRow(SQL.Feed.todosOfUser, [.int(userID)]) { row throws(DatabaseError) in
             let values = try (0..<row.count).map { (i: Int) throws(DatabaseError) -> DatabaseValue in try row.value(i) }
             let todo = Todo(row: Row(values))
 
@@ -136,7 +136,7 @@ final class RowJSONTests: XCTestCase {
         try store.deleteTodo(userID: userID, id: gone.id, ifMatch: nil)
 
         var checked = 0, tombstones = 0
-        try db.forEachRow(SQL.Pull.dailyStatPage, [.int(userID), .int(0), .int(Int64.max), .int(0)]) { row throws(DatabaseError) in
+        try db.forEachRow(SQL.Feed.dailyStatsOfUser, [.int(userID)]) { row throws(DatabaseError) in
             let values = try (0..<row.count).map { (i: Int) throws(DatabaseError) -> DatabaseValue in try row.value(i) }
             let stat = DailyStat(row: Row(values))
             var expected = JSONWriter()
