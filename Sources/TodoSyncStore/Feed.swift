@@ -82,10 +82,14 @@ struct FeedEntry: Equatable {
 }
 
 /// The feed rows a write transaction has produced, one per record (a record changed twice keeps
-/// its last state), written together before commit.
+/// its last state), written together before commit; with them, the todos' list rows
+/// (`todo_list`, GET /todos), which hold the same rendered JSON.
 struct FeedBatch {
     private(set) var entries: [FeedEntry] = []
     private var positions: [Key: Int] = [:]
+    /// The final state of every todo written, by id, in order of first write.
+    private var todos: [Int64: Todo] = [:]
+    private var todoOrder: [Int64] = []
 
     private struct Key: Hashable {
         let kind: FeedKind
@@ -93,6 +97,12 @@ struct FeedBatch {
     }
 
     var isEmpty: Bool { entries.isEmpty }
+
+    /// A todo's new state: its feed row and its list row.
+    mutating func add(_ todo: Todo, device: Int64?) {
+        add(FeedEntry(todo, device: device))
+        if todos.updateValue(todo, forKey: todo.id) == nil { todoOrder.append(todo.id) }
+    }
 
     mutating func add(_ entry: FeedEntry) {
         let key = Key(kind: entry.kind, id: entry.recordID)
@@ -104,8 +114,27 @@ struct FeedBatch {
         }
     }
 
-    /// Writes the entries, replacing each record's previous row, `SQL.Feed.batch` rows per statement.
-    func write(userID: Int64, to db: Connection) throws {
+    /// Writes the entries, replacing each record's previous row, `SQL.Feed.batch` rows per
+    /// statement; then the todos' list rows (deleted todos leave the list).
+    /// `rebuilding`: the user's list was emptied first, so deleted todos have no row to remove.
+    func write(userID: Int64, to db: Connection, rebuilding: Bool = false) throws {
+        try writeFeed(userID: userID, to: db)
+        for id in todoOrder where todos[id]!.deletedAt != nil && !rebuilding {
+            try db.execute(SQL.TodoList.delete, [.int(userID), .int(id)])
+        }
+        try TodoListRow.write(listRows, userID: userID, to: db)
+    }
+
+    /// The list rows of the live todos written.
+    var listRows: [TodoListRow] {
+        todoOrder.compactMap { id in
+            let todo = todos[id]!
+            guard todo.deletedAt == nil else { return nil }
+            return TodoListRow(todo, body: entries[positions[Key(kind: .todo, id: id)]!].body)
+        }
+    }
+
+    private func writeFeed(userID: Int64, to db: Connection) throws {
         var remaining = entries[...]
         while !remaining.isEmpty {
             let (size, sql) = remaining.count >= SQL.Feed.batch ? (SQL.Feed.batch, SQL.Feed.upsertBatch)
@@ -113,6 +142,52 @@ struct FeedBatch {
             var values: [DatabaseValue] = []
             values.reserveCapacity(size * 8)
             for entry in remaining.prefix(size) { values += entry.values(userID: userID) }
+            try db.execute(sql, values)
+            remaining = remaining.dropFirst(size)
+        }
+    }
+}
+
+/// A live todo's row of `todo_list`: its list-order key and its rendered JSON.
+struct TodoListRow: Equatable {
+    let id: Int64
+    let deadline: Day
+    let isImportant: Bool
+    /// Database text.
+    let createdAt: String
+    let titleKey: [UInt8]
+    let body: [UInt8]
+
+    init(_ todo: Todo, body: [UInt8]) {
+        id = todo.id
+        deadline = todo.deadline
+        isImportant = todo.isImportant
+        createdAt = Timestamp.databaseText(fromRFC3339: todo.createdAt)
+        titleKey = TitleOrder.key(todo.title)
+        self.body = body
+    }
+
+    init(id: Int64, deadline: Day, isImportant: Bool, createdAt: String, titleKey: [UInt8], body: [UInt8]) {
+        self.id = id
+        self.deadline = deadline
+        self.isImportant = isImportant
+        self.createdAt = createdAt
+        self.titleKey = titleKey
+        self.body = body
+    }
+
+    /// Inserts or moves the rows, `SQL.TodoList.batch` per statement.
+    static func write(_ rows: [TodoListRow], userID: Int64, to db: Connection) throws {
+        var remaining = rows[...]
+        while !remaining.isEmpty {
+            let (size, sql) = remaining.count >= SQL.TodoList.batch ? (SQL.TodoList.batch, SQL.TodoList.replaceBatch)
+                : remaining.count >= 8 ? (8, SQL.TodoList.replaceEight) : (1, SQL.TodoList.replaceOne)
+            var values: [DatabaseValue] = []
+            values.reserveCapacity(size * 7)
+            for row in remaining.prefix(size) {
+                values += [.int(userID), .day(row.deadline), .bool(row.isImportant), .text(row.createdAt),
+                           .blob(row.titleKey), .int(row.id), .blob(row.body)]
+            }
             try db.execute(sql, values)
             remaining = remaining.dropFirst(size)
         }

@@ -197,6 +197,36 @@ enum SQL {
             """
     }
 
+    /// The rendered live todos in the contract's list order (Sql/008_todo_list.sql).
+    enum TodoList {
+        static let batch = 32
+        /// Inserts or moves (through the unique (user_id, id) key) a todo's list row.
+        static func replace(rows: Int) -> String {
+            """
+            REPLACE INTO todo_list (user_id, deadline, is_important, created_at, title_key, id, body)
+            VALUES \(Array(repeating: "(?, ?, ?, ?, ?, ?, ?)", count: rows).joined(separator: ", "))
+            """
+        }
+        static let replaceBatch = replace(rows: batch)
+        static let replaceEight = replace(rows: 8)
+        static let replaceOne = replace(rows: 1)
+        static let delete = "DELETE FROM todo_list WHERE user_id = ? AND id = ?"
+        static let deleteOfUser = "DELETE FROM todo_list WHERE user_id = ?"
+        /// The token's user's list rows with deadlines from the third to the fourth parameter, in
+        /// the contract's order: the primary key's order, one range read. Parameters: token hash,
+        /// now, from, to.
+        static let bodiesInRangeForToken = """
+            SELECT l.body FROM \(tokenJoin) todo_list l ON l.user_id = a.user_id
+             WHERE \(tokenCondition) AND l.deadline BETWEEN ? AND ?
+             ORDER BY l.deadline, l.is_important DESC, l.created_at DESC, l.title_key, l.id
+            """
+        /// Every list row of a user (check-feed). Columns: id, deadline, is_important,
+        /// created_at, title_key, body.
+        static let ofUser = """
+            SELECT id, deadline, is_important, created_at, title_key, body FROM todo_list WHERE user_id = ?
+            """
+    }
+
     /// Pull reads the change feed (`Feed`); this is its per-user state.
     enum Pull {
         /// The user's sync state, the number of the pulling device (NULL: none, or a device that

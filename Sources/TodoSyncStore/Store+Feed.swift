@@ -8,17 +8,13 @@ public struct FeedProblem: Sendable, CustomStringConvertible {
 }
 
 extension Store {
-    /// Renders the change feed of one user afresh from the tables, replacing what it held, in one
-    /// transaction under the user's write lock (so it cannot race a write). Versions are kept.
-    /// Returns the number of feed rows written.
+    /// Renders the change feed and the todo list of one user afresh from the tables, replacing
+    /// what they held, in one transaction under the user's write lock (so it cannot race a
+    /// write). Versions are kept. Returns the number of feed rows written.
     @discardableResult
     public func rebuildFeed(userID: Int64) throws -> Int {
         try write(userID: userID) { transaction in
-            try db.execute(SQL.Feed.deleteOfUser, [.int(userID)])
-            var batch = FeedBatch()
-            for entry in try feedFromTables(userID: userID) { batch.add(entry) }
-            try batch.write(userID: userID, to: db)
-            return batch.entries.count
+            try rerender(userID: userID)
         }
     }
 
@@ -33,10 +29,7 @@ extension Store {
             if queued.isEmpty { return done }
             for userID in queued {
                 try write(userID: userID) { transaction in
-                    try db.execute(SQL.Feed.deleteOfUser, [.int(userID)])
-                    var batch = FeedBatch()
-                    for entry in try feedFromTables(userID: userID) { batch.add(entry) }
-                    try batch.write(userID: userID, to: db)
+                    try rerender(userID: userID)
                     try db.execute(SQL.Feed.backfillDone, [.int(userID)])
                 }
                 done += 1
@@ -49,8 +42,9 @@ extension Store {
     public func checkFeed(userID: Int64) throws -> [FeedProblem] {
         try guarded {
             try db.inTransaction {
+                let fromTables = try renderFromTables(userID: userID)
                 var expected: [String: FeedEntry] = [:]
-                for entry in try feedFromTables(userID: userID) { expected[key(entry.kind, entry.recordID)] = entry }
+                for entry in fromTables.entries { expected[key(entry.kind, entry.recordID)] = entry }
                 var problems: [FeedProblem] = []
                 func problem(_ text: String) { problems.append(FeedProblem(userID: userID, description: text)) }
                 for row in try db.query(SQL.Feed.ofUser, [.int(userID)]) {
@@ -75,6 +69,23 @@ extension Store {
                     }
                 }
                 for name in expected.keys.sorted() { problem("\(name): in the tables but not in the feed") }
+
+                var listed = Dictionary(uniqueKeysWithValues: fromTables.listRows.map { ($0.id, $0) })
+                for row in try db.query(SQL.TodoList.ofUser, [.int(userID)]) {
+                    let have = TodoListRow(id: row.int64(0)!, deadline: Day(row.string(1)!)!, isImportant: row.bool(2)!,
+                                           createdAt: row.string(3)!, titleKey: row.bytes(4)!, body: row.bytes(5)!)
+                    guard let want = listed.removeValue(forKey: have.id) else {
+                        problem("todo \(have.id): listed but not a live todo")
+                        continue
+                    }
+                    if have != want {
+                        problem("todo \(have.id): list row \(have.deadline) important \(have.isImportant) "
+                                + "created \(have.createdAt) \(String(decoding: have.body, as: UTF8.self)); tables say "
+                                + "\(want.deadline) important \(want.isImportant) created \(want.createdAt) "
+                                + "\(String(decoding: want.body, as: UTF8.self))")
+                    }
+                }
+                for id in listed.keys.sorted() { problem("todo \(id): live but not listed") }
                 return problems
             }
         }
@@ -82,18 +93,28 @@ extension Store {
 
     private func key(_ kind: FeedKind, _ id: Int64) -> String { "\(kind) \(id)" }
 
-    /// Every record of the user as the tables hold it, rendered as feed rows.
-    private func feedFromTables(userID: Int64) throws -> [FeedEntry] {
-        var entries: [FeedEntry] = []
+    /// Replaces the user's feed and list rows with ones rendered from the tables (in a write).
+    @discardableResult
+    private func rerender(userID: Int64) throws -> Int {
+        try db.execute(SQL.Feed.deleteOfUser, [.int(userID)])
+        try db.execute(SQL.TodoList.deleteOfUser, [.int(userID)])
+        let batch = try renderFromTables(userID: userID)
+        try batch.write(userID: userID, to: db, rebuilding: true)
+        return batch.entries.count
+    }
+
+    /// Every record of the user as the tables hold it, rendered as feed (and list) rows.
+    private func renderFromTables(userID: Int64) throws -> FeedBatch {
+        var batch = FeedBatch()
         for row in try db.query(SQL.Feed.tagsOfUser, [.int(userID)]) {
-            entries.append(FeedEntry(Tag(row: row), device: row.int64(8)))
+            batch.add(FeedEntry(Tag(row: row), device: row.int64(8)))
         }
         for row in try db.query(SQL.Feed.todosOfUser, [.int(userID)]) {
-            entries.append(FeedEntry(Todo(row: row), device: row.int64(15)))
+            batch.add(Todo(row: row), device: row.int64(15))
         }
         for row in try db.query(SQL.Feed.dailyStatsOfUser, [.int(userID)]) {
-            entries.append(FeedEntry(DailyStat(row: row)))
+            batch.add(FeedEntry(DailyStat(row: row)))
         }
-        return entries
+        return batch
     }
 }

@@ -5,9 +5,12 @@ extension Store {
     /// The body of `GET /todos`: `{"items": [...]}` with the live todos of the bearer `token`'s
     /// user whose deadlines lie from `from` to `to` inclusive, in the contract's order, written
     /// straight from the rows. 401 when the token is unknown, revoked or expired.
+    /// The records are `todo_list`'s, rendered at write time: the read copies bytes.
     public func listTodosBody(token: String, from: Day, to: Day) throws -> [UInt8] {
-        try itemsBodyOfTokenRead(SQL.Todos.listLiveInRangeForToken, token: token, [.day(from), .day(to)]) {
-            row, items throws(DatabaseError) in try TodoRowJSON.write(row, to: &items)
+        try itemsBodyOfTokenRead(SQL.TodoList.bodiesInRangeForToken, token: token, [.day(from), .day(to)]) {
+            row, items throws(DatabaseError) in try RowJSON.write(to: &items) { bytes throws(DatabaseError) in
+                try RowJSON.appendStoredJSON(row, 0, to: &bytes)
+            }
         }
     }
 

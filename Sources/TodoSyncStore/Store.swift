@@ -104,7 +104,7 @@ final class WriteTransaction {
     }
 
     func changed(_ todo: Todo, derived: Bool = false) {
-        feed.add(FeedEntry(todo, device: derived ? nil : device))
+        feed.add(todo, device: derived ? nil : device)
     }
 
     func changed(_ stat: DailyStat) {

@@ -120,3 +120,25 @@ final class FieldMergeTests: XCTestCase {
         XCTAssertEqual(FieldValue(json: .string("#facade"), field: "color"), .string("#FACADE"))
     }
 }
+
+final class TitleOrderTests: XCTestCase {
+    private func sorted(_ titles: [String]) -> [String] {
+        titles.sorted { TitleOrder.key($0).lexicographicallyPrecedes(TitleOrder.key($1)) }
+    }
+
+    func testCodePointOrderAfterSimpleLowercasing() {
+        XCTAssertEqual(sorted(["äpfel", "Zebra", "apfel", "Éclair", "eclair", "b"]),
+                       ["apfel", "b", "eclair", "Zebra", "äpfel", "Éclair"])
+        XCTAssertEqual(TitleOrder.key("ABC xyz"), Array("abc xyz".utf8))
+        XCTAssertEqual(TitleOrder.key("ΩMEGA"), Array("ωmega".utf8))
+        XCTAssertEqual(TitleOrder.key("Ǆ"), Array("ǆ".utf8))
+    }
+
+    /// Simple, not full, lowercasing: İ becomes plain i (full: i + combining dot), ß stays ß.
+    func testSimpleMappingsOnly() {
+        XCTAssertEqual(TitleOrder.key("İstanbul"), Array("istanbul".utf8))
+        XCTAssertEqual(TitleOrder.key("ß"), Array("ß".utf8))
+        XCTAssertEqual(TitleOrder.key("ﬃ"), Array("ﬃ".utf8))
+        XCTAssertEqual(TitleOrder.key("😀"), Array("😀".utf8))
+    }
+}

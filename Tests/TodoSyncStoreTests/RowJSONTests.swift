@@ -112,9 +112,16 @@ final class RowJSONTests: XCTestCase {
         XCTAssertEqual(Set(listed), Set(ids[0..<3]))
         XCTAssertEqual(listed.first, ids[1], "the important todo comes first")
 
-        let reference = try db.query(
-            SQL.Todos.listLiveInRangeForToken, store.tokenParameters(token) + [.day(day), .day(day)]
-        ).map(Todo.init(row:))
+        // The list's rows are rendered at write time by the record writer, in the contract's order.
+        let reference = try db.query(SQL.Feed.todosOfUser, [.int(userID)]).map(Todo.init(row:))
+            .filter { $0.deletedAt == nil && $0.deadline == day }
+            .sorted { a, b in
+                if a.isImportant != b.isImportant { return a.isImportant }
+                if a.createdAt != b.createdAt { return a.createdAt > b.createdAt }
+                let (ka, kb) = (TitleOrder.key(a.title), TitleOrder.key(b.title))
+                if ka != kb { return ka.lexicographicallyPrecedes(kb) }
+                return a.id < b.id
+            }
         XCTAssertEqual(body, itemsBody(reference) { $0.write(to: &$1) })
     }
 
