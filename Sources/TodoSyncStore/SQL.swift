@@ -273,13 +273,14 @@ enum SQL {
 
         /// Live parent tags by id that changed after the page's start and that the pulling device
         /// did not change itself, `Pull.parentTagBatch` ids per query (unused slots repeat an id).
-        /// Parameters: user, position, device (0 for none), ids. Columns: version, body.
+        /// Parameters: user, position, device (0 for none), ids. Columns: version, body. By the
+        /// record key: left to itself the optimizer walks the user's whole feed after the position
+        /// on the primary key (measured: 5,440 rows read per page instead of 64 lookups).
         static let parentTags = """
-            SELECT version, body FROM sync_feed
+            SELECT version, body FROM sync_feed FORCE INDEX (sync_feed_record)
              WHERE user_id = ? AND kind = 1 AND version > ? AND deleted_at IS NULL
                AND (device IS NULL OR device <> ?)
                AND record_id IN (\(Array(repeating: "?", count: Pull.parentTagBatch).joined(separator: ", ")))
-             ORDER BY version
             """
 
         /// Every feed row of a user (check-feed). Columns: kind, record_id, version, deleted_at,
