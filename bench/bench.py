@@ -18,6 +18,7 @@ import http.client
 import json
 import os
 import random
+import re
 import resource
 import statistics
 import subprocess
@@ -26,6 +27,7 @@ import threading
 import time
 import urllib.parse
 import uuid
+import zlib
 
 
 def env_int(name, default):
@@ -306,6 +308,34 @@ def full_pull(conn, user_id, cursor=None, limit=None):
             return pages, records, trail, cursor
 
 
+_TAIL = re.compile(rb'"cursor":"([A-Za-z0-9_-]+)","hasMore":(true|false)}\s*$')
+
+
+def full_pull_bytes(conn, user_id):
+    """A whole first pull like `full_pull`, without decoding the pages as JSON: the client's
+    parse of 130 pages would otherwise dominate the figure of a big user's pull on a busy box. The
+    cursor and hasMore come from the page's tail (the contract puts them last in our bodies);
+    records are counted by their one `"version":` member each. Returns (pages, records)."""
+    cursor, pages, records = None, 0, 0
+    while True:
+        path = "/api/v1/sync/pull" + ("?" + urllib.parse.urlencode({"cursor": cursor}) if cursor else "")
+        conn.request("GET", path, headers=headers_for(user_id))
+        response = conn.getresponse()
+        data = response.read()
+        if response.getheader("Content-Encoding") == "gzip":
+            data = gzip.decompress(data)
+        if response.status != 200:
+            raise RuntimeError(f"GET {path} -> {response.status}: {data[:300]!r}")
+        tail = _TAIL.search(data[-300:])
+        if not tail:
+            raise RuntimeError(f"pull page without a cursor/hasMore tail: {data[-300:]!r}")
+        pages += 1
+        records += data.count(b'"version":')
+        cursor = tail.group(1).decode()
+        if tail.group(2) == b"false":
+            return pages, records
+
+
 def push_ops(user_id, count, rng, label):
     """`count` fresh operations: alternating creates and updates of existing todos."""
     ops = []
@@ -466,7 +496,7 @@ class Bench:
             if BIG_USER_RECORDS:
                 for _ in range(3):
                     t0 = time.perf_counter()
-                    _, big_records, _, _ = full_pull(conn, USERS + 1)
+                    _, big_records = full_pull_bytes(conn, USERS + 1)
                     big_times.append(time.perf_counter() - t0)
         conn.close()
         self.write_cursor_files(todo_pages, all_cursors)
@@ -497,6 +527,8 @@ class Bench:
         result["recordsPerPage"] = 500
         result["recordsPerSecond"] = result["rps"] * 500
         self.save("pull_pages", result)
+        if "gzip_levels" not in self.results:
+            self.measure_gzip_levels()
         if PEER_URL:
             log(f"peer: pull pages of 500 todos from positions of the same users ({DURATION} s){self.suffix}")
             result = self.wrk("peer_pull_pages", "pull_pages.lua", peer=True)
@@ -512,6 +544,38 @@ class Bench:
             self.collect_cursors(u, trail, end, todo_pages, all_cursors)
         conn.close()
         self.write_cursor_files(todo_pages, all_cursors)
+
+    def measure_gzip_levels(self):
+        """What nginx's gzip_comp_level costs and saves on our real bodies: 10 pull pages of 500
+        todos and 20 lists by date fetched as identity, each compressed with zlib (the deflate nginx
+        uses, same 32 KiB window) at several levels: size ratio and CPU microseconds per body."""
+        with open(self.pull_cursors_file) as f:
+            cursors = [line.rstrip("\n").split("\t", 1) for line in f if "\t" in line]
+        conn = connection()
+        bodies = {"pull page": [], "todos by date": []}
+        for u, cursor in cursors[:: max(1, len(cursors) // 10)][:10]:
+            conn.request("GET", f"/api/v1/sync/pull?cursor={cursor}", headers={"Authorization": f"Bearer {token_of(int(u))}"})
+            bodies["pull page"].append(conn.getresponse().read())
+        for i in range(20):
+            conn.request("GET", f"/api/v1/todos?date={date_plus(i * 17 % DAYS)}",
+                         headers={"Authorization": f"Bearer {token_of(1 + i * 7 % USERS)}"})
+            bodies["todos by date"].append(conn.getresponse().read())
+        conn.close()
+        result = {}
+        for kind, items in bodies.items():
+            raw = sum(len(b) for b in items)
+            rows = []
+            for level in (1, 2, 4, 6, 9):
+                out, t0 = 0, time.process_time()
+                for b in items:
+                    c = zlib.compressobj(level, zlib.DEFLATED, 16 + 15, 8)
+                    out += len(c.compress(b) + c.flush())
+                rows.append({"level": level, "ratio": out / raw,
+                             "usPerBody": (time.process_time() - t0) / len(items) * 1e6})
+            result[kind] = {"bytesPerBody": raw / len(items), "levels": rows}
+        self.results["gzip_levels"] = result
+        with open(os.path.join(RESULTS, "gzip_levels.json"), "w") as f:
+            json.dump(result, f, indent=2)
 
     def run_incremental_pull(self):
         users = sample_users(INCREMENTAL_USERS)
@@ -709,6 +773,15 @@ def report(bench, stack, uptime_before, uptime_after, seed):
         notes.append(f"first full pull: {x['users']} users, {fmt(x['recordsPerPull'])} records in {fmt(x['pagesPerPull'])} pages each; "
                      f"end to end p50 {x['p50Ms']:.0f} ms, p99 {x['p99Ms']:.0f} ms, max {x['maxMs']:.0f} ms "
                      "(p50/p99 columns above are per whole pull)")
+    if "big_pull" in r:
+        x = r["big_pull"]
+        notes.append(f"big pull: user {USERS + 1}, {x['records']:,} records at the default limit 500, one connection, "
+                     "3 times; the client reads each page's bytes and takes cursor/hasMore from its tail (no JSON "
+                     "decode), so the figure is the server's")
+    if "gzip_levels" in r:
+        for kind, x in r["gzip_levels"].items():
+            notes.append(f"gzip of a {kind} ({x['bytesPerBody'] / 1024:.0f} KiB), zlib level: size / CPU per body: "
+                         + ", ".join(f"{l['level']}: {l['ratio']:.1%} / {l['usPerBody']:,.0f} us" for l in x["levels"]))
     if "incremental_pull" in r:
         x = r["incremental_pull"]
         notes.append(f"incremental pull: {x['users']} users, {fmt(x['recordsPerPull'])} records per pull after a 100-op push "

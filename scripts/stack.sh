@@ -34,6 +34,7 @@
 #   TODOSYNC_NGINX_USER         root         nginx `user` directive, only used when running as root
 #                                            (workers must be able to reach the sockets)
 #   TODOSYNC_AUTH_RATE          100          requests/second per client address on /api/v1/auth/
+#   TODOSYNC_GZIP_LEVEL         1            nginx gzip_comp_level for JSON bodies (chosen by measurement, README)
 #   TODOSYNC_AUTH_BURST         200          burst allowance for the same limit (served without delay)
 #   TODOSYNC_ENABLE_TEST_HOOKS  0            1: pass --enable-test-hooks to `todosync serve`
 #   TODOSYNC_BENCH_LOCATIONS    0            1: add `location = /__bench/nginx` (200 text from nginx)
@@ -97,6 +98,7 @@ fi
 : "${TODOSYNC_NGINX_WORKERS:=2}"
 : "${TODOSYNC_NGINX_USER:=root}"
 : "${TODOSYNC_AUTH_RATE:=100}"
+: "${TODOSYNC_GZIP_LEVEL:=1}"
 : "${TODOSYNC_AUTH_BURST:=200}"
 : "${TODOSYNC_ENABLE_TEST_HOOKS:=0}"
 : "${TODOSYNC_BENCH_LOCATIONS:=0}"
@@ -119,7 +121,7 @@ fi
 CONFIG_VARS=(
     TODOSYNC_STATE_DIR TODOSYNC_SOCKET_DIR TODOSYNC_LISTEN_ADDRESS TODOSYNC_HTTP_PORT
     TODOSYNC_HTTPS_PORT TODOSYNC_RESPONDERS TODOSYNC_WORKERS TODOSYNC_NGINX_WORKERS
-    TODOSYNC_NGINX_USER TODOSYNC_AUTH_RATE TODOSYNC_AUTH_BURST TODOSYNC_ENABLE_TEST_HOOKS
+    TODOSYNC_NGINX_USER TODOSYNC_AUTH_RATE TODOSYNC_AUTH_BURST TODOSYNC_GZIP_LEVEL TODOSYNC_ENABLE_TEST_HOOKS
     TODOSYNC_BENCH_LOCATIONS TODOSYNC_DB_NAME TODOSYNC_DB_USER TODOSYNC_DB_PASSWORD
     TODOSYNC_DB_PORT TODOSYNC_DB_SOCKET TODOSYNC_MARIADB_ARGS TODOSYNC_SQL_DIR
     TODOSYNC_LOG_LEVEL TODOSYNC_BIN TODOSYNC_NGINX_TEMPLATE TODOSYNC_FASTCGI_PARAMS
@@ -133,7 +135,7 @@ abspath() { realpath -m -- "$1"; }
 
 is_uint() { [[ $1 =~ ^[0-9]+$ ]]; }
 for _v in TODOSYNC_HTTP_PORT TODOSYNC_HTTPS_PORT TODOSYNC_RESPONDERS TODOSYNC_WORKERS \
-    TODOSYNC_NGINX_WORKERS TODOSYNC_AUTH_RATE TODOSYNC_AUTH_BURST TODOSYNC_UP_TIMEOUT \
+    TODOSYNC_NGINX_WORKERS TODOSYNC_AUTH_RATE TODOSYNC_AUTH_BURST TODOSYNC_GZIP_LEVEL TODOSYNC_UP_TIMEOUT \
     TODOSYNC_STOP_TIMEOUT; do
     is_uint "${!_v}" || die "$_v must be a non-negative integer (got '${!_v}')"
 done
@@ -716,6 +718,7 @@ render_nginx_conf() {
         [FASTCGI_PARAMS]=$TODOSYNC_FASTCGI_PARAMS
         [UPSTREAM_SERVERS]=${upstream%$'\n'}
         [AUTH_RATE]=$TODOSYNC_AUTH_RATE
+        [GZIP_LEVEL]=$TODOSYNC_GZIP_LEVEL
         [AUTH_BURST]=$TODOSYNC_AUTH_BURST
         [BENCH_LOCATIONS]=${bench%$'\n'}
     )
