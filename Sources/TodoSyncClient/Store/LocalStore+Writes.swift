@@ -32,15 +32,11 @@ extension LocalStore {
         return try pool.write { db in try Outbox.edit(db, .tag, localID: localID, changes: changes) }
     }
 
-    /// Deletes a tag. Its todos lose the tag at once (the server does the same when the delete
-    /// arrives, and sends them back as its own change).
+    /// Deletes a tag. Its todos show no tag at once; the server un-tags them when the delete
+    /// arrives and sends them back as its own change (if the delete conflicts, they keep it).
     @discardableResult
     public func deleteTag(_ localID: Int64) throws -> LocalChange {
-        try pool.write { db in
-            let change = try Outbox.delete(db, .tag, localID: localID)
-            try db.execute(sql: "UPDATE todo SET tagLocalId = NULL WHERE tagLocalId = ?", arguments: [localID])
-            return change
-        }
+        try pool.write { db in try Outbox.delete(db, .tag, localID: localID) }
     }
 
     // MARK: Todos
@@ -99,6 +95,7 @@ extension LocalStore {
             let op = OutboxOperation(row: row)
             try Outbox.revert(db, op)
             try op.settle(db, status: .rejected, errorCode: op.errorCode, errorMessage: op.errorMessage)
+            try Outbox.refreshVisibility(db, op.entity, op.recordLocalID)
         }
     }
 
@@ -249,6 +246,18 @@ enum Outbox {
             op.data["tag"] = .null
             try op.update(db)
         }
+    }
+
+    /// A record is hidden while a delete of it is on its way, or once the server has deleted it
+    /// and no change of this device is still on its way (that change surfaces the conflict).
+    static func refreshVisibility(_ db: Database, _ entity: EntityKind, _ localID: Int64) throws {
+        try db.execute(sql: """
+            UPDATE \(entity.rawValue) SET isDeleted = CASE
+                WHEN EXISTS (SELECT 1 FROM outbox WHERE entity = ? AND recordLocalId = ? AND state IN ('pending', 'sending') AND action = 'delete') THEN 1
+                WHEN deletedAt IS NOT NULL AND NOT EXISTS (SELECT 1 FROM outbox WHERE entity = ? AND recordLocalId = ? AND state IN ('pending', 'sending')) THEN 1
+                ELSE isDeleted END
+            WHERE localId = ?
+            """, arguments: [entity.rawValue, localID, entity.rawValue, localID, localID])
     }
 
     static func isLive(_ db: Database, _ entity: EntityKind, _ localID: Int64) throws -> Bool {

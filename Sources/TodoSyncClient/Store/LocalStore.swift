@@ -202,7 +202,12 @@ public final class LocalStore: Sendable {
 
     // MARK: Row mapping (one place per table)
 
-    static let todoSelect = "SELECT todo.*, tag.id AS tagServerId FROM todo LEFT JOIN tag ON tag.localId = todo.tagLocalId"
+    /// A todo whose tag is deleted (locally, or by the server) shows no tag; the link itself stays
+    /// until the server sends the todo un-tagged, so a tag delete that conflicts loses nothing.
+    static let todoSelect = """
+        SELECT todo.*, tag.id AS tagServerId, tag.isDeleted AS tagIsDeleted
+        FROM todo LEFT JOIN tag ON tag.localId = todo.tagLocalId
+        """
     static let todoOrder = " ORDER BY todo.deadline, todo.isImportant DESC, todo.createdAt DESC, todo.titleKey, todo.id, todo.localId"
 
     static func fetchTodos(_ db: Database, from: Day, to: Day) throws -> [LocalTodo] {
@@ -217,10 +222,11 @@ public final class LocalStore: Sendable {
     }
 
     static func todo(row: Row) -> LocalTodo {
-        LocalTodo(
+        let tagIsLive = (row["tagIsDeleted"] as Bool?) == false
+        return LocalTodo(
             localID: row["localId"], serverID: row["id"], clientID: row["clientId"], title: row["title"], raw: row["raw"],
-            isImportant: row["isImportant"], isLife: row["isLife"], tagLocalID: row["tagLocalId"],
-            tagServerID: row["tagServerId"], difficulty: row["difficulty"], estimatedTime: row["estimatedTime"],
+            isImportant: row["isImportant"], isLife: row["isLife"], tagLocalID: tagIsLive ? row["tagLocalId"] : nil,
+            tagServerID: tagIsLive ? row["tagServerId"] : nil, difficulty: row["difficulty"], estimatedTime: row["estimatedTime"],
             deadline: Day(row["deadline"] as String)!, isCompleted: row["isCompleted"], version: row["version"],
             createdAt: row["createdAt"], updatedAt: row["updatedAt"], deletedAt: row["deletedAt"])
     }

@@ -121,9 +121,6 @@ extension LocalStore {
             UPDATE \(entity.rawValue) SET id = COALESCE(?, id), version = ?, deletedAt = ?, isDeleted = ? WHERE localId = ?
             """).execute(arguments: [tombstone["id"]?.int64Value, tombstone["version"]?.int64Value,
                                      tombstone["deletedAt"]?.stringValue, isDeleted, localID])
-        if entity == .tag && isDeleted {
-            try db.cachedStatement(sql: "UPDATE todo SET tagLocalId = NULL WHERE tagLocalId = ?").execute(arguments: [localID])
-        }
     }
 
     private func findLocal(_ db: Database, _ entity: EntityKind, _ record: JSONObject) throws -> Int64? {

@@ -90,6 +90,7 @@ extension LocalStore {
                 else { continue }
                 let op = OutboxOperation(row: row)
                 try settle(db, op, status: status, result: result, policy: op.policyOverride ?? policy)
+                try Outbox.refreshVisibility(db, op.entity, op.recordLocalID)
                 statuses.append(status)
             }
             return statuses

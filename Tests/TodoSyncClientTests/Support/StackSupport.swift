@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import TodoSyncCore
 import XCTest
 #if canImport(FoundationNetworking)
@@ -195,6 +196,14 @@ class StackTestCase: XCTestCase {
         }
         let todos = try device.store.todos(from: Day("2026-11-01")!, to: Day("2026-12-31")!)
         XCTAssertEqual(todos.count, server.todos.count, "\(device.name): todo count", file: file, line: line)
+        let serverIDs = Set(server.todos.compactMap { $0["id"]?.int64Value })
+        for todo in todos where todo.serverID.map({ !serverIDs.contains($0) }) ?? true {
+            let log = try await device.store.pool.read { db in
+                try Row.fetchAll(db, sql: "SELECT * FROM operationLog WHERE recordLocalId = ? AND entity = 'todo' ORDER BY rowid", arguments: [todo.localID])
+                    .map { "\($0["action"] as String) \($0["status"] as String) \($0["fields"] as String)" }
+            }
+            XCTFail("\(device.name): todo \(todo) is not on the server; its operations: \(log)", file: file, line: line)
+        }
         XCTAssertEqual(todos.map(\.serverID), server.todos.map { $0["id"]?.int64Value }, "\(device.name): same todos in the same order",
                        file: file, line: line)
         for record in server.todos {
