@@ -265,6 +265,7 @@ struct Sync: AsyncParsableCommand {
     @Option(help: "merge, reject, client-wins, or ask (conflicts go to `conflicts`).") var policy: String = "merge"
     @Option(help: "Records per pull page (1 to 1000).") var pageSize: Int = 1000
     @Flag(help: "No progress output.") var quiet = false
+    @Flag(help: "Print how long the sync took (for benchmarks).") var timing = false
 
     func run() async throws {
         guard let conflictPolicy = ConflictStrategy(rawValue: policy) else {
@@ -274,8 +275,10 @@ struct Sync: AsyncParsableCommand {
         let client = try options.client(store)
         let bar = ProgressBar(enabled: !quiet)
         do {
+            let started = Date()
             let report = try await client.sync(policy: conflictPolicy, pageSize: pageSize) { bar.update($0) }
             bar.finish()
+            if timing { print(String(format: "sync_seconds=%.4f", Date().timeIntervalSince(started))) }
             var parts = ["sent \(report.operationsSent) change(s)"]
             let results = report.results.sorted { $0.key.rawValue < $1.key.rawValue }.map { "\($0.value) \($0.key.rawValue)" }
             if !results.isEmpty { parts.append("(" + results.joined(separator: ", ") + ")") }
