@@ -10,6 +10,8 @@
 #   status          show which parts are running
 #   migrate         run `todosync migrate` against the stack's database (MariaDB must be up)
 #   purge [ARGS]    run `todosync purge ARGS` (tombstone retention) against the stack's database
+#   new-epoch       run `todosync new-epoch` (after restoring the database from a backup)
+#   check-feed [ARGS]  run `todosync check-feed ARGS` (the sync change feed equals the tables)
 #   db-stop         stop MariaDB only (for tests)
 #   db-start        start MariaDB again on the same data dir and socket (no re-init)
 #   responder-pids  print the pids of the running responder processes, one per line
@@ -904,6 +906,8 @@ main() {
         status) cmd_status ;;
         migrate) lock_state; cmd_migrate; unlock_state ;;
         purge) cmd_purge "$@" ;;
+        new-epoch) require_bin; "$TODOSYNC_BIN" new-epoch </dev/null 9>&- ;;
+        check-feed) require_bin; "$TODOSYNC_BIN" check-feed "$@" </dev/null 9>&- ;;
         db-start) lock_state; db_start; unlock_state ;;
         db-stop) lock_state; db_stop; unlock_state ;;
         responder-pids) cmd_responder_pids ;;
