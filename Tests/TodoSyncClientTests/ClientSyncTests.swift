@@ -36,6 +36,37 @@ final class ClientSyncTests: StackTestCase {
         XCTAssertEqual(try laptop.store.dailyStat(for: day)?.todoCount, 4)
     }
 
+    /// The contract's title order (simple-lowercased code points), the same on device and server.
+    func testTodosOfADayListInTheServersOrder() async throws {
+        let phone = try await device("phone")
+        for title in ["Zebra", "äpfel", "apfel", "Apfel", "Éclair", "eclair", "İstanbul", "istanbul"] {
+            try phone.store.addTodo(NewTodo(title: title, deadline: day))
+        }
+        try await phone.client.sync()
+        let server = try await serverItems("/api/v1/todos?date=\(day)", token: try phone.token)
+        XCTAssertEqual(try phone.store.todos(on: day).map(\.serverID), server.map { $0["id"]?.int64Value })
+    }
+
+    /// Echo suppression: a device's incremental pull leaves out what it pushed itself, but
+    /// brings the stats the server derived from it and every other device's changes.
+    func testAPullLeavesOutTheDevicesOwnChangesButNotDerivedOnes() async throws {
+        let phone = try await device("phone")
+        let laptop = try await device("laptop")
+        try await phone.client.sync()
+        try phone.store.quickAdd("One\nTwo\nThree", date: day)
+        let own = try await phone.client.sync()
+        XCTAssertEqual(own.results[.applied], 3)
+        XCTAssertEqual(own.recordsPulled, 1, "only the day's stat, which the server derived")
+        XCTAssertEqual(try phone.store.dailyStat(for: day)?.todoCount, 3)
+
+        try laptop.store.addTodo(NewTodo(title: "From the laptop", deadline: day))
+        try await laptop.client.sync()
+        let other = try await phone.client.sync()
+        XCTAssertEqual(other.recordsPulled, 2, "the laptop's todo and the recomputed stat")
+        try await assertEqualsServer(phone)
+        try await assertEqualsServer(laptop)
+    }
+
     // MARK: Conflicts, under each policy
 
     /// Both devices hold the todo; then each edits it offline: the laptop renames it and syncs
