@@ -14,6 +14,8 @@
 #   db-start        start MariaDB again on the same data dir and socket (no re-init)
 #   responder-pids  print the pids of the running responder processes, one per line
 #   env             print the effective configuration as KEY=VALUE lines
+#   nginx-config    render <state>/nginx/nginx.conf (and the TLS certificate) without starting
+#                   anything; prints the config's path
 #
 # Configuration: environment variables, then an optional config file, then defaults. The config
 # file is sourced as shell: TODOSYNC_CONFIG, default <repo>/todosync.env when it exists
@@ -26,6 +28,10 @@
 #   TODOSYNC_LISTEN_ADDRESS     127.0.0.1    IPv4 address nginx listens on
 #   TODOSYNC_HTTP_PORT          8080
 #   TODOSYNC_HTTPS_PORT         8443         self-signed certificate for localhost / 127.0.0.1
+#   TODOSYNC_HTTP_REDIRECT      auto         on: the plain-HTTP listener answers 308 to https://; off:
+#                                            it serves the API; auto: on unless the listen address
+#                                            is loopback (127.0.0.0/8, ::1), so tests and the dev
+#                                            stack keep plain HTTP
 #   TODOSYNC_RESPONDERS         1            number of `todosync serve` processes, each supervised
 #   TODOSYNC_WORKERS            4 x cores    worker threads per responder (--workers), 8..64
 #   TODOSYNC_NGINX_WORKERS      2            nginx worker_processes
@@ -89,6 +95,7 @@ fi
 : "${TODOSYNC_LISTEN_ADDRESS:=127.0.0.1}"
 : "${TODOSYNC_HTTP_PORT:=8080}"
 : "${TODOSYNC_HTTPS_PORT:=8443}"
+: "${TODOSYNC_HTTP_REDIRECT:=auto}"
 : "${TODOSYNC_RESPONDERS:=1}"
 # Four workers per core: on 2 cores, 8 beat 12 and 32 on throughput and tail latency (README).
 : "${TODOSYNC_WORKERS:=$(( $(nproc) * 4 < 8 ? 8 : ($(nproc) * 4 > 64 ? 64 : $(nproc) * 4) ))}"
@@ -116,7 +123,7 @@ fi
 
 CONFIG_VARS=(
     TODOSYNC_STATE_DIR TODOSYNC_SOCKET_DIR TODOSYNC_LISTEN_ADDRESS TODOSYNC_HTTP_PORT
-    TODOSYNC_HTTPS_PORT TODOSYNC_RESPONDERS TODOSYNC_WORKERS TODOSYNC_NGINX_WORKERS
+    TODOSYNC_HTTPS_PORT TODOSYNC_HTTP_REDIRECT TODOSYNC_RESPONDERS TODOSYNC_WORKERS TODOSYNC_NGINX_WORKERS
     TODOSYNC_NGINX_USER TODOSYNC_AUTH_RATE TODOSYNC_AUTH_BURST TODOSYNC_ENABLE_TEST_HOOKS
     TODOSYNC_BENCH_LOCATIONS TODOSYNC_DB_NAME TODOSYNC_DB_USER TODOSYNC_DB_PASSWORD
     TODOSYNC_DB_PORT TODOSYNC_DB_SOCKET TODOSYNC_MARIADB_ARGS TODOSYNC_SQL_DIR
@@ -138,6 +145,10 @@ done
 [[ -z $TODOSYNC_DB_PORT ]] || is_uint "$TODOSYNC_DB_PORT" || die "TODOSYNC_DB_PORT must be a port number"
 ((TODOSYNC_RESPONDERS >= 1)) || die "TODOSYNC_RESPONDERS must be at least 1"
 unset _v
+case $TODOSYNC_HTTP_REDIRECT in
+    auto | on | off) ;;
+    *) die "TODOSYNC_HTTP_REDIRECT must be auto, on or off (got '$TODOSYNC_HTTP_REDIRECT')" ;;
+esac
 
 TODOSYNC_STATE_DIR=$(abspath "$TODOSYNC_STATE_DIR")
 TODOSYNC_SQL_DIR=$(abspath "$TODOSYNC_SQL_DIR")
@@ -697,10 +708,16 @@ render_nginx_conf() {
         bench+=$'        }\n'
         bench+=$'        # benchmark baseline: a responder route that touches no database\n'
         bench+=$'        location = /__bench/fastcgi {\n'
+        bench+=$'            client_max_body_size 1m;\n'
         bench+=$'            fastcgi_pass todosync_responders;\n'
         bench+=$'        }\n'
     fi
     ((EUID == 0)) && user_directive="user $TODOSYNC_NGINX_USER;"
+    local redirect=0
+    case $TODOSYNC_HTTP_REDIRECT in
+        on) redirect=1 ;;
+        auto) [[ $TODOSYNC_LISTEN_ADDRESS == 127.* || $TODOSYNC_LISTEN_ADDRESS == ::1 || $TODOSYNC_LISTEN_ADDRESS == "[::1]" || $TODOSYNC_LISTEN_ADDRESS == localhost ]] || redirect=1 ;;
+    esac
     vals=(
         [NGINX_USER_DIRECTIVE]=$user_directive
         [NGINX_WORKERS]=$TODOSYNC_NGINX_WORKERS
@@ -716,6 +733,7 @@ render_nginx_conf() {
         [AUTH_RATE]=$TODOSYNC_AUTH_RATE
         [AUTH_BURST]=$TODOSYNC_AUTH_BURST
         [BENCH_LOCATIONS]=${bench%$'\n'}
+        [HTTP_REDIRECT]=$redirect
     )
     local text key
     text=$(<"$TODOSYNC_NGINX_TEMPLATE")
@@ -887,7 +905,7 @@ cmd_run() {
 }
 
 usage() {
-    sed -n '2,17p' "$SELF" | sed 's/^# \{0,1\}//' >&2
+    sed -n '2,19p' "$SELF" | sed 's/^# \{0,1\}//' >&2
     exit 2
 }
 
@@ -907,6 +925,7 @@ main() {
         db-stop) lock_state; db_stop; unlock_state ;;
         responder-pids) cmd_responder_pids ;;
         env) cmd_env ;;
+        nginx-config) lock_state; mkdir -p "$NGINX_DIR/tmp" "$LOG_DIR"; ensure_cert; render_nginx_conf; unlock_state; printf '%s\n' "$NGINX_CONF" ;;
         __supervise) supervise "$1" ;;
         -h | --help | help | "") usage ;;
         *) log "unknown command: $cmd"; usage ;;

@@ -19,21 +19,30 @@ enum SQL {
         static let lockForWrite = "SELECT change_seq FROM users WHERE id = ? FOR UPDATE"
         /// Stores the last version the transaction handed out (while still holding the lock).
         static let saveChangeSequence = "UPDATE users SET change_seq = ? WHERE id = ?"
-        /// Reserves one login attempt before the password is checked, unless the account is
-        /// throttled (then no row changes): counts it as a failure, restarting the count when the
-        /// previous window has passed. Atomic under the row lock, so concurrent guesses cannot all
-        /// slip past the limit. A correct password clears the count afterwards.
-        /// Parameters: window start ×2, now, user id, max failures, window start.
-        static let reserveLoginAttempt = """
-            UPDATE users
-               SET failed_logins = IF(failed_login_since IS NULL OR failed_login_since < ?, 1, failed_logins + 1),
-                   failed_login_since = IF(failed_login_since IS NULL OR failed_login_since < ?, ?, failed_login_since)
-             WHERE id = ?
-               AND NOT (failed_logins >= ? AND failed_login_since IS NOT NULL AND failed_login_since >= ?)
+    }
+
+    /// The failed-login throttle, one row per email key (SHA-256 of the NFC lower-cased email),
+    /// whether or not an account has that email, so both answer alike (Sql/011).
+    enum Logins {
+        /// Makes sure the key has a row for `reserveAttempt` to lock and update.
+        static let ensureRow = "INSERT IGNORE INTO login_throttle (email_hash, failures, window_start) VALUES (?, 0, NULL)"
+        /// Reserves one attempt before the password is checked, unless the key is throttled (then
+        /// no row changes): counts it as a failure, restarting the count when the previous window
+        /// has passed. Atomic under the row lock, so concurrent guesses cannot all slip past the
+        /// limit. A correct password deletes the row afterwards.
+        /// Parameters: window start ×2, now, email hash, max failures, window start.
+        static let reserveAttempt = """
+            UPDATE login_throttle
+               SET failures = IF(window_start IS NULL OR window_start < ?, 1, failures + 1),
+                   window_start = IF(window_start IS NULL OR window_start < ?, ?, window_start)
+             WHERE email_hash = ?
+               AND NOT (failures >= ? AND window_start IS NOT NULL AND window_start >= ?)
             """
-        static let clearFailedLogins = """
-            UPDATE users SET failed_logins = 0, failed_login_since = NULL WHERE id = ?
-            """
+        /// Seconds from now (parameter 1) to the start of the key's window: minus its age.
+        static let windowOffset = "SELECT TIMESTAMPDIFF(SECOND, ?, window_start) FROM login_throttle WHERE email_hash = ?"
+        static let clear = "DELETE FROM login_throttle WHERE email_hash = ?"
+        /// Purge: rows whose window has passed carry nothing worth keeping.
+        static let deleteExpired = "DELETE FROM login_throttle WHERE window_start < ?"
     }
 
     enum Tokens {
