@@ -37,8 +37,12 @@
 #   TODOSYNC_NGINX_WORKERS      2            nginx worker_processes
 #   TODOSYNC_NGINX_USER         root         nginx `user` directive, only used when running as root
 #                                            (workers must be able to reach the sockets)
-#   TODOSYNC_AUTH_RATE          100          requests/second per client address on /api/v1/auth/
-#   TODOSYNC_AUTH_BURST         200          burst allowance for the same limit (served without delay)
+#   TODOSYNC_AUTH_RATE          5            requests/second per client address on /api/v1/auth/: a
+#                                            login costs an Argon2 hash (~20 ms of a core; ~50/s on
+#                                            2 cores), so one address gets a tenth of that
+#   TODOSYNC_AUTH_BURST         10           burst allowance for the same limit (served without delay)
+#   TODOSYNC_HASH_CONCURRENCY   cores / 2    password hashes at once per responder (min 1); more
+#                                            logins/registers at that moment get 429 at once
 #   TODOSYNC_ENABLE_TEST_HOOKS  0            1: pass --enable-test-hooks to `todosync serve`
 #   TODOSYNC_BENCH_LOCATIONS    0            1: add `location = /__bench/nginx` (200 text from nginx)
 #   TODOSYNC_DB_NAME            todosync     database created for the app
@@ -101,8 +105,9 @@ fi
 : "${TODOSYNC_WORKERS:=$(( $(nproc) * 4 < 8 ? 8 : ($(nproc) * 4 > 64 ? 64 : $(nproc) * 4) ))}"
 : "${TODOSYNC_NGINX_WORKERS:=2}"
 : "${TODOSYNC_NGINX_USER:=root}"
-: "${TODOSYNC_AUTH_RATE:=100}"
-: "${TODOSYNC_AUTH_BURST:=200}"
+: "${TODOSYNC_AUTH_RATE:=5}"
+: "${TODOSYNC_AUTH_BURST:=10}"
+: "${TODOSYNC_HASH_CONCURRENCY:=$(( $(nproc) / 2 < 1 ? 1 : $(nproc) / 2 ))}"
 : "${TODOSYNC_ENABLE_TEST_HOOKS:=0}"
 : "${TODOSYNC_BENCH_LOCATIONS:=0}"
 : "${TODOSYNC_DB_NAME:=todosync}"
@@ -124,7 +129,7 @@ fi
 CONFIG_VARS=(
     TODOSYNC_STATE_DIR TODOSYNC_SOCKET_DIR TODOSYNC_LISTEN_ADDRESS TODOSYNC_HTTP_PORT
     TODOSYNC_HTTPS_PORT TODOSYNC_HTTP_REDIRECT TODOSYNC_RESPONDERS TODOSYNC_WORKERS TODOSYNC_NGINX_WORKERS
-    TODOSYNC_NGINX_USER TODOSYNC_AUTH_RATE TODOSYNC_AUTH_BURST TODOSYNC_ENABLE_TEST_HOOKS
+    TODOSYNC_NGINX_USER TODOSYNC_AUTH_RATE TODOSYNC_AUTH_BURST TODOSYNC_HASH_CONCURRENCY TODOSYNC_ENABLE_TEST_HOOKS
     TODOSYNC_BENCH_LOCATIONS TODOSYNC_DB_NAME TODOSYNC_DB_USER TODOSYNC_DB_PASSWORD
     TODOSYNC_DB_PORT TODOSYNC_DB_SOCKET TODOSYNC_MARIADB_ARGS TODOSYNC_SQL_DIR
     TODOSYNC_LOG_LEVEL TODOSYNC_BIN TODOSYNC_NGINX_TEMPLATE TODOSYNC_FASTCGI_PARAMS
@@ -138,7 +143,7 @@ abspath() { realpath -m -- "$1"; }
 
 is_uint() { [[ $1 =~ ^[0-9]+$ ]]; }
 for _v in TODOSYNC_HTTP_PORT TODOSYNC_HTTPS_PORT TODOSYNC_RESPONDERS TODOSYNC_WORKERS \
-    TODOSYNC_NGINX_WORKERS TODOSYNC_AUTH_RATE TODOSYNC_AUTH_BURST TODOSYNC_UP_TIMEOUT \
+    TODOSYNC_NGINX_WORKERS TODOSYNC_AUTH_RATE TODOSYNC_AUTH_BURST TODOSYNC_HASH_CONCURRENCY TODOSYNC_UP_TIMEOUT \
     TODOSYNC_STOP_TIMEOUT; do
     is_uint "${!_v}" || die "$_v must be a non-negative integer (got '${!_v}')"
 done

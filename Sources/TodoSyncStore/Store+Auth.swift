@@ -6,7 +6,7 @@ extension Store {
     /// Creates an account and its first session. 409 when the email is taken (case-insensitively).
     public func register(_ input: CredentialsInput) throws -> Session {
         // Hash outside the transaction: Argon2 deliberately takes tens of milliseconds.
-        let passwordHash = try configuration.passwordHasher.hash(input.password)
+        let passwordHash = try withHashSlot { try configuration.passwordHasher.hash(input.password) }
         let token = try BearerToken.generate()
         let now = Timestamp.now()
         return try guarded {
@@ -34,14 +34,18 @@ extension Store {
         let now = Timestamp.now()
         let emailKey = CredentialsInput.emailKey(input.email)
         let emailHash = BearerToken.sha256(Array(emailKey.utf8))
-        try reserveLoginAttempt(emailHash: emailHash, now: now)
-        let row = try guarded { try db.queryOne(SQL.Users.byEmailKey, [.text(emailKey)]) }
-        guard let row else {
-            _ = configuration.passwordHasher.verify(input.password, against: decoyPasswordHash)
-            throw APIError.badCredentials
-        }
-        guard configuration.passwordHasher.verify(input.password, against: row.string(2)!) else {
-            throw APIError.badCredentials
+        // The slot is taken first, so an attempt turned away for lack of one is not counted.
+        let row = try withHashSlot {
+            try reserveLoginAttempt(emailHash: emailHash, now: now)
+            let row = try guarded { try db.queryOne(SQL.Users.byEmailKey, [.text(emailKey)]) }
+            guard let row else {
+                _ = configuration.passwordHasher.verify(input.password, against: decoyPasswordHash)
+                throw APIError.badCredentials
+            }
+            guard configuration.passwordHasher.verify(input.password, against: row.string(2)!) else {
+                throw APIError.badCredentials
+            }
+            return row
         }
         let userID = row.int64(0)!
         let token = try BearerToken.generate()
@@ -52,6 +56,15 @@ extension Store {
             }
         }
         return Session(user: User(id: userID, email: row.string(1)!), token: token)
+    }
+
+    /// Runs a password hash in one of the process's hash slots; 429 with `Retry-After: 1` at once
+    /// when they are all taken (`StoreConfiguration.hashSlots`).
+    private func withHashSlot<T>(_ body: () throws -> T) throws -> T {
+        guard let result = try configuration.hashSlots.withSlot(body) else {
+            throw APIError.rateLimited("The server is busy checking passwords; retry shortly.", retryAfterSeconds: 1)
+        }
+        return result
     }
 
     /// Counts one login attempt against the email before its password is checked; 429 with the

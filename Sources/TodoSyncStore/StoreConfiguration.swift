@@ -10,6 +10,15 @@ public struct StoreConfiguration: Sendable {
     public var loginLockoutSeconds: Int64 = 900
     /// Password hashing parameters.
     public var passwordHasher = PasswordHasher()
+    /// Password hashes allowed at once in this process (shared by every worker's store); a login
+    /// or register beyond it answers 429 with `Retry-After: 1` at once.
+    public var hashSlots = HashSlots(limit: 2)
+
+    /// The number of `hashSlots` (setting it makes a new, empty set of slots).
+    public var hashConcurrency: Int {
+        get { hashSlots.limit }
+        set { hashSlots = HashSlots(limit: newValue) }
+    }
 
     public init() {}
 }

@@ -40,6 +40,12 @@ struct Environment {
             configuration.tokenLifetimeSeconds = Int64(try int("TODOSYNC_TOKEN_TTL_DAYS", default: 90)) * 86400
             configuration.loginMaxFailures = try int("TODOSYNC_LOGIN_MAX_FAILURES", default: 10)
             configuration.loginLockoutSeconds = Int64(try int("TODOSYNC_LOGIN_LOCKOUT_SECONDS", default: 900))
+            // Half the cores by default: hashing alone can then never take every core.
+            let slots = try int("TODOSYNC_HASH_CONCURRENCY", default: max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))) / 2))
+            guard slots >= 1 else {
+                throw ConfigurationError(name: "TODOSYNC_HASH_CONCURRENCY", value: "\(slots)")
+            }
+            configuration.hashConcurrency = slots
             return configuration
         }
     }
