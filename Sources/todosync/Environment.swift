@@ -16,6 +16,11 @@ struct Environment {
         return fallback
     }
 
+    /// The variable's value, nil when unset or empty.
+    func optionalString(_ name: String) -> String? {
+        values[name].flatMap { $0.isEmpty ? nil : $0 }
+    }
+
     func int(_ name: String, default fallback: Int) throws -> Int {
         guard let text = values[name], !text.isEmpty else { return fallback }
         guard let value = Int(text) else { throw ConfigurationError(name: name, value: text) }
