@@ -27,7 +27,7 @@
 #   TODOSYNC_TEST_CA_CERT    the stack's self-signed certificate (for verify=...)
 #   TODOSYNC_TEST_STACK      path of a command that runs scripts/stack.sh with the test stack's
 #                            environment: "$TODOSYNC_TEST_STACK" db-stop | db-start | responder-pids ...
-#   TODOSYNC_TEST_DB_SOCKET  MariaDB unix socket; user root, no password
+#   TODOSYNC_TEST_DB_SOCKET  MariaDB unix socket; user root by unix_socket (so the suite runs as OS root)
 #   TODOSYNC_TEST_STATE_DIR  the test stack's state dir (logs in log/)
 set -euo pipefail
 

@@ -34,8 +34,21 @@ struct Environment {
                 port: try int("TODOSYNC_DB_PORT", default: 3306),
                 unixSocket: values["TODOSYNC_DB_SOCKET"].flatMap { $0.isEmpty ? nil : $0 },
                 user: string("TODOSYNC_DB_USER", default: "todosync"),
-                password: values["TODOSYNC_DB_PASSWORD"] ?? "todosync",
+                password: try databasePassword,
                 database: string("TODOSYNC_DB_NAME", default: "todosync"))
+        }
+    }
+
+    /// TODOSYNC_DB_PASSWORD when set and not empty, else the first line of
+    /// TODOSYNC_DB_PASSWORD_FILE (the stack generates one on first run), else "todosync".
+    var databasePassword: String {
+        get throws {
+            if let password = optionalString("TODOSYNC_DB_PASSWORD") { return password }
+            guard let path = optionalString("TODOSYNC_DB_PASSWORD_FILE") else { return "todosync" }
+            guard let data = FileManager.default.contents(atPath: path) else {
+                throw ConfigurationError(name: "TODOSYNC_DB_PASSWORD_FILE", value: path)
+            }
+            return String(decoding: data, as: UTF8.self).split(whereSeparator: \.isNewline).first.map(String.init) ?? ""
         }
     }
 
