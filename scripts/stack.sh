@@ -51,6 +51,8 @@
 #   TODOSYNC_AUTH_BURST         10           burst allowance for the same limit (served without delay)
 #   TODOSYNC_HASH_CONCURRENCY   cores / 2    password hashes at once per responder (min 1); more
 #                                            logins/registers at that moment get 429 at once
+#   TODOSYNC_ACCOUNT_CONCURRENCY 4           requests in flight per bearer token (nginx limit_conn);
+#                                            more at once get 429 + Retry-After at once
 #   TODOSYNC_ENABLE_TEST_HOOKS  0            1: pass --enable-test-hooks to `todosync serve`
 #   TODOSYNC_BENCH_LOCATIONS    0            1: add `location = /__bench/nginx` (200 text from nginx)
 #   TODOSYNC_DB_NAME            todosync     database created for the app
@@ -105,6 +107,9 @@ if [[ -n $_config_file ]]; then
     source "$_config_file"
     eval "$_saved_env"
     unset _saved_env _name
+    # The file may also set what only the responders read (TODOSYNC_QUOTA_*, TODOSYNC_LOGIN_*, ...).
+    while IFS= read -r _name; do export "${_name?}"; done < <(compgen -v TODOSYNC_ || true)
+    unset _name
 fi
 
 : "${TODOSYNC_STATE_DIR:=.state/run}"
@@ -124,6 +129,7 @@ fi
 : "${TODOSYNC_AUTH_RATE:=5}"
 : "${TODOSYNC_AUTH_BURST:=10}"
 : "${TODOSYNC_HASH_CONCURRENCY:=$(( $(nproc) / 2 < 1 ? 1 : $(nproc) / 2 ))}"
+: "${TODOSYNC_ACCOUNT_CONCURRENCY:=4}"
 : "${TODOSYNC_ENABLE_TEST_HOOKS:=0}"
 : "${TODOSYNC_BENCH_LOCATIONS:=0}"
 : "${TODOSYNC_DB_NAME:=todosync}"
@@ -146,7 +152,7 @@ CONFIG_VARS=(
     TODOSYNC_STATE_DIR TODOSYNC_SOCKET_DIR TODOSYNC_LISTEN_ADDRESS TODOSYNC_HTTP_PORT
     TODOSYNC_HTTPS_PORT TODOSYNC_HTTP_REDIRECT TODOSYNC_RESPONDERS TODOSYNC_WORKERS TODOSYNC_NGINX_WORKERS
     TODOSYNC_NGINX_USER TODOSYNC_SERVICE_GROUP TODOSYNC_APP_USER TODOSYNC_DB_OS_USER
-    TODOSYNC_DROP_PRIVILEGES TODOSYNC_DB_PASSWORD_FILE TODOSYNC_AUTH_RATE TODOSYNC_AUTH_BURST TODOSYNC_HASH_CONCURRENCY TODOSYNC_ENABLE_TEST_HOOKS
+    TODOSYNC_DROP_PRIVILEGES TODOSYNC_DB_PASSWORD_FILE TODOSYNC_AUTH_RATE TODOSYNC_AUTH_BURST TODOSYNC_HASH_CONCURRENCY TODOSYNC_ACCOUNT_CONCURRENCY TODOSYNC_ENABLE_TEST_HOOKS
     TODOSYNC_BENCH_LOCATIONS TODOSYNC_DB_NAME TODOSYNC_DB_USER TODOSYNC_DB_PASSWORD
     TODOSYNC_DB_PORT TODOSYNC_DB_SOCKET TODOSYNC_MARIADB_ARGS TODOSYNC_SQL_DIR
     TODOSYNC_LOG_LEVEL TODOSYNC_BIN TODOSYNC_NGINX_TEMPLATE TODOSYNC_FASTCGI_PARAMS
@@ -160,12 +166,13 @@ abspath() { realpath -m -- "$1"; }
 
 is_uint() { [[ $1 =~ ^[0-9]+$ ]]; }
 for _v in TODOSYNC_HTTP_PORT TODOSYNC_HTTPS_PORT TODOSYNC_RESPONDERS TODOSYNC_WORKERS \
-    TODOSYNC_NGINX_WORKERS TODOSYNC_AUTH_RATE TODOSYNC_AUTH_BURST TODOSYNC_HASH_CONCURRENCY TODOSYNC_UP_TIMEOUT \
+    TODOSYNC_NGINX_WORKERS TODOSYNC_AUTH_RATE TODOSYNC_AUTH_BURST TODOSYNC_HASH_CONCURRENCY TODOSYNC_ACCOUNT_CONCURRENCY TODOSYNC_UP_TIMEOUT \
     TODOSYNC_STOP_TIMEOUT; do
     is_uint "${!_v}" || die "$_v must be a non-negative integer (got '${!_v}')"
 done
 [[ -z $TODOSYNC_DB_PORT ]] || is_uint "$TODOSYNC_DB_PORT" || die "TODOSYNC_DB_PORT must be a port number"
 ((TODOSYNC_RESPONDERS >= 1)) || die "TODOSYNC_RESPONDERS must be at least 1"
+((TODOSYNC_ACCOUNT_CONCURRENCY >= 1)) || die "TODOSYNC_ACCOUNT_CONCURRENCY must be at least 1"
 unset _v
 case $TODOSYNC_DROP_PRIVILEGES in
     auto | on | off) ;;
@@ -863,6 +870,7 @@ render_nginx_conf() {
         [AUTH_BURST]=$TODOSYNC_AUTH_BURST
         [BENCH_LOCATIONS]=${bench%$'\n'}
         [HTTP_REDIRECT]=$redirect
+        [ACCOUNT_CONCURRENCY]=$TODOSYNC_ACCOUNT_CONCURRENCY
     )
     local text key
     text=$(<"$TODOSYNC_NGINX_TEMPLATE")

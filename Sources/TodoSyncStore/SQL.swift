@@ -45,6 +45,28 @@ enum SQL {
         static let deleteExpired = "DELETE FROM login_throttle WHERE window_start < ?"
     }
 
+    /// Per-account quotas (Sql/012): live records, and write operations per clock hour.
+    enum Quotas {
+        /// The account's quotas, its own or the defaults (parameters 1 and 2).
+        static let limits = """
+            SELECT COALESCE(quota_records, ?), COALESCE(quota_operations_per_hour, ?) FROM users WHERE id = ?
+            """
+        static let liveRecords = """
+            SELECT (SELECT COUNT(*) FROM todos WHERE user_id = ? AND deleted_at IS NULL)
+                 + (SELECT COUNT(*) FROM tags WHERE user_id = ? AND deleted_at IS NULL)
+            """
+        static let ensureUsageRow = """
+            INSERT IGNORE INTO account_usage (user_id, hour_start, operations) VALUES (?, ?, 0)
+            """
+        /// Charges operations to the hour unless that would pass the quota (then no row changes).
+        /// Parameters: operations, user, hour, operations, quota.
+        static let chargeOperations = """
+            UPDATE account_usage SET operations = operations + ?
+             WHERE user_id = ? AND hour_start = ? AND operations + ? <= ?
+            """
+        static let deletePastHours = "DELETE FROM account_usage WHERE hour_start < ?"
+    }
+
     enum Tokens {
         static let insert = """
             INSERT INTO auth_tokens (token_hash, user_id, created_at, expires_at) VALUES (?, ?, ?, ?)

@@ -31,6 +31,8 @@ extension Store {
             // Failed-login counters whose window has passed (they no longer throttle anything).
             let loginWindow = DatabaseValue.timestamp(now.adding(seconds: -configuration.loginLockoutSeconds))
             try db.execute(SQL.Logins.deleteExpired, [loginWindow])
+            // Operation counts of past hours (only the current hour is ever charged or checked).
+            try db.execute(SQL.Quotas.deletePastHours, [.timestamp(now.adding(seconds: -3600))])
         }
         return report
     }

@@ -35,7 +35,10 @@ struct Environment {
                 unixSocket: values["TODOSYNC_DB_SOCKET"].flatMap { $0.isEmpty ? nil : $0 },
                 user: string("TODOSYNC_DB_USER", default: "todosync"),
                 password: try databasePassword,
-                database: string("TODOSYNC_DB_NAME", default: "todosync"))
+                database: string("TODOSYNC_DB_NAME", default: "todosync"),
+                // Short lock waits: a request queued behind its own account's row lock gives its
+                // worker back quickly (503, nothing applied) instead of parking it.
+                lockWaitTimeoutSeconds: UInt32(clamping: max(1, try int("TODOSYNC_DB_LOCK_WAIT_TIMEOUT", default: 1))))
         }
     }
 
@@ -64,6 +67,9 @@ struct Environment {
                 throw ConfigurationError(name: "TODOSYNC_HASH_CONCURRENCY", value: "\(slots)")
             }
             configuration.hashConcurrency = slots
+            configuration.quotaRecords = try int("TODOSYNC_QUOTA_RECORDS", default: configuration.quotaRecords)
+            configuration.quotaOperationsPerHour = try int(
+                "TODOSYNC_QUOTA_OPERATIONS_PER_HOUR", default: configuration.quotaOperationsPerHour)
             return configuration
         }
     }
