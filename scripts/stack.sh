@@ -10,6 +10,8 @@
 #   status          show which parts are running
 #   migrate         run `todosync migrate` against the stack's database (MariaDB must be up)
 #   purge [ARGS]    run `todosync purge ARGS` (tombstone retention) against the stack's database
+#   new-epoch       run `todosync new-epoch` (after restoring the database from a backup)
+#   check-feed [ARGS]  run `todosync check-feed ARGS` (the sync change feed equals the tables)
 #   db-stop         stop MariaDB only (for tests)
 #   db-start        start MariaDB again on the same data dir and socket (no re-init)
 #   responder-pids  print the pids of the running responder processes, one per line
@@ -218,6 +220,7 @@ HTTPS_BASE=https://$TODOSYNC_LISTEN_ADDRESS:$TODOSYNC_HTTPS_PORT
 DEB_PACKAGES=(
     mariadb-server mariadb-client nginx libfcgi-dev libmariadb-dev libargon2-dev libssl-dev
     pkg-config openssl curl python3-venv
+    libsqlite3-dev  # the client library (GRDB) uses the system SQLite
 )
 
 # --- helpers -----------------------------------------------------------------------------------
@@ -1043,7 +1046,7 @@ cmd_run() {
 }
 
 usage() {
-    sed -n '2,19p' "$SELF" | sed 's/^# \{0,1\}//' >&2
+    sed -n '2,21p' "$SELF" | sed 's/^# \{0,1\}//' >&2
     exit 2
 }
 
@@ -1059,6 +1062,8 @@ main() {
         status) cmd_status ;;
         migrate) lock_state; cmd_migrate; unlock_state ;;
         purge) cmd_purge "$@" ;;
+        new-epoch) require_bin; "$TODOSYNC_BIN" new-epoch </dev/null 9>&- ;;
+        check-feed) require_bin; "$TODOSYNC_BIN" check-feed "$@" </dev/null 9>&- ;;
         db-start) lock_state; ensure_service_users; db_start; unlock_state ;;
         db-stop) lock_state; db_stop; unlock_state ;;
         responder-pids) cmd_responder_pids ;;

@@ -25,6 +25,8 @@ extension Store {
                     try db.execute(SQL.Purge.recordPurgedThrough(table), [horizon])
                     report.tombstones += Int(try db.execute(SQL.Purge.deleteTombstones(table), [horizon]).affectedRows)
                 }
+                // The feed's copies of the same tombstones (they carry the same deletion time).
+                try db.execute(SQL.Feed.purgeTombstones, [horizon])
             }
             report.operations = Int(try db.execute(SQL.Purge.deleteOperations, [horizon]).affectedRows)
             report.tokens = Int(try db.execute(SQL.Purge.deleteExpiredTokens, [.timestamp(now)]).affectedRows)

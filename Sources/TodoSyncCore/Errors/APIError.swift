@@ -69,6 +69,13 @@ public struct APIError: Error, Sendable, Equatable {
         status: 410, code: "cursor_expired",
         message: "The cursor is older than the tombstone retention horizon; pull again without a cursor.")
 
+    /// A cursor this database did not issue for the user's current history (after a restore from
+    /// backup, from another installation, or of a format before epochs).
+    public static let cursorFromAnotherHistory = APIError(
+        status: 410, code: "cursor_expired",
+        message: "The cursor does not belong to this server's current history (for example after a restore); "
+            + "pull again without a cursor.")
+
     public static func versionMismatch(current: [UInt8], version: Int64) -> APIError {
         APIError(status: 412, code: "version_mismatch",
                  message: "The record has changed since that version; see `current`.",
