@@ -41,7 +41,8 @@ public final class FastCGIServer: Sendable {
         guard initResult == 0 else { throw FastCGIServerError.libraryInitializationFailed(code: initResult) }
 
         let listener = try UnixListener.open(
-            path: configuration.socketPath, mode: configuration.socketMode, backlog: configuration.backlog)
+            path: configuration.socketPath, mode: configuration.socketMode, group: configuration.socketGroupID,
+            backlog: configuration.backlog)
         let wakePipe: WakePipe
         do { wakePipe = try WakePipe() } catch {
             listener.closeAndUnlink()
@@ -68,7 +69,9 @@ public final class FastCGIServer: Sendable {
         for index in 0..<configuration.workerCount {
             let worker = Worker(
                 index: index, listenFD: listener.fd, wakeFD: wakePipe.readFD,
-                maxBodyBytes: configuration.maxBodyBytes, lifecycle: lifecycle,
+                maxBodyBytes: configuration.maxBodyBytes,
+                readTimeoutSeconds: configuration.readTimeoutSeconds,
+                writeTimeoutSeconds: configuration.writeTimeoutSeconds, lifecycle: lifecycle,
                 logger: workerLogger(index))
             do {
                 workers.append(try PosixThread.spawn { [lifecycle] in
