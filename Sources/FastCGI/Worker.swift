@@ -9,6 +9,7 @@ struct Worker: Sendable {
     let listenFD: Int32
     let wakeFD: Int32
     let maxBodyBytes: Int
+    let allowedPeers: PeerAllowList
     let lifecycle: ServerLifecycle
     let logger: Logger
 
@@ -27,6 +28,7 @@ struct Worker: Sendable {
             if slot.hasOpenConnection && !slot.waitForInputOnKeptConnection(wakeFD: wakeFD) {
                 slot.closeConnection()
             }
+            let isNewConnection = !slot.hasOpenConnection
             let result = slot.accept()
             if result != 0 {
                 // After shutdown, accept fails with EINVAL once the pending-connection queue is empty.
@@ -44,6 +46,11 @@ struct Worker: Sendable {
                 continue
             }
             failures = 0
+            if isNewConnection && !allowedPeers.allowsPeer(of: slot.connectionFD) {
+                logger.warning("FastCGI connection from a peer outside the allow-list closed unanswered")
+                slot.closeConnection()
+                continue
+            }
             serve(slot: slot, handler: handler)
         }
         logger.debug("FastCGI worker stopped")
