@@ -40,12 +40,16 @@ extension Connection {
                 if case .doomed(let error) = transaction { throw error }
             } catch {
                 abandonTransaction()
-                if attempt < maxAttempts, let error = error as? DatabaseError,
+                if let error = error as? DatabaseError,
                     error.isRetryableTransactionError
                         || (error.isConnectionError && !error.isConnectFailure && !lastLossWasSlow)
                 {
-                    Self.backOff(attempt: attempt)
-                    continue
+                    let retry = attempt < maxAttempts
+                    TransactionRetryStatistics.record(error, atCommit: false, retried: retry)
+                    if retry {
+                        Self.backOff(attempt: attempt)
+                        continue
+                    }
                 }
                 throw error
             }
@@ -56,10 +60,16 @@ extension Connection {
                 return value
             } catch {
                 // Connection errors: the COMMIT may or may not have been applied; never retry.
+                // A deadlock at COMMIT is how Galera reports a failed certification: nothing
+                // was applied anywhere, so the whole body runs again.
                 abandonTransaction()
-                if !error.isConnectionError, error.isRetryableTransactionError, attempt < maxAttempts {
-                    Self.backOff(attempt: attempt)
-                    continue
+                if !error.isConnectionError, error.isRetryableTransactionError {
+                    let retry = attempt < maxAttempts
+                    TransactionRetryStatistics.record(error, atCommit: true, retried: retry)
+                    if retry {
+                        Self.backOff(attempt: attempt)
+                        continue
+                    }
                 }
                 throw error
             }

@@ -60,8 +60,16 @@ struct Serve: ParsableCommand {
         MariaDBLibrary.initialize()
         logger.info("starting", metadata: [
             "listen": "\(configuration.effectiveListenAddress)", "workers": "\(configuration.workerCount)",
+            "database": "\(database)",
         ])
         let server = FastCGIServer(configuration: configuration, logger: logger)
+        let retryLog = Self.logTransactionRetries(
+            every: max(try environment.int("TODOSYNC_RETRY_LOG_SECONDS", default: 30), 1), logger: logger)
+        defer {
+            retryLog.cancel()
+            let counts = TransactionRetryStatistics.current
+            if !counts.isZero { logger.notice("transaction retries since start: \(counts)") }
+        }
         try server.run { workerIndex in
             var workerLogger = logger
             workerLogger[metadataKey: "worker"] = "\(workerIndex)"
@@ -76,6 +84,23 @@ struct Serve: ParsableCommand {
             }
         }
         logger.info("stopped")
+    }
+
+    /// Logs the transaction retry counters (deadlocks, Galera certification failures, …) every
+    /// `seconds` when they changed.
+    private static func logTransactionRetries(every seconds: Int, logger: Logger) -> DispatchSourceTimer {
+        let timer = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "todosync.retry-log"))
+        nonisolated(unsafe) var last = TransactionRetryStatistics.Counts()
+        timer.schedule(deadline: .now() + .seconds(seconds), repeating: .seconds(seconds))
+        timer.setEventHandler {
+            let counts = TransactionRetryStatistics.current
+            if counts != last {
+                logger.notice("transaction retries since start: \(counts)")
+                last = counts
+            }
+        }
+        timer.resume()
+        return timer
     }
 
     /// The listener, first match wins: `--listen-fd`, `--listen`, `--socket`, systemd socket
