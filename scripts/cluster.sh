@@ -15,6 +15,10 @@
 #   app-kill N        SIGKILL every process of responder host N
 #   app-start N       start responder host N again
 #   env               print the effective configuration as KEY=VALUE lines
+#   test PYTHON [PYTEST ARGS...]
+#                     up, run `PYTHON -m pytest PYTEST ARGS` with the suite's environment pointing
+#                     at the cluster (see Tests/integration/clusterlib.py), then down; exits with
+#                     pytest's status (scripts/test.sh --cluster and the default run use it)
 #
 # Topology (addresses exist only inside the namespaces, never on the host):
 #
@@ -598,6 +602,40 @@ TODOSYNC_CLUSTER_LOG_DIR=$LOG_DIR
 EOF
 }
 
+cmd_test() {
+    local python=$1 rc=0
+    shift
+    cmd_up >"$STATE.up.log" 2>&1 || { cat "$STATE.up.log" >&2; return 1; }
+    tail -n 3 "$STATE.up.log" >&2
+    trap 'cmd_down >/dev/null 2>&1 || true' EXIT
+    trap 'exit 130' INT TERM
+    local wrapper=$STATE/cluster-cmd
+    {
+        echo '#!/usr/bin/env bash'
+        local v
+        for v in TODOSYNC_CLUSTER_STATE_DIR TODOSYNC_CLUSTER_NODES TODOSYNC_CLUSTER_APPS TODOSYNC_CLUSTER_WORKERS \
+            TODOSYNC_CLUSTER_HTTP_PORT TODOSYNC_CLUSTER_HTTPS_PORT TODOSYNC_CLUSTER_NET TODOSYNC_CLUSTER_PREFIX \
+            TODOSYNC_CLUSTER_SYNC_WAIT TODOSYNC_CLUSTER_ROUTING TODOSYNC_ENABLE_TEST_HOOKS TODOSYNC_AUTH_RATE \
+            TODOSYNC_AUTH_BURST TODOSYNC_BIN TODOSYNC_LOG_LEVEL; do
+            printf 'export %s=%q\n' "$v" "${!v}"
+        done
+        printf 'exec %q "$@"\n' "$SELF"
+    } >"$wrapper"
+    chmod +x "$wrapper"
+    local sockets="" i
+    for ((i = 1; i <= NODES; i++)); do sockets+="${sockets:+,}$(node_sock "$i")"; done
+    env -u TODOSYNC_TEST_STACK \
+        TODOSYNC_TEST_BASE_URL="$HTTP_BASE" TODOSYNC_TEST_HTTPS_URL="$HTTPS_BASE" \
+        TODOSYNC_TEST_CA_CERT="$TLS_DIR/cert.pem" TODOSYNC_TEST_DB_SOCKET="$(node_sock 1)" \
+        TODOSYNC_TEST_STATE_DIR="$STATE" TODOSYNC_TEST_CLUSTER_CMD="$wrapper" \
+        TODOSYNC_TEST_CLUSTER_NODES="$NODES" TODOSYNC_TEST_CLUSTER_APPS="$APPS" \
+        TODOSYNC_TEST_CLUSTER_SOCKETS="$sockets" TODOSYNC_TEST_CLUSTER_LOG_DIR="$LOG_DIR" \
+        TODOSYNC_TEST_CLUSTER_NET="$NET" TODOSYNC_TEST_CLUSTER_PREFIX="$P" \
+        "$python" -m pytest "$@" || rc=$?
+    cmd_status >&2 || true
+    return "$rc"
+}
+
 case ${1:-} in
     deps) cmd_deps ;;
     up) cmd_up ;;
@@ -609,5 +647,6 @@ case ${1:-} in
     node-wait) cmd_node_wait "${2:?node number}" "${3:-120}" ;;
     app-kill) cmd_app_kill "${2:?host number}" ;;
     app-start) need_root; cmd_app_start "${2:?host number}" ;;
+    test) need_root; shift; cmd_test "$@" ;;
     *) sed -n '2,20p' "$SELF" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac
