@@ -205,6 +205,7 @@ spawn_in() {
         done
         exec ip netns exec "$ns" setsid "$@" </dev/null >>"$logfile" 2>&1
     ) &
+    disown "$!" 2>/dev/null || true
 }
 
 # --- Galera nodes --------------------------------------------------------------------------------
@@ -301,7 +302,8 @@ node_start() {
     ns=$(node_ns "$i")
     [[ -n $(node_pid "$i") ]] && { log "db$i: already running"; return 0; }
     mkdir -p "$dir/data" "$SOCK_DIR"
-    chown mysql:mysql "$dir" "$dir/data" "$SOCK_DIR"
+    touch "$LOG_DIR/db$i.log" "$LOG_DIR/db$i-recover.log"
+    chown mysql:mysql "$dir" "$dir/data" "$SOCK_DIR" "$LOG_DIR/db$i.log" "$LOG_DIR/db$i-recover.log"
     write_node_cnf "$i"
     args=(--defaults-file="$dir/my.cnf")
     if [[ $mode == bootstrap ]]; then
