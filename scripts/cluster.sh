@@ -23,7 +23,7 @@
 # Topology (addresses exist only inside the namespaces, never on the host):
 #
 #   host loopback 127.0.0.1:HTTP/HTTPS ──nginx stream (PROXY protocol)──▶ unix sockets
-#     ──▶ tsx-front 10.213.0.2: nginx (TLS, routing, limits), upstream of the responder hosts
+#     ──▶ tsx-fe 10.213.0.2: nginx (TLS, routing, limits), upstream of the responder hosts
 #     ──FastCGI/TCP──▶ tsx-app1..M 10.213.0.21..: `todosync serve --listen IP:9000 --allow 10.213.0.2`
 #     ──MariaDB/TCP──▶ tsx-db1..N 10.213.0.11..: mariadbd + galera-4, replicating to each other
 #   All hosts hang off the bridge tsx-br in the namespace tsx-net.
@@ -36,7 +36,9 @@
 #   TODOSYNC_CLUSTER_HTTP_PORT   48180           front ports on 127.0.0.1
 #   TODOSYNC_CLUSTER_HTTPS_PORT  48543
 #   TODOSYNC_CLUSTER_NET         10.213.0        the private /24 (first three octets)
-#   TODOSYNC_CLUSTER_PREFIX      tsx             namespace and link name prefix
+#   TODOSYNC_CLUSTER_PREFIX      tsx             namespace and link name prefix (≤ 8 characters);
+#                                                clusters with different prefixes run side by side
+#                                                (each has its own bridge, so addresses may repeat)
 #   TODOSYNC_CLUSTER_SYNC_WAIT   1               wsrep_sync_wait on every node (1: reads wait for
 #                                                the node to apply what the cluster committed before)
 #   TODOSYNC_CLUSTER_ROUTING     round-robin     nginx upstream balancing: round-robin, or `hash`
@@ -86,7 +88,7 @@ PID_DIR=$STATE/pids
 SOCK_DIR=$STATE/sock
 if ((${#SOCK_DIR} > 80)); then SOCK_DIR=/tmp/$P-$(printf '%s' "$STATE" | cksum | cut -d' ' -f1); fi
 TLS_DIR=$STATE/tls
-FRONT_NS=$P-front
+FRONT_NS=$P-fe
 BRIDGE_NS=$P-net
 BRIDGE=$P-br
 FRONT_IP=$NET.2
@@ -118,6 +120,7 @@ resolve_bin() {
 }
 
 need_root() { ((EUID == 0)) || die "needs root (network namespaces)"; }
+((${#P} <= 8)) || die "TODOSYNC_CLUSTER_PREFIX must be at most 8 characters (interface names are limited to 15)"
 
 # --- deps ----------------------------------------------------------------------------------------
 
@@ -230,6 +233,10 @@ wsrep_node_name = db$i
 wsrep_sst_method = rsync
 wsrep_slave_threads = 2
 wsrep_sync_wait = $TODOSYNC_CLUSTER_SYNC_WAIT
+# A single-statement (autocommit) write that loses certification is re-run by the node itself up
+# to this many times (default 1) before the client sees 1213; the app retries whole transactions
+# itself, but e.g. the login throttle's counter is one UPDATE on a hot row.
+wsrep_retry_autocommit = 10
 # Notice a dead node within ~2-3 s instead of the 5-15 s defaults: writes stall until the
 # surviving members have agreed on the new view. gcache holds the write sets a returning node
 # needs for an incremental transfer (IST) instead of a full copy.
@@ -396,6 +403,7 @@ cmd_app_start() {
     spawn_in "$ns" "$LOG_DIR/app$n.log" env -i PATH="$PATH" TODOSYNC_CONFIG=/dev/null \
         TODOSYNC_DB_HOSTS="$(app_db_hosts "$n")" TODOSYNC_DB_USER=$DB_USER TODOSYNC_DB_PASSWORD=$DB_PASSWORD \
         TODOSYNC_DB_NAME=$DB_NAME TODOSYNC_LOG_LEVEL="$TODOSYNC_LOG_LEVEL" TODOSYNC_RETRY_LOG_SECONDS=5 \
+        TODOSYNC_DB_TRANSACTION_ATTEMPTS=12 \
         MALLOC_ARENA_MAX=2 MALLOC_MMAP_THRESHOLD_=1048576 "$TODOSYNC_BIN" "${args[@]}"
     # the pid of the responder itself: the only process in the namespace running the binary
     local deadline=$((SECONDS + 30)) pid=""

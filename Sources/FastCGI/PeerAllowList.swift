@@ -5,8 +5,8 @@ import Glibc
 /// Which TCP peers may talk FastCGI to the server: addresses and CIDR ranges, IPv4 or IPv6.
 ///
 /// Empty means everyone (a unix socket is protected by its file mode instead). Unix-socket peers
-/// are always allowed. The check runs on every new connection, right after libfcgi's accept and
-/// before any handler sees its request; a refused connection is closed without an answer.
+/// are always allowed. The check (one `getpeername`) runs for every request, before the handler
+/// sees it; a refused connection is closed without an answer.
 ///
 /// libfcgi has its own filter, `FCGI_WEB_SERVER_ADDRS`, but it is read once per process (by the
 /// first `FCGX_Init`) and ignores IPv6 peers entirely; this list has neither limit.

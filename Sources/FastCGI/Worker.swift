@@ -28,7 +28,6 @@ struct Worker: Sendable {
             if slot.hasOpenConnection && !slot.waitForInputOnKeptConnection(wakeFD: wakeFD) {
                 slot.closeConnection()
             }
-            let isNewConnection = !slot.hasOpenConnection
             let result = slot.accept()
             if result != 0 {
                 // After shutdown, accept fails with EINVAL once the pending-connection queue is empty.
@@ -46,7 +45,9 @@ struct Worker: Sendable {
                 continue
             }
             failures = 0
-            if isNewConnection && !allowedPeers.allowsPeer(of: slot.connectionFD) {
+            // Checked on every request, not only after an accept here: when a kept connection
+            // has ended, libfcgi accepts the next connection inside the same FCGX_Accept_r.
+            if !allowedPeers.allowsPeer(of: slot.connectionFD) {
                 logger.warning("FastCGI connection from a peer outside the allow-list closed unanswered")
                 slot.closeConnection()
                 continue

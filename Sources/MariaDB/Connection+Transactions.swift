@@ -11,7 +11,7 @@ extension Connection {
     /// throws.
     ///
     /// The whole body is run again (after a ROLLBACK and a 2–20 ms × attempt jittered pause),
-    /// up to `maxAttempts` runs in all, when it fails with a deadlock (1213) or lock wait
+    /// up to `maxAttempts` runs in all (default: the configuration's `transactionAttempts`), when it fails with a deadlock (1213) or lock wait
     /// timeout (1205), or when the connection is lost before COMMIT is sent (a new connection
     /// is opened first; if that fails, its error is thrown). A loss that took a second or more
     /// to notice (a read timeout: the server hangs) is not retried, so that a hung server costs
@@ -24,7 +24,8 @@ extension Connection {
     /// The body must have no side effects outside the database, and must not call
     /// `inTransaction` again (precondition); use ``inSavepoint(_:)`` for nesting.
     @discardableResult
-    public func inTransaction<T>(maxAttempts: Int = 5, _ body: () throws -> T) throws -> T {
+    public func inTransaction<T>(maxAttempts: Int? = nil, _ body: () throws -> T) throws -> T {
+        let maxAttempts = maxAttempts ?? configuration.transactionAttempts
         assertConfined()
         guard case .inactive = transaction else {
             preconditionFailure("inTransaction cannot be nested; use inSavepoint inside a transaction")
@@ -146,7 +147,7 @@ extension Connection {
     }
 
     /// Sleeps 2–20 ms × attempt.
-    private static func backOff(attempt: Int) {
+    static func backOff(attempt: Int) {
         let milliseconds = Int.random(in: 2...20) * attempt
         usleep(UInt32(milliseconds * 1000))
     }

@@ -8,6 +8,11 @@ public struct ConnectionConfiguration: Sendable {
     /// or is not ready (a Galera node that is not synced with the cluster): each new session
     /// tries ``host`` first, then these. Ignored with ``unixSocket``.
     public var failoverEndpoints: [(host: String, port: Int)] = []
+    /// Runs of a transaction body, in all, before a deadlock, lock wait timeout or certification
+    /// failure is given up (``Connection/inTransaction(maxAttempts:_:)``). On a Galera cluster,
+    /// writes to one hot row from several nodes conflict far more often than on one server
+    /// (each conflict is found only at COMMIT), so give it more there.
+    public var transactionAttempts: Int = 5
     /// Path of the server's Unix socket; when set it is used instead of ``host``/``port``.
     public var unixSocket: String?
     /// Account name.

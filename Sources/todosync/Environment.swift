@@ -31,6 +31,7 @@ struct Environment {
                 user: string("TODOSYNC_DB_USER", default: "todosync"),
                 password: values["TODOSYNC_DB_PASSWORD"] ?? "todosync",
                 database: string("TODOSYNC_DB_NAME", default: "todosync"))
+            configuration.transactionAttempts = max(try int("TODOSYNC_DB_TRANSACTION_ATTEMPTS", default: 5), 1)
             // TODOSYNC_DB_HOSTS=h1:3306,h2:3306,...: several servers (Galera nodes), tried in this
             // order for each new session; the first is this host's preferred node.
             let hosts = string("TODOSYNC_DB_HOSTS", default: "")

@@ -143,6 +143,30 @@ final class FastCGIListenerTests: XCTestCase {
         }
     }
 
+    /// nginx keeps FastCGI connections open (fastcgi_keep_conn). When such a connection ends,
+    /// libfcgi accepts the next one inside the same FCGX_Accept_r call: a refused peer must not
+    /// slip in that way.
+    func testARefusedPeerCannotFollowAnAllowedKeptConnection() throws {
+        let port = try freePort()
+        let server = TestServer(workers: 1, listenAddress: .tcp(host: "0.0.0.0", port: port),
+                                allowedPeers: try XCTUnwrap(PeerAllowList(["127.0.0.2"])))
+        try server.start { _ in { _ in FastCGIResponse(status: 200, body: Array("ok".utf8)) } }
+        defer {
+            XCTAssertNotNil(server.stop())
+            server.removeDirectory()
+        }
+        let params = Self.params.map { ($0.0, Array($0.1.utf8)) }
+        let allowed = try FastCGITestClient.connect(host: "127.0.0.1", port: port, from: "127.0.0.2")
+        try allowed.write(FastCGITestClient.encodeRequest(params: params, body: [], keepConnection: true))
+        XCTAssertEqual(try allowed.readReply().parsed().statusLine, "Status: 200 OK")
+        allowed.close()  // the one worker now waits on the kept connection, which ends
+
+        let refused = try FastCGITestClient.connect(host: "127.0.0.1", port: port, from: "127.0.0.1")
+        defer { refused.close() }
+        try refused.write(FastCGITestClient.encodeRequest(params: params, body: []))
+        XCTAssertThrowsError(try refused.readReply(), "127.0.0.1 is not on the allow-list but was served")
+    }
+
     func testAllowListAndAddressParsing() throws {
         XCTAssertNil(PeerAllowList(["10.0.0.0/33"]))
         XCTAssertNil(PeerAllowList(["nginx.internal"]))

@@ -71,9 +71,22 @@ struct FastCGITestClient {
     }
 
     /// Connects to an IPv4 TCP address (`host` a literal such as 127.0.0.1).
-    static func connect(host: String, port: UInt16, timeoutSeconds: Int = 15) throws -> FastCGITestClient {
+    /// `from`: the local address to connect from (any 127.x.y.z works on Linux loopback).
+    static func connect(host: String, port: UInt16, from: String? = nil, timeoutSeconds: Int = 15) throws -> FastCGITestClient {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw Failure(description: "socket: errno \(errno)") }
+        if let from {
+            var local = sockaddr_in()
+            local.sin_family = sa_family_t(AF_INET)
+            inet_pton(AF_INET, from, &local.sin_addr)
+            let bound = withUnsafePointer(to: &local) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            }
+            guard bound == 0 else {
+                Glibc.close(fd)
+                throw Failure(description: "bind(\(from)): errno \(errno)")
+            }
+        }
         var timeout = timeval(tv_sec: timeoutSeconds, tv_usec: 0)
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))

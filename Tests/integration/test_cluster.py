@@ -54,7 +54,7 @@ def test_every_node_is_synced_and_requests_reach_every_responder_host(base_url):
 
 
 def test_responder_hosts_answer_only_nginx():
-    front = f"{clusterlib.PREFIX}-front"
+    front = f"{clusterlib.PREFIX}-fe"
     other = f"{clusterlib.PREFIX}-db1"
     for n in range(1, clusterlib.APPS + 1):
         app = f"{clusterlib.NET}.{20 + n}"
