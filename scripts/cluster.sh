@@ -15,6 +15,7 @@
 #   app-kill N        SIGKILL every process of responder host N
 #   app-start N       start responder host N again
 #   env               print the effective configuration as KEY=VALUE lines
+#   responder-pids    the responder hosts' `todosync serve` pids, one per line (for bench/bench.py)
 #   test PYTHON [PYTEST ARGS...]
 #                     up, run `PYTHON -m pytest PYTEST ARGS` with the suite's environment pointing
 #                     at the cluster (see Tests/integration/clusterlib.py), then down; exits with
@@ -658,5 +659,6 @@ case ${1:-} in
     app-kill) cmd_app_kill "${2:?host number}" ;;
     app-start) need_root; cmd_app_start "${2:?host number}" ;;
     test) need_root; shift; cmd_test "$@" ;;
+    responder-pids) for ((i = 1; i <= APPS; i++)); do app_pid "$i"; done ;;
     *) sed -n '2,20p' "$SELF" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac

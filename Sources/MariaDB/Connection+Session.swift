@@ -51,35 +51,40 @@ extension Connection {
     /// Connects with the configured options and sets the session up. Every failure is
     /// flagged as a connect failure (``DatabaseError/isConnectionError``).
     ///
-    /// With ``ConnectionConfiguration/failoverEndpoints``, tries `host` first, then each of them
-    /// in order, and skips a server that is a Galera node not synced with its cluster (joining,
+    /// Over TCP, tries `host` first, then each of ``ConnectionConfiguration/failoverEndpoints`` in
+    /// order, and skips a server that is a Galera node not synced with its cluster (joining,
     /// donating, or cut off from the primary component), unless no server is synced: then the
     /// first one that accepted the session is used. The last failure is thrown if none answers.
+    /// Notes whether the session is on a Galera node (``isGaleraSession``).
     func openConnection() throws(DatabaseError) {
         closeHandle()
-        if configuration.unixSocket != nil || configuration.failoverEndpoints.isEmpty {
+        isGaleraSession = false
+        if configuration.unixSocket != nil {
             handle = try connect(host: configuration.host, port: configuration.port)
             touch()
             return
         }
         var lastError: DatabaseError?
-        var fallback: MySQLHandle?
+        var fallback: (handle: MySQLHandle, galera: Bool)?
         for (host, port) in [(configuration.host, configuration.port)] + configuration.failoverEndpoints {
             do {
                 let mysql = try connect(host: host, port: port)
-                if Self.isSyncedClusterMember(mysql) {
-                    if let fallback { mysql_close(fallback) }
+                let state = Self.clusterState(of: mysql)
+                if state.synced {
+                    if let fallback { mysql_close(fallback.handle) }
                     handle = mysql
+                    isGaleraSession = state.galera
                     touch()
                     return
                 }
-                if fallback == nil { fallback = mysql } else { mysql_close(mysql) }
+                if fallback == nil { fallback = (mysql, state.galera) } else { mysql_close(mysql) }
             } catch {
                 lastError = error
             }
         }
         if let fallback {
-            handle = fallback
+            handle = fallback.handle
+            isGaleraSession = fallback.galera
             touch()
             return
         }
@@ -88,24 +93,28 @@ extension Connection {
             isConnectFailure: true)
     }
 
-    /// True unless the server is a Galera node whose `wsrep_ready` is not ON or whose state is
-    /// not `Synced` (a server without Galera has neither variable and counts as synced).
-    static func isSyncedClusterMember(_ mysql: MySQLHandle) -> Bool {
+    /// Whether the server is a Galera node (`wsrep_ready` exists), and whether it can serve:
+    /// not a Galera node, or one whose `wsrep_ready` is ON and whose state is `Synced`.
+    static func clusterState(of mysql: MySQLHandle) -> (synced: Bool, galera: Bool) {
         let sql = "SHOW STATUS WHERE Variable_name IN ('wsrep_ready', 'wsrep_local_state_comment')"
         let length = UInt(sql.utf8.count)
         guard sql.withCString({ mysql_real_query(mysql, $0, length) }) == 0,
             let result = mysql_store_result(mysql)
-        else { return false }
+        else { return (false, false) }
         defer { mysql_free_result(result) }
         var synced = true
+        var galera = false
         while let row = mysql_fetch_row(result) {
             guard let name = row[0].map({ String(cString: $0) }), let value = row[1].map({ String(cString: $0) }) else {
                 continue
             }
-            if name == "wsrep_ready" && value != "ON" { synced = false }
+            if name == "wsrep_ready" {
+                galera = true
+                if value != "ON" { synced = false }
+            }
             if name == "wsrep_local_state_comment" && value != "Synced" { synced = false }
         }
-        return synced
+        return (synced, galera)
     }
 
     /// One `mysql_real_connect` plus the session setup; the handle on success.

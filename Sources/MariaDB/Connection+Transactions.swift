@@ -21,6 +21,12 @@ extension Connection {
     /// of the body throw that error again, and the run is never committed, even if the body
     /// swallowed the error.
     ///
+    /// On a Galera node, a duplicate-key error (1062) that escapes the body is retried too: there
+    /// it is how a conflict with a write committed on another node can surface before
+    /// certification notices it (that write's rows were applied here while this transaction ran,
+    /// e.g. the same per-user version taken on two nodes). A genuine duplicate fails the same way
+    /// on every run and is thrown after the last one.
+    ///
     /// The body must have no side effects outside the database, and must not call
     /// `inTransaction` again (precondition); use ``inSavepoint(_:)`` for nesting.
     @discardableResult
@@ -40,10 +46,12 @@ extension Connection {
                 value = try body()
                 if case .doomed(let error) = transaction { throw error }
             } catch {
+                let onGalera = isGaleraSession
                 abandonTransaction()
                 if let error = error as? DatabaseError,
                     error.isRetryableTransactionError
                         || (error.isConnectionError && !error.isConnectFailure && !lastLossWasSlow)
+                        || (onGalera && error.isDuplicateKey)
                 {
                     let retry = attempt < maxAttempts
                     TransactionRetryStatistics.record(error, atCommit: false, retried: retry)

@@ -49,6 +49,8 @@ public final class Connection {
     var isStreamingRows = false
     /// Monotonic time of the last successful exchange with the server.
     var lastActivity: UInt64 = 0
+    /// Whether the open session is on a Galera node (checked at connect for TCP sessions).
+    var isGaleraSession = false
 
     /// State of ``inTransaction(maxAttempts:_:)``.
     enum TransactionState {

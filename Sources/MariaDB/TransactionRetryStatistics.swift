@@ -13,6 +13,9 @@ public enum TransactionRetryStatistics {
         public var deadlocks: Int = 0
         /// 1213 at COMMIT: on Galera, certification failures (a conflicting write won on another node).
         public var certificationFailures: Int = 0
+        /// 1062 escaping a transaction on a Galera node: a row applied from another node collided
+        /// with this transaction's write before certification saw the conflict.
+        public var duplicateKeyConflicts: Int = 0
         /// 1205: lock wait timeouts.
         public var lockWaitTimeouts: Int = 0
         /// Runs repeated after the connection was lost before COMMIT.
@@ -26,7 +29,7 @@ public enum TransactionRetryStatistics {
 
         public var description: String {
             "deadlocks=\(deadlocks) certification_failures=\(certificationFailures) "
-                + "lock_wait_timeouts=\(lockWaitTimeouts) connection_losses=\(connectionLosses) given_up=\(givenUp)"
+                + "duplicate_key_conflicts=\(duplicateKeyConflicts) lock_wait_timeouts=\(lockWaitTimeouts) connection_losses=\(connectionLosses) given_up=\(givenUp)"
         }
     }
 
@@ -42,6 +45,7 @@ public enum TransactionRetryStatistics {
             case 1213 where atCommit: counts.certificationFailures += 1
             case 1213: counts.deadlocks += 1
             case 1205: counts.lockWaitTimeouts += 1
+            case 1062: counts.duplicateKeyConflicts += 1
             default: counts.connectionLosses += 1
             }
         }
