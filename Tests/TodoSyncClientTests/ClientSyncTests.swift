@@ -303,8 +303,9 @@ final class ClientSyncTests: StackTestCase {
             try await Task.sleep(nanoseconds: 1_500_000_000)
             try Stack.command(["db-start"])
         }
+        // 503 answers carry Retry-After (1 s); the policy must allow waiting that long.
         let client = TodoSyncClient(store: phone.store, baseURL: baseURL,
-                                    retry: RetryPolicy(maxAttempts: 30, initialDelay: 0.2, maxDelay: 0.5))
+                                    retry: RetryPolicy(maxAttempts: 30, initialDelay: 0.2, maxDelay: 2))
         let report = try await client.sync()
         try await restart.value
         XCTAssertEqual(report.results[.applied], 1)
