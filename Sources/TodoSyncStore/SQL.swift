@@ -19,21 +19,52 @@ enum SQL {
         static let lockForWrite = "SELECT change_seq FROM users WHERE id = ? FOR UPDATE"
         /// Stores the last version the transaction handed out (while still holding the lock).
         static let saveChangeSequence = "UPDATE users SET change_seq = ? WHERE id = ?"
-        /// Reserves one login attempt before the password is checked, unless the account is
-        /// throttled (then no row changes): counts it as a failure, restarting the count when the
-        /// previous window has passed. Atomic under the row lock, so concurrent guesses cannot all
-        /// slip past the limit. A correct password clears the count afterwards.
-        /// Parameters: window start ×2, now, user id, max failures, window start.
-        static let reserveLoginAttempt = """
-            UPDATE users
-               SET failed_logins = IF(failed_login_since IS NULL OR failed_login_since < ?, 1, failed_logins + 1),
-                   failed_login_since = IF(failed_login_since IS NULL OR failed_login_since < ?, ?, failed_login_since)
-             WHERE id = ?
-               AND NOT (failed_logins >= ? AND failed_login_since IS NOT NULL AND failed_login_since >= ?)
+    }
+
+    /// The failed-login throttle, one row per email key (SHA-256 of the NFC lower-cased email),
+    /// whether or not an account has that email, so both answer alike (Sql/011).
+    enum Logins {
+        /// Makes sure the key has a row for `reserveAttempt` to lock and update.
+        static let ensureRow = "INSERT IGNORE INTO login_throttle (email_hash, failures, window_start) VALUES (?, 0, NULL)"
+        /// Reserves one attempt before the password is checked, unless the key is throttled (then
+        /// no row changes): counts it as a failure, restarting the count when the previous window
+        /// has passed. Atomic under the row lock, so concurrent guesses cannot all slip past the
+        /// limit. A correct password deletes the row afterwards.
+        /// Parameters: window start ×2, now, email hash, max failures, window start.
+        static let reserveAttempt = """
+            UPDATE login_throttle
+               SET failures = IF(window_start IS NULL OR window_start < ?, 1, failures + 1),
+                   window_start = IF(window_start IS NULL OR window_start < ?, ?, window_start)
+             WHERE email_hash = ?
+               AND NOT (failures >= ? AND window_start IS NOT NULL AND window_start >= ?)
             """
-        static let clearFailedLogins = """
-            UPDATE users SET failed_logins = 0, failed_login_since = NULL WHERE id = ?
+        /// Seconds from now (parameter 1) to the start of the key's window: minus its age.
+        static let windowOffset = "SELECT TIMESTAMPDIFF(SECOND, ?, window_start) FROM login_throttle WHERE email_hash = ?"
+        static let clear = "DELETE FROM login_throttle WHERE email_hash = ?"
+        /// Purge: rows whose window has passed carry nothing worth keeping.
+        static let deleteExpired = "DELETE FROM login_throttle WHERE window_start < ?"
+    }
+
+    /// Per-account quotas (Sql/012): live records, and write operations per clock hour.
+    enum Quotas {
+        /// The account's quotas, its own or the defaults (parameters 1 and 2).
+        static let limits = """
+            SELECT COALESCE(quota_records, ?), COALESCE(quota_operations_per_hour, ?) FROM users WHERE id = ?
             """
+        static let liveRecords = """
+            SELECT (SELECT COUNT(*) FROM todos WHERE user_id = ? AND deleted_at IS NULL)
+                 + (SELECT COUNT(*) FROM tags WHERE user_id = ? AND deleted_at IS NULL)
+            """
+        static let ensureUsageRow = """
+            INSERT IGNORE INTO account_usage (user_id, hour_start, operations) VALUES (?, ?, 0)
+            """
+        /// Charges operations to the hour unless that would pass the quota (then no row changes).
+        /// Parameters: operations, user, hour, operations, quota.
+        static let chargeOperations = """
+            UPDATE account_usage SET operations = operations + ?
+             WHERE user_id = ? AND hour_start = ? AND operations + ? <= ?
+            """
+        static let deletePastHours = "DELETE FROM account_usage WHERE hour_start < ?"
     }
 
     enum Tokens {

@@ -30,6 +30,11 @@ extension Store {
             }
             report.operations = Int(try db.execute(SQL.Purge.deleteOperations, [horizon]).affectedRows)
             report.tokens = Int(try db.execute(SQL.Purge.deleteExpiredTokens, [.timestamp(now)]).affectedRows)
+            // Failed-login counters whose window has passed (they no longer throttle anything).
+            let loginWindow = DatabaseValue.timestamp(now.adding(seconds: -configuration.loginLockoutSeconds))
+            try db.execute(SQL.Logins.deleteExpired, [loginWindow])
+            // Operation counts of past hours (only the current hour is ever charged or checked).
+            try db.execute(SQL.Quotas.deletePastHours, [.timestamp(now.adding(seconds: -3600))])
         }
         return report
     }
