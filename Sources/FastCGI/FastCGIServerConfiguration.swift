@@ -1,7 +1,13 @@
 /// Settings for a ``FastCGIServer``.
 public struct FastCGIServerConfiguration: Sendable {
-    /// Filesystem path of the unix socket the web server connects to.
+    /// Filesystem path of the unix socket the web server connects to (when ``listenAddress`` is nil).
     public var socketPath: String
+    /// Where to listen instead of ``socketPath``: a TCP address or an inherited socket.
+    /// nil (the default) means the unix socket at ``socketPath``.
+    public var listenAddress: FastCGIListenAddress?
+    /// TCP peers allowed to connect (default: everyone). Give the web servers' addresses whenever
+    /// the responder listens on TCP.
+    public var allowedPeers: PeerAllowList
     /// Permission bits given to the socket file after it is created (nginx workers need write
     /// access: give them the owner or `socketGroupID`; never world-writable by default).
     public var socketMode: UInt32
@@ -36,8 +42,12 @@ public struct FastCGIServerConfiguration: Sendable {
         backlog: Int32 = 1024,
         workerCount: Int = 16,
         maxBodyBytes: Int = 1 << 20,
-        shutdownGraceSeconds: Double = 10
+        shutdownGraceSeconds: Double = 10,
+        listenAddress: FastCGIListenAddress? = nil,
+        allowedPeers: PeerAllowList = .everyone
     ) {
+        self.listenAddress = listenAddress
+        self.allowedPeers = allowedPeers
         self.socketPath = socketPath
         self.socketMode = socketMode
         self.socketGroupID = socketGroupID
@@ -54,15 +64,27 @@ extension FastCGIServerConfiguration {
     /// `sun_path` holds 108 bytes including the terminating NUL.
     static let maximumSocketPathBytes = 107
 
+    /// What the server listens on: ``listenAddress``, or the unix socket at ``socketPath``.
+    public var effectiveListenAddress: FastCGIListenAddress {
+        listenAddress ?? .unix(path: socketPath)
+    }
+
     /// Throws ``FastCGIServerError/invalidConfiguration(_:)`` naming the first bad field.
     func validate() throws(FastCGIServerError) {
-        let pathBytes = socketPath.utf8.count
-        if pathBytes == 0 || socketPath.utf8.contains(0) {
-            throw .invalidConfiguration("socketPath must be a non-empty path without NUL bytes")
-        }
-        if pathBytes > Self.maximumSocketPathBytes {
-            throw .invalidConfiguration(
-                "socketPath is \(pathBytes) bytes; unix socket paths are limited to \(Self.maximumSocketPathBytes)")
+        switch effectiveListenAddress {
+        case .unix(let path):
+            let pathBytes = path.utf8.count
+            if pathBytes == 0 || path.utf8.contains(0) {
+                throw .invalidConfiguration("socketPath must be a non-empty path without NUL bytes")
+            }
+            if pathBytes > Self.maximumSocketPathBytes {
+                throw .invalidConfiguration(
+                    "socketPath is \(pathBytes) bytes; unix socket paths are limited to \(Self.maximumSocketPathBytes)")
+            }
+        case .tcp(let host, _):
+            if IPAddress(host) == nil { throw .invalidConfiguration("listen host \(host) must be an IP address") }
+        case .inherited(let fd):
+            if fd < 0 { throw .invalidConfiguration("an inherited listening descriptor must be at least 0") }
         }
         if socketMode > 0o7777 {
             throw .invalidConfiguration("socketMode must be a permission mask (at most 0o7777)")

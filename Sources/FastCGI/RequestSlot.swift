@@ -71,6 +71,9 @@ final class RequestSlot {
     /// True when a kept connection (FCGI_KEEP_CONN) is open between requests.
     var hasOpenConnection: Bool { request.pointee.ipcFd >= 0 }
 
+    /// The current connection's descriptor (-1 when none is open).
+    var connectionFD: Int32 { request.pointee.ipcFd }
+
     /// Whether the web server asked to keep the current connection open.
     var keepConnectionRequested: Bool { request.pointee.keepConnection != 0 }
 

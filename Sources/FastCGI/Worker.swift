@@ -9,6 +9,7 @@ struct Worker: Sendable {
     let listenFD: Int32
     let wakeFD: Int32
     let maxBodyBytes: Int
+    let allowedPeers: PeerAllowList
     let readTimeoutSeconds: Double
     let writeTimeoutSeconds: Double
     let lifecycle: ServerLifecycle
@@ -53,6 +54,13 @@ struct Worker: Sendable {
                 continue
             }
             failures = 0
+            // Checked on every request, not only after an accept here: when a kept connection
+            // has ended, libfcgi accepts the next connection inside the same FCGX_Accept_r.
+            if !allowedPeers.allowsPeer(of: slot.connectionFD) {
+                logger.warning("FastCGI connection from a peer outside the allow-list closed unanswered")
+                slot.closeConnection()
+                continue
+            }
             serve(slot: slot, handler: handler)
         }
         logger.debug("FastCGI worker stopped")

@@ -29,7 +29,7 @@ struct Environment {
 
     var database: ConnectionConfiguration {
         get throws {
-            ConnectionConfiguration(
+            var configuration = ConnectionConfiguration(
                 host: string("TODOSYNC_DB_HOST", default: "127.0.0.1"),
                 port: try int("TODOSYNC_DB_PORT", default: 3306),
                 unixSocket: values["TODOSYNC_DB_SOCKET"].flatMap { $0.isEmpty ? nil : $0 },
@@ -39,6 +39,25 @@ struct Environment {
                 // Short lock waits: a request queued behind its own account's row lock gives its
                 // worker back quickly (503, nothing applied) instead of parking it.
                 lockWaitTimeoutSeconds: UInt32(clamping: max(1, try int("TODOSYNC_DB_LOCK_WAIT_TIMEOUT", default: 1))))
+            configuration.transactionAttempts = max(try int("TODOSYNC_DB_TRANSACTION_ATTEMPTS", default: 5), 1)
+            // TODOSYNC_DB_HOSTS=h1:3306,h2:3306,...: several servers (Galera nodes), tried in this
+            // order for each new session; the first is this host's preferred node.
+            let hosts = string("TODOSYNC_DB_HOSTS", default: "")
+            if !hosts.isEmpty {
+                var endpoints: [(host: String, port: Int)] = []
+                for entry in hosts.split(separator: ",") {
+                    let parts = entry.trimmingCharacters(in: .whitespaces).split(separator: ":")
+                    guard parts.count <= 2, let host = parts.first, !host.isEmpty,
+                        let port = parts.count == 2 ? Int(parts[1]) : 3306, (1...65535).contains(port)
+                    else { throw ConfigurationError(name: "TODOSYNC_DB_HOSTS", value: hosts) }
+                    endpoints.append((String(host), port))
+                }
+                configuration.unixSocket = nil
+                configuration.host = endpoints[0].host
+                configuration.port = endpoints[0].port
+                configuration.failoverEndpoints = Array(endpoints.dropFirst())
+            }
+            return configuration
         }
     }
 

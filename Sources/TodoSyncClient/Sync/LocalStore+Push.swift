@@ -93,6 +93,8 @@ extension LocalStore {
                 try Outbox.refreshVisibility(db, op.entity, op.recordLocalID)
                 statuses.append(status)
             }
+            // The log of final results is for the app to look back on; keep the newest 10,000.
+            try db.execute(sql: "DELETE FROM operationLog WHERE rowid <= (SELECT MAX(rowid) FROM operationLog) - 10000")
             return statuses
         }
     }
