@@ -46,6 +46,7 @@
 #                                                (each bearer token always to the same responder host)
 #   TODOSYNC_ENABLE_TEST_HOOKS   0               1: responders get --enable-test-hooks
 #   TODOSYNC_AUTH_RATE / _BURST  100 / 200       as in stack.sh
+#   TODOSYNC_ACCOUNT_CONCURRENCY 4               as in stack.sh (requests in flight per token)
 #   TODOSYNC_BIN                 release build   the responder binary
 #
 # Needs root (namespaces). Every process is started by this script and stopped by pid; `down`
@@ -71,6 +72,7 @@ export PATH="$PATH:/usr/local/sbin:/usr/sbin:/sbin"
 : "${TODOSYNC_ENABLE_TEST_HOOKS:=0}"
 : "${TODOSYNC_AUTH_RATE:=100}"
 : "${TODOSYNC_AUTH_BURST:=200}"
+: "${TODOSYNC_ACCOUNT_CONCURRENCY:=4}"
 : "${TODOSYNC_BIN:=}"
 : "${TODOSYNC_LOG_LEVEL:=info}"
 
@@ -472,6 +474,8 @@ render_front_conf() {
         [AUTH_RATE]=$TODOSYNC_AUTH_RATE
         [AUTH_BURST]=$TODOSYNC_AUTH_BURST
         [BENCH_LOCATIONS]=""
+        [HTTP_REDIRECT]=0
+        [ACCOUNT_CONCURRENCY]=$TODOSYNC_ACCOUNT_CONCURRENCY
     )
     local text key
     text=$(<"$REPO_ROOT/nginx/todosync.conf.template")
@@ -627,7 +631,7 @@ cmd_test() {
         for v in TODOSYNC_CLUSTER_STATE_DIR TODOSYNC_CLUSTER_NODES TODOSYNC_CLUSTER_APPS TODOSYNC_CLUSTER_WORKERS \
             TODOSYNC_CLUSTER_HTTP_PORT TODOSYNC_CLUSTER_HTTPS_PORT TODOSYNC_CLUSTER_NET TODOSYNC_CLUSTER_PREFIX \
             TODOSYNC_CLUSTER_SYNC_WAIT TODOSYNC_CLUSTER_ROUTING TODOSYNC_ENABLE_TEST_HOOKS TODOSYNC_AUTH_RATE \
-            TODOSYNC_AUTH_BURST TODOSYNC_BIN TODOSYNC_LOG_LEVEL; do
+            TODOSYNC_AUTH_BURST TODOSYNC_ACCOUNT_CONCURRENCY TODOSYNC_BIN TODOSYNC_LOG_LEVEL; do
             printf 'export %s=%q\n' "$v" "${!v}"
         done
         printf 'exec %q "$@"\n' "$SELF"

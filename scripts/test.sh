@@ -37,7 +37,7 @@
 #   TODOSYNC_TEST_CA_CERT    the stack's self-signed certificate (for verify=...)
 #   TODOSYNC_TEST_STACK      path of a command that runs scripts/stack.sh with the test stack's
 #                            environment: "$TODOSYNC_TEST_STACK" db-stop | db-start | responder-pids ...
-#   TODOSYNC_TEST_DB_SOCKET  MariaDB unix socket; user root, no password
+#   TODOSYNC_TEST_DB_SOCKET  MariaDB unix socket; user root by unix_socket (so the suite runs as OS root)
 #   TODOSYNC_TEST_STATE_DIR  the test stack's state dir (logs in log/)
 set -euo pipefail
 
@@ -78,6 +78,9 @@ export TODOSYNC_RESPONDERS=$RESPONDERS
 export TODOSYNC_ENABLE_TEST_HOOKS=1
 export TODOSYNC_AUTH_RATE=50
 export TODOSYNC_AUTH_BURST=100
+# Tests of one user's concurrent writes send up to 24 requests at once with one token; the
+# per-token limit itself is tested on a second nginx (test_hardening_account_limits.py).
+export TODOSYNC_ACCOUNT_CONCURRENCY=32
 if [[ -n ${TODOSYNC_TEST_BIN:-} ]]; then export TODOSYNC_BIN=$TODOSYNC_TEST_BIN; fi
 
 ensure_venv() {

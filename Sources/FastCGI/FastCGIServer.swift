@@ -41,7 +41,8 @@ public final class FastCGIServer: Sendable {
         guard initResult == 0 else { throw FastCGIServerError.libraryInitializationFailed(code: initResult) }
 
         let listener = try Listener.open(
-            configuration.effectiveListenAddress, mode: configuration.socketMode, backlog: configuration.backlog)
+            configuration.effectiveListenAddress, mode: configuration.socketMode, group: configuration.socketGroupID,
+            backlog: configuration.backlog)
         let wakePipe: WakePipe
         do { wakePipe = try WakePipe() } catch {
             listener.close()
@@ -69,7 +70,8 @@ public final class FastCGIServer: Sendable {
             let worker = Worker(
                 index: index, listenFD: listener.fd, wakeFD: wakePipe.readFD,
                 maxBodyBytes: configuration.maxBodyBytes, allowedPeers: configuration.allowedPeers,
-                lifecycle: lifecycle,
+                readTimeoutSeconds: configuration.readTimeoutSeconds,
+                writeTimeoutSeconds: configuration.writeTimeoutSeconds, lifecycle: lifecycle,
                 logger: workerLogger(index))
             do {
                 workers.append(try PosixThread.spawn { [lifecycle] in

@@ -8,8 +8,17 @@ public struct FastCGIServerConfiguration: Sendable {
     /// TCP peers allowed to connect (default: everyone). Give the web servers' addresses whenever
     /// the responder listens on TCP.
     public var allowedPeers: PeerAllowList
-    /// Permission bits given to the socket file after it is created (nginx workers need write access).
+    /// Permission bits given to the socket file after it is created (nginx workers need write
+    /// access: give them the owner or `socketGroupID`; never world-writable by default).
     public var socketMode: UInt32
+    /// Group given to the socket file (the web server's group), or nil to keep the process's.
+    public var socketGroupID: UInt32?
+    /// Deadline, in seconds, for each read of a request's params and body from the web server.
+    /// nginx sends a whole request at once, so only a stalled or hostile peer waits this long:
+    /// it is then dropped instead of holding a worker forever.
+    public var readTimeoutSeconds: Double
+    /// Deadline for each write of a response to a web server that stopped reading.
+    public var writeTimeoutSeconds: Double
     /// `listen(2)` backlog (the kernel caps it at `net.core.somaxconn`).
     public var backlog: Int32
     /// Number of worker threads; each serves one request at a time.
@@ -26,7 +35,10 @@ public struct FastCGIServerConfiguration: Sendable {
     /// Creates a configuration; every value has a production default.
     public init(
         socketPath: String = "/tmp/todosync.sock",
-        socketMode: UInt32 = 0o666,
+        socketMode: UInt32 = 0o660,
+        socketGroupID: UInt32? = nil,
+        readTimeoutSeconds: Double = 2,
+        writeTimeoutSeconds: Double = 30,
         backlog: Int32 = 1024,
         workerCount: Int = 16,
         maxBodyBytes: Int = 1 << 20,
@@ -38,6 +50,9 @@ public struct FastCGIServerConfiguration: Sendable {
         self.allowedPeers = allowedPeers
         self.socketPath = socketPath
         self.socketMode = socketMode
+        self.socketGroupID = socketGroupID
+        self.readTimeoutSeconds = readTimeoutSeconds
+        self.writeTimeoutSeconds = writeTimeoutSeconds
         self.backlog = backlog
         self.workerCount = workerCount
         self.maxBodyBytes = maxBodyBytes
@@ -82,6 +97,10 @@ extension FastCGIServerConfiguration {
         }
         if maxBodyBytes < 0 || maxBodyBytes > Int(Int32.max) {
             throw .invalidConfiguration("maxBodyBytes must be between 0 and \(Int32.max)")
+        }
+        for (name, value) in [("readTimeoutSeconds", readTimeoutSeconds), ("writeTimeoutSeconds", writeTimeoutSeconds)]
+        where !value.isFinite || value <= 0 || value > 3600 {
+            throw .invalidConfiguration("\(name) must be more than 0 and at most 3600")
         }
         if !shutdownGraceSeconds.isFinite || shutdownGraceSeconds < 0 {
             throw .invalidConfiguration("shutdownGraceSeconds must be a finite, non-negative number")

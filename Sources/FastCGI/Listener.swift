@@ -28,10 +28,10 @@ struct Listener: Sendable {
     let address: FastCGIListenAddress
 
     /// Opens (or adopts) the listener for `address`.
-    static func open(_ address: FastCGIListenAddress, mode: UInt32, backlog: Int32) throws(FastCGIServerError) -> Listener {
+    static func open(_ address: FastCGIListenAddress, mode: UInt32, group: UInt32? = nil, backlog: Int32) throws(FastCGIServerError) -> Listener {
         switch address {
         case .unix(let path):
-            let unix = try UnixListener.open(path: path, mode: mode, backlog: backlog)
+            let unix = try UnixListener.open(path: path, mode: mode, group: group, backlog: backlog)
             return Listener(fd: unix.fd, kind: .unix(unix), address: address)
         case .tcp(let host, let port):
             return Listener(fd: try openTCP(host: host, port: port, backlog: backlog), kind: .tcp, address: address)

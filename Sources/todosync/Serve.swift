@@ -31,6 +31,9 @@ struct Serve: ParsableCommand {
     @Option(help: "Worker threads, each with its own database connection (default: $TODOSYNC_WORKERS or 4 per online CPU core, 8 to 64; per responder process).")
     var workers: Int?
 
+    @Option(help: "Group given to the socket file (default: $TODOSYNC_SOCKET_GROUP, else the process's); the socket is 0660.")
+    var socketGroup: String?
+
     @Flag(help: "Enable test-only hooks (GET /healthz?delay_ms=N). Never in production.")
     var enableTestHooks = false
 
@@ -56,6 +59,15 @@ struct Serve: ParsableCommand {
         }
         configuration.allowedPeers = allowedPeers
         configuration.workerCount = try workers ?? environment.int("TODOSYNC_WORKERS", default: Self.defaultWorkerCount)
+        // The socket is 0660: nginx reaches it as its owner or through this group.
+        if let group = socketGroup ?? environment.optionalString("TODOSYNC_SOCKET_GROUP") {
+            guard let entry = getgrnam(group) else {
+                throw ValidationError("socket group '\(group)' does not exist")
+            }
+            configuration.socketGroupID = entry.pointee.gr_gid
+        }
+        configuration.readTimeoutSeconds = Double(
+            try environment.int("TODOSYNC_FASTCGI_READ_TIMEOUT", default: Int(configuration.readTimeoutSeconds)))
 
         MariaDBLibrary.initialize()
         logger.info("starting", metadata: [

@@ -10,7 +10,8 @@ struct TodoSyncCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "todosync",
         abstract: "TodoSync server: FastCGI responder for the TodoSync HTTP API.",
-        subcommands: [Serve.self, Migrate.self, Purge.self, RecomputeStats.self],
+        subcommands: [Serve.self, Migrate.self, Purge.self, RecomputeStats.self, NewEpoch.self,
+                      CheckFeed.self, RebuildFeed.self],
         defaultSubcommand: Serve.self)
 }
 
@@ -52,5 +53,8 @@ struct Migrate: ParsableCommand {
         let directory = URL(fileURLWithPath: sqlDir ?? environment.string("TODOSYNC_SQL_DIR", default: "Sql"))
         let applied = try Migrator(connection: connection, directory: directory).run()
         logger.info("migrations done", metadata: ["applied": "\(applied)"])
+        // Migration 007 queues every existing user for the change feed's back-fill.
+        let backfilled = try Store(connection: connection).backfillQueuedFeeds()
+        if backfilled > 0 { logger.info("change feed back-filled", metadata: ["users": "\(backfilled)"]) }
     }
 }
