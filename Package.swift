@@ -38,7 +38,7 @@ let package = Package(
         .executableTarget(
             name: "todosync",
             dependencies: [
-                "TodoSyncAPI", "TodoSyncStore", "FastCGI", "MariaDB",
+                "TodoSyncAPI", "TodoSyncStore", "FastCGI", "MariaDB", "CBuildInfo",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -52,6 +52,8 @@ let package = Package(
             name: "FastCGITests", dependencies: ["FastCGI", .product(name: "Logging", package: "swift-log")]),
 
         // --- docs helper (issue 14) ---
+        // The git commit `todosync --version` prints (linked in by scripts/stack.sh build).
+        .target(name: "CBuildInfo"),
         // A client generated from openapi.yaml (scripts/generate-openapi-client.sh; the code is
         // committed) decodes real responses of every route of the test stack.
         .testTarget(

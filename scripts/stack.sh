@@ -337,11 +337,30 @@ cmd_deps() {
     command -v swift >/dev/null 2>&1 || log "deps: WARNING: swift is not on PATH (the toolchain is not an apt package)"
 }
 
+# The git commit as a one-line object for `todosync --version` (Sources/CBuildInfo), named after
+# the commit: only the link step reads it, so a new commit relinks without recompiling, and one
+# commit always builds the same bytes (no dates). Prints its path, or nothing without git.
+build_commit_object() {
+    local commit dir=$REPO_ROOT/.build/buildinfo
+    commit=$(git -C "$REPO_ROOT" rev-parse --short=12 HEAD 2>/dev/null) || return 0
+    [[ -z $(git -C "$REPO_ROOT" status --porcelain --untracked-files=no 2>/dev/null) ]] || commit+=-dirty
+    mkdir -p "$dir"
+    if [[ ! -f $dir/commit-$commit.o ]]; then
+        rm -f "$dir"/commit-*
+        printf 'const char todosync_build_commit_value[] = "%s";\n' "$commit" > "$dir/commit-$commit.c"
+        cc -c -o "$dir/commit-$commit.o" "$dir/commit-$commit.c" || return 0
+    fi
+    printf '%s\n' "$dir/commit-$commit.o"
+}
+
 cmd_build() {
     require_cmd swift
-    log "build: swift build -c release"
-    local start=$SECONDS
-    swift build -c release --quiet || die "swift build failed"
+    # --static-swift-stdlib: the binary needs no Swift toolchain on the host it runs on.
+    local start=$SECONDS commit_obj link=()
+    commit_obj=$(build_commit_object)
+    [[ -z $commit_obj ]] || link=(-Xlinker "$commit_obj")
+    log "build: swift build -c release --static-swift-stdlib ${link[*]}"
+    swift build -c release --static-swift-stdlib "${link[@]}" --quiet || die "swift build failed"
     resolve_bin
     log "build: done in $((SECONDS - start)) s -> $TODOSYNC_BIN"
 }

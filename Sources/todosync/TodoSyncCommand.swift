@@ -10,6 +10,7 @@ struct TodoSyncCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "todosync",
         abstract: "TodoSync server: FastCGI responder for the TodoSync HTTP API.",
+        version: todosyncVersionDescription,
         subcommands: [Serve.self, Migrate.self, Purge.self, RecomputeStats.self],
         defaultSubcommand: Serve.self)
 }
@@ -34,6 +35,9 @@ struct Migrate: ParsableCommand {
     @Option(help: "Seconds to keep retrying while the database is not reachable yet.")
     var waitSeconds: Int = 30
 
+    @Flag(help: "List applied and pending migrations; apply nothing.")
+    var status = false
+
     func run() throws {
         let environment = Environment()
         let logger = bootstrapLogging(environment)
@@ -50,7 +54,12 @@ struct Migrate: ParsableCommand {
             }
         }
         let directory = URL(fileURLWithPath: sqlDir ?? environment.string("TODOSYNC_SQL_DIR", default: "Sql"))
-        let applied = try Migrator(connection: connection, directory: directory).run()
+        let migrator = Migrator(connection: connection, directory: directory)
+        if status {
+            print(try migrator.status().report, terminator: "")
+            return
+        }
+        let applied = try migrator.run()
         logger.info("migrations done", metadata: ["applied": "\(applied)"])
     }
 }
