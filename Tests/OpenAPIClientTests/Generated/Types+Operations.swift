@@ -5251,8 +5251,8 @@ internal enum Operations {
                 /// by a tag delete) and other devices' changes are always sent. Paging and `hasMore` are
                 /// as without it (a page may be empty while `hasMore` is true), and a parent tag left out
                 /// this way counts as held by the device for referential completeness. A device that
-                /// loses or resets its local data must use a new deviceId. A value that no push could have
-                /// sent (empty, over 100 characters) names no device: nothing is left out.
+                /// loses or resets its local data must use a new deviceId. Like push's `deviceId` it is
+                /// 1–100 characters (Unicode scalars); anything else is 400 `bad_request`.
                 ///
                 ///
                 /// - Remark: Generated from `#/paths/api/v1/sync/pull/GET/query/deviceId`.
