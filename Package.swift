@@ -3,13 +3,19 @@ import PackageDescription
 
 let package = Package(
     name: "TodoSync",
-    platforms: [.macOS(.v15)],
+    // The server (libfcgi, Connector/C) runs on Linux. The client library builds for Apple
+    // platforms too: iOS 16 / macOS 13 are what it asks of them.
+    platforms: [.macOS(.v13), .iOS(.v16)],
     products: [
-        .executable(name: "todosync", targets: ["todosync"])
+        .executable(name: "todosync", targets: ["todosync"]),
+        // The device side: offline-first sync over SQLite, and a terminal client built on it.
+        .library(name: "TodoSyncClient", targets: ["TodoSyncClient"]),
+        .executable(name: "todosync-client", targets: ["todosync-client"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
         // --- docs helper (issue 14): the generated OpenAPI client that proves openapi.yaml ---
         .package(url: "https://github.com/apple/swift-openapi-runtime", from: "1.13.4"),
         .package(url: "https://github.com/apple/swift-openapi-urlsession", from: "1.4.0"),
@@ -44,10 +50,19 @@ let package = Package(
             ]
         ),
 
+        // The client: the shared domain module, SQLite through GRDB, HTTP through URLSession.
+        // Nothing of the server (C libraries, store, API) is linked into it, nor it into the server.
+        .target(name: "TodoSyncClient", dependencies: ["TodoSyncCore", .product(name: "GRDB", package: "GRDB.swift")]),
+        .executableTarget(
+            name: "todosync-client",
+            dependencies: ["TodoSyncClient", "TodoSyncCore", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+        ),
+
         .testTarget(name: "TodoSyncCoreTests", dependencies: ["TodoSyncCore"]),
         .testTarget(name: "TodoSyncAPITests", dependencies: ["TodoSyncAPI", "TodoSyncCore"]),
         .testTarget(name: "MariaDBTests", dependencies: ["MariaDB"]),
         .testTarget(name: "TodoSyncStoreTests", dependencies: ["TodoSyncStore", "TodoSyncCore", "MariaDB", "Credentials"]),
+        .testTarget(name: "TodoSyncClientTests", dependencies: ["TodoSyncClient", "TodoSyncCore"]),
         .testTarget(
             name: "FastCGITests", dependencies: ["FastCGI", .product(name: "Logging", package: "swift-log")]),
 

@@ -171,6 +171,7 @@ HTTPS_BASE=https://$TODOSYNC_LISTEN_ADDRESS:$TODOSYNC_HTTPS_PORT
 DEB_PACKAGES=(
     mariadb-server mariadb-client nginx libfcgi-dev libmariadb-dev libargon2-dev libssl-dev
     pkg-config openssl curl python3-venv systemd
+    libsqlite3-dev  # the client library (GRDB) uses the system SQLite
 )
 
 # --- helpers -----------------------------------------------------------------------------------

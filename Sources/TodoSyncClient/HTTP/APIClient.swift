@@ -1,0 +1,152 @@
+import Foundation
+import TodoSyncCore
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// Sends one HTTP request. The default is URLSession; tests wrap it to lose responses.
+public protocol HTTPTransport: Sendable {
+    func send(_ request: URLRequest) async throws -> (Data, HTTPURLResponse)
+}
+
+/// URLSession as the transport (FoundationNetworking on Linux).
+public struct URLSessionTransport: HTTPTransport {
+    let session: URLSession
+
+    public init(session: URLSession? = nil) {
+        if let session {
+            self.session = session
+        } else {
+            let configuration = URLSessionConfiguration.ephemeral
+            configuration.timeoutIntervalForRequest = 30
+            configuration.httpMaximumConnectionsPerHost = 2
+            configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
+            self.session = URLSession(configuration: configuration)
+        }
+    }
+
+    public func send(_ request: URLRequest) async throws -> (Data, HTTPURLResponse) {
+        let (data, response) = try await session.data(for: request)
+        guard let http = response as? HTTPURLResponse else { throw URLError(.badServerResponse) }
+        return (data, http)
+    }
+}
+
+/// Why a sync (or an auth call) stopped. Local data and the outbox are kept in every case.
+public enum SyncError: Error, Equatable, Sendable, CustomStringConvertible {
+    /// No token: log in first.
+    case notLoggedIn
+    /// The server could not be reached (after retries).
+    case offline(String)
+    /// The server answered 503/429/504 for every retry; nothing was lost.
+    case unavailable(status: Int, retryAfter: Double?)
+    /// The token was refused and the refresh hook gave no new one.
+    case unauthorized
+    /// Any other error answer (`code` from the contract's error table).
+    case server(status: Int, code: String, message: String)
+    /// The answer did not have the contract's shape.
+    case protocolError(String)
+
+    public var description: String {
+        switch self {
+        case .notLoggedIn: return "not logged in"
+        case .offline(let reason): return "offline: the server could not be reached (\(reason)); changes stay queued"
+        case .unavailable(let status, _): return "the server is unavailable (HTTP \(status)); changes stay queued"
+        case .unauthorized: return "the server refused the login token; log in again (changes stay queued)"
+        case .server(let status, let code, let message): return "server error \(status) \(code): \(message)"
+        case .protocolError(let reason): return "unexpected answer from the server: \(reason)"
+        }
+    }
+}
+
+/// Backoff for retryable failures: network errors, 503, 429, 502 and 504 (the outbox makes
+/// every request safe to resend). Exponential with full jitter; `Retry-After` is a floor.
+public struct RetryPolicy: Sendable {
+    public var maxAttempts: Int
+    public var initialDelay: Double
+    public var maxDelay: Double
+
+    public init(maxAttempts: Int = 6, initialDelay: Double = 0.25, maxDelay: Double = 10) {
+        self.maxAttempts = maxAttempts
+        self.initialDelay = initialDelay
+        self.maxDelay = maxDelay
+    }
+
+    /// The wait before attempt `attempt + 1` (attempt counts from 1).
+    func delay(afterAttempt attempt: Int, retryAfter: Double?) -> Double {
+        let ceiling = min(maxDelay, initialDelay * pow(2, Double(attempt - 1)))
+        let jittered = Double.random(in: ceiling / 2...ceiling)
+        return min(maxDelay, max(jittered, retryAfter ?? 0))
+    }
+}
+
+/// An answer of the server: status, headers (lower-cased names) and body.
+struct APIResponse: Sendable {
+    var status: Int
+    var headers: [String: String]
+    var body: Data
+
+    func json() throws -> JSONObject {
+        guard let value = try? JSONParser.parse(Array(body), maxDepth: 32), let object = value.objectValue else {
+            throw SyncError.protocolError("HTTP \(status) without a JSON object body")
+        }
+        return object
+    }
+
+    var error: SyncError {
+        let object = try? json()
+        let error = object?["error"]?.objectValue
+        return .server(status: status, code: error?["code"]?.stringValue ?? "http_\(status)",
+                       message: error?["message"]?.stringValue ?? "HTTP \(status)")
+    }
+}
+
+/// The contract's HTTP calls, with retries. Stateless: the token comes from the caller.
+struct APIClient: Sendable {
+    let baseURL: URL
+    let transport: any HTTPTransport
+    let retry: RetryPolicy
+
+    /// Sends a request, retrying retryable failures; returns the final answer (any status).
+    func send(_ method: String, _ path: String, query: [URLQueryItem] = [], body: Data? = nil,
+              token: String?) async throws -> APIResponse {
+        var components = URLComponents(url: baseURL.appendingPathComponent(path), resolvingAgainstBaseURL: false)!
+        if !query.isEmpty { components.queryItems = query }
+        var request = URLRequest(url: components.url!)
+        request.httpMethod = method
+        request.httpBody = body
+        if body != nil { request.setValue("application/json", forHTTPHeaderField: "Content-Type") }
+        request.setValue("application/json", forHTTPHeaderField: "Accept")
+        request.setValue("gzip", forHTTPHeaderField: "Accept-Encoding")
+        if let token { request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization") }
+
+        var attempt = 0
+        while true {
+            attempt += 1
+            let response: APIResponse
+            do {
+                let (data, http) = try await transport.send(request)
+                var headers: [String: String] = [:]
+                for (name, value) in http.allHeaderFields {
+                    if let name = name as? String, let value = value as? String { headers[name.lowercased()] = value }
+                }
+                response = APIResponse(status: http.statusCode, headers: headers, body: data)
+            } catch is CancellationError {
+                throw CancellationError()
+            } catch {
+                guard attempt < retry.maxAttempts else { throw SyncError.offline(Self.describe(error)) }
+                try await Task.sleep(nanoseconds: UInt64(retry.delay(afterAttempt: attempt, retryAfter: nil) * 1e9))
+                continue
+            }
+            guard [429, 502, 503, 504].contains(response.status) else { return response }
+            let retryAfter = response.headers["retry-after"].flatMap(Double.init)
+            guard attempt < retry.maxAttempts else { return response }
+            try await Task.sleep(nanoseconds: UInt64(retry.delay(afterAttempt: attempt, retryAfter: retryAfter) * 1e9))
+        }
+    }
+
+    static func describe(_ error: Error) -> String {
+        if let urlError = error as? URLError { return "\(urlError.code.rawValue): \(urlError.localizedDescription)" }
+        return String(describing: error)
+    }
+}

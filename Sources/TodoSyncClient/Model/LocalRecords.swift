@@ -1,0 +1,134 @@
+import TodoSyncCore
+
+/// A tag as this device sees it: the server's state with this device's pending edits applied.
+public struct LocalTag: Sendable, Equatable, Identifiable {
+    /// This store's handle for the record; stable for the life of the store.
+    public var localID: Int64
+    /// The server's id; nil until a push result or a pull brings it.
+    public var serverID: Int64?
+    /// The id made on a device at creation (nil for records created elsewhere without one).
+    public var clientID: String?
+    public var name: String
+    public var color: String
+    /// The server version last seen; nil until the server has the record.
+    public var version: Int64?
+    public var createdAt: String?
+    public var updatedAt: String?
+    /// The server's deletion time when it sent a tombstone.
+    public var deletedAt: String?
+
+    public var id: Int64 { localID }
+}
+
+/// A todo as this device sees it: the server's state with this device's pending edits applied.
+public struct LocalTodo: Sendable, Equatable, Identifiable {
+    public var localID: Int64
+    public var serverID: Int64?
+    public var clientID: String?
+    public var title: String
+    public var raw: String
+    public var isImportant: Bool
+    public var isLife: Bool
+    /// The tag, by its local handle.
+    public var tagLocalID: Int64?
+    /// The tag's server id, when the tag has one.
+    public var tagServerID: Int64?
+    public var difficulty: Int
+    public var estimatedTime: Int
+    public var deadline: Day
+    public var isCompleted: Bool
+    public var version: Int64?
+    /// The server's creation time; a provisional local time until the server has the record.
+    public var createdAt: String
+    public var updatedAt: String?
+    public var deletedAt: String?
+
+    public var id: Int64 { localID }
+}
+
+/// A daily statistic exactly as the server last sent it (stats are derived by the server).
+public struct LocalDailyStat: Sendable, Equatable {
+    public struct TagStat: Sendable, Equatable {
+        public var tagID: Int64
+        public var name: String
+        public var color: String
+        public var count: Int
+    }
+
+    public var serverID: Int64
+    public var date: Day
+    public var todoCount: Int
+    public var completedCount: Int
+    public var productivityNum: Double
+    public var balanceNum: Int
+    public var balanceTitle: String
+    public var balanceMessage: String
+    public var tagStats: [TagStat]
+    public var centerX: Double
+    public var centerY: Double
+    public var version: Int64
+    public var createdAt: String
+    public var updatedAt: String
+    /// The record's JSON as the server sent it.
+    public var json: String
+}
+
+/// The fields of a new todo. `tag` is a local tag handle.
+public struct NewTodo: Sendable, Equatable {
+    public var title: String
+    public var raw: String?
+    public var deadline: Day
+    public var isImportant: Bool
+    public var isLife: Bool
+    public var tag: Int64?
+    public var difficulty: Int
+    public var estimatedTime: Int
+    public var isCompleted: Bool
+
+    public init(title: String, raw: String? = nil, deadline: Day, isImportant: Bool = false, isLife: Bool = false,
+                tag: Int64? = nil, difficulty: Int = 0, estimatedTime: Int = 0, isCompleted: Bool = false) {
+        self.title = title
+        self.raw = raw
+        self.deadline = deadline
+        self.isImportant = isImportant
+        self.isLife = isLife
+        self.tag = tag
+        self.difficulty = difficulty
+        self.estimatedTime = estimatedTime
+        self.isCompleted = isCompleted
+    }
+}
+
+/// Changes to a todo; nil leaves a field as it is. `tag: .some(nil)` clears the tag.
+public struct TodoChanges: Sendable, Equatable {
+    public var title: String?
+    public var raw: String?
+    public var deadline: Day?
+    public var isImportant: Bool?
+    public var isLife: Bool?
+    public var tag: Int64??
+    public var difficulty: Int?
+    public var estimatedTime: Int?
+    public var isCompleted: Bool?
+
+    public init(title: String? = nil, raw: String? = nil, deadline: Day? = nil, isImportant: Bool? = nil,
+                isLife: Bool? = nil, tag: Int64?? = nil, difficulty: Int? = nil, estimatedTime: Int? = nil,
+                isCompleted: Bool? = nil) {
+        self.title = title
+        self.raw = raw
+        self.deadline = deadline
+        self.isImportant = isImportant
+        self.isLife = isLife
+        self.tag = tag
+        self.difficulty = difficulty
+        self.estimatedTime = estimatedTime
+        self.isCompleted = isCompleted
+    }
+}
+
+/// What a local write did: the record it touched and the operation that carries it to the server
+/// (nil when the write cancelled a change that was never sent, e.g. deleting an unsent create).
+public struct LocalChange: Sendable, Equatable {
+    public var localID: Int64
+    public var opID: String?
+}

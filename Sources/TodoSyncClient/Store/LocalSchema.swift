@@ -1,0 +1,114 @@
+import GRDB
+
+/// The device's SQLite schema, versioned with GRDB's migrator.
+///
+/// Records are keyed by a local id (`localId`): a record created offline has no server id yet,
+/// and one created elsewhere without a clientId has no clientId. `isDeleted` hides a record from
+/// the app (a local delete, or a server tombstone with nothing pending); `deletedAt` is the
+/// server's tombstone time. `seenGeneration` marks records a full resync has delivered.
+enum LocalSchema {
+    static var migrator: DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("v1") { db in
+            try db.execute(sql: """
+                CREATE TABLE meta (
+                    key TEXT PRIMARY KEY NOT NULL,
+                    value TEXT
+                );
+                CREATE TABLE tag (
+                    localId INTEGER PRIMARY KEY AUTOINCREMENT,
+                    id INTEGER UNIQUE,
+                    clientId TEXT,
+                    clientKey TEXT UNIQUE,
+                    name TEXT NOT NULL,
+                    color TEXT NOT NULL,
+                    version INTEGER,
+                    createdAt TEXT,
+                    updatedAt TEXT,
+                    deletedAt TEXT,
+                    isDeleted INTEGER NOT NULL DEFAULT 0,
+                    seenGeneration INTEGER NOT NULL DEFAULT 0
+                );
+                CREATE TABLE todo (
+                    localId INTEGER PRIMARY KEY AUTOINCREMENT,
+                    id INTEGER UNIQUE,
+                    clientId TEXT,
+                    clientKey TEXT UNIQUE,
+                    title TEXT NOT NULL,
+                    titleKey BLOB NOT NULL,
+                    raw TEXT NOT NULL,
+                    isImportant INTEGER NOT NULL,
+                    isLife INTEGER NOT NULL,
+                    tagLocalId INTEGER,
+                    difficulty INTEGER NOT NULL,
+                    estimatedTime INTEGER NOT NULL,
+                    deadline TEXT NOT NULL,
+                    isCompleted INTEGER NOT NULL,
+                    version INTEGER,
+                    createdAt TEXT NOT NULL,
+                    updatedAt TEXT,
+                    deletedAt TEXT,
+                    isDeleted INTEGER NOT NULL DEFAULT 0,
+                    seenGeneration INTEGER NOT NULL DEFAULT 0
+                );
+                -- The contract's order for a day: important first, newest first, title A→Z
+                -- (simple-lowercased code points: titleKey compares as bytes), then id.
+                CREATE INDEX todo_by_day ON todo (deadline, isDeleted, isImportant DESC, createdAt DESC, titleKey, id);
+                CREATE INDEX todo_by_tag ON todo (tagLocalId);
+                CREATE TABLE dailyStat (
+                    id INTEGER PRIMARY KEY,
+                    date TEXT NOT NULL UNIQUE,
+                    version INTEGER NOT NULL,
+                    deletedAt TEXT,
+                    json TEXT NOT NULL,
+                    seenGeneration INTEGER NOT NULL DEFAULT 0
+                );
+                -- Operations not yet settled: pending, sending, or rejected (until acknowledged).
+                CREATE TABLE outbox (
+                    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+                    opId TEXT NOT NULL UNIQUE,
+                    entity TEXT NOT NULL,
+                    action TEXT NOT NULL,
+                    recordLocalId INTEGER NOT NULL,
+                    data TEXT NOT NULL,
+                    base TEXT NOT NULL,
+                    baseVersion INTEGER,
+                    waitsForPredecessor INTEGER NOT NULL DEFAULT 0,
+                    policyOverride TEXT,
+                    state TEXT NOT NULL,
+                    payload TEXT,
+                    errorCode TEXT,
+                    errorMessage TEXT,
+                    createdAt TEXT NOT NULL
+                );
+                CREATE INDEX outbox_by_record ON outbox (entity, recordLocalId, seq);
+                -- Final results, newest kept (bounded).
+                CREATE TABLE operationLog (
+                    opId TEXT PRIMARY KEY NOT NULL,
+                    entity TEXT NOT NULL,
+                    action TEXT NOT NULL,
+                    recordLocalId INTEGER NOT NULL,
+                    fields TEXT NOT NULL,
+                    status TEXT NOT NULL,
+                    errorCode TEXT,
+                    errorMessage TEXT,
+                    conflictingFields TEXT NOT NULL DEFAULT '[]',
+                    finishedAt TEXT NOT NULL
+                );
+                CREATE TABLE conflict (
+                    conflictId INTEGER PRIMARY KEY AUTOINCREMENT,
+                    opId TEXT NOT NULL,
+                    entity TEXT NOT NULL,
+                    action TEXT NOT NULL,
+                    recordLocalId INTEGER NOT NULL,
+                    base TEXT NOT NULL,
+                    local TEXT NOT NULL,
+                    server TEXT NOT NULL,
+                    serverVersion INTEGER NOT NULL,
+                    createdAt TEXT NOT NULL
+                );
+                """)
+        }
+        return migrator
+    }
+}
