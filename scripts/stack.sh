@@ -3,7 +3,7 @@
 #
 # Usage: scripts/stack.sh COMMAND
 #   deps            install missing Debian packages (apt-get; fast no-op when all are present)
-#   build           swift build -c release
+#   build           swift build -c release --static-swift-stdlib --product todosync
 #   up              start MariaDB, migrate, responders (supervised) and nginx; wait for /healthz
 #   down            stop nginx, responders and MariaDB (idempotent)
 #   run             deps + build + up, then stay in the foreground until SIGINT/SIGTERM, then down
@@ -356,12 +356,13 @@ build_commit_object() {
 
 cmd_build() {
     require_cmd swift
-    # --static-swift-stdlib: the binary needs no Swift toolchain on the host it runs on.
+    # --static-swift-stdlib: the binary needs no Swift toolchain on the host it runs on. Only the
+    # server's product: a static todosync-client would need libcurl's development files.
     local start=$SECONDS commit_obj link=()
     commit_obj=$(build_commit_object)
     [[ -z $commit_obj ]] || link=(-Xlinker "$commit_obj")
-    log "build: swift build -c release --static-swift-stdlib ${link[*]}"
-    swift build -c release --static-swift-stdlib "${link[@]}" --quiet || die "swift build failed"
+    log "build: swift build -c release --static-swift-stdlib --product todosync ${link[*]}"
+    swift build -c release --static-swift-stdlib --product todosync "${link[@]}" --quiet || die "swift build failed"
     resolve_bin
     log "build: done in $((SECONDS - start)) s -> $TODOSYNC_BIN"
 }

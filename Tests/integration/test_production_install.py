@@ -9,8 +9,11 @@
   responders, serves the API over TLS, redirects plain HTTP, and answers its own errors with
   the contract's JSON body.
 
-Socket activation itself (`systemd-socket-activate` in front of `todosync serve`) needs the
-responder's LISTEN_FDS support from the scale-out branch; it is tested once that has landed.
+- socket activation as todosync@.socket does it: `systemd-socket-activate` opens the listening
+  socket and starts the unit's command line (`todosync serve`) on the first connection; the
+  responder serves that connection and later ones from the socket it was passed (LISTEN_FDS).
+  Skipped (with the reason) while the binary has no `serve --listen-fd` (the scale-out branch
+  adds it).
 """
 
 from __future__ import annotations
@@ -27,6 +30,9 @@ from pathlib import Path
 
 import pytest
 import requests
+import urllib3
+
+from test_release_binary import db_env, fastcgi_get
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 INSTALL = REPO_ROOT / "scripts/install.sh"
@@ -125,6 +131,7 @@ def free_port() -> int:
 @pytest.fixture(scope="module")
 def site_nginx(conf, tmp_path_factory):
     """A real nginx running the rendered site in front of the test stack's responders."""
+    urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)  # the stack's self-signed certificate
     if os.geteuid() != 0 or not shutil.which("nginx"):
         pytest.skip("needs root and nginx")
     state = Path(os.environ.get("TODOSYNC_TEST_STATE_DIR", ""))
@@ -184,8 +191,6 @@ http {{
 
 
 def test_site_serves_the_api_over_tls(site_nginx):
-    import urllib3
-    urllib3.disable_warnings()
     health = requests.get(site_nginx["https"] + "/healthz", verify=False, timeout=10)
     assert health.status_code == 200 and health.json() == {"status": "ok"}, health.text
     assert health.headers["Content-Type"].startswith("application/json")
@@ -210,7 +215,56 @@ def test_site_answers_its_own_errors_as_contract_json(site_nginx):
         assert json.loads(r.text)["error"]["code"] == code, (path, r.text)
 
 
+def test_site_answers_an_oversized_http2_body_with_json(site_nginx, tmp_path):
+    body = tmp_path / "big.json"
+    body.write_bytes(b"x" * (2 * 1024 * 1024))
+    out = subprocess.run(["curl", "-sk", "--http2", "-o", "-", "-w", "\\n%{http_version} %{http_code} %{content_type}",
+                          "-X", "POST", "-H", "Content-Type: application/json", "--data-binary", f"@{body}",
+                          site_nginx["https"] + "/api/v1/todos"], capture_output=True, text=True, timeout=30)
+    text, _, meta = out.stdout.rpartition("\n")
+    version, status, ctype = (meta.split() + ["", "", ""])[:3]
+    assert (version, status) == ("2", "413"), out.stdout[-300:] + out.stderr
+    assert ctype.startswith("application/json") and json.loads(text)["error"]["code"] == "payload_too_large", text[:300]
+
+
 def test_site_redirects_plain_http(site_nginx):
     r = requests.get(site_nginx["http"] + "/api/v1/tags?x=1", allow_redirects=False, timeout=10)
     assert r.status_code == 308
     assert r.headers["Location"].startswith("https://") and r.headers["Location"].endswith("/api/v1/tags?x=1")
+
+
+# --------------------------------------------------------------------------- socket activation
+
+def test_socket_activation_serves_from_the_passed_socket(conf, tmp_path):
+    binary = conf["TODOSYNC_BIN"]
+    help_text = subprocess.run([binary, "serve", "--help"], capture_output=True, text=True, timeout=30).stdout
+    if "--listen-fd" not in help_text:
+        pytest.skip("this todosync has no LISTEN_FDS support yet (serve --listen-fd: the scale-out branch)")
+    if not shutil.which("systemd-socket-activate"):
+        pytest.skip("systemd-socket-activate (Debian's systemd package) is not installed")
+    unit = (REPO_ROOT / "scripts/systemd/todosync@.service").read_text()
+    exec_start = re.search(r"^ExecStart=/usr/local/bin/todosync (.*)$", unit, re.M).group(1).split()
+    sock = tmp_path / "responder.sock"
+    env = db_env(conf)
+
+    def activate():
+        # Like the unit's Environment=: systemd-socket-activate passes only what -E names.
+        setenv = [arg for key, value in env.items() for arg in ("-E", f"{key}={value}")]
+        return subprocess.Popen(["systemd-socket-activate", "-l", str(sock), *setenv, binary, *exec_start],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+
+    def wait_for_socket():
+        deadline = time.monotonic() + 10
+        while not sock.exists():
+            assert time.monotonic() < deadline, "systemd-socket-activate did not open the socket"
+            time.sleep(0.05)
+
+    first = activate()
+    try:
+        wait_for_socket()
+        for _ in range(3):  # the first connection starts the responder; later ones reuse it
+            head, _, body = fastcgi_get(str(sock), "/healthz").partition(b"\r\n\r\n")
+            assert b"Status: 200" in head and b'"ok"' in body, head + body
+    finally:
+        os.killpg(first.pid, 15)
+        first.wait(timeout=20)
