@@ -21,7 +21,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shlex
 import shutil
 import socket
 import subprocess
@@ -32,21 +31,12 @@ import pytest
 import requests
 import urllib3
 
-from test_release_binary import db_env, fastcgi_get
+from test_release_binary import db_env, fastcgi_get, stack_env
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 INSTALL = REPO_ROOT / "scripts/install.sh"
 UNITS = ["todosync@1.service", "todosync@1.socket", "todosync-migrate.service", "todosync-purge.service",
          "todosync-purge.timer"]
-
-
-def stack_env() -> dict[str, str]:
-    stack = os.environ.get("TODOSYNC_TEST_STACK", "").strip()
-    if not stack:
-        pytest.skip("TODOSYNC_TEST_STACK not set")
-    out = subprocess.run(shlex.split(stack) + ["env"], capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stderr
-    return dict(line.split("=", 1) for line in out.stdout.splitlines() if "=" in line)
 
 
 def install(root: Path, *args: str, binary: str) -> subprocess.CompletedProcess:
