@@ -29,7 +29,6 @@ from pathlib import Path
 
 import pytest
 import requests
-import urllib3
 
 from test_release_binary import db_env, fastcgi_get, stack_env
 
@@ -121,7 +120,6 @@ def free_port() -> int:
 @pytest.fixture(scope="module")
 def site_nginx(conf, tmp_path_factory):
     """A real nginx running the rendered site in front of the test stack's responders."""
-    urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)  # the stack's self-signed certificate
     if os.geteuid() != 0 or not shutil.which("nginx"):
         pytest.skip("needs root and nginx")
     state = Path(os.environ.get("TODOSYNC_TEST_STATE_DIR", ""))
@@ -169,24 +167,24 @@ http {{
     deadline = time.monotonic() + 10
     while True:
         try:
-            requests.get(base + "/healthz", verify=False, timeout=2)
+            requests.get(base + "/healthz", verify=str(cert), timeout=2)
             break
         except requests.ConnectionError:
             assert proc.poll() is None, proc.stderr.read().decode()
             assert time.monotonic() < deadline, "nginx did not come up"
             time.sleep(0.1)
-    yield {"https": base, "http": f"http://127.0.0.1:{http}"}
+    yield {"https": base, "http": f"http://127.0.0.1:{http}", "ca": str(cert)}
     proc.terminate()
     proc.wait(timeout=15)
 
 
 def test_site_serves_the_api_over_tls(site_nginx):
-    health = requests.get(site_nginx["https"] + "/healthz", verify=False, timeout=10)
+    health = requests.get(site_nginx["https"] + "/healthz", verify=site_nginx["ca"], timeout=10)
     assert health.status_code == 200 and health.json() == {"status": "ok"}, health.text
     assert health.headers["Content-Type"].startswith("application/json")
     assert health.headers.get("X-Request-Id")
     assert health.headers.get("Strict-Transport-Security")
-    login = requests.post(site_nginx["https"] + "/api/v1/auth/login", verify=False, timeout=10,
+    login = requests.post(site_nginx["https"] + "/api/v1/auth/login", verify=site_nginx["ca"], timeout=10,
                           json={"email": "nobody@example.com", "password": "not a password"})
     assert login.status_code == 401, login.text
     assert login.json()["error"]["code"] == "unauthorized"
@@ -198,7 +196,7 @@ def test_site_answers_its_own_errors_as_contract_json(site_nginx):
         ("POST", "/api/v1/todos", b"x" * (2 * 1024 * 1024), 413, "payload_too_large"),
     ]
     for method, path, body, status, code in cases:
-        r = requests.request(method, site_nginx["https"] + path, data=body, verify=False, timeout=10,
+        r = requests.request(method, site_nginx["https"] + path, data=body, verify=site_nginx["ca"], timeout=10,
                              headers={"Content-Type": "application/json"})
         assert r.status_code == status, (path, r.status_code, r.text[:200])
         assert r.headers["Content-Type"].startswith("application/json"), (path, r.headers)
@@ -208,7 +206,7 @@ def test_site_answers_its_own_errors_as_contract_json(site_nginx):
 def test_site_answers_an_oversized_http2_body_with_json(site_nginx, tmp_path):
     body = tmp_path / "big.json"
     body.write_bytes(b"x" * (2 * 1024 * 1024))
-    out = subprocess.run(["curl", "-sk", "--http2", "-o", "-", "-w", "\\n%{http_version} %{http_code} %{content_type}",
+    out = subprocess.run(["curl", "-s", "--cacert", site_nginx["ca"], "--http2", "-o", "-", "-w", "\\n%{http_version} %{http_code} %{content_type}",
                           "-X", "POST", "-H", "Content-Type: application/json", "--data-binary", f"@{body}",
                           site_nginx["https"] + "/api/v1/todos"], capture_output=True, text=True, timeout=30)
     text, _, meta = out.stdout.rpartition("\n")
