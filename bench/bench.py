@@ -77,8 +77,12 @@ def token_of(user_id):
     return f"bench-{SALT}-{user_id}"
 
 
+LAYOUT = os.environ.get("BENCH_SEED_LAYOUT", "interleaved")
+
+
 def todo_id(user_id, k):
-    return (user_id - 1) * TODOS + k
+    """The id bench/seed.sh gave todo k (1-based) of a user."""
+    return (k - 1) * USERS + user_id if LAYOUT == "interleaved" else (user_id - 1) * TODOS + k
 
 
 # --- the stack's processes ------------------------------------------------------------------

@@ -25,6 +25,8 @@
 #   BENCH_STATE_DIR [.state/bench]   the private stack's state dir (data, logs, results)
 #   BENCH_MARIADB_ARGS [--innodb-buffer-pool-size=1G --innodb-log-file-size=512M]
 #   BENCH_SEED_JOBS [2]              parallel `todosync recompute-stats --user` processes while seeding
+#   BENCH_SEED_LAYOUT [interleaved]  interleaved: users' rows interleave in id order as in production;
+#                                    blocks: each user's rows have contiguous ids (flatters id lookups)
 #   BENCH_GZIP [0]                   1: send Accept-Encoding: gzip (as phones do); 0: identity bodies
 #   BENCH_SKIP_BUILD [0]             1: use the existing release binary
 #   BENCH_KEEP_DATA [0]              1: keep the MariaDB data dir after teardown (for bench/profile.sh)
@@ -60,9 +62,11 @@ fi
 : "${BENCH_REUSE_DATA:=0}"
 [[ $BENCH_REUSE_DATA == 1 ]] && BENCH_KEEP_DATA=1
 : "${BENCH_SCENARIOS:=all}"
+: "${BENCH_SEED_LAYOUT:=interleaved}"
 export BENCH_USERS BENCH_TAGS BENCH_TODOS BENCH_DAYS BENCH_START_DATE BENCH_DURATION BENCH_PUSH_DURATION \
     BENCH_WARMUP BENCH_CONNECTIONS BENCH_THREADS BENCH_PULL_USERS BENCH_INCREMENTAL_USERS BENCH_PUSH_OPS \
-    BENCH_MIXED_PUSH_OPS BENCH_WORKERS BENCH_RESPONDERS BENCH_GZIP BENCH_SEED_JOBS BENCH_SCENARIOS BENCH_QUICK
+    BENCH_MIXED_PUSH_OPS BENCH_WORKERS BENCH_RESPONDERS BENCH_GZIP BENCH_SEED_JOBS BENCH_SCENARIOS BENCH_QUICK \
+    BENCH_SEED_LAYOUT
 
 log() { printf '[bench %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
@@ -121,7 +125,7 @@ main() {
     # A fresh data set every run unless a kept one of the same size may be reused: stop a stack
     # left over by a killed run, drop its data. `mariadb.seed` records what a data dir holds.
     "${STACK[@]}" down >>"$STATE/bench-stack.log" 2>&1 || true
-    local seed_key="users=$BENCH_USERS tags=$BENCH_TAGS todos=$BENCH_TODOS days=$BENCH_DAYS start=$BENCH_START_DATE"
+    local seed_key="users=$BENCH_USERS tags=$BENCH_TAGS todos=$BENCH_TODOS days=$BENCH_DAYS start=$BENCH_START_DATE layout=$BENCH_SEED_LAYOUT"
     local reuse=0
     if [[ $BENCH_REUSE_DATA == 1 && -d $STATE/mariadb && -f $STATE/mariadb.seed ]] &&
         [[ $(sed -n 1p "$STATE/mariadb.seed") == "$seed_key" ]]; then

@@ -11,20 +11,36 @@
 # 100k rows per INSERT ... SELECT, with deterministic ids so the drivers need no lookups:
 #   user u (1..U)            id u, email bench<u>@example.com, any password hash (login is not used)
 #   token of user u          "bench-<salt>-<u>", stored as UNHEX(SHA2(token, 256)) = BINARY(32)
-#   tag k of user u          id (u-1)*T + k, version k; a third have no clientId (NULL)
-#   todo k of user u         id (u-1)*N + k, version T + k (strictly increasing per user);
+#   tag k of user u          id (k-1)*U + u (interleaved) or (u-1)*T + k (blocks), version k;
+#                            a third have no clientId (NULL)
+#   todo k of user u         id (k-1)*U + u (interleaved) or (u-1)*N + k (blocks), version T + k
+#                            (strictly increasing per user);
 #                            deadline = start + floor((k-1)*DAYS/N) (about N/DAYS todos a day),
 #                            created_at in the days before the deadline (distinct, so ordering is
 #                            meaningful), a quarter without clientId, 80% tagged, 60% completed
 #   users.change_seq         T + N (the highest version)
 # then `todosync recompute-stats` computes every daily stat through the app's own write path
-# (versions continue from change_seq), and ANALYZE TABLE refreshes index statistics.
+# (versions continue from change_seq), `todosync rebuild-feed` renders the sync change feed of
+# the rows loaded by SQL, and ANALYZE TABLE refreshes index statistics.
+#
+# BENCH_SEED_LAYOUT=interleaved (default) numbers rows as a live system does, where every user's
+# writes interleave with everyone else's: a user's todos are scattered over the whole primary key
+# (ids U apart), so any read that looks rows up by id pays for it. `blocks` gives each user a
+# contiguous id range, which flatters such reads.
 # Prints timings as `seed: ...` lines and one `SEED_JSON {...}` line.
 set -euo pipefail
 
 : "${BENCH_USERS:=200}" "${BENCH_TAGS:=50}" "${BENCH_TODOS:=5000}" "${BENCH_DAYS:=365}"
 : "${BENCH_START_DATE:=2025-01-01}" "${BENCH_TOKEN_SALT:=s0}" "${BENCH_SEED_JOBS:=2}"
 U=$BENCH_USERS T=$BENCH_TAGS N=$BENCH_TODOS D=$BENCH_DAYS START=$BENCH_START_DATE SALT=$BENCH_TOKEN_SALT
+: "${BENCH_SEED_LAYOUT:=interleaved}"
+case $BENCH_SEED_LAYOUT in
+    interleaved) tag_id="(k.seq - 1) * $U + u.seq" todo_id="(k.seq - 1) * $U + u.seq"
+                 tag_of_index() { echo "($1 - 1) * $U + u.seq"; } ;;
+    blocks) tag_id="(u.seq - 1) * $T + k.seq" todo_id="(u.seq - 1) * $N + k.seq"
+            tag_of_index() { echo "(u.seq - 1) * $T + $1"; } ;;
+    *) echo "seed: BENCH_SEED_LAYOUT must be interleaved or blocks" >&2; exit 2 ;;
+esac
 for v in U T N D BENCH_SEED_JOBS; do
     [[ ${!v} =~ ^[0-9]+$ ]] || { echo "seed: $v must be a non-negative integer" >&2; exit 2; }
 done
@@ -49,6 +65,7 @@ db <<'SQL'
 SET GLOBAL innodb_flush_log_at_trx_commit = 2;
 SET FOREIGN_KEY_CHECKS = 0;
 TRUNCATE sync_operations; TRUNCATE daily_stats; TRUNCATE todos; TRUNCATE tags; TRUNCATE auth_tokens; TRUNCATE users;
+TRUNCATE sync_feed; TRUNCATE sync_feed_backfill; TRUNCATE sync_devices;
 SQL
 
 chunk_users=$(((100000 + N - 1) / N))
@@ -70,7 +87,7 @@ if ((T > 0)); then
         sql+="
 INSERT INTO tags (id, user_id, client_id, client_key, name, color, version, created_at, updated_at)
 SELECT x.id, x.uid, x.cid, x.cid, x.name, x.color, x.k, x.ts, x.ts FROM (
-  SELECT (u.seq - 1) * $T + k.seq AS id, u.seq AS uid, k.seq AS k,
+  SELECT $tag_id AS id, u.seq AS uid, k.seq AS k,
          IF(k.seq % 3 = 0, NULL, $tag_uuid) AS cid,
          CONCAT(ELT(1 + k.seq % 8, 'Work', 'Home', 'Errands', 'Health', 'Reading', 'Family', 'Projekt', '운동'), ' ', k.seq) AS name,
          CONCAT('#', UPPER(SUBSTR(MD5(CONCAT('color-', k.seq)), 1, 6))) AS color,
@@ -79,7 +96,7 @@ SELECT x.id, x.uid, x.cid, x.cid, x.name, x.color, x.k, x.ts, x.ts FROM (
     done
 fi
 tag_expr="NULL"
-((T > 0)) && tag_expr="IF(k.seq % 5 = 0, NULL, (u.seq - 1) * $T + 1 + (k.seq * 7) % $T)"
+((T > 0)) && tag_expr="IF(k.seq % 5 = 0, NULL, $(tag_of_index "(1 + (k.seq * 7) % $T)"))"
 todo_uuid=$(uuid_of "MD5(CONCAT('todo-$SALT-', u.seq, '-', k.seq))")
 for ((lo = 1; lo <= U; lo += chunk_users)); do
     hi=$((lo + chunk_users - 1)); ((hi > U)) && hi=$U
@@ -88,7 +105,7 @@ INSERT INTO todos (id, user_id, client_id, client_key, title, raw, is_important,
                    estimated_time, deadline, is_completed, version, created_at, updated_at)
 SELECT x.id, x.uid, x.cid, x.cid, x.title, x.title, x.imp, x.life, x.tag, x.diff, x.est, x.deadline, x.done,
        x.version, x.created, x.created + INTERVAL (x.k % 5000) SECOND FROM (
-  SELECT (u.seq - 1) * $N + k.seq AS id, u.seq AS uid, k.seq AS k, $T + k.seq AS version,
+  SELECT $todo_id AS id, u.seq AS uid, k.seq AS k, $T + k.seq AS version,
          IF(k.seq % 4 = 0, NULL, $todo_uuid) AS cid,
          CONCAT(ELT(1 + k.seq % 12, 'Write report', 'Call the bank', 'Gym', 'Read chapter', 'Groceries',
                     'Review pull request', 'Plan the week', 'Water plants', 'Pay rent', 'Email Ada',
@@ -116,7 +133,12 @@ fi
 t2=$(now_ms)
 stats=$(db <<<"SELECT COUNT(*) FROM daily_stats")
 echo "seed: recompute-stats: $stats daily stats in $(((t2 - t1) / 1000)).$(printf '%03d' $(((t2 - t1) % 1000))) s" >&2
-db <<<"ANALYZE TABLE users, auth_tokens, tags, todos, daily_stats;" >/dev/null
+# The change feed of the rows loaded by SQL (the stats pass wrote only the stats' rows).
+seq 1 "$U" | TODOSYNC_LOG_LEVEL=warning xargs -P "$BENCH_SEED_JOBS" -n 20 sh -c \
+    'for u in "$@"; do "$0" rebuild-feed --user "$u" || exit 255; done' "$TODOSYNC_BIN" >/dev/null
+t2b=$(now_ms)
+echo "seed: rebuild-feed in $(((t2b - t2) / 1000)).$(printf '%03d' $(((t2b - t2) % 1000))) s" >&2
+db <<<"ANALYZE TABLE users, auth_tokens, tags, todos, daily_stats, sync_feed;" >/dev/null
 t3=$(now_ms)
 size_mb=$(db <<<"SELECT ROUND(SUM(data_length + index_length) / 1048576) FROM information_schema.tables WHERE table_schema = DATABASE()")
 echo "seed: total $(((t3 - t0) / 1000)).$(printf '%03d' $(((t3 - t0) % 1000))) s, ${size_mb} MB of tables and indexes" >&2

@@ -10,10 +10,14 @@
 #   status          show which parts are running
 #   migrate         run `todosync migrate` against the stack's database (MariaDB must be up)
 #   purge [ARGS]    run `todosync purge ARGS` (tombstone retention) against the stack's database
+#   new-epoch       run `todosync new-epoch` (after restoring the database from a backup)
+#   check-feed [ARGS]  run `todosync check-feed ARGS` (the sync change feed equals the tables)
 #   db-stop         stop MariaDB only (for tests)
 #   db-start        start MariaDB again on the same data dir and socket (no re-init)
 #   responder-pids  print the pids of the running responder processes, one per line
 #   env             print the effective configuration as KEY=VALUE lines
+#   nginx-config    render <state>/nginx/nginx.conf (and the TLS certificate) without starting
+#                   anything; prints the config's path
 #
 # Configuration: environment variables, then an optional config file, then defaults. The config
 # file is sourced as shell: TODOSYNC_CONFIG, default <repo>/todosync.env when it exists
@@ -26,18 +30,38 @@
 #   TODOSYNC_LISTEN_ADDRESS     127.0.0.1    IPv4 address nginx listens on
 #   TODOSYNC_HTTP_PORT          8080
 #   TODOSYNC_HTTPS_PORT         8443         self-signed certificate for localhost / 127.0.0.1
+#   TODOSYNC_HTTP_REDIRECT      auto         on: the plain-HTTP listener answers 308 to https://; off:
+#                                            it serves the API; auto: on unless the listen address
+#                                            is loopback (127.0.0.0/8, ::1), so tests and the dev
+#                                            stack keep plain HTTP
 #   TODOSYNC_RESPONDERS         1            number of `todosync serve` processes, each supervised
 #   TODOSYNC_WORKERS            4 x cores    worker threads per responder (--workers), 8..64
 #   TODOSYNC_NGINX_WORKERS      2            nginx worker_processes
-#   TODOSYNC_NGINX_USER         root         nginx `user` directive, only used when running as root
-#                                            (workers must be able to reach the sockets)
-#   TODOSYNC_AUTH_RATE          100          requests/second per client address on /api/v1/auth/
-#   TODOSYNC_AUTH_BURST         200          burst allowance for the same limit (served without delay)
+#   TODOSYNC_NGINX_USER         www-data     nginx worker user when started as root (workers get the
+#                                            service group, to reach the responder sockets)
+#   TODOSYNC_SERVICE_GROUP      todosync     when started as root: group of the service users; the
+#                                            socket directories are 0750 and reachable only by it
+#   TODOSYNC_APP_USER           todosync     when started as root: OS user of the responders
+#   TODOSYNC_DB_OS_USER         todosync-db  when started as root: OS user of mariadbd
+#   TODOSYNC_DROP_PRIVILEGES    auto         when started as root: on = daemons under the service
+#                                            users above (created if missing); auto = the same
+#                                            unless those users cannot reach the binary or state
+#                                            dir (then a warning and root); off = everything root
+#   TODOSYNC_AUTH_RATE          5            requests/second per client address on /api/v1/auth/: a
+#                                            login costs an Argon2 hash (~20 ms of a core; ~50/s on
+#                                            2 cores), so one address gets a tenth of that
+#   TODOSYNC_AUTH_BURST         10           burst allowance for the same limit (served without delay)
+#   TODOSYNC_HASH_CONCURRENCY   cores / 2    password hashes at once per responder (min 1); more
+#                                            logins/registers at that moment get 429 at once
+#   TODOSYNC_ACCOUNT_CONCURRENCY 4           requests in flight per bearer token (nginx limit_conn);
+#                                            more at once get 429 + Retry-After at once
 #   TODOSYNC_ENABLE_TEST_HOOKS  0            1: pass --enable-test-hooks to `todosync serve`
 #   TODOSYNC_BENCH_LOCATIONS    0            1: add `location = /__bench/nginx` (200 text from nginx)
 #   TODOSYNC_DB_NAME            todosync     database created for the app
 #   TODOSYNC_DB_USER            todosync     app user (all privileges on the app database)
-#   TODOSYNC_DB_PASSWORD        todosync
+#   TODOSYNC_DB_PASSWORD        (generated)  empty: a random password generated on first run and
+#                                            kept in <state>/secrets/db-password (mode 0600); the
+#                                            responders read it from TODOSYNC_DB_PASSWORD_FILE
 #   TODOSYNC_DB_PORT            (unset)      set: MariaDB also listens on 127.0.0.1:PORT; unset:
 #                                            --skip-networking (unix socket only). The responders
 #                                            always use the unix socket.
@@ -52,8 +76,10 @@
 #   TODOSYNC_SKIP_DEPS          0            1: `run` skips the deps step
 #   TODOSYNC_SKIP_BUILD         0            1: `run` skips the build step
 #
-# Derived, not configurable: TODOSYNC_DB_SOCKET=<socket dir>/mariadb.sock (exported to the
-# responders); MariaDB's root user has no password and is reachable over that socket only.
+# Derived, not configurable: TODOSYNC_DB_SOCKET=<socket dir>/db/mariadb.sock and
+# TODOSYNC_DB_PASSWORD_FILE (exported to the responders). MariaDB's root@localhost authenticates
+# by unix_socket only: OS root (or, started by another user, that user's own account) over the
+# socket, never by password; the socket directories keep every other user away from the sockets.
 #
 # Layout of the state dir: log/ (mariadb.log, responder-N.log, nginx-error.log, nginx-access.log),
 # pids/, mariadb/data, nginx/ (prefix, rendered nginx.conf, temp dirs), tls/ (cert.pem, key.pem).
@@ -83,24 +109,34 @@ if [[ -n $_config_file ]]; then
     source "$_config_file"
     eval "$_saved_env"
     unset _saved_env _name
+    # The file may also set what only the responders read (TODOSYNC_QUOTA_*, TODOSYNC_LOGIN_*, ...).
+    while IFS= read -r _name; do export "${_name?}"; done < <(compgen -v TODOSYNC_ || true)
+    unset _name
 fi
 
 : "${TODOSYNC_STATE_DIR:=.state/run}"
 : "${TODOSYNC_LISTEN_ADDRESS:=127.0.0.1}"
 : "${TODOSYNC_HTTP_PORT:=8080}"
 : "${TODOSYNC_HTTPS_PORT:=8443}"
+: "${TODOSYNC_HTTP_REDIRECT:=auto}"
 : "${TODOSYNC_RESPONDERS:=1}"
 # Four workers per core: on 2 cores, 8 beat 12 and 32 on throughput and tail latency (README).
 : "${TODOSYNC_WORKERS:=$(( $(nproc) * 4 < 8 ? 8 : ($(nproc) * 4 > 64 ? 64 : $(nproc) * 4) ))}"
 : "${TODOSYNC_NGINX_WORKERS:=2}"
-: "${TODOSYNC_NGINX_USER:=root}"
-: "${TODOSYNC_AUTH_RATE:=100}"
-: "${TODOSYNC_AUTH_BURST:=200}"
+: "${TODOSYNC_NGINX_USER:=www-data}"
+: "${TODOSYNC_SERVICE_GROUP:=todosync}"
+: "${TODOSYNC_APP_USER:=todosync}"
+: "${TODOSYNC_DB_OS_USER:=todosync-db}"
+: "${TODOSYNC_DROP_PRIVILEGES:=auto}"
+: "${TODOSYNC_AUTH_RATE:=5}"
+: "${TODOSYNC_AUTH_BURST:=10}"
+: "${TODOSYNC_HASH_CONCURRENCY:=$(( $(nproc) / 2 < 1 ? 1 : $(nproc) / 2 ))}"
+: "${TODOSYNC_ACCOUNT_CONCURRENCY:=4}"
 : "${TODOSYNC_ENABLE_TEST_HOOKS:=0}"
 : "${TODOSYNC_BENCH_LOCATIONS:=0}"
 : "${TODOSYNC_DB_NAME:=todosync}"
 : "${TODOSYNC_DB_USER:=todosync}"
-: "${TODOSYNC_DB_PASSWORD:=todosync}"
+: "${TODOSYNC_DB_PASSWORD:=}"
 : "${TODOSYNC_DB_PORT:=}"
 : "${TODOSYNC_MARIADB_ARGS:=}"
 : "${TODOSYNC_SQL_DIR:=Sql}"
@@ -116,8 +152,9 @@ fi
 
 CONFIG_VARS=(
     TODOSYNC_STATE_DIR TODOSYNC_SOCKET_DIR TODOSYNC_LISTEN_ADDRESS TODOSYNC_HTTP_PORT
-    TODOSYNC_HTTPS_PORT TODOSYNC_RESPONDERS TODOSYNC_WORKERS TODOSYNC_NGINX_WORKERS
-    TODOSYNC_NGINX_USER TODOSYNC_AUTH_RATE TODOSYNC_AUTH_BURST TODOSYNC_ENABLE_TEST_HOOKS
+    TODOSYNC_HTTPS_PORT TODOSYNC_HTTP_REDIRECT TODOSYNC_RESPONDERS TODOSYNC_WORKERS TODOSYNC_NGINX_WORKERS
+    TODOSYNC_NGINX_USER TODOSYNC_SERVICE_GROUP TODOSYNC_APP_USER TODOSYNC_DB_OS_USER
+    TODOSYNC_DROP_PRIVILEGES TODOSYNC_DB_PASSWORD_FILE TODOSYNC_AUTH_RATE TODOSYNC_AUTH_BURST TODOSYNC_HASH_CONCURRENCY TODOSYNC_ACCOUNT_CONCURRENCY TODOSYNC_ENABLE_TEST_HOOKS
     TODOSYNC_BENCH_LOCATIONS TODOSYNC_DB_NAME TODOSYNC_DB_USER TODOSYNC_DB_PASSWORD
     TODOSYNC_DB_PORT TODOSYNC_DB_SOCKET TODOSYNC_MARIADB_ARGS TODOSYNC_SQL_DIR
     TODOSYNC_LOG_LEVEL TODOSYNC_BIN TODOSYNC_NGINX_TEMPLATE TODOSYNC_FASTCGI_PARAMS
@@ -131,13 +168,22 @@ abspath() { realpath -m -- "$1"; }
 
 is_uint() { [[ $1 =~ ^[0-9]+$ ]]; }
 for _v in TODOSYNC_HTTP_PORT TODOSYNC_HTTPS_PORT TODOSYNC_RESPONDERS TODOSYNC_WORKERS \
-    TODOSYNC_NGINX_WORKERS TODOSYNC_AUTH_RATE TODOSYNC_AUTH_BURST TODOSYNC_UP_TIMEOUT \
+    TODOSYNC_NGINX_WORKERS TODOSYNC_AUTH_RATE TODOSYNC_AUTH_BURST TODOSYNC_HASH_CONCURRENCY TODOSYNC_ACCOUNT_CONCURRENCY TODOSYNC_UP_TIMEOUT \
     TODOSYNC_STOP_TIMEOUT; do
     is_uint "${!_v}" || die "$_v must be a non-negative integer (got '${!_v}')"
 done
 [[ -z $TODOSYNC_DB_PORT ]] || is_uint "$TODOSYNC_DB_PORT" || die "TODOSYNC_DB_PORT must be a port number"
 ((TODOSYNC_RESPONDERS >= 1)) || die "TODOSYNC_RESPONDERS must be at least 1"
+((TODOSYNC_ACCOUNT_CONCURRENCY >= 1)) || die "TODOSYNC_ACCOUNT_CONCURRENCY must be at least 1"
 unset _v
+case $TODOSYNC_DROP_PRIVILEGES in
+    auto | on | off) ;;
+    *) die "TODOSYNC_DROP_PRIVILEGES must be auto, on or off (got '$TODOSYNC_DROP_PRIVILEGES')" ;;
+esac
+case $TODOSYNC_HTTP_REDIRECT in
+    auto | on | off) ;;
+    *) die "TODOSYNC_HTTP_REDIRECT must be auto, on or off (got '$TODOSYNC_HTTP_REDIRECT')" ;;
+esac
 
 TODOSYNC_STATE_DIR=$(abspath "$TODOSYNC_STATE_DIR")
 TODOSYNC_SQL_DIR=$(abspath "$TODOSYNC_SQL_DIR")
@@ -150,7 +196,8 @@ if [[ -z $TODOSYNC_SOCKET_DIR ]]; then
     fi
 fi
 TODOSYNC_SOCKET_DIR=$(abspath "$TODOSYNC_SOCKET_DIR")
-TODOSYNC_DB_SOCKET=$TODOSYNC_SOCKET_DIR/mariadb.sock
+TODOSYNC_DB_SOCKET=$TODOSYNC_SOCKET_DIR/db/mariadb.sock
+TODOSYNC_DB_PASSWORD_FILE=$TODOSYNC_STATE_DIR/secrets/db-password
 export "${CONFIG_VARS[@]}"
 
 STATE=$TODOSYNC_STATE_DIR
@@ -159,7 +206,9 @@ LOG_DIR=$STATE/log
 PID_DIR=$STATE/pids
 DB_DIR=$STATE/mariadb
 DB_DATA=$DB_DIR/data
-DB_PIDFILE=$PID_DIR/mariadbd.pid
+DB_PIDFILE=$DB_DIR/mariadbd.pid
+DB_SOCK_DIR=$SOCK_DIR/db
+SECRETS_DIR=$STATE/secrets
 DB_SOCK=$TODOSYNC_DB_SOCKET
 NGINX_DIR=$STATE/nginx
 NGINX_CONF=$NGINX_DIR/nginx.conf
@@ -303,8 +352,72 @@ spawn_detached() {
     exec setsid "$@" </dev/null >>"$logfile" 2>&1
 }
 
-db_client() { mariadb --no-defaults --socket="$DB_SOCK" --user=root --connect-timeout=5 "$@"; }
-db_ping() { mariadb-admin --no-defaults --socket="$DB_SOCK" --user=root --connect-timeout=1 ping >/dev/null 2>&1; }
+# MariaDB's admin account over the socket: root for OS root (unix_socket), else the invoking user's
+# own unix_socket account (mariadb-install-db --auth-root-socket-user).
+DB_ADMIN=root
+((EUID == 0)) || DB_ADMIN=$(id -un)
+db_client() { mariadb --no-defaults --socket="$DB_SOCK" --user="$DB_ADMIN" --connect-timeout=5 "$@"; }
+db_ping() { mariadb-admin --no-defaults --socket="$DB_SOCK" --user="$DB_ADMIN" --connect-timeout=1 ping >/dev/null 2>&1; }
+
+# --- least privilege -----------------------------------------------------------------------------
+
+# 1 when the daemons run under the service users (decided by ensure_service_users, exported so the
+# responder supervisors see the same answer).
+: "${TODOSYNC__SERVICE_USERS:=0}"
+export TODOSYNC__SERVICE_USERS
+
+# Started as root: create the service group and users if missing, and check that they can reach
+# the binary and the state dir (a checkout under a 0700 home cannot be reached).
+ensure_service_users() {
+    TODOSYNC__SERVICE_USERS=0
+    ((EUID == 0)) && [[ $TODOSYNC_DROP_PRIVILEGES != off ]] || return 0
+    local g=$TODOSYNC_SERVICE_GROUP u
+    getent group "$g" >/dev/null || groupadd --system "$g" || die "groupadd $g failed"
+    for u in "$TODOSYNC_APP_USER" "$TODOSYNC_DB_OS_USER"; do
+        id -u "$u" >/dev/null 2>&1 ||
+            useradd --system --gid "$g" --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin "$u" ||
+            die "useradd $u failed"
+    done
+    id -u "$TODOSYNC_NGINX_USER" >/dev/null 2>&1 || die "TODOSYNC_NGINX_USER $TODOSYNC_NGINX_USER does not exist"
+    resolve_bin
+    if ! setpriv --reuid="$TODOSYNC_APP_USER" --regid="$g" --clear-groups -- test -x "$TODOSYNC_BIN" -a -x "$STATE" 2>/dev/null; then
+        [[ $TODOSYNC_DROP_PRIVILEGES == on ]] &&
+            die "$TODOSYNC_APP_USER cannot reach $TODOSYNC_BIN or $STATE (TODOSYNC_DROP_PRIVILEGES=on)"
+        log "WARNING: $TODOSYNC_APP_USER cannot reach $TODOSYNC_BIN or $STATE: the daemons run as root (TODOSYNC_DROP_PRIVILEGES=auto)"
+        return 0
+    fi
+    TODOSYNC__SERVICE_USERS=1
+}
+
+# The socket directories: 0750, reachable by the service group only (or, without service users,
+# by the invoking user only). The responders create theirs in <socket dir>, MariaDB in db/.
+prepare_socket_dirs() {
+    mkdir -p "$SOCK_DIR" "$DB_SOCK_DIR"
+    chmod 750 "$SOCK_DIR" "$DB_SOCK_DIR"
+    if ((TODOSYNC__SERVICE_USERS)); then
+        chown "$TODOSYNC_APP_USER:$TODOSYNC_SERVICE_GROUP" "$SOCK_DIR"
+        chown "$TODOSYNC_DB_OS_USER:$TODOSYNC_SERVICE_GROUP" "$DB_SOCK_DIR"
+    elif ((EUID == 0)); then
+        chown root:root "$SOCK_DIR" "$DB_SOCK_DIR"
+    fi
+}
+
+# The application's database password: TODOSYNC_DB_PASSWORD when set, else generated once into
+# <state>/secrets/db-password (0600, owned by the responders' user).
+db_password() {
+    if [[ -n $TODOSYNC_DB_PASSWORD ]]; then printf '%s' "$TODOSYNC_DB_PASSWORD"; return 0; fi
+    if [[ ! -s $TODOSYNC_DB_PASSWORD_FILE ]]; then
+        (umask 077 && mkdir -p "$SECRETS_DIR" &&
+            openssl rand -base64 48 | tr -dc 'A-Za-z0-9' | head -c 32 >"$TODOSYNC_DB_PASSWORD_FILE.tmp" &&
+            mv -f "$TODOSYNC_DB_PASSWORD_FILE.tmp" "$TODOSYNC_DB_PASSWORD_FILE") || die "could not write $TODOSYNC_DB_PASSWORD_FILE"
+    fi
+    chmod 700 "$SECRETS_DIR"
+    chmod 600 "$TODOSYNC_DB_PASSWORD_FILE"
+    if ((TODOSYNC__SERVICE_USERS)); then
+        chown "$TODOSYNC_APP_USER:$TODOSYNC_SERVICE_GROUP" "$SECRETS_DIR" "$TODOSYNC_DB_PASSWORD_FILE"
+    fi
+    cat "$TODOSYNC_DB_PASSWORD_FILE"
+}
 
 # --- deps / build ------------------------------------------------------------------------------
 
@@ -370,27 +483,45 @@ cmd_build() {
 # --- MariaDB -----------------------------------------------------------------------------------
 
 db_pid() {
-    local pid
-    pid=$(read_pidfile "$DB_PIDFILE")
-    if proc_matches "$pid" "--datadir=$DB_DATA"; then printf '%s\n' "$pid"; fi
+    local pid file
+    # pids/mariadbd.pid: where stacks before the service users kept it (an upgrade finds it there)
+    for file in "$DB_PIDFILE" "$PID_DIR/mariadbd.pid"; do
+        pid=$(read_pidfile "$file")
+        if proc_matches "$pid" "--datadir=$DB_DATA"; then printf '%s\n' "$pid"; return 0; fi
+    done
 }
 
 db_start() {
     require_cmd mariadbd mariadb-install-db mariadb mariadb-admin
-    mkdir -p "$DB_DIR" "$LOG_DIR" "$PID_DIR" "$SOCK_DIR"
-    chmod 755 "$SOCK_DIR"
+    mkdir -p "$DB_DIR" "$LOG_DIR" "$PID_DIR"
+    prepare_socket_dirs
     local launched=""
     if [[ -n $(db_pid) ]]; then
         db_ping && { log "mariadb: already running"; return 0; }
     else
-        local user_args=()
-        ((EUID == 0)) && user_args=(--user=root)
+        local user_args=() socket_user
+        socket_user=$(id -un)
+        if ((TODOSYNC__SERVICE_USERS)); then
+            user_args=(--user="$TODOSYNC_DB_OS_USER")
+            mkdir -p "$DB_DATA"
+            chown -R "$TODOSYNC_DB_OS_USER:$TODOSYNC_SERVICE_GROUP" "$DB_DIR"
+            chmod 750 "$DB_DIR"
+            touch "$LOG_DIR/mariadb.log"
+            chown "$TODOSYNC_DB_OS_USER" "$LOG_DIR/mariadb.log"
+        elif ((EUID == 0)); then
+            user_args=(--user=root)
+            chown -R root:root "$DB_DIR"
+        fi
         if [[ ! -d $DB_DATA/mysql ]]; then
             log "mariadb: initialising data dir $DB_DATA"
             rm -rf "$DB_DATA"
             mkdir -p "$DB_DATA"
+            ((TODOSYNC__SERVICE_USERS)) && chown "$TODOSYNC_DB_OS_USER:$TODOSYNC_SERVICE_GROUP" "$DB_DATA"
+            # root@localhost (and the invoking user's account) by unix_socket only: no password
+            # login, and only that OS user gets in over the socket.
             if ! mariadb-install-db --no-defaults --datadir="$DB_DATA" "${user_args[@]}" \
-                --auth-root-authentication-method=normal --skip-test-db --skip-name-resolve \
+                --auth-root-authentication-method=socket --auth-root-socket-user="$socket_user" \
+                --skip-test-db --skip-name-resolve \
                 >"$LOG_DIR/mariadb-install.log" 2>&1; then
                 show_tail "$LOG_DIR/mariadb-install.log"
                 die "mariadb-install-db failed"
@@ -429,8 +560,15 @@ db_setup() {
     local db user pass host sql
     db=$(sql_ident "$TODOSYNC_DB_NAME")
     user=$(sql_string "$TODOSYNC_DB_USER")
-    pass=$(sql_string "$TODOSYNC_DB_PASSWORD")
+    local password
+    password=$(db_password)
+    pass=$(sql_string "$password")
     sql="CREATE DATABASE IF NOT EXISTS $db CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci;"
+    if ((EUID == 0)); then
+        # Data dirs initialised before root went unix_socket-only (with no password).
+        sql+=" ALTER USER root@localhost IDENTIFIED VIA unix_socket;"
+        sql+=" DROP USER IF EXISTS root@'127.0.0.1', root@'::1', root@$(sql_string "$(hostname)");"
+    fi
     for host in localhost 127.0.0.1 ::1; do
         host=$(sql_string "$host")
         sql+=" CREATE USER IF NOT EXISTS $user@$host IDENTIFIED BY $pass;"
@@ -537,6 +675,12 @@ supervise() {
     pidfile=$PID_DIR/responder-$idx.pid
     local args=(serve --socket "$sock" --workers "$TODOSYNC_WORKERS")
     [[ $TODOSYNC_ENABLE_TEST_HOOKS == 1 ]] && args+=(--enable-test-hooks)
+    # Under the service user, its socket 0660 in the service group (nginx's workers have it).
+    local run_as=()
+    if ((TODOSYNC__SERVICE_USERS)); then
+        args+=(--socket-group "$TODOSYNC_SERVICE_GROUP")
+        run_as=(setpriv --reuid="$TODOSYNC_APP_USER" --regid="$TODOSYNC_SERVICE_GROUP" --init-groups --)
+    fi
     slog() { printf '[supervisor %s %s] %s\n' "$idx" "$(date '+%Y-%m-%d %H:%M:%S')" "$*"; }
     on_stop() {
         SUP_STOP=1
@@ -557,7 +701,7 @@ supervise() {
         # mmap threshold: Argon2's 19 MiB blocks are then always mmapped and returned on free
         # (glibc's dynamic threshold would keep ~19 MiB per worker after its first login).
         MALLOC_ARENA_MAX=${MALLOC_ARENA_MAX:-2} MALLOC_MMAP_THRESHOLD_=${MALLOC_MMAP_THRESHOLD_:-1048576} \
-            "$TODOSYNC_BIN" "${args[@]}" </dev/null &
+            "${run_as[@]}" "$TODOSYNC_BIN" "${args[@]}" </dev/null &
         SUP_CHILD=$!
         # a stop request that arrived between fork and the assignment above
         if ((SUP_STOP)); then kill -TERM "$SUP_CHILD" 2>/dev/null || true; fi
@@ -595,7 +739,8 @@ supervise() {
 
 responders_start() {
     require_bin
-    mkdir -p "$SOCK_DIR" "$PID_DIR" "$LOG_DIR"
+    mkdir -p "$PID_DIR" "$LOG_DIR"
+    prepare_socket_dirs
     local idx sock
     for ((idx = 1; idx <= TODOSYNC_RESPONDERS; idx++)); do
         if [[ -n $(supervisor_pid "$idx") ]]; then
@@ -718,10 +863,20 @@ render_nginx_conf() {
         bench+=$'        }\n'
         bench+=$'        # benchmark baseline: a responder route that touches no database\n'
         bench+=$'        location = /__bench/fastcgi {\n'
+        bench+=$'            client_max_body_size 1m;\n'
         bench+=$'            fastcgi_pass todosync_responders;\n'
         bench+=$'        }\n'
     fi
-    ((EUID == 0)) && user_directive="user $TODOSYNC_NGINX_USER;"
+    if ((TODOSYNC__SERVICE_USERS)); then
+        user_directive="user $TODOSYNC_NGINX_USER $TODOSYNC_SERVICE_GROUP;"
+    elif ((EUID == 0)); then
+        user_directive="user root;"
+    fi
+    local redirect=0
+    case $TODOSYNC_HTTP_REDIRECT in
+        on) redirect=1 ;;
+        auto) [[ $TODOSYNC_LISTEN_ADDRESS == 127.* || $TODOSYNC_LISTEN_ADDRESS == ::1 || $TODOSYNC_LISTEN_ADDRESS == "[::1]" || $TODOSYNC_LISTEN_ADDRESS == localhost ]] || redirect=1 ;;
+    esac
     vals=(
         [NGINX_USER_DIRECTIVE]=$user_directive
         [NGINX_WORKERS]=$TODOSYNC_NGINX_WORKERS
@@ -737,6 +892,8 @@ render_nginx_conf() {
         [AUTH_RATE]=$TODOSYNC_AUTH_RATE
         [AUTH_BURST]=$TODOSYNC_AUTH_BURST
         [BENCH_LOCATIONS]=${bench%$'\n'}
+        [HTTP_REDIRECT]=$redirect
+        [ACCOUNT_CONCURRENCY]=$TODOSYNC_ACCOUNT_CONCURRENCY
     )
     local text key
     text=$(<"$TODOSYNC_NGINX_TEMPLATE")
@@ -823,6 +980,7 @@ wait_healthy() {
 cmd_up() {
     lock_state
     require_bin
+    ensure_service_users
     mkdir -p "$LOG_DIR" "$PID_DIR"
     db_start
     db_setup
@@ -877,7 +1035,7 @@ TodoSync is running.
   HTTP   $HTTP_BASE/        (health: $HTTP_BASE/healthz)
   HTTPS  $HTTPS_BASE/       (self-signed: curl --cacert $TLS_DIR/cert.pem, or -k)
   API    $HTTP_BASE/api/v1/
-  DB     mariadb --socket=$DB_SOCK -u root$([[ -n $TODOSYNC_DB_PORT ]] && printf ' (also tcp 127.0.0.1:%s)' "$TODOSYNC_DB_PORT")
+  DB     mariadb --socket=$DB_SOCK -u $DB_ADMIN  (unix_socket: as OS user $DB_ADMIN)$([[ -n $TODOSYNC_DB_PORT ]] && printf ' (also tcp 127.0.0.1:%s)' "$TODOSYNC_DB_PORT")
   Logs   $LOG_DIR/
 Press Ctrl-C to stop.
 
@@ -908,7 +1066,7 @@ cmd_run() {
 }
 
 usage() {
-    sed -n '2,17p' "$SELF" | sed 's/^# \{0,1\}//' >&2
+    sed -n '2,21p' "$SELF" | sed 's/^# \{0,1\}//' >&2
     exit 2
 }
 
@@ -924,10 +1082,13 @@ main() {
         status) cmd_status ;;
         migrate) lock_state; cmd_migrate; unlock_state ;;
         purge) cmd_purge "$@" ;;
-        db-start) lock_state; db_start; unlock_state ;;
+        new-epoch) require_bin; "$TODOSYNC_BIN" new-epoch </dev/null 9>&- ;;
+        check-feed) require_bin; "$TODOSYNC_BIN" check-feed "$@" </dev/null 9>&- ;;
+        db-start) lock_state; ensure_service_users; db_start; unlock_state ;;
         db-stop) lock_state; db_stop; unlock_state ;;
         responder-pids) cmd_responder_pids ;;
         env) cmd_env ;;
+        nginx-config) lock_state; ensure_service_users; mkdir -p "$NGINX_DIR/tmp" "$LOG_DIR"; ensure_cert; render_nginx_conf; unlock_state; printf '%s\n' "$NGINX_CONF" ;;
         __supervise) supervise "$1" ;;
         -h | --help | help | "") usage ;;
         *) log "unknown command: $cmd"; usage ;;

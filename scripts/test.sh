@@ -21,13 +21,23 @@
 #   TODOSYNC_TEST_BIN             (built)       responder binary to test instead of the release build
 #   TODOSYNC_TEST_PYTEST_ARGS     (empty)       extra pytest arguments (shell-quoted), e.g. "-k 'auth or tags' -x"
 #
+# Cluster (scripts/cluster.sh: Galera nodes and responder hosts in network namespaces):
+#   ./scripts/test.sh --cluster   the whole integration suite against a 3-node Galera cluster with
+#                                 2 responder hosts, plus the cluster tests (no single stack, no swift test)
+#   without the flag, after the suites above: a short cluster scenario (test_cluster*.py, one
+#   Galera node killed under load from 16 devices), about two minutes
+#   TODOSYNC_TEST_SKIP_CLUSTER          0      1: skip the short cluster scenario
+#   TODOSYNC_TEST_CLUSTER_HTTP_PORT     HTTP port + 100 (and HTTPS port + 100): the cluster's front
+#   TODOSYNC_TEST_CLUSTER_SOAK_SECONDS  0      longer fault soak: node and host failures in cycles
+#   TODOSYNC_TEST_CLUSTER_DEVICES       16 short / 32 --cluster
+#
 # The suites get:
 #   TODOSYNC_TEST_BASE_URL   http://127.0.0.1:18080
 #   TODOSYNC_TEST_HTTPS_URL  https://127.0.0.1:18443
 #   TODOSYNC_TEST_CA_CERT    the stack's self-signed certificate (for verify=...)
 #   TODOSYNC_TEST_STACK      path of a command that runs scripts/stack.sh with the test stack's
 #                            environment: "$TODOSYNC_TEST_STACK" db-stop | db-start | responder-pids ...
-#   TODOSYNC_TEST_DB_SOCKET  MariaDB unix socket; user root, no password
+#   TODOSYNC_TEST_DB_SOCKET  MariaDB unix socket; user root by unix_socket (so the suite runs as OS root)
 #   TODOSYNC_TEST_STATE_DIR  the test stack's state dir (logs in log/)
 set -euo pipefail
 
@@ -68,6 +78,9 @@ export TODOSYNC_RESPONDERS=$RESPONDERS
 export TODOSYNC_ENABLE_TEST_HOOKS=1
 export TODOSYNC_AUTH_RATE=50
 export TODOSYNC_AUTH_BURST=100
+# Tests of one user's concurrent writes send up to 24 requests at once with one token; the
+# per-token limit itself is tested on a second nginx (test_hardening_account_limits.py).
+export TODOSYNC_ACCOUNT_CONCURRENCY=32
 if [[ -n ${TODOSYNC_TEST_BIN:-} ]]; then export TODOSYNC_BIN=$TODOSYNC_TEST_BIN; fi
 
 ensure_venv() {
@@ -91,6 +104,12 @@ if [[ ${1:-} == __venv ]]; then
     ensure_venv
     exit 0
 fi
+
+# --- cluster mode (scripts/cluster.sh) ---------------------------------------------------------
+CLUSTER_ONLY=0
+[[ ${1:-} == --cluster ]] && CLUSTER_ONLY=1
+CLUSTER_HTTP_PORT=${TODOSYNC_TEST_CLUSTER_HTTP_PORT:-$((HTTP_PORT + 100))}
+CLUSTER_HTTPS_PORT=${TODOSYNC_TEST_CLUSTER_HTTPS_PORT:-$((HTTPS_PORT + 100))}
 
 START=$SECONDS
 SUMMARY=()
@@ -131,10 +150,12 @@ count_tests() {
         n=${BASH_REMATCH[1]} f=${BASH_REMATCH[2]}
         passed=$((passed + n - f)) failed=$((failed + f))
     fi
-    line=$(grep -E '^=+ .*(passed|failed).* in [0-9.]+s' "$COUNT_DIR/pytest.log" 2>/dev/null | tail -n 1 || true)
-    [[ $line =~ ([0-9]+)\ passed ]] && passed=$((passed + BASH_REMATCH[1]))
-    [[ $line =~ ([0-9]+)\ failed ]] && failed=$((failed + BASH_REMATCH[1]))
-    [[ $line =~ ([0-9]+)\ errors? ]] && failed=$((failed + BASH_REMATCH[1]))
+    # one closing line per pytest run (the integration suite, then the cluster scenario)
+    while IFS= read -r line; do
+        [[ $line =~ ([0-9]+)\ passed ]] && passed=$((passed + BASH_REMATCH[1]))
+        [[ $line =~ ([0-9]+)\ failed ]] && failed=$((failed + BASH_REMATCH[1]))
+        [[ $line =~ ([0-9]+)\ errors? ]] && failed=$((failed + BASH_REMATCH[1]))
+    done < <(grep -E '^=+ .*(passed|failed).* in [0-9.]+s' "$COUNT_DIR/pytest.log" 2>/dev/null || true)
     printf 'total: %d passed, %d failed\n' "$passed" "$failed"
 }
 
@@ -200,6 +221,37 @@ SELF=$(readlink -f "${BASH_SOURCE[0]}")
 step deps 600 "$STACK_SH" deps
 step venv 300 "$SELF" __venv
 if [[ $SKIP_BUILD == 1 ]]; then note build "skipped (TODOSYNC_TEST_SKIP_BUILD)" 0; else step build 1200 "$STACK_SH" build; fi
+
+# --- cluster (scripts/cluster.sh) ----------------------------------------------------------------
+# cluster_suite short|full: brings a cluster up under its own state dir, namespace prefix and
+# ports, runs pytest against it and tears it down.
+cluster_suite() {
+    local mode=$1 t0=$SECONDS rc=0 args=()
+    if [[ $mode == short ]]; then
+        args=(Tests/integration/test_cluster.py Tests/integration/test_cluster_faults.py)
+    else
+        args=(Tests/integration)
+        [[ -n $PYTEST_ARGS ]] && eval "args+=($PYTEST_ARGS)"
+    fi
+    say "cluster ($mode): 3 Galera nodes, 2 responder hosts, front on 127.0.0.1:$CLUSTER_HTTP_PORT"
+    run_bounded 1800 env TODOSYNC_CLUSTER_STATE_DIR="$STATE-cluster" TODOSYNC_CLUSTER_PREFIX="tsx$((CLUSTER_HTTP_PORT % 100000))" \
+        TODOSYNC_CLUSTER_HTTP_PORT="$CLUSTER_HTTP_PORT" TODOSYNC_CLUSTER_HTTPS_PORT="$CLUSTER_HTTPS_PORT" \
+        TODOSYNC_TEST_CLUSTER_DEVICES="${TODOSYNC_TEST_CLUSTER_DEVICES:-$([[ $mode == short ]] && echo 16 || echo 32)}" \
+        TODOSYNC_TEST_CLUSTER_FAULTS="${TODOSYNC_TEST_CLUSTER_FAULTS:-$([[ $mode == short ]] && echo node || echo node,app)}" \
+        "$REPO_ROOT/scripts/cluster.sh" test "$VENV/bin/python" "${args[@]}" -ra --timeout="$((CASE_TIMEOUT * 5))" \
+        > >(tee -a "$COUNT_DIR/pytest.log") 2>&1 || rc=$?
+    if ((rc == 0)); then
+        note "cluster $mode" "passed" "$((SECONDS - t0))"
+    else
+        FAILED=1
+        note "cluster $mode" "FAILED (exit $rc$( ((rc == 124)) && echo ', timed out'))" "$((SECONDS - t0))"
+    fi
+}
+if ((CLUSTER_ONLY)); then
+    step "cluster deps" 600 "$REPO_ROOT/scripts/cluster.sh" deps
+    cluster_suite full
+    exit 0
+fi
 
 # --- the test stack ------------------------------------------------------------------------------
 say "starting the test stack ($STATE, http :$HTTP_PORT, https :$HTTPS_PORT)"
@@ -278,6 +330,14 @@ else
             note "integration" "FAILED (exit $rc$( ((rc == 124)) && echo ', timed out'))" "$((SECONDS - t0))"
             ;;
     esac
+fi
+
+# --- short cluster scenario (scripts/cluster.sh) -------------------------------------------------
+if [[ ${TODOSYNC_TEST_SKIP_CLUSTER:-0} == 1 ]]; then
+    note "cluster short" "skipped (TODOSYNC_TEST_SKIP_CLUSTER)" 0
+else
+    step "cluster deps" 600 "$REPO_ROOT/scripts/cluster.sh" deps
+    cluster_suite short
 fi
 
 exit 0

@@ -5,7 +5,7 @@ import CFastCGI
 import Dispatch
 import Logging
 
-/// A FastCGI responder on a unix socket, served by a fixed pool of worker threads (libfcgi).
+/// A FastCGI responder on a unix socket, a TCP socket or an inherited listening socket, served by a fixed pool of worker threads (libfcgi).
 ///
 /// Each worker owns its `FCGX_Request` and the handler made for it, so handlers may hold
 /// thread-confined resources such as a database connection. Workers accept concurrently on the
@@ -40,11 +40,12 @@ public final class FastCGIServer: Sendable {
         let initResult = FCGX_Init()
         guard initResult == 0 else { throw FastCGIServerError.libraryInitializationFailed(code: initResult) }
 
-        let listener = try UnixListener.open(
-            path: configuration.socketPath, mode: configuration.socketMode, backlog: configuration.backlog)
+        let listener = try Listener.open(
+            configuration.effectiveListenAddress, mode: configuration.socketMode, group: configuration.socketGroupID,
+            backlog: configuration.backlog)
         let wakePipe: WakePipe
         do { wakePipe = try WakePipe() } catch {
-            listener.closeAndUnlink()
+            listener.close()
             throw error
         }
 
@@ -56,7 +57,7 @@ public final class FastCGIServer: Sendable {
             watcher = try SignalWatcher.start(logger: logger) { [lifecycle] _ in lifecycle.requestShutdown() }
         } catch {
             wakePipe.close()
-            listener.closeAndUnlink()
+            listener.close()
             throw error
         }
         defer { watcher.stop() }
@@ -68,7 +69,9 @@ public final class FastCGIServer: Sendable {
         for index in 0..<configuration.workerCount {
             let worker = Worker(
                 index: index, listenFD: listener.fd, wakeFD: wakePipe.readFD,
-                maxBodyBytes: configuration.maxBodyBytes, lifecycle: lifecycle,
+                maxBodyBytes: configuration.maxBodyBytes, allowedPeers: configuration.allowedPeers,
+                readTimeoutSeconds: configuration.readTimeoutSeconds,
+                writeTimeoutSeconds: configuration.writeTimeoutSeconds, lifecycle: lifecycle,
                 logger: workerLogger(index))
             do {
                 workers.append(try PosixThread.spawn { [lifecycle] in
@@ -86,8 +89,9 @@ public final class FastCGIServer: Sendable {
         logger.info(
             "FastCGI server listening",
             metadata: [
-                "socket": "\(configuration.socketPath)", "workers": "\(workers.count)",
+                "listen": "\(listener.address)", "workers": "\(workers.count)",
                 "socket_mode": "\(String(configuration.socketMode, radix: 8))",
+                "allowed_peers": "\(configuration.allowedPeers)",
             ])
 
         lifecycle.waitForShutdownRequest()
@@ -96,12 +100,12 @@ public final class FastCGIServer: Sendable {
             metadata: ["grace_seconds": "\(configuration.shutdownGraceSeconds)"])
 
         let deadline = DispatchTime.now() + configuration.shutdownGraceSeconds
-        let exited = lifecycle.waitForWorkers(count: workers.count, deadline: deadline)
+        let exited = waitForWorkers(workers.count, listener: listener, deadline: deadline)
         if exited == workers.count {
             for worker in workers { worker.join() }
             lifecycle.detach()
             wakePipe.close()
-            listener.closeAndUnlink()
+            listener.close()
             logger.info("FastCGI server stopped")
         } else {
             // Stragglers still run a handler; they exit on their own and must keep their
@@ -114,6 +118,22 @@ public final class FastCGIServer: Sendable {
                 metadata: ["busy_workers": "\(workers.count - exited)"])
         }
         if let spawnError { throw spawnError }
+    }
+
+    /// Waits for the workers to exit; on TCP and inherited sockets, wakes those blocked in accept
+    /// with empty connections every 100 ms (see ``Listener``). Returns how many exited.
+    private func waitForWorkers(_ count: Int, listener: Listener, deadline: DispatchTime) -> Int {
+        guard listener.needsWakeConnections else {
+            return lifecycle.waitForWorkers(count: count, deadline: deadline)
+        }
+        var exited = 0
+        while exited < count {
+            listener.wake(count: count - exited)
+            let step = min(deadline, DispatchTime.now() + 0.1)
+            exited += lifecycle.waitForWorkers(count: count - exited, deadline: step)
+            if DispatchTime.now() >= deadline { break }
+        }
+        return exited
     }
 
     /// Starts a graceful shutdown, exactly as SIGTERM does: stop accepting (connections already

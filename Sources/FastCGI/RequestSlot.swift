@@ -7,10 +7,31 @@ import CFastCGI
 /// must never move. Confined to the worker thread that created it.
 final class RequestSlot {
     private let request: UnsafeMutablePointer<FCGX_Request>
+    private let listenFD: Int32
+    private var readTimeout: timeval
+    private var writeTimeout: timeval
 
-    init(listenFD: Int32) {
+    /// `accept()`'s answer when a connection failed or missed its read deadline before its params
+    /// were complete: libfcgi has closed it and there is no request to serve.
+    static let connectionDropped: Int32 = -100_001
+
+    /// This slot accepts connections itself, so each one gets its read and write deadlines
+    /// (`SO_RCVTIMEO`/`SO_SNDTIMEO`) before libfcgi reads a byte: a peer that sends part of a
+    /// request and then nothing is dropped after `readTimeoutSeconds` instead of holding the
+    /// worker forever. libfcgi is given no listening socket (-1): when it drops a connection
+    /// mid-params it would otherwise accept the next one itself, without deadlines; with -1 that
+    /// accept fails at once and `accept()` answers `connectionDropped`.
+    init(listenFD: Int32, readTimeoutSeconds: Double, writeTimeoutSeconds: Double) {
+        self.listenFD = listenFD
+        readTimeout = Self.timeval(seconds: readTimeoutSeconds)
+        writeTimeout = Self.timeval(seconds: writeTimeoutSeconds)
         request = .allocate(capacity: 1)
-        FCGX_InitRequest(request, listenFD, 0)
+        FCGX_InitRequest(request, -1, 0)
+    }
+
+    private static func timeval(seconds: Double) -> Glibc.timeval {
+        let whole = seconds.rounded(.down)
+        return Glibc.timeval(tv_sec: Int(whole), tv_usec: Int((seconds - whole) * 1_000_000))
     }
 
     deinit {
@@ -18,15 +39,40 @@ final class RequestSlot {
         request.deallocate()
     }
 
-    /// `FCGX_Accept_r`: finishes the previous request, then reads the next one's parameters,
-    /// accepting a new connection unless a kept one is open. 0 on success, `-errno` or a libfcgi
-    /// code on failure.
+    /// Finishes the previous request, accepts a new connection unless a kept one is open, then
+    /// reads the next request's parameters (`FCGX_Accept_r`). 0 on success; `-errno` when the
+    /// listening socket fails; `connectionDropped` when the connection broke or stalled.
     func accept() -> Int32 {
-        FCGX_Accept_r(request)
+        if request.pointee.ipcFd < 0 {
+            FCGX_Finish_r(request)  // frees the previous request (its connection is already closed)
+            var fd: Int32
+            repeat {
+                fd = Glibc.accept(listenFD, nil, nil)  // accept4 is not in Glibc's module map
+            } while fd < 0 && errno == EINTR
+            guard fd >= 0 else { return -errno }
+            _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+            _ = setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &readTimeout, socklen_t(MemoryLayout<timeval>.size))
+            _ = setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &writeTimeout, socklen_t(MemoryLayout<timeval>.size))
+            request.pointee.ipcFd = fd
+            // FCGX_Accept_r first finishes "the current request": keepConnection stops that from
+            // closing the connection just handed over. The request's own flag replaces it.
+            request.pointee.keepConnection = 1
+        }
+        guard FCGX_Accept_r(request) == 0 else { return Self.connectionDropped }
+        // libfcgi's ReadParams takes a failed read (the deadline) for the end of the params and
+        // reports success: the stream's error tells a cut-off request from a complete one.
+        if FCGX_GetError(request.pointee.in) != 0 {
+            closeConnection()
+            return Self.connectionDropped
+        }
+        return 0
     }
 
     /// True when a kept connection (FCGI_KEEP_CONN) is open between requests.
     var hasOpenConnection: Bool { request.pointee.ipcFd >= 0 }
+
+    /// The current connection's descriptor (-1 when none is open).
+    var connectionFD: Int32 { request.pointee.ipcFd }
 
     /// Whether the web server asked to keep the current connection open.
     var keepConnectionRequested: Bool { request.pointee.keepConnection != 0 }

@@ -10,7 +10,7 @@ final class ServerLifecycle: Sendable {
     private struct State {
         var started = false
         var shutdownRequested = false
-        var listener: UnixListener?
+        var listener: Listener?
         var wakeWriteFD: Int32 = -1
     }
 
@@ -33,7 +33,7 @@ final class ServerLifecycle: Sendable {
 
     /// Makes the listener and wake pipe reachable from ``requestShutdown()``. If shutdown was
     /// requested earlier, applies it now.
-    func attach(listener: UnixListener, wakeWriteFD: Int32) {
+    func attach(listener: Listener, wakeWriteFD: Int32) {
         state.withLock { state in
             state.listener = listener
             state.wakeWriteFD = wakeWriteFD
@@ -80,8 +80,9 @@ final class ServerLifecycle: Sendable {
         return exited
     }
 
-    /// Wakes workers blocked in accept (listener shutdown) and idle on kept connections (wake pipe).
-    private static func interrupt(listener: UnixListener, wakeWriteFD: Int32) {
+    /// Makes accept fail once the queue is empty (see ``Listener``) and wakes workers idle on kept
+    /// connections (wake pipe). Workers blocked in accept on TCP are woken by `run`.
+    private static func interrupt(listener: Listener, wakeWriteFD: Int32) {
         listener.stopAccepting()
         if wakeWriteFD >= 0 {
             var byte: UInt8 = 1

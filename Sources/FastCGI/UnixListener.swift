@@ -20,7 +20,7 @@ struct UnixListener: Sendable {
     /// Throws ``FastCGIServerError/socketInUse(path:)`` when a live process accepts on the path and
     /// ``FastCGIServerError/socketPathOccupied(path:)`` when a non-socket file is there. A stale
     /// socket file (nobody listening) is replaced.
-    static func open(path: String, mode: UInt32, backlog: Int32) throws(FastCGIServerError) -> UnixListener {
+    static func open(path: String, mode: UInt32, group: UInt32? = nil, backlog: Int32) throws(FastCGIServerError) -> UnixListener {
         var address = try socketAddress(for: path)
         try removeStaleSocket(at: path, address: &address)
 
@@ -41,6 +41,11 @@ struct UnixListener: Sendable {
             var status = stat()
             guard lstat(path, &status) == 0 else {
                 throw FastCGIServerError.systemCallFailed(operation: "lstat(\(path))", errno: errno)
+            }
+            if let group, chown(path, uid_t.max, gid_t(group)) != 0 {  // uid -1: owner unchanged
+                let code = errno
+                unlink(path)
+                throw FastCGIServerError.systemCallFailed(operation: "chown(\(path))", errno: code)
             }
             guard chmod(path, mode_t(mode)) == 0 else {
                 let code = errno

@@ -9,6 +9,9 @@ struct Worker: Sendable {
     let listenFD: Int32
     let wakeFD: Int32
     let maxBodyBytes: Int
+    let allowedPeers: PeerAllowList
+    let readTimeoutSeconds: Double
+    let writeTimeoutSeconds: Double
     let lifecycle: ServerLifecycle
     let logger: Logger
 
@@ -19,7 +22,8 @@ struct Worker: Sendable {
 
     /// Runs until shutdown has drained the listen queue (or the listener fails for good).
     func run(makeHandler: @Sendable (Int) -> (FastCGIRequest) -> FastCGIResponse) {
-        let slot = RequestSlot(listenFD: listenFD)
+        let slot = RequestSlot(
+            listenFD: listenFD, readTimeoutSeconds: readTimeoutSeconds, writeTimeoutSeconds: writeTimeoutSeconds)
         let handler = makeHandler(index)
         logger.debug("FastCGI worker started")
         var failures = 0
@@ -28,6 +32,12 @@ struct Worker: Sendable {
                 slot.closeConnection()
             }
             let result = slot.accept()
+            if result == RequestSlot.connectionDropped {
+                // A connection that failed or stalled (read deadline) before its params were
+                // complete: libfcgi closed it; nothing to answer.
+                logger.debug("FastCGI connection dropped before a complete request")
+                continue
+            }
             if result != 0 {
                 // After shutdown, accept fails with EINVAL once the pending-connection queue is empty.
                 if lifecycle.isStopping { break }
@@ -44,6 +54,13 @@ struct Worker: Sendable {
                 continue
             }
             failures = 0
+            // Checked on every request, not only after an accept here: when a kept connection
+            // has ended, libfcgi accepts the next connection inside the same FCGX_Accept_r.
+            if !allowedPeers.allowsPeer(of: slot.connectionFD) {
+                logger.warning("FastCGI connection from a peer outside the allow-list closed unanswered")
+                slot.closeConnection()
+                continue
+            }
             serve(slot: slot, handler: handler)
         }
         logger.debug("FastCGI worker stopped")

@@ -52,6 +52,16 @@ extension Connection {
                 } else if error.code == DatabaseError.deadlock, inTransaction {
                     // InnoDB rolled the whole transaction back: nothing more may run in it.
                     transaction = .doomed(error)
+                } else if error.code == DatabaseError.deadlock {
+                    // An autocommit statement that deadlocked, or lost Galera certification
+                    // (a hot row written on two nodes), was rolled back entirely: run it again.
+                    touch()
+                    let retry = attempt < configuration.transactionAttempts && mayRepeat()
+                    TransactionRetryStatistics.record(error, atCommit: false, retried: retry)
+                    if retry {
+                        Self.backOff(attempt: attempt)
+                        continue
+                    }
                 } else {
                     touch()
                 }

@@ -50,8 +50,75 @@ extension Connection {
 
     /// Connects with the configured options and sets the session up. Every failure is
     /// flagged as a connect failure (``DatabaseError/isConnectionError``).
+    ///
+    /// Over TCP, tries `host` first, then each of ``ConnectionConfiguration/failoverEndpoints`` in
+    /// order, and skips a server that is a Galera node not synced with its cluster (joining,
+    /// donating, or cut off from the primary component), unless no server is synced: then the
+    /// first one that accepted the session is used. The last failure is thrown if none answers.
+    /// Notes whether the session is on a Galera node (``isGaleraSession``).
     func openConnection() throws(DatabaseError) {
         closeHandle()
+        isGaleraSession = false
+        if configuration.unixSocket != nil {
+            handle = try connect(host: configuration.host, port: configuration.port)
+            touch()
+            return
+        }
+        var lastError: DatabaseError?
+        var fallback: (handle: MySQLHandle, galera: Bool)?
+        for (host, port) in [(configuration.host, configuration.port)] + configuration.failoverEndpoints {
+            do {
+                let mysql = try connect(host: host, port: port)
+                let state = Self.clusterState(of: mysql)
+                if state.synced {
+                    if let fallback { mysql_close(fallback.handle) }
+                    handle = mysql
+                    isGaleraSession = state.galera
+                    touch()
+                    return
+                }
+                if fallback == nil { fallback = (mysql, state.galera) } else { mysql_close(mysql) }
+            } catch {
+                lastError = error
+            }
+        }
+        if let fallback {
+            handle = fallback.handle
+            isGaleraSession = fallback.galera
+            touch()
+            return
+        }
+        throw lastError ?? DatabaseError(
+            code: UInt32(CR_CONN_HOST_ERROR), sqlState: "HY000", message: "no database server configured", sql: nil,
+            isConnectFailure: true)
+    }
+
+    /// Whether the server is a Galera node (`wsrep_ready` exists), and whether it can serve:
+    /// not a Galera node, or one whose `wsrep_ready` is ON and whose state is `Synced`.
+    static func clusterState(of mysql: MySQLHandle) -> (synced: Bool, galera: Bool) {
+        let sql = "SHOW STATUS WHERE Variable_name IN ('wsrep_ready', 'wsrep_local_state_comment')"
+        let length = UInt(sql.utf8.count)
+        guard sql.withCString({ mysql_real_query(mysql, $0, length) }) == 0,
+            let result = mysql_store_result(mysql)
+        else { return (false, false) }
+        defer { mysql_free_result(result) }
+        var synced = true
+        var galera = false
+        while let row = mysql_fetch_row(result) {
+            guard let name = row[0].map({ String(cString: $0) }), let value = row[1].map({ String(cString: $0) }) else {
+                continue
+            }
+            if name == "wsrep_ready" {
+                galera = true
+                if value != "ON" { synced = false }
+            }
+            if name == "wsrep_local_state_comment" && value != "Synced" { synced = false }
+        }
+        return (synced, galera)
+    }
+
+    /// One `mysql_real_connect` plus the session setup; the handle on success.
+    private func connect(host: String, port: Int) throws(DatabaseError) -> MySQLHandle {
         guard let mysql = mysql_init(nil) else {
             throw DatabaseError(
                 code: UInt32(CR_OUT_OF_MEMORY), sqlState: "HY000", message: "mysql_init failed", sql: nil,
@@ -73,10 +140,10 @@ extension Connection {
         if configuration.foundRows { flags |= UInt(CLIENT_FOUND_ROWS) }
         let socket = configuration.unixSocket
         // With a socket, host must be nil ("localhost"), or Connector/C would use TCP.
-        let host: String? = socket == nil ? configuration.host : nil
+        let connectHost: String? = socket == nil ? host : nil
         let connected = mysql_real_connect(
-            mysql, host, configuration.user, configuration.password, configuration.database,
-            UInt32(clamping: configuration.port), socket, flags)
+            mysql, connectHost, configuration.user, configuration.password, configuration.database,
+            UInt32(clamping: port), socket, flags)
         if connected == nil {
             let error = DatabaseError.lastError(of: mysql, sql: nil, isConnectFailure: true)
             mysql_close(mysql)
@@ -90,8 +157,7 @@ extension Connection {
                 code: error.code, sqlState: error.sqlState, message: error.message, sql: error.sql,
                 isConnectFailure: true)
         }
-        handle = mysql
-        touch()
+        return mysql
     }
 
     /// One SET for the session: UTC, strict SQL mode, lock wait timeout.

@@ -11,7 +11,7 @@ extension Connection {
     /// throws.
     ///
     /// The whole body is run again (after a ROLLBACK and a 2–20 ms × attempt jittered pause),
-    /// up to `maxAttempts` runs in all, when it fails with a deadlock (1213) or lock wait
+    /// up to `maxAttempts` runs in all (default: the configuration's `transactionAttempts`), when it fails with a deadlock (1213) or lock wait
     /// timeout (1205), or when the connection is lost before COMMIT is sent (a new connection
     /// is opened first; if that fails, its error is thrown). A loss that took a second or more
     /// to notice (a read timeout: the server hangs) is not retried, so that a hung server costs
@@ -21,10 +21,17 @@ extension Connection {
     /// of the body throw that error again, and the run is never committed, even if the body
     /// swallowed the error.
     ///
+    /// On a Galera node, a duplicate-key error (1062) that escapes the body is retried too: there
+    /// it is how a conflict with a write committed on another node can surface before
+    /// certification notices it (that write's rows were applied here while this transaction ran,
+    /// e.g. the same per-user version taken on two nodes). A genuine duplicate fails the same way
+    /// on every run and is thrown after the last one.
+    ///
     /// The body must have no side effects outside the database, and must not call
     /// `inTransaction` again (precondition); use ``inSavepoint(_:)`` for nesting.
     @discardableResult
-    public func inTransaction<T>(maxAttempts: Int = 5, _ body: () throws -> T) throws -> T {
+    public func inTransaction<T>(maxAttempts: Int? = nil, _ body: () throws -> T) throws -> T {
+        let maxAttempts = maxAttempts ?? configuration.transactionAttempts
         assertConfined()
         guard case .inactive = transaction else {
             preconditionFailure("inTransaction cannot be nested; use inSavepoint inside a transaction")
@@ -39,13 +46,19 @@ extension Connection {
                 value = try body()
                 if case .doomed(let error) = transaction { throw error }
             } catch {
+                let onGalera = isGaleraSession
                 abandonTransaction()
-                if attempt < maxAttempts, let error = error as? DatabaseError,
+                if let error = error as? DatabaseError,
                     error.isRetryableTransactionError
                         || (error.isConnectionError && !error.isConnectFailure && !lastLossWasSlow)
+                        || (onGalera && error.isDuplicateKey)
                 {
-                    Self.backOff(attempt: attempt)
-                    continue
+                    let retry = attempt < maxAttempts
+                    TransactionRetryStatistics.record(error, atCommit: false, retried: retry)
+                    if retry {
+                        Self.backOff(attempt: attempt)
+                        continue
+                    }
                 }
                 throw error
             }
@@ -56,10 +69,16 @@ extension Connection {
                 return value
             } catch {
                 // Connection errors: the COMMIT may or may not have been applied; never retry.
+                // A deadlock at COMMIT is how Galera reports a failed certification: nothing
+                // was applied anywhere, so the whole body runs again.
                 abandonTransaction()
-                if !error.isConnectionError, error.isRetryableTransactionError, attempt < maxAttempts {
-                    Self.backOff(attempt: attempt)
-                    continue
+                if !error.isConnectionError, error.isRetryableTransactionError {
+                    let retry = attempt < maxAttempts
+                    TransactionRetryStatistics.record(error, atCommit: true, retried: retry)
+                    if retry {
+                        Self.backOff(attempt: attempt)
+                        continue
+                    }
                 }
                 throw error
             }
@@ -136,7 +155,7 @@ extension Connection {
     }
 
     /// Sleeps 2–20 ms × attempt.
-    private static func backOff(attempt: Int) {
+    static func backOff(attempt: Int) {
         let milliseconds = Int.random(in: 2...20) * attempt
         usleep(UInt32(milliseconds * 1000))
     }

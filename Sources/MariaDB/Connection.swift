@@ -17,6 +17,8 @@ import CMariaDB
 ///   from the ``ConnectionConfiguration``; Connector/C's own auto-reconnect is off.
 /// - Statements: every `execute(_:_:)` / `query(_:_:)`
 ///   runs as a server-side prepared statement, cached per connection by SQL text.
+/// - Deadlocks (1213) of a statement outside a transaction (on Galera also a lost certification)
+///   roll only that statement back: it is run again, up to `transactionAttempts` runs.
 /// - Lost connections (server restart, KILL, network): the connection and its statements are
 ///   dropped and re-created on the next use. Outside a transaction a statement is retried once on
 ///   a new connection when that cannot apply it twice: the loss showed while preparing, the
@@ -47,6 +49,8 @@ public final class Connection {
     var isStreamingRows = false
     /// Monotonic time of the last successful exchange with the server.
     var lastActivity: UInt64 = 0
+    /// Whether the open session is on a Galera node (checked at connect for TCP sessions).
+    var isGaleraSession = false
 
     /// State of ``inTransaction(maxAttempts:_:)``.
     enum TransactionState {

@@ -4,6 +4,15 @@ public struct ConnectionConfiguration: Sendable {
     public var host: String
     /// TCP port, used when ``unixSocket`` is nil.
     public var port: Int
+    /// Further servers (`host`, `port`) tried in order when ``host``/``port`` cannot be reached
+    /// or is not ready (a Galera node that is not synced with the cluster): each new session
+    /// tries ``host`` first, then these. Ignored with ``unixSocket``.
+    public var failoverEndpoints: [(host: String, port: Int)] = []
+    /// Runs of a transaction body, in all, before a deadlock, lock wait timeout or certification
+    /// failure is given up (``Connection/inTransaction(maxAttempts:_:)``). On a Galera cluster,
+    /// writes to one hot row from several nodes conflict far more often than on one server
+    /// (each conflict is found only at COMMIT), so give it more there.
+    public var transactionAttempts: Int = 5
     /// Path of the server's Unix socket; when set it is used instead of ``host``/``port``.
     public var unixSocket: String?
     /// Account name.
@@ -68,7 +77,8 @@ public struct ConnectionConfiguration: Sendable {
 extension ConnectionConfiguration: CustomStringConvertible {
     /// A description safe to log: the password is never included.
     public var description: String {
-        let target = unixSocket.map { "socket \($0)" } ?? "\(host):\(port)"
+        let target = unixSocket.map { "socket \($0)" }
+            ?? ([(host, port)] + failoverEndpoints).map { "\($0.0):\($0.1)" }.joined(separator: ",")
         return "MariaDB \(user)@\(target)/\(database)"
     }
 }

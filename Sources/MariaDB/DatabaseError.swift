@@ -78,6 +78,10 @@ public struct DatabaseError: Error, Sendable, CustomStringConvertible {
         // "referenced trigger does not exist", a DDL-only error, so the overlap is harmless).
         1040, 1042, 1043, 1053, 1152, 1154, 1156, 1157, 1158, 1159, 1160, 1161, 1184, 1203,
         1243, 1927, 4031,
+        // ER_UNKNOWN_COM_ERROR: a Galera node that is not (or no longer) part of the primary
+        // component answers "WSREP has not yet prepared node for application use"; another node
+        // must be used, so the session is dropped like a lost one.
+        1047,
     ]
 
     /// Codes after which the session cannot be trusted although it may still be open:

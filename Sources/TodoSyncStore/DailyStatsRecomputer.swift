@@ -50,19 +50,31 @@ struct DailyStatsRecomputer {
         case (nil, nil):
             return
         case (nil, let content?):
-            try db.execute(SQL.DailyStats.insert, [.int(userID), .day(day)] + values(of: content) + [
-                .int(transaction.nextVersion()), .timestamp(now), .timestamp(now),
+            let version = transaction.nextVersion()
+            let inserted = try db.execute(SQL.DailyStats.insert, [.int(userID), .day(day)] + values(of: content) + [
+                .int(version), .timestamp(now), .timestamp(now),
             ])
-        case (let stat?, nil):
+            transaction.changed(DailyStat(id: Int64(inserted.lastInsertID), date: day, content: content, version: version,
+                                          createdAt: now.rfc3339, updatedAt: now.rfc3339, deletedAt: nil))
+        case (var stat?, nil):
             guard stat.deletedAt == nil else { return }
+            stat.version = transaction.nextVersion()
+            stat.updatedAt = now.rfc3339
+            stat.deletedAt = now.rfc3339
             try db.execute(SQL.DailyStats.softDelete, [
-                .timestamp(now), .timestamp(now), .int(transaction.nextVersion()), .int(stat.id),
+                .timestamp(now), .timestamp(now), .int(stat.version), .int(stat.id),
             ])
-        case (let stat?, let content?):
+            transaction.changed(stat)
+        case (var stat?, let content?):
             guard stat.deletedAt != nil || stat.content != content else { return }
+            stat.content = content
+            stat.version = transaction.nextVersion()
+            stat.updatedAt = now.rfc3339
+            stat.deletedAt = nil
             try db.execute(SQL.DailyStats.update, values(of: content) + [
-                .int(transaction.nextVersion()), .timestamp(now), .int(stat.id),
+                .int(stat.version), .timestamp(now), .int(stat.id),
             ])
+            transaction.changed(stat)
         }
     }
 

@@ -19,21 +19,52 @@ enum SQL {
         static let lockForWrite = "SELECT change_seq FROM users WHERE id = ? FOR UPDATE"
         /// Stores the last version the transaction handed out (while still holding the lock).
         static let saveChangeSequence = "UPDATE users SET change_seq = ? WHERE id = ?"
-        /// Reserves one login attempt before the password is checked, unless the account is
-        /// throttled (then no row changes): counts it as a failure, restarting the count when the
-        /// previous window has passed. Atomic under the row lock, so concurrent guesses cannot all
-        /// slip past the limit. A correct password clears the count afterwards.
-        /// Parameters: window start ×2, now, user id, max failures, window start.
-        static let reserveLoginAttempt = """
-            UPDATE users
-               SET failed_logins = IF(failed_login_since IS NULL OR failed_login_since < ?, 1, failed_logins + 1),
-                   failed_login_since = IF(failed_login_since IS NULL OR failed_login_since < ?, ?, failed_login_since)
-             WHERE id = ?
-               AND NOT (failed_logins >= ? AND failed_login_since IS NOT NULL AND failed_login_since >= ?)
+    }
+
+    /// The failed-login throttle, one row per email key (SHA-256 of the NFC lower-cased email),
+    /// whether or not an account has that email, so both answer alike (Sql/011).
+    enum Logins {
+        /// Makes sure the key has a row for `reserveAttempt` to lock and update.
+        static let ensureRow = "INSERT IGNORE INTO login_throttle (email_hash, failures, window_start) VALUES (?, 0, NULL)"
+        /// Reserves one attempt before the password is checked, unless the key is throttled (then
+        /// no row changes): counts it as a failure, restarting the count when the previous window
+        /// has passed. Atomic under the row lock, so concurrent guesses cannot all slip past the
+        /// limit. A correct password deletes the row afterwards.
+        /// Parameters: window start ×2, now, email hash, max failures, window start.
+        static let reserveAttempt = """
+            UPDATE login_throttle
+               SET failures = IF(window_start IS NULL OR window_start < ?, 1, failures + 1),
+                   window_start = IF(window_start IS NULL OR window_start < ?, ?, window_start)
+             WHERE email_hash = ?
+               AND NOT (failures >= ? AND window_start IS NOT NULL AND window_start >= ?)
             """
-        static let clearFailedLogins = """
-            UPDATE users SET failed_logins = 0, failed_login_since = NULL WHERE id = ?
+        /// Seconds from now (parameter 1) to the start of the key's window: minus its age.
+        static let windowOffset = "SELECT TIMESTAMPDIFF(SECOND, ?, window_start) FROM login_throttle WHERE email_hash = ?"
+        static let clear = "DELETE FROM login_throttle WHERE email_hash = ?"
+        /// Purge: rows whose window has passed carry nothing worth keeping.
+        static let deleteExpired = "DELETE FROM login_throttle WHERE window_start < ?"
+    }
+
+    /// Per-account quotas (Sql/012): live records, and write operations per clock hour.
+    enum Quotas {
+        /// The account's quotas, its own or the defaults (parameters 1 and 2).
+        static let limits = """
+            SELECT COALESCE(quota_records, ?), COALESCE(quota_operations_per_hour, ?) FROM users WHERE id = ?
             """
+        static let liveRecords = """
+            SELECT (SELECT COUNT(*) FROM todos WHERE user_id = ? AND deleted_at IS NULL)
+                 + (SELECT COUNT(*) FROM tags WHERE user_id = ? AND deleted_at IS NULL)
+            """
+        static let ensureUsageRow = """
+            INSERT IGNORE INTO account_usage (user_id, hour_start, operations) VALUES (?, ?, 0)
+            """
+        /// Charges operations to the hour unless that would pass the quota (then no row changes).
+        /// Parameters: operations, user, hour, operations, quota.
+        static let chargeOperations = """
+            UPDATE account_usage SET operations = operations + ?
+             WHERE user_id = ? AND hour_start = ? AND operations + ? <= ?
+            """
+        static let deletePastHours = "DELETE FROM account_usage WHERE hour_start < ?"
     }
 
     enum Tokens {
@@ -59,15 +90,16 @@ enum SQL {
             """
         static let isLive = "SELECT 1 FROM tags WHERE id = ? AND user_id = ? AND deleted_at IS NULL"
         static let insert = """
-            INSERT INTO tags (user_id, client_id, client_key, name, color, version, created_at, updated_at)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+            INSERT INTO tags (user_id, client_id, client_key, name, color, version, created_at, updated_at,
+                              changed_by_device)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
             """
         static let update = """
-            UPDATE tags SET name = ?, color = ?, version = ?, updated_at = ?, deleted_at = NULL
+            UPDATE tags SET name = ?, color = ?, version = ?, updated_at = ?, deleted_at = NULL, changed_by_device = ?
              WHERE id = ? AND user_id = ?
             """
         static let softDelete = """
-            UPDATE tags SET deleted_at = ?, updated_at = ?, version = ? WHERE id = ? AND user_id = ?
+            UPDATE tags SET deleted_at = ?, updated_at = ?, version = ?, changed_by_device = ? WHERE id = ? AND user_id = ?
             """
     }
 
@@ -106,23 +138,24 @@ enum SQL {
             """
         static let insert = """
             INSERT INTO todos (user_id, client_id, client_key, title, raw, is_important, is_life, tag_id, difficulty,
-                               estimated_time, deadline, is_completed, version, created_at, updated_at)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                               estimated_time, deadline, is_completed, version, created_at, updated_at, changed_by_device)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
             """
         static let update = """
             UPDATE todos SET title = ?, raw = ?, is_important = ?, is_life = ?, tag_id = ?, difficulty = ?,
                              estimated_time = ?, deadline = ?, is_completed = ?, version = ?, updated_at = ?,
-                             deleted_at = NULL
+                             deleted_at = NULL, changed_by_device = ?
              WHERE id = ? AND user_id = ?
             """
         static let softDelete = """
-            UPDATE todos SET deleted_at = ?, updated_at = ?, version = ? WHERE id = ? AND user_id = ?
+            UPDATE todos SET deleted_at = ?, updated_at = ?, version = ?, changed_by_device = ? WHERE id = ? AND user_id = ?
             """
         static let liveWithTag = """
-            SELECT id, deadline FROM todos WHERE user_id = ? AND tag_id = ? AND deleted_at IS NULL ORDER BY id
+            SELECT \(columns) FROM todos WHERE user_id = ? AND tag_id = ? AND deleted_at IS NULL ORDER BY id
             """
         static let clearTag = """
-            UPDATE todos SET tag_id = NULL, version = ?, updated_at = ? WHERE id = ? AND user_id = ?
+            UPDATE todos SET tag_id = NULL, version = ?, updated_at = ?, changed_by_device = NULL
+             WHERE id = ? AND user_id = ?
             """
         /// Tombstones keep no tag reference either (no version bump: a tombstone's payload has no tagId).
         static let clearTagOnTombstones = """
@@ -182,42 +215,119 @@ enum SQL {
             """
     }
 
-    /// Pull, in two steps per kind: the versions of the next `limit + 1` changes (an index-only
-    /// scan of (user_id, version, deleted_at)), then the full rows of the page's version range.
-    /// Tombstones with versions up to the third parameter are skipped (a first pull does not send
-    /// deletions of records the client never received).
-    enum Pull {
-        static let syncState = "SELECT change_seq, purged_through FROM users WHERE id = ?"
+    enum Epoch {
+        static let current = "SELECT epoch FROM sync_epoch WHERE id = 1"
+        static let renew = "UPDATE sync_epoch SET epoch = ?, renewed_at = ? WHERE id = 1"
+    }
 
-        static func nextVersions(_ table: String) -> String {
+    enum Devices {
+        /// Registers a device of a user, or finds it: either way LAST_INSERT_ID() is its number.
+        static let register = """
+            INSERT INTO sync_devices (user_id, device_key, created_at) VALUES (?, ?, ?)
+                ON DUPLICATE KEY UPDATE id = LAST_INSERT_ID(id)
             """
-            SELECT version FROM \(table) FORCE INDEX (\(table)_user_version_deleted)
-             WHERE user_id = ? AND version > ? AND (deleted_at IS NULL OR version > ?) ORDER BY version LIMIT ?
+    }
+
+    /// The rendered live todos in the contract's list order (Sql/008_todo_list.sql).
+    enum TodoList {
+        static let batch = 32
+        /// Inserts or moves (through the unique (user_id, id) key) a todo's list row.
+        static func replace(rows: Int) -> String {
+            """
+            REPLACE INTO todo_list (user_id, deadline, is_important, created_at, title_key, id, body)
+            VALUES \(Array(repeating: "(?, ?, ?, ?, ?, ?, ?)", count: rows).joined(separator: ", "))
             """
         }
-        static let tagVersions = nextVersions("tags")
-        static let todoVersions = nextVersions("todos")
-        static let dailyStatVersions = nextVersions("daily_stats")
-
-        static func page(_ table: String, _ columns: String) -> String {
+        static let replaceBatch = replace(rows: batch)
+        static let replaceEight = replace(rows: 8)
+        static let replaceOne = replace(rows: 1)
+        static let delete = "DELETE FROM todo_list WHERE user_id = ? AND id = ?"
+        static let deleteOfUser = "DELETE FROM todo_list WHERE user_id = ?"
+        /// The token's user's list rows with deadlines from the third to the fourth parameter, in
+        /// the contract's order: the primary key's order, one range read. Parameters: token hash,
+        /// now, from, to.
+        static let bodiesInRangeForToken = """
+            SELECT l.body FROM \(tokenJoin) todo_list l ON l.user_id = a.user_id
+             WHERE \(tokenCondition) AND l.deadline BETWEEN ? AND ?
+             ORDER BY l.deadline, l.is_important DESC, l.created_at DESC, l.title_key, l.id
             """
-            SELECT \(columns) FROM \(table) FORCE INDEX (\(table)_user_version_deleted)
-             WHERE user_id = ? AND version > ? AND version <= ? AND (deleted_at IS NULL OR version > ?)
+        /// Every list row of a user (check-feed). Columns: id, deadline, is_important,
+        /// created_at, title_key, body.
+        static let ofUser = """
+            SELECT id, deadline, is_important, created_at, title_key, body FROM todo_list WHERE user_id = ?
+            """
+    }
+
+    /// Pull reads the change feed (`Feed`); this is its per-user state.
+    enum Pull {
+        /// The user's sync state, the number of the pulling device (NULL: none, or a device that
+        /// never pushed), the database's epoch, and whether the user's feed still waits for its
+        /// back-fill. Parameters: device key ('' without a deviceId), user id.
+        static let syncState = """
+            SELECT u.change_seq, u.purged_through, d.id, e.epoch, q.user_id IS NOT NULL
+              FROM users u JOIN sync_epoch e ON e.id = 1
+              LEFT JOIN sync_devices d ON d.user_id = u.id AND d.device_key = ?
+              LEFT JOIN sync_feed_backfill q ON q.user_id = u.id
+             WHERE u.id = ?
+            """
+
+        /// Parent tags are looked up 64 ids per query, so that a page referring to a typical
+        /// user's tags (tens) costs one round trip.
+        static let parentTagBatch = 64
+    }
+
+    /// The change feed (`sync_feed`): see Sql/007_sync_feed.sql.
+    enum Feed {
+        /// Rows written per statement (unused for shorter tails, which use the smaller ones).
+        static let batch = 32
+        static func upsert(rows: Int) -> String {
+            """
+            INSERT INTO sync_feed (user_id, version, kind, record_id, deleted_at, device, parent_tags, body)
+            VALUES \(Array(repeating: "(?, ?, ?, ?, ?, ?, ?, ?)", count: rows).joined(separator: ", "))
+                ON DUPLICATE KEY UPDATE version = VALUES(version), deleted_at = VALUES(deleted_at),
+                   device = VALUES(device), parent_tags = VALUES(parent_tags), body = VALUES(body)
+            """
+        }
+        static let upsertBatch = upsert(rows: batch)
+        static let upsertEight = upsert(rows: 8)
+        static let upsertOne = upsert(rows: 1)
+
+        /// A pull page: the next `limit + 1` rows after the cursor's position, by version (one
+        /// range read of the clustered index). Tombstones at or below the third parameter are
+        /// skipped (a first pull does not send deletions of records the client never had).
+        /// Columns: version, kind, record_id, device, parent_tags, body, deleted.
+        static let page = """
+            SELECT version, kind, record_id, device, parent_tags, body, deleted_at IS NOT NULL FROM sync_feed
+             WHERE user_id = ? AND version > ? AND (deleted_at IS NULL OR version > ?)
+             ORDER BY version LIMIT ?
+            """
+
+        /// Live parent tags by id that changed after the page's start and that the pulling device
+        /// did not change itself, `Pull.parentTagBatch` ids per query (unused slots repeat an id).
+        /// Parameters: user, position, device (0 for none), ids. Columns: version, body.
+        static let parentTags = """
+            SELECT version, body FROM sync_feed
+             WHERE user_id = ? AND kind = 1 AND version > ? AND deleted_at IS NULL
+               AND (device IS NULL OR device <> ?)
+               AND record_id IN (\(Array(repeating: "?", count: Pull.parentTagBatch).joined(separator: ", ")))
              ORDER BY version
             """
-        }
-        static let tagPage = page("tags", Tags.columns)
-        static let todoPage = page("todos", Todos.columns)
-        static let dailyStatPage = page("daily_stats", DailyStats.columns)
 
-        /// Parent tags by id, `parentTagBatch` ids per query (unused slots repeat an id): 64, so
-        /// that a page referring to a typical user's tags (tens) costs one round trip.
-        static let parentTagBatch = 64
-        static let parentTags = """
-            SELECT \(Tags.columns) FROM tags
-             WHERE user_id = ? AND deleted_at IS NULL AND version > ?
-               AND id IN (\(Array(repeating: "?", count: parentTagBatch).joined(separator: ", ")))
+        /// Every feed row of a user (check-feed). Columns: kind, record_id, version, deleted_at,
+        /// device, parent_tags, body.
+        static let ofUser = """
+            SELECT kind, record_id, version, deleted_at, device, parent_tags, body FROM sync_feed WHERE user_id = ?
             """
+        static let deleteOfUser = "DELETE FROM sync_feed WHERE user_id = ?"
+        static let purgeTombstones = "DELETE FROM sync_feed WHERE deleted_at IS NOT NULL AND deleted_at < ?"
+
+        /// Every record of a user as the tables hold it, for rebuilding and checking the feed.
+        static let tagsOfUser = "SELECT \(Tags.columns), changed_by_device FROM tags WHERE user_id = ?"
+        static let todosOfUser = "SELECT \(Todos.columns), changed_by_device FROM todos WHERE user_id = ?"
+        static let dailyStatsOfUser = "SELECT \(DailyStats.columns) FROM daily_stats WHERE user_id = ?"
+
+        static let backfillQueue = "SELECT user_id FROM sync_feed_backfill ORDER BY user_id LIMIT 1000"
+        static let backfillDone = "DELETE FROM sync_feed_backfill WHERE user_id = ?"
     }
 
     enum Push {

@@ -6,7 +6,7 @@ extension Store {
     /// Creates an account and its first session. 409 when the email is taken (case-insensitively).
     public func register(_ input: CredentialsInput) throws -> Session {
         // Hash outside the transaction: Argon2 deliberately takes tens of milliseconds.
-        let passwordHash = try configuration.passwordHasher.hash(input.password)
+        let passwordHash = try withHashSlot { try configuration.passwordHasher.hash(input.password) }
         let token = try BearerToken.generate()
         let now = Timestamp.now()
         return try guarded {
@@ -28,34 +28,64 @@ extension Store {
     }
 
     /// Checks credentials and opens a session. The same 401 whether or not the email exists;
-    /// 429 while the account is throttled after too many failures.
+    /// 429 with `Retry-After` while the email is throttled after too many failures, again whether
+    /// or not it exists (the throttle is keyed by the email, not the account).
     public func login(_ input: CredentialsInput) throws -> Session {
         let now = Timestamp.now()
-        let row = try guarded { try db.queryOne(SQL.Users.byEmailKey, [.text(CredentialsInput.emailKey(input.email))]) }
-        guard let row else {
-            _ = configuration.passwordHasher.verify(input.password, against: decoyPasswordHash)
-            throw APIError.badCredentials
+        let emailKey = CredentialsInput.emailKey(input.email)
+        let emailHash = BearerToken.sha256(Array(emailKey.utf8))
+        // The slot is taken first, so an attempt turned away for lack of one is not counted.
+        let row = try withHashSlot {
+            try reserveLoginAttempt(emailHash: emailHash, now: now)
+            let row = try guarded { try db.queryOne(SQL.Users.byEmailKey, [.text(emailKey)]) }
+            guard let row else {
+                _ = configuration.passwordHasher.verify(input.password, against: decoyPasswordHash)
+                throw APIError.badCredentials
+            }
+            guard configuration.passwordHasher.verify(input.password, against: row.string(2)!) else {
+                throw APIError.badCredentials
+            }
+            return row
         }
         let userID = row.int64(0)!
-        let windowStart = DatabaseValue.timestamp(now.adding(seconds: -configuration.loginLockoutSeconds))
-        let reserved = try guarded {
-            try db.execute(SQL.Users.reserveLoginAttempt, [
-                windowStart, windowStart, .timestamp(now), .int(userID),
-                .int(Int64(configuration.loginMaxFailures)), windowStart,
-            ])
-        }
-        guard reserved.affectedRows > 0 else { throw APIError.tooManyLoginFailures }
-        guard configuration.passwordHasher.verify(input.password, against: row.string(2)!) else {
-            throw APIError.badCredentials
-        }
         let token = try BearerToken.generate()
         try guarded {
             try db.inTransaction {
-                try db.execute(SQL.Users.clearFailedLogins, [.int(userID)])
+                try db.execute(SQL.Logins.clear, [.blob(emailHash)])
                 try insertToken(token, userID: userID, now: now)
             }
         }
         return Session(user: User(id: userID, email: row.string(1)!), token: token)
+    }
+
+    /// Runs a password hash in one of the process's hash slots; 429 with `Retry-After: 1` at once
+    /// when they are all taken (`StoreConfiguration.hashSlots`).
+    private func withHashSlot<T>(_ body: () throws -> T) throws -> T {
+        guard let result = try configuration.hashSlots.withSlot(body) else {
+            throw APIError.rateLimited("The server is busy checking passwords; retry shortly.", retryAfterSeconds: 1)
+        }
+        return result
+    }
+
+    /// Counts one login attempt against the email before its password is checked; 429 with the
+    /// seconds left in the window when the email already has `loginMaxFailures` in it.
+    private func reserveLoginAttempt(emailHash: [UInt8], now: Timestamp) throws {
+        let windowStart = DatabaseValue.timestamp(now.adding(seconds: -configuration.loginLockoutSeconds))
+        let reserved = try guarded {
+            try db.execute(SQL.Logins.ensureRow, [.blob(emailHash)])
+            return try db.execute(SQL.Logins.reserveAttempt, [
+                windowStart, windowStart, .timestamp(now), .blob(emailHash),
+                .int(Int64(configuration.loginMaxFailures)), windowStart,
+            ])
+        }
+        guard reserved.affectedRows == 0 else { return }
+        let offset = try guarded {
+            try db.queryOne(SQL.Logins.windowOffset, [.timestamp(now), .blob(emailHash)])?.int64(0)
+        }
+        // offset is minus the window's age: what is left of it is lockout + offset (+1 for the
+        // milliseconds that TIMESTAMPDIFF truncated).
+        let left = configuration.loginLockoutSeconds + (offset ?? 0) + 1
+        throw APIError.tooManyLoginFailures(retryAfterSeconds: min(max(left, 1), configuration.loginLockoutSeconds))
     }
 
     /// Revokes a token at once.

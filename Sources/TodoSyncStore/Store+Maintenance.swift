@@ -21,3 +21,22 @@ extension Store {
         }
     }
 }
+
+extension Store {
+    /// The database's current epoch (the history every pull cursor names).
+    public func epoch() throws -> UInt64 {
+        try guarded { UInt64(bitPattern: try db.queryOne(SQL.Epoch.current)?.int64(0) ?? 0) }
+    }
+
+    /// Starts a new history: every cursor issued so far gets 410 `cursor_expired` from now on.
+    /// Run it right after restoring the database from a backup, before serving traffic again.
+    /// Returns the new epoch (random, non-zero, below 2^60 so it fits the signed column reads).
+    @discardableResult
+    public func renewEpoch() throws -> UInt64 {
+        let previous = try epoch()
+        var next: UInt64
+        repeat { next = UInt64.random(in: 1..<(1 << 60)) } while next == previous
+        try guarded { try db.execute(SQL.Epoch.renew, [.int(Int64(next)), .timestamp(Timestamp.now())]) }
+        return next
+    }
+}

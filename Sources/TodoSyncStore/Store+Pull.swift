@@ -1,103 +1,56 @@
 import MariaDB
 import TodoSyncCore
 
-/// One page of changes, ready to encode. Todos, by far the most numerous, are already JSON
-/// (written straight from their rows); tags and daily stats are records.
+/// One page of changes: the records' JSON as the change feed holds it, sorted into the contract's
+/// six arrays (each kind's `upserted` and `deleted`), ready to be spliced into the response.
 public struct PullPage: Sendable {
-    public var tags: [Tag] = []
-    /// The page's live todos and tombstones, as the contents of the two JSON arrays.
-    var todos = EncodedTodos()
-    public var dailyStats: [DailyStat] = []
+    /// The contents (without brackets) of the arrays, indexed by `slot(kind, deleted)`.
+    private var arrays: [[UInt8]] = Array(repeating: [], count: 6)
     public var cursor: SyncCursor
     public var hasMore: Bool
 
-    /// Todos written by `TodoRowJSON` into the `upserted` and `deleted` arrays; `close()` ends
-    /// both once the page is complete (`jsonBody` requires it).
-    struct EncodedTodos: Sendable {
-        var upserted = JSONWriter(reservingCapacity: 1024)
-        var deleted = JSONWriter(reservingCapacity: 256)
-        private(set) var isClosed = false
-        /// Tags that the live todos refer to, in order of first reference.
-        var tagIDs: [Int64] = []
+    init(cursor: SyncCursor, hasMore: Bool) {
+        self.cursor = cursor
+        self.hasMore = hasMore
+    }
 
-        init() {
-            upserted.beginArray()
-            deleted.beginArray()
-        }
+    private static func slot(_ kind: FeedKind, deleted: Bool) -> Int {
+        Int(kind.rawValue - 1) * 2 + (deleted ? 1 : 0)
+    }
 
-        /// Adds the todo row `row` to the right array.
-        mutating func add(_ row: RowCursor) throws(DatabaseError) {
-            precondition(!isClosed, "todos added to a closed page")
-            if TodoRowJSON.isDeleted(row) {
-                try TodoRowJSON.write(row, asTombstone: true, to: &deleted)
-            } else {
-                try TodoRowJSON.write(row, to: &upserted)
-                if let tagID = try TodoRowJSON.tagID(row) { tagIDs.append(tagID) }
-            }
-        }
-
-        mutating func close() {
-            precondition(!isClosed, "page closed twice")
-            upserted.endArray()
-            deleted.endArray()
-            isClosed = true
-        }
+    /// Appends a record (or tombstone) already encoded as JSON. Within an array, records must come
+    /// in version order.
+    mutating func append(_ kind: FeedKind, deleted: Bool, _ json: UnsafeRawBufferPointer) {
+        let index = PullPage.slot(kind, deleted: deleted)
+        if !arrays[index].isEmpty { arrays[index].append(UInt8(ascii: ",")) }
+        arrays[index].append(contentsOf: json)
     }
 
     /// The contract's pull response body.
     public var jsonBody: [UInt8] {
-        precondition(todos.isClosed, "pull page encoded before its todos were closed")
-        var writer = JSONWriter(
-            reservingCapacity: 256 + todos.upserted.bytes.count + todos.deleted.bytes.count
-                + (tags.count + dailyStats.count) * 360)
-        writer.beginObject()
-        writer.key("changes")
-        writer.beginObject()
-        writer.key("tags")
-        PullPage.writeKind(tags, deletedAt: \.deletedAt, to: &writer) { tag, writer in tag.write(to: &writer) } tombstone: {
-            ($0.id, $0.clientID, $0.version, $0.deletedAt ?? "")
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(arrays.reduce(200) { $0 + $1.count })
+        bytes.append(contentsOf: #"{"changes":{"#.utf8)
+        for kind in FeedKind.allCases {
+            if kind != .tag { bytes.append(UInt8(ascii: ",")) }
+            bytes.append(contentsOf: PullPage.keys[Int(kind.rawValue - 1)].utf8)
+            bytes.append(contentsOf: #":{"upserted":["#.utf8)
+            bytes.append(contentsOf: arrays[PullPage.slot(kind, deleted: false)])
+            bytes.append(contentsOf: #"],"deleted":["#.utf8)
+            bytes.append(contentsOf: arrays[PullPage.slot(kind, deleted: true)])
+            bytes.append(contentsOf: "]}".utf8)
         }
-        writer.key("todos")
-        writer.beginObject()
-        writer.key("upserted")
-        writer.raw(todos.upserted.bytes)
-        writer.key("deleted")
-        writer.raw(todos.deleted.bytes)
-        writer.endObject()
-        writer.key("dailyStats")
-        PullPage.writeKind(dailyStats, deletedAt: \.deletedAt, to: &writer) { stat, writer in stat.write(to: &writer) } tombstone: {
-            ($0.id, nil, $0.version, $0.deletedAt ?? "")
-        }
-        writer.endObject()
-        writer.field("cursor", cursor.encoded)
-        writer.field("hasMore", hasMore)
-        writer.endObject()
-        return writer.bytes
+        var tail = JSONWriter(reservingCapacity: 120)
+        tail.beginObject()
+        tail.field("cursor", cursor.encoded)
+        tail.field("hasMore", hasMore)
+        tail.endObject()
+        bytes.append(contentsOf: "},".utf8)
+        bytes.append(contentsOf: tail.bytes.dropFirst())  // `"cursor":…}` closes the body
+        return bytes
     }
 
-    private static func writeKind<Record>(
-        _ records: [Record], deletedAt: KeyPath<Record, String?>, to writer: inout JSONWriter,
-        upserted: (Record, inout JSONWriter) -> Void, tombstone: (Record) -> (Int64, String?, Int64, String)
-    ) {
-        writer.beginObject()
-        writer.key("upserted")
-        writer.beginArray()
-        for record in records where record[keyPath: deletedAt] == nil { upserted(record, &writer) }
-        writer.endArray()
-        writer.key("deleted")
-        writer.beginArray()
-        for record in records where record[keyPath: deletedAt] != nil {
-            let (id, clientID, version, deletedAt) = tombstone(record)
-            writer.beginObject()
-            writer.field("id", id)
-            writer.field("clientId", clientID)
-            writer.field("version", version)
-            writer.field("deletedAt", deletedAt)
-            writer.endObject()
-        }
-        writer.endArray()
-        writer.endObject()
-    }
+    private static let keys = [#""tags""#, #""todos""#, #""dailyStats""#]
 }
 
 extension Store {
@@ -105,75 +58,123 @@ extension Store {
     /// single consistent snapshot. Versions are handed out in commit order under the user's lock,
     /// so everything at or below a page's last version is already committed and visible: paging
     /// by version never skips a change that commits meanwhile.
-    public func pull(userID: Int64, cursor: SyncCursor?, limit: Int) throws -> PullPage {
+    ///
+    /// The page is one range read of the change feed (`sync_feed`, clustered by user and version)
+    /// whose rendered records are copied as they are, plus the parent tags it needs.
+    ///
+    /// With `deviceID`, tags and todos whose latest change was an operation pushed by that device
+    /// are left out (the device holds them from its push results). They still count toward
+    /// `limit`, so paging and `hasMore` are the same with or without it.
+    public func pull(userID: Int64, cursor: SyncCursor?, limit: Int, deviceID: String? = nil) throws -> PullPage {
         try guarded {
             try db.inTransaction {
                 // The first read fixes the snapshot that every query below sees.
-                guard let state = try db.queryOne(SQL.Pull.syncState, [.int(userID)]) else { throw APIError.unauthorized }
+                guard let state = try db.queryOne(SQL.Pull.syncState, [.text(deviceID ?? ""), .int(userID)]) else {
+                    throw APIError.unauthorized
+                }
+                // The user's feed is still being back-filled by `todosync migrate`.
+                if state.bool(4) == true { throw APIError.unavailable }
                 let snapshotVersion = state.int64(0)!
-                // Expired only if a purged tombstone is one this client is still owed: tombstones
-                // up to `skipTombstonesThrough` are never sent on this cursor anyway.
-                if let cursor, max(cursor.position, cursor.skipTombstonesThrough) < state.int64(1)! {
-                    throw APIError.cursorExpired
+                // Device numbers start at 1, so 0 matches no record's device.
+                let device = deviceID == nil ? 0 : state.int64(2) ?? 0
+                let epoch = UInt64(bitPattern: state.int64(3)!)
+                if let cursor {
+                    // Another history of the database (a restore, another installation, or a
+                    // cursor from before epochs), or a position this history never reached (a
+                    // restore not followed by `todosync new-epoch`): the changes it stands for are
+                    // not the ones here. Never a silent skip.
+                    guard cursor.epoch == epoch, cursor.position <= snapshotVersion,
+                          cursor.skipTombstonesThrough <= snapshotVersion else {
+                        throw APIError.cursorFromAnotherHistory
+                    }
+                    // Expired if a purged tombstone is one this client is still owed: tombstones
+                    // up to `skipTombstonesThrough` are never sent on this cursor anyway.
+                    if max(cursor.position, cursor.skipTombstonesThrough) < state.int64(1)! {
+                        throw APIError.cursorExpired
+                    }
                 }
                 let position = cursor?.position ?? 0
                 let skipThrough = cursor?.skipTombstonesThrough ?? snapshotVersion
 
-                // Step 1: where does the page end? The `limit` lowest versions across the kinds.
-                let bounds: [DatabaseValue] = [.int(userID), .int(position), .int(skipThrough), .int(Int64(limit + 1))]
-                // The lowest next version of each kind (tags, todos, stats; nil: nothing to send).
-                var firstVersions: [Int64?] = []
-                var versions: [Int64] = []
-                for sql in [SQL.Pull.tagVersions, SQL.Pull.todoVersions, SQL.Pull.dailyStatVersions] {
-                    let kindVersions = try db.query(sql, bounds).map { $0.int64(0)! }
-                    firstVersions.append(kindVersions.first)
-                    versions += kindVersions
-                }
-                versions.sort()
-                let hasMore = versions.count > limit
-                let lastVersion = hasMore ? versions[limit - 1] : (versions.last ?? position)
-
-                // Step 2: exactly the page's rows.
                 var page = PullPage(
-                    cursor: SyncCursor(
-                        // At the end, jump to the snapshot: what lies between is only skipped tombstones.
-                        position: hasMore ? lastVersion : max(lastVersion, snapshotVersion),
-                        skipTombstonesThrough: skipThrough, userID: userID),
-                    hasMore: hasMore)
-                if !versions.isEmpty {
-                    // A kind whose lowest next version lies beyond the page has no rows in it: skip its query.
-                    let inPage = firstVersions.map { $0.map { $0 <= lastVersion } ?? false }
-                    let range: [DatabaseValue] = [.int(userID), .int(position), .int(lastVersion), .int(skipThrough)]
-                    if inPage[0] { page.tags = try db.query(SQL.Pull.tagPage, range).map(Tag.init(row:)) }
-                    if inPage[1] {
-                        try db.forEachRow(SQL.Pull.todoPage, range) { row throws(DatabaseError) in try page.todos.add(row) }
-                    }
-                    if inPage[2] { page.dailyStats = try db.query(SQL.Pull.dailyStatPage, range).map(DailyStat.init(row:)) }
-                    try addParentTags(to: &page, after: position, userID: userID)
+                    cursor: SyncCursor(position: position, skipTombstonesThrough: skipThrough, userID: userID,
+                                       epoch: epoch),
+                    hasMore: false)
+                var rows = 0
+                var lastVersion = position
+                var parents = ParentTags()
+                try db.forEachRow(SQL.Feed.page, [.int(userID), .int(position), .int(skipThrough), .int(Int64(limit + 1))]) {
+                    row throws(DatabaseError) in
+                    rows += 1
+                    guard rows <= limit else { return page.hasMore = true }
+                    lastVersion = try row.int64(0)!
+                    let kind = FeedKind(rawValue: try row.int64(1)!)!
+                    let deleted = try row.bool(6)!
+                    if kind == .tag { parents.held(try row.int64(2)!) }
+                    // Left out: the pulling device made this version itself.
+                    if device != 0, try row.int64(3) == device { return }
+                    _ = try row.withBytes(5) { page.append(kind, deleted: deleted, $0) }
+                    if !deleted { _ = try row.withBytes(4) { parents.referenced($0) } }
                 }
-                page.todos.close()
+                // At the end, jump to the snapshot: what lies between is only skipped tombstones.
+                page.cursor = SyncCursor(
+                    position: page.hasMore ? lastVersion : max(lastVersion, snapshotVersion),
+                    skipTombstonesThrough: skipThrough, userID: userID, epoch: epoch)
+                try addParentTags(parents.missing, to: &page, after: position, userID: userID, device: device)
                 return page
             }
         }
     }
 
-    /// Makes the page referentially complete: a tag that a todo or stat in the page refers to and
-    /// that changed after the page's start (so the client may not have it yet) is sent with it.
-    /// Tags at or below the start were sent earlier in this pull or were unchanged since it began.
-    private func addParentTags(to page: inout PullPage, after position: Int64, userID: Int64) throws {
-        var present = Set(page.tags.map(\.id))
-        var needed: [Int64] = []
-        for tagID in page.todos.tagIDs where present.insert(tagID).inserted { needed.append(tagID) }
-        for stat in page.dailyStats where stat.deletedAt == nil {
-            for tagID in stat.content.tagIDs where present.insert(tagID).inserted { needed.append(tagID) }
-        }
-        guard !needed.isEmpty else { return }
+    /// Makes the page referentially complete: a live tag that a todo or stat in the page refers to,
+    /// that changed after the page's start (so the client may not have it yet) and that the pulling
+    /// device did not change itself, is sent with it. Tags at or below the start were sent earlier
+    /// in this pull or were unchanged since it began. Such a tag's version lies beyond the page's
+    /// (a live tag within the page's range is in the page), so it goes after the page's tags.
+    private func addParentTags(_ ids: [Int64], to page: inout PullPage, after position: Int64, userID: Int64,
+                               device: Int64) throws {
         let batch = SQL.Pull.parentTagBatch
-        for start in stride(from: 0, to: needed.count, by: batch) {
-            let ids = Array(needed[start..<min(start + batch, needed.count)])
-            let slots = (0..<batch).map { DatabaseValue.int(ids[min($0, ids.count - 1)]) }
-            page.tags += try db.query(SQL.Pull.parentTags, [.int(userID), .int(position)] + slots).map(Tag.init(row:))
+        var found: [(version: Int64, json: [UInt8])] = []
+        for start in stride(from: 0, to: ids.count, by: batch) {
+            let chunk = ids[start..<min(start + batch, ids.count)]
+            let slots = (0..<batch).map { DatabaseValue.int(chunk[chunk.startIndex + min($0, chunk.count - 1)]) }
+            for row in try db.query(SQL.Feed.parentTags, [.int(userID), .int(position), .int(device)] + slots) {
+                found.append((row.int64(0)!, row.bytes(1)!))
+            }
         }
-        page.tags.sort { $0.version < $1.version }
+        found.sort { $0.version < $1.version }
+        for tag in found { tag.json.withUnsafeBytes { page.append(.tag, deleted: false, $0) } }
+    }
+}
+
+/// The tags a page refers to and the tags it holds, in order of first reference.
+private struct ParentTags {
+    private var seen: Set<Int64> = []
+    private(set) var missing: [Int64] = []
+
+    /// A tag in the page (sent, or held by the pulling device).
+    mutating func held(_ id: Int64) {
+        if !seen.insert(id).inserted { missing.removeAll { $0 == id } }
+    }
+
+    /// The comma-separated tag ids of a feed row's `parent_tags`.
+    mutating func referenced(_ list: UnsafeRawBufferPointer) {
+        var value: Int64 = 0
+        var digits = 0
+        for byte in list {
+            if byte == UInt8(ascii: ",") {
+                if digits > 0 { add(value) }
+                value = 0
+                digits = 0
+            } else {
+                value = value * 10 + Int64(byte &- UInt8(ascii: "0"))
+                digits += 1
+            }
+        }
+        if digits > 0 { add(value) }
+    }
+
+    private mutating func add(_ id: Int64) {
+        if seen.insert(id).inserted { missing.append(id) }
     }
 }

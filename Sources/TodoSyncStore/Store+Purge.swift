@@ -25,9 +25,16 @@ extension Store {
                     try db.execute(SQL.Purge.recordPurgedThrough(table), [horizon])
                     report.tombstones += Int(try db.execute(SQL.Purge.deleteTombstones(table), [horizon]).affectedRows)
                 }
+                // The feed's copies of the same tombstones (they carry the same deletion time).
+                try db.execute(SQL.Feed.purgeTombstones, [horizon])
             }
             report.operations = Int(try db.execute(SQL.Purge.deleteOperations, [horizon]).affectedRows)
             report.tokens = Int(try db.execute(SQL.Purge.deleteExpiredTokens, [.timestamp(now)]).affectedRows)
+            // Failed-login counters whose window has passed (they no longer throttle anything).
+            let loginWindow = DatabaseValue.timestamp(now.adding(seconds: -configuration.loginLockoutSeconds))
+            try db.execute(SQL.Logins.deleteExpired, [loginWindow])
+            // Operation counts of past hours (only the current hour is ever charged or checked).
+            try db.execute(SQL.Quotas.deletePastHours, [.timestamp(now.adding(seconds: -3600))])
         }
         return report
     }

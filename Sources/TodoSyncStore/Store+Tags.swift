@@ -27,10 +27,11 @@ extension Store {
         let now = transaction.now
         let inserted = try db.execute(SQL.Tags.insert, [
             .int(transaction.userID), .optionalText(draft.clientID), .optionalText(clientKey), .text(draft.name),
-            .text(draft.color), .int(version), .timestamp(now), .timestamp(now),
+            .text(draft.color), .int(version), .timestamp(now), .timestamp(now), .optionalInt(transaction.device),
         ])
         let tag = Tag(id: Int64(inserted.lastInsertID), clientID: draft.clientID, name: draft.name, color: draft.color,
                       version: version, createdAt: now.rfc3339, updatedAt: now.rfc3339, deletedAt: nil)
+        transaction.changed(tag)
         return Created(record: tag, isNew: true)
     }
 
@@ -53,9 +54,10 @@ extension Store {
         result.updatedAt = transaction.now.rfc3339
         try db.execute(SQL.Tags.update, [
             .text(result.name), .text(result.color), .int(result.version), .timestamp(transaction.now),
-            .int(current.id), .int(transaction.userID),
+            .optionalInt(transaction.device), .int(current.id), .int(transaction.userID),
         ])
         transaction.tagChanged(current.id)
+        transaction.changed(result)
         return result
     }
 
@@ -75,9 +77,13 @@ extension Store {
         let userID = transaction.userID
         let now = transaction.now
         for row in try db.query(SQL.Todos.liveWithTag, [.int(userID), .int(current.id)]) {
-            let version = transaction.nextVersion()
-            try db.execute(SQL.Todos.clearTag, [.int(version), .timestamp(now), .int(row.int64(0)!), .int(userID)])
-            transaction.touch(Day(row.string(1)!)!)
+            var todo = Todo(row: row)
+            todo.tagID = nil
+            todo.version = transaction.nextVersion()
+            todo.updatedAt = now.rfc3339
+            try db.execute(SQL.Todos.clearTag, [.int(todo.version), .timestamp(now), .int(todo.id), .int(userID)])
+            transaction.touch(todo.deadline)
+            transaction.changed(todo, derived: true)
         }
         try db.execute(SQL.Todos.clearTagOnTombstones, [.int(userID), .int(current.id)])
         var result = current
@@ -85,8 +91,10 @@ extension Store {
         result.updatedAt = now.rfc3339
         result.deletedAt = now.rfc3339
         try db.execute(SQL.Tags.softDelete, [
-            .timestamp(now), .timestamp(now), .int(result.version), .int(current.id), .int(userID),
+            .timestamp(now), .timestamp(now), .int(result.version), .optionalInt(transaction.device), .int(current.id),
+            .int(userID),
         ])
+        transaction.changed(result)
         return result
     }
 

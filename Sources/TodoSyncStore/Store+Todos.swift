@@ -5,9 +5,12 @@ extension Store {
     /// The body of `GET /todos`: `{"items": [...]}` with the live todos of the bearer `token`'s
     /// user whose deadlines lie from `from` to `to` inclusive, in the contract's order, written
     /// straight from the rows. 401 when the token is unknown, revoked or expired.
+    /// The records are `todo_list`'s, rendered at write time: the read copies bytes.
     public func listTodosBody(token: String, from: Day, to: Day) throws -> [UInt8] {
-        try itemsBodyOfTokenRead(SQL.Todos.listLiveInRangeForToken, token: token, [.day(from), .day(to)]) {
-            row, items throws(DatabaseError) in try TodoRowJSON.write(row, to: &items)
+        try itemsBodyOfTokenRead(SQL.TodoList.bodiesInRangeForToken, token: token, [.day(from), .day(to)]) {
+            row, items throws(DatabaseError) in try RowJSON.write(to: &items) { bytes throws(DatabaseError) in
+                try RowJSON.appendStoredJSON(row, 0, to: &bytes)
+            }
         }
     }
 
@@ -34,7 +37,7 @@ extension Store {
             .int(userID), .optionalText(draft.clientID), .optionalText(clientKey), .text(draft.title), .text(draft.raw),
             .bool(draft.isImportant), .bool(draft.isLife), .optionalInt(draft.tagID), .int(Int64(draft.difficulty)),
             .int(Int64(draft.estimatedTime)), .day(draft.deadline), .bool(draft.isCompleted), .int(version),
-            .timestamp(now), .timestamp(now),
+            .timestamp(now), .timestamp(now), .optionalInt(transaction.device),
         ])
         transaction.touch(draft.deadline)
         let todo = Todo(
@@ -42,6 +45,7 @@ extension Store {
             isImportant: draft.isImportant, isLife: draft.isLife, tagID: draft.tagID, difficulty: draft.difficulty,
             estimatedTime: draft.estimatedTime, deadline: draft.deadline, isCompleted: draft.isCompleted,
             version: version, createdAt: now.rfc3339, updatedAt: now.rfc3339, deletedAt: nil)
+        transaction.changed(todo)
         return Created(record: todo, isNew: true)
     }
 
@@ -67,10 +71,11 @@ extension Store {
             .text(result.title), .text(result.raw), .bool(result.isImportant), .bool(result.isLife),
             .optionalInt(result.tagID), .int(Int64(result.difficulty)), .int(Int64(result.estimatedTime)),
             .day(result.deadline), .bool(result.isCompleted), .int(result.version), .timestamp(transaction.now),
-            .int(current.id), .int(transaction.userID),
+            .optionalInt(transaction.device), .int(current.id), .int(transaction.userID),
         ])
         transaction.touch(current.deadline)
         transaction.touch(result.deadline)
+        transaction.changed(result)
         return result
     }
 
@@ -90,9 +95,11 @@ extension Store {
         result.updatedAt = now.rfc3339
         result.deletedAt = now.rfc3339
         try db.execute(SQL.Todos.softDelete, [
-            .timestamp(now), .timestamp(now), .int(result.version), .int(current.id), .int(transaction.userID),
+            .timestamp(now), .timestamp(now), .int(result.version), .optionalInt(transaction.device), .int(current.id),
+            .int(transaction.userID),
         ])
         transaction.touch(current.deadline)
+        transaction.changed(result)
         return result
     }
 

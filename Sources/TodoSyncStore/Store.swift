@@ -55,6 +55,9 @@ final class WriteTransaction {
     let userID: Int64
     /// One timestamp for everything this transaction writes.
     let now: Timestamp
+    /// The number of the device whose pushed operations this transaction applies (nil for REST
+    /// writes). Records an operation changes carry it; derived changes never do.
+    var device: Int64?
     /// Dates whose daily stats this transaction may have changed.
     private(set) var touchedDays: Set<Day> = []
     /// The user's change sequence as this transaction has advanced it (stored at `finish()`).
@@ -91,9 +94,28 @@ final class WriteTransaction {
         changedTags.insert(tagID)
     }
 
-    /// Completes derived work before commit.
+    /// The change feed rows of the records this transaction wrote (see `FeedEntry`).
+    private var feed = FeedBatch()
+
+    /// Records a tag's or todo's new state in the change feed. `derived`: the server made this
+    /// change on its own (a todo un-tagged by a tag delete), so it carries no device.
+    func changed(_ tag: Tag) {
+        feed.add(FeedEntry(tag, device: device))
+    }
+
+    func changed(_ todo: Todo, derived: Bool = false) {
+        feed.add(todo, device: derived ? nil : device)
+    }
+
+    func changed(_ stat: DailyStat) {
+        feed.add(FeedEntry(stat))
+    }
+
+    /// Completes derived work before commit: daily stats, then the change feed of everything
+    /// written, then the user's change sequence.
     func finish() throws {
         try DailyStatsRecomputer(transaction: self).run()
+        try feed.write(userID: userID, to: db)
         if changeSequence != initialChangeSequence {
             try db.execute(SQL.Users.saveChangeSequence, [.int(changeSequence), .int(userID)])
         }

@@ -99,31 +99,39 @@ func printTodo(_ todo: LocalTodo, tags: [Int64: LocalTag]) {
     print(line + "  (" + extras.joined(separator: " ") + ")")
 }
 
-struct Register: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Create an account and log this store in.")
-    @OptionGroup var options: StoreOptions
+/// The account options of `register` and `login`.
+struct AccountOptions: ParsableArguments {
     @Option var email: String
-    @Option var password: String?
+    @Option(help: "The password (or set TODOSYNC_PASSWORD).") var password: String?
 
-    func run() async throws {
+    /// Registers or logs the store in, and says as whom.
+    func signIn(_ options: StoreOptions, register: Bool) async throws {
         let store = try options.openStore()
-        try await options.client(store).register(email: email, password: try accountPassword(password))
-        print("Registered and logged in as \(try store.status().email ?? email).")
+        let client = try options.client(store)
+        let secret = try accountPassword(password)
+        if register {
+            try await client.register(email: email, password: secret)
+        } else {
+            try await client.login(email: email, password: secret)
+        }
+        print("\(register ? "Registered and logged in" : "Logged in") as \(try store.status().email ?? email).")
     }
 }
 
+struct Register: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Create an account and log this store in.")
+    @OptionGroup var options: StoreOptions
+    @OptionGroup var account: AccountOptions
+
+    func run() async throws { try await account.signIn(options, register: true) }
+}
 
 struct Login: AsyncParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Log this store in to an existing account.")
     @OptionGroup var options: StoreOptions
-    @Option var email: String
-    @Option var password: String?
+    @OptionGroup var account: AccountOptions
 
-    func run() async throws {
-        let store = try options.openStore()
-        try await options.client(store).login(email: email, password: try accountPassword(password))
-        print("Logged in as \(try store.status().email ?? email).")
-    }
+    func run() async throws { try await account.signIn(options, register: false) }
 }
 
 struct Logout: AsyncParsableCommand {
@@ -265,6 +273,7 @@ struct Sync: AsyncParsableCommand {
     @Option(help: "merge, reject, client-wins, or ask (conflicts go to `conflicts`).") var policy: String = "merge"
     @Option(help: "Records per pull page (1 to 1000).") var pageSize: Int = 1000
     @Flag(help: "No progress output.") var quiet = false
+    @Flag(help: "Print how long the sync took (for benchmarks).") var timing = false
 
     func run() async throws {
         guard let conflictPolicy = ConflictStrategy(rawValue: policy) else {
@@ -274,8 +283,10 @@ struct Sync: AsyncParsableCommand {
         let client = try options.client(store)
         let bar = ProgressBar(enabled: !quiet)
         do {
+            let started = Date()
             let report = try await client.sync(policy: conflictPolicy, pageSize: pageSize) { bar.update($0) }
             bar.finish()
+            if timing { print(String(format: "sync_seconds=%.4f", Date().timeIntervalSince(started))) }
             var parts = ["sent \(report.operationsSent) change(s)"]
             let results = report.results.sorted { $0.key.rawValue < $1.key.rawValue }.map { "\($0.value) \($0.key.rawValue)" }
             if !results.isEmpty { parts.append("(" + results.joined(separator: ", ") + ")") }

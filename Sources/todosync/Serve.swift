@@ -13,8 +13,26 @@ struct Serve: ParsableCommand {
     @Option(help: "Unix socket to listen on (default: $TODOSYNC_SOCKET or /tmp/todosync.sock).")
     var socket: String?
 
+    @Option(help: ArgumentHelp(
+        "Listen on TCP instead: IP:PORT or [IPV6]:PORT (default: $TODOSYNC_LISTEN). Combine with --allow.",
+        valueName: "address"))
+    var listen: String?
+
+    @Option(help: ArgumentHelp(
+        "Serve an inherited listening socket: 0 as spawn-fcgi passes it, 3 from systemd. Without any listen option, systemd's LISTEN_FDS and a listening socket on descriptor 0 are detected.",
+        valueName: "fd"))
+    var listenFd: Int32?
+
+    @Option(help: ArgumentHelp(
+        "Peers allowed to connect over TCP, comma-separated addresses or CIDR ranges (default: $TODOSYNC_ALLOW, else everyone).",
+        valueName: "list"))
+    var allow: String?
+
     @Option(help: "Worker threads, each with its own database connection (default: $TODOSYNC_WORKERS or 4 per online CPU core, 8 to 64; per responder process).")
     var workers: Int?
+
+    @Option(help: "Group given to the socket file (default: $TODOSYNC_SOCKET_GROUP, else the process's); the socket is 0660.")
+    var socketGroup: String?
 
     @Flag(help: "Enable test-only hooks (GET /healthz?delay_ms=N). Never in production.")
     var enableTestHooks = false
@@ -34,13 +52,36 @@ struct Serve: ParsableCommand {
         let options = ApplicationOptions(enableTestHooks: enableTestHooks)
         var configuration = FastCGIServerConfiguration(
             socketPath: socket ?? environment.string("TODOSYNC_SOCKET", default: "/tmp/todosync.sock"))
+        configuration.listenAddress = try listenAddress(environment)
+        let allowList = allow ?? environment.string("TODOSYNC_ALLOW", default: "")
+        guard let allowedPeers = PeerAllowList(list: allowList) else {
+            throw ValidationError("--allow / TODOSYNC_ALLOW: \(allowList) is not a list of IP addresses or CIDR ranges")
+        }
+        configuration.allowedPeers = allowedPeers
         configuration.workerCount = try workers ?? environment.int("TODOSYNC_WORKERS", default: Self.defaultWorkerCount)
+        // The socket is 0660: nginx reaches it as its owner or through this group.
+        if let group = socketGroup ?? environment.optionalString("TODOSYNC_SOCKET_GROUP") {
+            guard let entry = getgrnam(group) else {
+                throw ValidationError("socket group '\(group)' does not exist")
+            }
+            configuration.socketGroupID = entry.pointee.gr_gid
+        }
+        configuration.readTimeoutSeconds = Double(
+            try environment.int("TODOSYNC_FASTCGI_READ_TIMEOUT", default: Int(configuration.readTimeoutSeconds)))
 
         MariaDBLibrary.initialize()
         logger.info("starting", metadata: [
-            "socket": "\(configuration.socketPath)", "workers": "\(configuration.workerCount)",
+            "listen": "\(configuration.effectiveListenAddress)", "workers": "\(configuration.workerCount)",
+            "database": "\(database)",
         ])
         let server = FastCGIServer(configuration: configuration, logger: logger)
+        let retryLog = Self.logTransactionRetries(
+            every: max(try environment.int("TODOSYNC_RETRY_LOG_SECONDS", default: 30), 1), logger: logger)
+        defer {
+            retryLog.cancel()
+            let counts = TransactionRetryStatistics.current
+            if !counts.isZero { logger.notice("transaction retries since start: \(counts)") }
+        }
         try server.run { workerIndex in
             var workerLogger = logger
             workerLogger[metadataKey: "worker"] = "\(workerIndex)"
@@ -55,6 +96,44 @@ struct Serve: ParsableCommand {
             }
         }
         logger.info("stopped")
+    }
+
+    /// Logs the transaction retry counters (deadlocks, Galera certification failures, …) every
+    /// `seconds` when they changed.
+    private static func logTransactionRetries(every seconds: Int, logger: Logger) -> DispatchSourceTimer {
+        let timer = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "todosync.retry-log"))
+        nonisolated(unsafe) var last = TransactionRetryStatistics.Counts()
+        timer.schedule(deadline: .now() + .seconds(seconds), repeating: .seconds(seconds))
+        timer.setEventHandler {
+            let counts = TransactionRetryStatistics.current
+            if counts != last {
+                logger.notice("transaction retries since start: \(counts)")
+                last = counts
+            }
+        }
+        timer.resume()
+        return timer
+    }
+
+    /// The listener, first match wins: `--listen-fd`, `--listen`, `--socket`, systemd socket
+    /// activation, a listening socket on descriptor 0 (spawn-fcgi), `$TODOSYNC_LISTEN`; nil means
+    /// the unix socket (`$TODOSYNC_SOCKET` or the default path).
+    private func listenAddress(_ environment: Environment) throws -> FastCGIListenAddress? {
+        if let listenFd { return .inherited(fd: listenFd) }
+        if let listen { return try Self.parseListen(listen, source: "--listen") }
+        if socket != nil { return nil }
+        if let systemd = FastCGIListenAddress.systemdSocket() { return systemd }
+        if let spawned = FastCGIListenAddress.inheritedStandardInput() { return spawned }
+        let configured = environment.string("TODOSYNC_LISTEN", default: "")
+        if !configured.isEmpty { return try Self.parseListen(configured, source: "TODOSYNC_LISTEN") }
+        return nil
+    }
+
+    private static func parseListen(_ text: String, source: String) throws -> FastCGIListenAddress {
+        guard let address = FastCGIListenAddress.parseTCP(text) else {
+            throw ValidationError("\(source): \(text) is not IP:PORT or [IPV6]:PORT")
+        }
+        return address
     }
 }
 

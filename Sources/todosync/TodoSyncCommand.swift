@@ -11,7 +11,8 @@ struct TodoSyncCommand: ParsableCommand {
         commandName: "todosync",
         abstract: "TodoSync server: FastCGI responder for the TodoSync HTTP API.",
         version: todosyncVersionDescription,
-        subcommands: [Serve.self, Migrate.self, Purge.self, RecomputeStats.self],
+        subcommands: [Serve.self, Migrate.self, Purge.self, RecomputeStats.self, NewEpoch.self,
+                      CheckFeed.self, RebuildFeed.self],
         defaultSubcommand: Serve.self)
 }
 
@@ -61,5 +62,8 @@ struct Migrate: ParsableCommand {
         }
         let applied = try migrator.run()
         logger.info("migrations done", metadata: ["applied": "\(applied)"])
+        // Migration 007 queues every existing user for the change feed's back-fill.
+        let backfilled = try Store(connection: connection).backfillQueuedFeeds()
+        if backfilled > 0 { logger.info("change feed back-filled", metadata: ["users": "\(backfilled)"]) }
     }
 }

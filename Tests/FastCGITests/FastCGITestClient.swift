@@ -70,6 +70,53 @@ struct FastCGITestClient {
         return FastCGITestClient(fd: fd)
     }
 
+    /// Connects to an IPv4 TCP address (`host` a literal such as 127.0.0.1).
+    /// `from`: the local address to connect from (any 127.x.y.z works on Linux loopback).
+    static func connect(host: String, port: UInt16, from: String? = nil, timeoutSeconds: Int = 15) throws -> FastCGITestClient {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw Failure(description: "socket: errno \(errno)") }
+        if let from {
+            var local = sockaddr_in()
+            local.sin_family = sa_family_t(AF_INET)
+            inet_pton(AF_INET, from, &local.sin_addr)
+            let bound = withUnsafePointer(to: &local) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            }
+            guard bound == 0 else {
+                Glibc.close(fd)
+                throw Failure(description: "bind(\(from)): errno \(errno)")
+            }
+        }
+        var timeout = timeval(tv_sec: timeoutSeconds, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = port.bigEndian
+        inet_pton(AF_INET, host, &address.sin_addr)
+        let result = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
+        guard result == 0 else {
+            let code = errno
+            Glibc.close(fd)
+            throw Failure(description: "connect(\(host):\(port)): errno \(code)")
+        }
+        return FastCGITestClient(fd: fd)
+    }
+
+    /// Connects over TCP, sends one request, reads the reply and closes.
+    static func send(
+        host: String, port: UInt16, params: [(String, String)], body: [UInt8] = []
+    ) throws -> Reply {
+        let client = try connect(host: host, port: port)
+        defer { client.close() }
+        try client.write(encodeRequest(params: params.map { ($0.0, Array($0.1.utf8)) }, body: body))
+        return try client.readReply()
+    }
+
     /// Connects, sends one request, reads the reply and closes (as nginx does without keep_conn).
     static func send(
         to path: String, params: [(String, String)], body: [UInt8] = []

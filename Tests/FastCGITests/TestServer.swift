@@ -13,13 +13,17 @@ final class TestServer: Sendable {
     let server: FastCGIServer
     let socketPath: String
     let directory: String
+    /// Set for TCP and inherited listeners (nil: the unix socket at ``socketPath``).
+    let listenAddress: FastCGIListenAddress?
     private let returned = DispatchSemaphore(value: 0)
     private let outcome = Mutex<(any Error)?>(nil)
 
     init(
         workers: Int = 2, maxBodyBytes: Int = 1 << 20, graceSeconds: Double = 5, socketMode: UInt32 = 0o666,
-        directory: String? = nil
+        directory: String? = nil, listenAddress: FastCGIListenAddress? = nil,
+        allowedPeers: PeerAllowList = .everyone
     ) {
+        self.listenAddress = listenAddress
         self.directory = directory ?? Self.makeTemporaryDirectory()
         self.socketPath = self.directory + "/fcgi.sock"
         var logger = Logger(label: "FastCGITests")
@@ -28,7 +32,8 @@ final class TestServer: Sendable {
         server = FastCGIServer(
             configuration: FastCGIServerConfiguration(
                 socketPath: socketPath, socketMode: socketMode, workerCount: workers,
-                maxBodyBytes: maxBodyBytes, shutdownGraceSeconds: graceSeconds),
+                maxBodyBytes: maxBodyBytes, shutdownGraceSeconds: graceSeconds,
+                listenAddress: listenAddress, allowedPeers: allowedPeers),
             logger: logger)
     }
 
@@ -43,13 +48,23 @@ final class TestServer: Sendable {
         let deadline = Date().addingTimeInterval(10)
         while Date() < deadline {
             if let error = outcome.withLock({ $0 }) { throw error }
-            if let client = try? FastCGITestClient.connect(to: socketPath) {
-                client.close()
-                return
-            }
+            if acceptsConnections() { return }
             usleep(5_000)
         }
         throw FastCGITestClient.Failure(description: "server did not start listening")
+    }
+
+    /// Whether a connection can be opened (an inherited socket listens before `run` starts, and
+    /// connections queue there until the workers accept them).
+    private func acceptsConnections() -> Bool {
+        let client: FastCGITestClient?
+        switch listenAddress {
+        case nil, .unix: client = try? FastCGITestClient.connect(to: socketPath)
+        case .tcp(let host, let port)?: client = try? FastCGITestClient.connect(host: host, port: port)
+        case .inherited?: return true
+        }
+        client?.close()
+        return client != nil
     }
 
     /// Runs `run` on the calling thread (for tests that expect it to throw).

@@ -36,6 +36,62 @@ final class ClientSyncTests: StackTestCase {
         XCTAssertEqual(try laptop.store.dailyStat(for: day)?.todoCount, 4)
     }
 
+    /// The contract's title order (simple-lowercased code points), the same on device and server.
+    func testTodosOfADayListInTheServersOrder() async throws {
+        let phone = try await device("phone")
+        for title in ["Zebra", "äpfel", "apfel", "Apfel", "Éclair", "eclair", "İstanbul", "istanbul"] {
+            try phone.store.addTodo(NewTodo(title: title, deadline: day))
+        }
+        try await phone.client.sync()
+        let server = try await serverItems("/api/v1/todos?date=\(day)", token: try phone.token)
+        XCTAssertEqual(try phone.store.todos(on: day).map(\.serverID), server.map { $0["id"]?.int64Value })
+    }
+
+    /// Echo suppression: a device's incremental pull leaves out what it pushed itself, but
+    /// brings the stats the server derived from it and every other device's changes.
+    func testAPullLeavesOutTheDevicesOwnChangesButNotDerivedOnes() async throws {
+        let phone = try await device("phone")
+        let laptop = try await device("laptop")
+        try await phone.client.sync()
+        try phone.store.quickAdd("One\nTwo\nThree", date: day)
+        let own = try await phone.client.sync()
+        XCTAssertEqual(own.results[.applied], 3)
+        XCTAssertEqual(own.recordsPulled, 1, "only the day's stat, which the server derived")
+        XCTAssertEqual(try phone.store.dailyStat(for: day)?.todoCount, 3)
+
+        try laptop.store.addTodo(NewTodo(title: "From the laptop", deadline: day))
+        try await laptop.client.sync()
+        let other = try await phone.client.sync()
+        XCTAssertEqual(other.recordsPulled, 2, "the laptop's todo and the recomputed stat")
+        try await assertEqualsServer(phone)
+        try await assertEqualsServer(laptop)
+    }
+
+    /// A UI observing a day sees local writes at once and other devices' changes after a sync;
+    /// progress is reported page by page.
+    func testObservationAndProgress() async throws {
+        let phone = try await device("phone")
+        let laptop = try await device("laptop")
+        var updates = phone.store.observeTodos(on: day).makeAsyncIterator()
+        let initial = try await updates.next()
+        XCTAssertEqual(initial?.count, 0)
+        try phone.store.addTodo(NewTodo(title: "Seen at once", deadline: day))
+        let afterWrite = try await updates.next()
+        XCTAssertEqual(afterWrite?.map(\.title), ["Seen at once"])
+
+        try laptop.store.quickAdd((1...30).map { "From the laptop \($0)" }.joined(separator: "\n"), date: day)
+        try await laptop.client.sync()
+        let events = ProgressLog()
+        try await phone.client.sync(pageSize: 10) { events.append($0) }
+        var latest = afterWrite ?? []
+        while latest.count < 31, let next = try await updates.next() { latest = next }
+        XCTAssertEqual(latest.count, 31)
+        let pulls = events.all.filter { $0.phase == .pulling }
+        XCTAssertGreaterThanOrEqual(pulls.count, 3, "one report per page")
+        XCTAssertEqual(pulls.map(\.recordsPulled), pulls.map(\.recordsPulled).sorted())
+        XCTAssertEqual(events.all.first { $0.phase == .pushing }?.operationsSent, 1)
+    }
+
     // MARK: Conflicts, under each policy
 
     /// Both devices hold the todo; then each edits it offline: the laptop renames it and syncs
@@ -247,8 +303,9 @@ final class ClientSyncTests: StackTestCase {
             try await Task.sleep(nanoseconds: 1_500_000_000)
             try Stack.command(["db-start"])
         }
+        // 503 answers carry Retry-After (1 s); the policy must allow waiting that long.
         let client = TodoSyncClient(store: phone.store, baseURL: baseURL,
-                                    retry: RetryPolicy(maxAttempts: 30, initialDelay: 0.2, maxDelay: 0.5))
+                                    retry: RetryPolicy(maxAttempts: 30, initialDelay: 0.2, maxDelay: 2))
         let report = try await client.sync()
         try await restart.value
         XCTAssertEqual(report.results[.applied], 1)
@@ -289,6 +346,13 @@ final class ClientSyncTests: StackTestCase {
         try await assertEqualsServer(phoneDuringSync)
         try await assertEqualsServer(laptop)
     }
+}
+
+final class ProgressLog: @unchecked Sendable {
+    private let lock = NSLock()
+    private var events: [SyncProgress] = []
+    func append(_ event: SyncProgress) { lock.lock(); events.append(event); lock.unlock() }
+    var all: [SyncProgress] { lock.lock(); defer { lock.unlock() }; return events }
 }
 
 final class Counter: @unchecked Sendable {

@@ -95,7 +95,7 @@ final class ConvergenceTests: StackTestCase {
         let days = (20...30).map { Day(year: 2026, month: 11, day: $0)! }
         let todos = try store.todos(from: days.first!, to: days.last!)
         let tags = try store.tags()
-        let words = ["alpha", "Bravo", "charlie", "Delta", "echo", "apfel", "zulu", "Ol", "Iz", "naive"]
+        let words = ["alpha", "Bravo", "charlie", "Delta", "echo", "äpfel", "Apfel", "zulu", "Öl", "İz", "iz", "naïve"]
         func title() -> String { "\(words[Int.random(in: 0..<words.count, using: &random)]) \(Int.random(in: 1...99, using: &random))" }
         switch Int.random(in: 0..<100, using: &random) {
         case 0..<25:

@@ -227,7 +227,7 @@ final class OutboxTests: XCTestCase {
                                                         "opId": .string("x"), "data": .object([:])], id: serverID, version: 9)["record"]?.objectValue)
         record["title"] = .string("Call dad")
         record["isCompleted"] = .bool(true)
-        _ = try store.applyPullPage(page(todos: [.object(record)]))
+        _ = try store.applyPullPage(try page(todos: [.object(record)]))
 
         let todo = try XCTUnwrap(store.todo(created.localID))
         XCTAssertEqual(todo.title, "Call mum tonight", "the pending edit stays on the device")
@@ -243,23 +243,46 @@ final class OutboxTests: XCTestCase {
         try serverApplies(firstVersion: 5)
         let serverID = try XCTUnwrap(store.todo(created.localID)?.serverID)
         try store.updateTodo(created.localID, TodoChanges(isImportant: true))
-        _ = try store.applyPullPage(page(todoTombstones: [.object([
+        _ = try store.applyPullPage(try page(todoTombstones: [.object([
             "id": .int(serverID), "clientId": .null, "version": .int(8), "deletedAt": .string("2026-11-24T11:00:00.000Z")])]))
         XCTAssertNotNil(try store.todo(created.localID), "still shown: the next push surfaces the conflict")
         XCTAssertEqual(try store.pendingCount(), 1)
     }
 
     func testAPageAndItsCursorAreOneTransaction() throws {
-        let good = page(todos: [.object(todoRecord(id: 1, version: 1, title: "A"))], cursor: "c1")
+        let good = try page(todos: [.object(todoRecord(id: 1, version: 1, title: "A"))], cursor: "c1")
         _ = try store.applyPullPage(good)
         XCTAssertEqual(try store.pullCursor(), "c1")
         // A page that fails halfway leaves neither its records nor its cursor.
-        var bad = page(todos: [.object(todoRecord(id: 2, version: 2, title: "B"))], cursor: "c2")
-        bad["hasMore"] = .bool(true)
+        var bad = try page(todos: [.object(todoRecord(id: 2, version: 2, title: "B"))], cursor: "c2")
+        bad.hasMore = true
         struct InjectedFailure: Error {}
         XCTAssertThrowsError(try store.applyPullPage(bad, whileOpen: { throw InjectedFailure() }))
         XCTAssertEqual(try store.pullCursor(), "c1")
         XCTAssertEqual(try store.allTodos().map(\.title), ["A"])
+    }
+
+    // MARK: The page decoder
+
+    func testThePageDecoderReadsEscapesUnicodeAndSkipsUnknownFields() throws {
+        let text = #"""
+            {"changes":{"tags":{"upserted":[{"id":3,"clientId":null,"name":"W\u00f6rk \"q\" \ud83d\ude00\n","color":"#FF8800",
+            "version":4,"createdAt":"a","updatedAt":"b","deletedAt":null,"future":{"x":[1,2.5e3,true,null]}}],"deleted":[]},
+            "todos":{"upserted":[],"deleted":[{"id":9,"clientId":"C","version":12,"deletedAt":"2026-11-24T00:00:00.000Z"}]},
+            "dailyStats":{"upserted":[{"id":1,"date":"2026-11-24","tagStats":[{"tagId":3}],"version":5}],"deleted":[]}},
+            "cursor":"abc","hasMore":true,"extra":[]}
+            """#
+        let page = try PageDecoder.decode(Array(text.utf8))
+        XCTAssertEqual(page.tags.first?.name, "Wörk \"q\" 😀\n")
+        XCTAssertEqual(page.tags.first?.version, 4)
+        XCTAssertNil(page.tags.first?.clientID)
+        XCTAssertEqual(page.todoTombstones.first?.id, 9)
+        XCTAssertEqual(page.stats.first?.date, "2026-11-24")
+        XCTAssertEqual(try JSONParser.parse(Array(page.stats[0].json)).objectValue?["version"], .int(5))
+        XCTAssertEqual(page.cursor, "abc")
+        XCTAssertEqual(page.hasMore, true)
+        XCTAssertThrowsError(try PageDecoder.decode(Array(#"{"changes":{},"cursor":"a","hasMore":true} x"#.utf8)))
+        XCTAssertThrowsError(try PageDecoder.decode(Array(#"{"cursor":"\ud800"}"#.utf8)))
     }
 
     // MARK: Helpers
@@ -271,11 +294,13 @@ final class OutboxTests: XCTestCase {
          "createdAt": .string("2026-11-24T09:00:00.000Z"), "updatedAt": .string("2026-11-24T09:00:00.000Z"), "deletedAt": .null]
     }
 
-    func page(todos: [JSONValue] = [], todoTombstones: [JSONValue] = [], cursor: String = "next") -> JSONObject {
+    /// A pull page as the server would send it, through the real decoder.
+    func page(todos: [JSONValue] = [], todoTombstones: [JSONValue] = [], cursor: String = "next") throws -> DecodedPage {
         let empty: JSONValue = .object(["upserted": .array([]), "deleted": .array([])])
-        return ["changes": .object(["tags": empty, "todos": .object(["upserted": .array(todos), "deleted": .array(todoTombstones)]),
+        let object: JSONObject = ["changes": .object(["tags": empty, "todos": .object(["upserted": .array(todos), "deleted": .array(todoTombstones)]),
                                     "dailyStats": empty]),
                 "cursor": .string(cursor), "hasMore": .bool(false)]
+        return try PageDecoder.decode(Array(JSONText.encode(object).utf8))
     }
 }
 

@@ -3,22 +3,35 @@ import XCTest
 
 final class SyncCursorTests: XCTestCase {
     func testRoundTrip() {
-        let cursor = SyncCursor(position: 1234, skipTombstonesThrough: 99, userID: 7)
-        XCTAssertEqual(SyncCursor(encoded: cursor.encoded, userID: 7), cursor)
-        XCTAssertTrue(cursor.encoded.allSatisfy { $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" })
+        for epoch: UInt64 in [1, 0xfeed_beef, .max] {
+            let cursor = SyncCursor(position: 1234, skipTombstonesThrough: 99, userID: 7, epoch: epoch)
+            XCTAssertEqual(SyncCursor(encoded: cursor.encoded, userID: 7), cursor)
+            XCTAssertTrue(cursor.encoded.allSatisfy { $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" })
+        }
+    }
+
+    /// Cursors issued before epochs existed still decode (so the server can answer 410 rather
+    /// than 400), with epoch 0, which no database has.
+    func testFirstFormatCursorDecodesWithEpochZero() {
+        let payload = "1:7:5:3"
+        let text = Base64URL.encode(Array("\(payload):\(String(SyncCursor.checksum(payload), radix: 16))".utf8))
+        XCTAssertEqual(SyncCursor(encoded: text, userID: 7),
+                       SyncCursor(position: 5, skipTombstonesThrough: 3, userID: 7, epoch: 0))
+        XCTAssertNil(SyncCursor(encoded: text, userID: 8))
     }
 
     func testRejectsAnotherUsersCursor() {
-        let cursor = SyncCursor(position: 5, skipTombstonesThrough: 0, userID: 7)
+        let cursor = SyncCursor(position: 5, skipTombstonesThrough: 0, userID: 7, epoch: 42)
         XCTAssertNil(SyncCursor(encoded: cursor.encoded, userID: 8))
     }
 
     func testRejectsTamperedAndMalformedCursors() {
-        let encoded = SyncCursor(position: 5, skipTombstonesThrough: 0, userID: 7).encoded
+        let encoded = SyncCursor(position: 5, skipTombstonesThrough: 0, userID: 7, epoch: 42).encoded
         var tampered = Array(encoded)
         tampered[tampered.count / 2] = tampered[tampered.count / 2] == "A" ? "B" : "A"
         for text in [String(tampered), String(encoded.dropLast()), "", "abc", "!!!!", "1:7:5:0:0",
-                     Base64URL.encode(Array("1:7:5:0:deadbeef".utf8)), Base64URL.encode(Array("2:7:5:0".utf8))] {
+                     Base64URL.encode(Array("1:7:5:0:deadbeef".utf8)), Base64URL.encode(Array("2:7:5:0".utf8)),
+                     Base64URL.encode(Array("2:7:5:0:zz:0".utf8)), Base64URL.encode(Array("3:7:5:0:1:0".utf8))] {
             XCTAssertNil(SyncCursor(encoded: text, userID: 7), text)
         }
     }
@@ -105,5 +118,27 @@ final class FieldMergeTests: XCTestCase {
     func testOnlyColorComparesCaseInsensitively() {
         XCTAssertEqual(FieldValue(json: .string("#facade"), field: "title"), .string("#facade"))
         XCTAssertEqual(FieldValue(json: .string("#facade"), field: "color"), .string("#FACADE"))
+    }
+}
+
+final class TitleOrderTests: XCTestCase {
+    private func sorted(_ titles: [String]) -> [String] {
+        titles.sorted { TitleOrder.key($0).lexicographicallyPrecedes(TitleOrder.key($1)) }
+    }
+
+    func testCodePointOrderAfterSimpleLowercasing() {
+        XCTAssertEqual(sorted(["äpfel", "Zebra", "apfel", "Éclair", "eclair", "b"]),
+                       ["apfel", "b", "eclair", "Zebra", "äpfel", "Éclair"])
+        XCTAssertEqual(TitleOrder.key("ABC xyz"), Array("abc xyz".utf8))
+        XCTAssertEqual(TitleOrder.key("ΩMEGA"), Array("ωmega".utf8))
+        XCTAssertEqual(TitleOrder.key("Ǆ"), Array("ǆ".utf8))
+    }
+
+    /// Simple, not full, lowercasing: İ becomes plain i (full: i + combining dot), ß stays ß.
+    func testSimpleMappingsOnly() {
+        XCTAssertEqual(TitleOrder.key("İstanbul"), Array("istanbul".utf8))
+        XCTAssertEqual(TitleOrder.key("ß"), Array("ß".utf8))
+        XCTAssertEqual(TitleOrder.key("ﬃ"), Array("ﬃ".utf8))
+        XCTAssertEqual(TitleOrder.key("😀"), Array("😀".utf8))
     }
 }

@@ -239,7 +239,7 @@ class Api:
         if isinstance(data, str):
             data = data.encode("utf-8")
         is_auth_route = urlsplit(url).path.startswith(API_PREFIX + "/auth/")
-        for attempt in range(8):
+        for attempt in range(AUTH_RETRIES if is_auth_route else 1):
             # verify is passed per request: a session-level verify=False loses to
             # REQUESTS_CA_BUNDLE in requests' environment merging.
             r = self.session.request(method, url, data=data, headers=hdrs, timeout=timeout,
@@ -248,7 +248,7 @@ class Api:
             # tests that assert 429 themselves use auth_post(..., retry_429=False) or raw sockets.
             if not (is_auth_route and r.status_code == 429 and retry_429):
                 return r
-            time.sleep(0.5 + 0.5 * attempt)
+            time.sleep(auth_backoff(attempt))
         return r
 
     def get(self, path, **kw):
@@ -311,17 +311,28 @@ class Api:
 
 # --------------------------------------------------------------------------- auth helpers
 
+# Auth answers 429 when the address's nginx bucket is empty and, at once, when every password-hash
+# slot of the responder is busy (TODOSYNC_HASH_CONCURRENCY): many tests register or log in
+# concurrently, so helpers retry with a jittered backoff.
+AUTH_RETRIES = 24
+
+
+def auth_backoff(attempt: int) -> float:
+    import random
+    return min(0.25 + 0.25 * attempt, 2.0) + random.random() * 0.5
+
+
 def auth_post(path: str, body: Any, *, retry_429: bool = True, base_url: str = BASE_URL,
               verify: bool = True) -> requests.Response:
     """POST to /api/v1/auth/<path>.  Retries nginx's per-address 429 unless told not to."""
     url = f"{base_url}{API_PREFIX}/auth/{path}"
     data = json.dumps(body, ensure_ascii=False).encode("utf-8")
-    for attempt in range(8):
+    for attempt in range(AUTH_RETRIES):
         r = requests.post(url, data=data, headers={"Content-Type": "application/json"},
                           timeout=TIMEOUT, verify=verify)
         if r.status_code != 429 or not retry_429:
             return r
-        time.sleep(0.5 + 0.5 * attempt)
+        time.sleep(auth_backoff(attempt))
     return r
 
 

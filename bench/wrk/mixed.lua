@@ -5,6 +5,8 @@
 local C = dofile(os.getenv("BENCH_WRK_DIR") .. "/common.lua")
 local users, dates, months, cursors, headers, users_by_id, push_headers
 local todos_per_user = tonumber(C.env("BENCH_TODOS", "5000"))
+local user_count = tonumber(C.env("BENCH_USERS", "200"))
+local interleaved = C.env("BENCH_SEED_LAYOUT", "interleaved") == "interleaved"
 local push_ops = tonumber(C.env("BENCH_MIXED_PUSH_OPS", "10"))
 n_read, n_pull, n_push, n_push_ops = 0, 0, 0, 0
 setup = C.setup
@@ -53,7 +55,8 @@ function request()
     elseif r <= 70 then
       return wrk.format("GET", "/api/v1/tags", headers[i])
     else
-      local id = (users[i].id - 1) * todos_per_user + math.random(todos_per_user)
+      local k = math.random(todos_per_user)
+      local id = interleaved and (k - 1) * user_count + users[i].id or (users[i].id - 1) * todos_per_user + k
       return wrk.format("GET", "/api/v1/todos/" .. id, headers[i])
     end
   elseif r <= 95 then

@@ -19,12 +19,23 @@ extension Application {
                 }
                 cursor = decoded
             }
-            return .json(200, try context.store.pull(userID: userID, cursor: cursor, limit: limit).jsonBody)
+            var deviceID: String?
+            if let text = query["deviceId"] {
+                // The same rule as push's `deviceId`: 1–100 characters (Unicode scalars).
+                guard (1...100).contains(text.unicodeScalars.count) else {
+                    throw APIError.badRequest("`deviceId` must be 1–100 characters long.")
+                }
+                deviceID = text
+            }
+            let page = try context.store.pull(userID: userID, cursor: cursor, limit: limit, deviceID: deviceID)
+            return .json(200, page.jsonBody)
         }
         router.add("POST", "/api/v1/sync/push") { context in
             let userID = try context.requireUser()
             var reader = try context.bodyReader()
             let request = try PushRequest.parse(&reader)
+            let creates = request.operations.count { $0.fields["action"] == .string("create") }
+            try context.store.chargeQuota(userID: userID, operations: request.operations.count, creates: creates)
             return .json(200, try context.store.push(userID: userID, request))
         }
     }

@@ -60,7 +60,9 @@ public enum SyncError: Error, Equatable, Sendable, CustomStringConvertible {
 }
 
 /// Backoff for retryable failures: network errors, 503, 429, 502 and 504 (the outbox makes
-/// every request safe to resend). Exponential with full jitter; `Retry-After` is a floor.
+/// every request safe to resend). Exponential with jitter; `Retry-After` is a floor, and an
+/// answer that asks for a longer wait than `maxDelay` ends the attempt at once (the sync fails
+/// with `.unavailable(retryAfter:)`, so the app can schedule the next one) instead of sleeping.
 public struct RetryPolicy: Sendable {
     public var maxAttempts: Int
     public var initialDelay: Double
@@ -76,7 +78,7 @@ public struct RetryPolicy: Sendable {
     func delay(afterAttempt attempt: Int, retryAfter: Double?) -> Double {
         let ceiling = min(maxDelay, initialDelay * pow(2, Double(attempt - 1)))
         let jittered = Double.random(in: ceiling / 2...ceiling)
-        return min(maxDelay, max(jittered, retryAfter ?? 0))
+        return max(jittered, retryAfter ?? 0)
     }
 }
 
@@ -140,7 +142,7 @@ struct APIClient: Sendable {
             }
             guard [429, 502, 503, 504].contains(response.status) else { return response }
             let retryAfter = response.headers["retry-after"].flatMap(Double.init)
-            guard attempt < retry.maxAttempts else { return response }
+            guard attempt < retry.maxAttempts, (retryAfter ?? 0) <= retry.maxDelay else { return response }
             try await Task.sleep(nanoseconds: UInt64(retry.delay(afterAttempt: attempt, retryAfter: retryAfter) * 1e9))
         }
     }

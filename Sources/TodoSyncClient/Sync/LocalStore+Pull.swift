@@ -57,82 +57,60 @@ extension LocalStore {
 
     /// Applies one pull page and its cursor in one transaction: after a crash the device holds
     /// either the whole page and its cursor or neither.
-    func applyPullPage(_ page: JSONObject, whileOpen: (@Sendable () throws -> Void)? = nil) throws -> AppliedPage {
-        guard let changes = page["changes"]?.objectValue, let cursor = page["cursor"]?.stringValue,
-              let hasMore = page["hasMore"]?.boolValue else { throw SyncError.protocolError("pull page without changes/cursor/hasMore") }
+    func applyPullPage(_ page: DecodedPage, whileOpen: (@Sendable () throws -> Void)? = nil) throws -> AppliedPage {
+        guard let cursor = page.cursor, let hasMore = page.hasMore else {
+            throw SyncError.protocolError("pull page without cursor/hasMore")
+        }
         return try pool.write { db in
             let generation = Int64(try Meta.get(db, .resyncActive) ?? "0") ?? 0
             // Records with operations on their way (usually none): only these need the slow path.
-            var unsettled: [String: [Int64: [OutboxOperation]]] = [:]
+            var unsettled: [EntityKind: [Int64: [OutboxOperation]]] = [:]
             for op in try OutboxOperation.fetchAll(db) where op.state == .pending || op.state == .sending {
-                unsettled[op.entity.rawValue, default: [:]][op.recordLocalID, default: []].append(op)
+                unsettled[op.entity, default: [:]][op.recordLocalID, default: []].append(op)
             }
-            var count = 0
-            for entity in [EntityKind.tag, .todo] {
-                let kind = changes[entity == .tag ? "tags" : "todos"]?.objectValue
-                for item in kind?["upserted"]?.arrayValue ?? [] {
-                    guard let record = item.objectValue else { continue }
-                    try applyPulledRecord(db, entity, record, unsettled: unsettled[entity.rawValue] ?? [:], generation: generation)
-                    count += 1
+            for (entity, upserted, deleted) in [(EntityKind.tag, page.tags, page.tagTombstones), (.todo, page.todos, page.todoTombstones)] {
+                let pending = unsettled[entity] ?? [:]
+                // Only a record this device created and has no server id for yet can be found by
+                // clientId alone; when there is none, one index probe per record is enough.
+                let byClientID = try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM \(entity.rawValue) WHERE id IS NULL)")!
+                for record in upserted {
+                    let localID = try findLocal(db, entity, id: record.id, clientID: byClientID ? record.clientID : nil)
+                    try applyServerRecord(db, entity, localID: localID, record,
+                                          unsettled: localID.map { pending[$0] ?? [] } ?? [], generation: generation)
                 }
-                for item in kind?["deleted"]?.arrayValue ?? [] {
-                    guard let tombstone = item.objectValue else { continue }
-                    try applyTombstone(db, entity, tombstone, unsettled: unsettled[entity.rawValue] ?? [:])
-                    count += 1
+                for tombstone in deleted {
+                    try applyTombstone(db, entity, tombstone, unsettled: pending)
                 }
             }
-            let stats = changes["dailyStats"]?.objectValue
-            for item in stats?["upserted"]?.arrayValue ?? [] {
-                guard let stat = item.objectValue, let id = stat["id"]?.int64Value, let date = stat["date"]?.stringValue else { continue }
+            for stat in page.stats {
+                guard let id = stat.id, let date = stat.date else { continue }
                 try db.cachedStatement(sql: "DELETE FROM dailyStat WHERE date = ? AND id <> ?").execute(arguments: [date, id])
                 try db.cachedStatement(sql: """
                     INSERT INTO dailyStat (id, date, version, deletedAt, json, seenGeneration) VALUES (?, ?, ?, NULL, ?, ?)
                     ON CONFLICT(id) DO UPDATE SET date = excluded.date, version = excluded.version, deletedAt = NULL,
                                                   json = excluded.json, seenGeneration = excluded.seenGeneration
-                    """).execute(arguments: [id, date, stat["version"]?.int64Value, JSONText.encode(stat), generation])
-                count += 1
+                    """).execute(arguments: [id, date, stat.version, String(decoding: stat.json, as: UTF8.self), generation])
             }
-            for item in stats?["deleted"]?.arrayValue ?? [] {
-                guard let tombstone = item.objectValue, let id = tombstone["id"]?.int64Value else { continue }
+            for tombstone in page.statTombstones {
+                guard let id = tombstone.id else { continue }
                 try db.cachedStatement(sql: "UPDATE dailyStat SET deletedAt = ?, version = ? WHERE id = ?")
-                    .execute(arguments: [tombstone["deletedAt"]?.stringValue, tombstone["version"]?.int64Value, id])
-                count += 1
+                    .execute(arguments: [tombstone.deletedAt, tombstone.version, id])
             }
             try whileOpen?()
             try Meta.set(db, .cursor, cursor)
-            return AppliedPage(records: count, hasMore: hasMore)
+            return AppliedPage(records: page.count, hasMore: hasMore)
         }
     }
 
-    private func applyPulledRecord(_ db: Database, _ entity: EntityKind, _ record: JSONObject,
-                                   unsettled: [Int64: [OutboxOperation]], generation: Int64) throws {
-        let localID = try findLocal(db, entity, record)
-        try applyServerRecord(db, entity, localID: localID, record,
-                              unsettled: localID.map { unsettled[$0] ?? [] } ?? [], generation: generation)
-    }
-
-    private func applyTombstone(_ db: Database, _ entity: EntityKind, _ tombstone: JSONObject,
+    private func applyTombstone(_ db: Database, _ entity: EntityKind, _ tombstone: ServerRecord,
                                 unsettled: [Int64: [OutboxOperation]]) throws {
         // A tombstone of a record this device never had changes nothing.
-        guard let localID = try findLocal(db, entity, tombstone) else { return }
+        guard let localID = try findLocal(db, entity, id: tombstone.id, clientID: tombstone.clientID) else { return }
         let pending = unsettled[localID] ?? []
         let isDeleted = pending.isEmpty || pending.contains { $0.action == .delete }
         try db.cachedStatement(sql: """
             UPDATE \(entity.rawValue) SET id = COALESCE(?, id), version = ?, deletedAt = ?, isDeleted = ? WHERE localId = ?
-            """).execute(arguments: [tombstone["id"]?.int64Value, tombstone["version"]?.int64Value,
-                                     tombstone["deletedAt"]?.stringValue, isDeleted, localID])
-    }
-
-    private func findLocal(_ db: Database, _ entity: EntityKind, _ record: JSONObject) throws -> Int64? {
-        if let id = record["id"]?.int64Value,
-           let localID = try Int64.fetchOne(db.cachedStatement(sql: "SELECT localId FROM \(entity.rawValue) WHERE id = ?"), arguments: [id]) {
-            return localID
-        }
-        if let clientID = record["clientId"]?.stringValue {
-            return try Int64.fetchOne(db.cachedStatement(sql: "SELECT localId FROM \(entity.rawValue) WHERE clientKey = ?"),
-                                      arguments: [ClientID.key(clientID)])
-        }
-        return nil
+            """).execute(arguments: [tombstone.id, tombstone.version, tombstone.deletedAt, isDeleted, localID])
     }
 
     // MARK: Conflicts

@@ -93,6 +93,8 @@ extension LocalStore {
                 try Outbox.refreshVisibility(db, op.entity, op.recordLocalID)
                 statuses.append(status)
             }
+            // The log of final results is for the app to look back on; keep the newest 10,000.
+            try db.execute(sql: "DELETE FROM operationLog WHERE rowid <= (SELECT MAX(rowid) FROM operationLog) - 10000")
             return statuses
         }
     }
@@ -165,75 +167,123 @@ extension LocalStore {
     @discardableResult
     func applyServerRecord(_ db: Database, _ entity: EntityKind, localID knownLocalID: Int64?, _ record: JSONObject,
                            unsettled knownUnsettled: [OutboxOperation]? = nil, generation: Int64 = 0) throws -> Int64 {
-        let serverID = record["id"]?.int64Value
-        let clientID = record["clientId"]?.stringValue
+        try applyServerRecord(db, entity, localID: knownLocalID, ServerRecord(record), unsettled: knownUnsettled, generation: generation)
+    }
+
+    @discardableResult
+    func applyServerRecord(_ db: Database, _ entity: EntityKind, localID knownLocalID: Int64?, _ record: ServerRecord,
+                           unsettled knownUnsettled: [OutboxOperation]? = nil, generation: Int64 = 0) throws -> Int64 {
         let table = entity.rawValue
-        var localID = knownLocalID
-        if localID == nil, let serverID {
-            localID = try Int64.fetchOne(db.cachedStatement(sql: "SELECT localId FROM \(table) WHERE id = ?"), arguments: [serverID])
+        var tagLocalID: Int64?
+        if entity == .todo, let tagID = record.tagID {
+            tagLocalID = try Int64.fetchOne(db.cachedStatement(sql: "SELECT localId FROM tag WHERE id = ?"), arguments: [tagID])
         }
-        if localID == nil, let clientID {
-            localID = try Int64.fetchOne(db.cachedStatement(sql: "SELECT localId FROM \(table) WHERE clientKey = ?"),
-                                         arguments: [ClientID.key(clientID)])
-        }
-        var fields: JSONObject = [:]
-        for name in RecordFields.names(entity) {
-            let key = name == "tag" ? "tagId" : name
-            guard let value = record[key] else { continue }
-            let (localName, local) = try RecordFields.localTerms(db, key, value)
-            fields[localName] = local
-        }
-        let deletedAt = record["deletedAt"]?.stringValue
-        guard let localID else {
-            return try insertServerRecord(db, entity, record, fields: fields, deletedAt: deletedAt, generation: generation)
+        guard let localID = try knownLocalID ?? findLocal(db, entity, id: record.id, clientID: record.clientID) else {
+            return try insertServerRecord(db, entity, record, tagLocalID: tagLocalID, generation: generation)
         }
         let unsettled = try knownUnsettled ?? OutboxOperation.unsettled(db, entity: entity, localID: localID)
-        var protected = Set<String>()
-        for op in unsettled { protected.formUnion(op.data.keys) }
-        let pendingDelete = unsettled.contains { $0.action == .delete }
-        try RecordFields.write(db, entity, localID: localID, fields.filter { !protected.contains($0.key) })
+        if unsettled.isEmpty {
+            // The common case: nothing of this device is on its way; the server's copy is the copy.
+            switch entity {
+            case .tag:
+                try db.cachedStatement(sql: "UPDATE tag SET name = COALESCE(?, name), color = COALESCE(?, color) WHERE localId = ?")
+                    .execute(arguments: [record.name, record.color, localID])
+            case .todo:
+                try db.cachedStatement(sql: """
+                    UPDATE todo SET title = COALESCE(?, title), titleKey = COALESCE(?, titleKey), raw = COALESCE(?, raw),
+                           isImportant = COALESCE(?, isImportant), isLife = COALESCE(?, isLife),
+                           tagLocalId = CASE WHEN ? THEN ? ELSE tagLocalId END, difficulty = COALESCE(?, difficulty),
+                           estimatedTime = COALESCE(?, estimatedTime), deadline = COALESCE(?, deadline),
+                           isCompleted = COALESCE(?, isCompleted)
+                    WHERE localId = ?
+                    """).execute(arguments: [
+                        record.title, record.title.map { Data(TitleOrder.key($0)) }, record.raw, record.isImportant, record.isLife,
+                        record.hasTagID, tagLocalID, record.difficulty, record.estimatedTime, record.deadline, record.isCompleted,
+                        localID,
+                    ])
+            }
+        } else {
+            var protected = Set<String>()
+            for op in unsettled { protected.formUnion(op.data.keys) }
+            try RecordFields.write(db, entity, localID: localID,
+                                   Self.localFields(entity, record, tagLocalID: tagLocalID).filter { !protected.contains($0.key) })
+        }
         // A tombstone for a record with a change on its way is a conflict the next push surfaces,
         // not a silent delete: the record stays visible until then.
-        let isDeleted = pendingDelete || (deletedAt != nil && unsettled.isEmpty)
-        try db.execute(
-            sql: """
-                UPDATE \(table) SET id = COALESCE(?, id), clientId = COALESCE(clientId, ?), clientKey = COALESCE(clientKey, ?),
-                       version = ?, createdAt = COALESCE(?, createdAt), updatedAt = ?, deletedAt = ?, isDeleted = ?,
-                       seenGeneration = MAX(seenGeneration, ?)
-                WHERE localId = ?
-                """,
-            arguments: [serverID, clientID, clientID.map(ClientID.key), record["version"]?.int64Value, record["createdAt"]?.stringValue,
-                        record["updatedAt"]?.stringValue, deletedAt, isDeleted, generation, localID])
+        let pendingDelete = unsettled.contains { $0.action == .delete }
+        let isDeleted = pendingDelete || (record.deletedAt != nil && unsettled.isEmpty)
+        try db.cachedStatement(sql: """
+            UPDATE \(table) SET id = COALESCE(?, id), clientId = COALESCE(clientId, ?), clientKey = COALESCE(clientKey, ?),
+                   version = ?, createdAt = COALESCE(?, createdAt), updatedAt = ?, deletedAt = ?, isDeleted = ?,
+                   seenGeneration = MAX(seenGeneration, ?)
+            WHERE localId = ?
+            """).execute(arguments: [
+                record.id, record.clientID, record.clientID.map(ClientID.key), record.version, record.createdAt, record.updatedAt,
+                record.deletedAt, isDeleted, generation, localID,
+            ])
         return localID
     }
 
-    private func insertServerRecord(_ db: Database, _ entity: EntityKind, _ record: JSONObject, fields: JSONObject,
-                                    deletedAt: String?, generation: Int64) throws -> Int64 {
-        let clientID = record["clientId"]?.stringValue
-        let common: [(any DatabaseValueConvertible)?] = [
-            record["id"]?.int64Value, clientID, clientID.map(ClientID.key), record["version"]?.int64Value,
-            record["createdAt"]?.stringValue ?? Timestamp.now().rfc3339, record["updatedAt"]?.stringValue, deletedAt,
-            deletedAt != nil, generation,
-        ]
+    /// The record's editable fields in local terms.
+    static func localFields(_ entity: EntityKind, _ record: ServerRecord, tagLocalID: Int64?) -> JSONObject {
+        var fields: JSONObject = [:]
+        switch entity {
+        case .tag:
+            if let name = record.name { fields["name"] = .string(name) }
+            if let color = record.color { fields["color"] = .string(color) }
+        case .todo:
+            if let title = record.title { fields["title"] = .string(title) }
+            if let raw = record.raw { fields["raw"] = .string(raw) }
+            if let flag = record.isImportant { fields["isImportant"] = .bool(flag) }
+            if let flag = record.isLife { fields["isLife"] = .bool(flag) }
+            if record.hasTagID { fields["tag"] = .optionalInt(tagLocalID) }
+            if let value = record.difficulty { fields["difficulty"] = .int(value) }
+            if let value = record.estimatedTime { fields["estimatedTime"] = .int(value) }
+            if let deadline = record.deadline { fields["deadline"] = .string(deadline) }
+            if let flag = record.isCompleted { fields["isCompleted"] = .bool(flag) }
+        }
+        return fields
+    }
+
+    /// The local row of a server record: by server id, else by clientId.
+    func findLocal(_ db: Database, _ entity: EntityKind, id: Int64?, clientID: String?) throws -> Int64? {
+        if let id, let localID = try Int64.fetchOne(
+            db.cachedStatement(sql: entity == .tag ? "SELECT localId FROM tag WHERE id = ?" : "SELECT localId FROM todo WHERE id = ?"),
+            arguments: [id]) {
+            return localID
+        }
+        guard let clientID else { return nil }
+        return try Int64.fetchOne(
+            db.cachedStatement(sql: entity == .tag ? "SELECT localId FROM tag WHERE clientKey = ?" : "SELECT localId FROM todo WHERE clientKey = ?"),
+            arguments: [ClientID.key(clientID)])
+    }
+
+    private func insertServerRecord(_ db: Database, _ entity: EntityKind, _ record: ServerRecord, tagLocalID: Int64?,
+                                    generation: Int64) throws -> Int64 {
+        let deleted = record.deletedAt != nil
         switch entity {
         case .tag:
             try db.cachedStatement(sql: """
                 INSERT INTO tag (id, clientId, clientKey, version, createdAt, updatedAt, deletedAt, isDeleted, seenGeneration, name, color)
                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                """).execute(arguments: StatementArguments(common + [fields["name"]?.stringValue ?? "", fields["color"]?.stringValue ?? ""]))
+                """).execute(arguments: [
+                    record.id, record.clientID, record.clientID.map(ClientID.key), record.version,
+                    record.createdAt ?? Timestamp.now().rfc3339, record.updatedAt, record.deletedAt, deleted, generation,
+                    record.name ?? "", record.color ?? "",
+                ])
         case .todo:
-            let title = fields["title"]?.stringValue ?? ""
-            let values: [(any DatabaseValueConvertible)?] = [
-                title, Data(TitleOrder.key(title)), fields["raw"]?.stringValue ?? title, fields["isImportant"]?.boolValue ?? false,
-                fields["isLife"]?.boolValue ?? false, fields["tag"]?.int64Value, fields["difficulty"]?.int64Value ?? 0,
-                fields["estimatedTime"]?.int64Value ?? 0, fields["deadline"]?.stringValue ?? "2000-01-01",
-                fields["isCompleted"]?.boolValue ?? false,
-            ]
+            let title = record.title ?? ""
             try db.cachedStatement(sql: """
                 INSERT INTO todo (id, clientId, clientKey, version, createdAt, updatedAt, deletedAt, isDeleted, seenGeneration,
                                   title, titleKey, raw, isImportant, isLife, tagLocalId, difficulty, estimatedTime, deadline, isCompleted)
                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                """).execute(arguments: StatementArguments(common + values))
+                """).execute(arguments: [
+                    record.id, record.clientID, record.clientID.map(ClientID.key), record.version,
+                    record.createdAt ?? Timestamp.now().rfc3339, record.updatedAt, record.deletedAt, deleted, generation,
+                    title, Data(TitleOrder.key(title)), record.raw ?? title, record.isImportant ?? false, record.isLife ?? false,
+                    tagLocalID, record.difficulty ?? 0, record.estimatedTime ?? 0, record.deadline ?? "2000-01-01",
+                    record.isCompleted ?? false,
+                ])
         }
         return db.lastInsertedRowID
     }

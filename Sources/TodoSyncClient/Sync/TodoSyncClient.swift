@@ -206,9 +206,14 @@ public final class TodoSyncClient: Sendable {
                 continue
             }
             guard response.status == 200 else { throw Self.failure(response) }
-            let page = try response.json()
-            let hasMore = page["hasMore"]?.boolValue ?? false
-            if hasMore, let cursor = page["cursor"]?.stringValue { next = fetch(cursor: cursor, full: full) }
+            let page: DecodedPage
+            do {
+                page = try PageDecoder.decode(Array(response.body))
+            } catch {
+                throw SyncError.protocolError(String(describing: error))
+            }
+            let hasMore = page.hasMore ?? false
+            if hasMore, let cursor = page.cursor { next = fetch(cursor: cursor, full: full) }
             let pageNumber = report.pages + 1
             let applied: AppliedPage
             do {

@@ -69,6 +69,13 @@ public struct APIError: Error, Sendable, Equatable {
         status: 410, code: "cursor_expired",
         message: "The cursor is older than the tombstone retention horizon; pull again without a cursor.")
 
+    /// A cursor this database did not issue for the user's current history (after a restore from
+    /// backup, from another installation, or of a format before epochs).
+    public static let cursorFromAnotherHistory = APIError(
+        status: 410, code: "cursor_expired",
+        message: "The cursor does not belong to this server's current history (for example after a restore); "
+            + "pull again without a cursor.")
+
     public static func versionMismatch(current: [UInt8], version: Int64) -> APIError {
         APIError(status: 412, code: "version_mismatch",
                  message: "The record has changed since that version; see `current`.",
@@ -91,12 +98,21 @@ public struct APIError: Error, Sendable, Equatable {
         validation([FieldProblem(field: field, problem: problem)])
     }
 
-    public static let tooManyLoginFailures = APIError(
-        status: 429, code: "rate_limited",
-        message: "Too many failed logins for this account; try again later.")
+    /// 429 after too many failed logins for one email (whether or not it has an account).
+    public static func tooManyLoginFailures(retryAfterSeconds: Int64) -> APIError {
+        rateLimited("Too many failed logins for this account; try again later.", retryAfterSeconds: retryAfterSeconds)
+    }
 
+    /// 429 `rate_limited` with the contract's `Retry-After` (whole seconds, at least 1).
+    public static func rateLimited(_ message: String, retryAfterSeconds: Int64) -> APIError {
+        APIError(status: 429, code: "rate_limited", message: message,
+                 headers: [HTTPHeader("Retry-After", "\(max(retryAfterSeconds, 1))")])
+    }
+
+    /// 503: nothing was applied; retry after a second (the contract: 503 carries `Retry-After`).
     public static let unavailable = APIError(
-        status: 503, code: "unavailable", message: "The service is temporarily unavailable; try again shortly.")
+        status: 503, code: "unavailable", message: "The service is temporarily unavailable; try again shortly.",
+        headers: [HTTPHeader("Retry-After", "1")])
 
     public static let internalError = APIError(
         status: 500, code: "internal_error", message: "An unexpected error occurred.")

@@ -1,30 +1,30 @@
-/// The contract's "title A→Z": titles compared after *simple* lowercasing (one scalar to one
-/// scalar, no locale), by Unicode code point. The key's UTF-8 bytes compare (memcmp) in exactly
-/// that order, so a database can sort on a binary column holding it — MariaDB on the server,
-/// SQLite on a device — and both list a day's todos identically.
+/// The contract's "title A→Z": titles compared after *simple* lowercasing, by Unicode code point,
+/// with no locale and no collation, so a device's local store can list exactly like the server.
 public enum TitleOrder {
-    /// The sort key of `title`: its simple-lowercased UTF-8 bytes.
+    /// The sort key of `title`: its simple-lowercased UTF-8 bytes. UTF-8 preserves code point
+    /// order, so comparing keys bytewise (a VARBINARY column, `[UInt8].lexicographicallyPrecedes`)
+    /// is comparing the lowercased titles by code point.
     public static func key(_ title: String) -> [UInt8] {
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(title.utf8.count)
+        var key: [UInt8] = []
+        key.reserveCapacity(title.utf8.count)
         for scalar in title.unicodeScalars {
-            bytes.append(contentsOf: String(simpleLowercase(scalar)).utf8)
+            if scalar.isASCII {
+                let byte = UInt8(scalar.value)
+                key.append(byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z") ? byte + 32 : byte)
+            } else {
+                UTF8.encode(simpleLowercase(scalar)) { key.append($0) }
+            }
         }
-        return bytes
+        return key
     }
 
-    /// The simple lowercase mapping of one scalar (UnicodeData.txt's field 13). Swift exposes
-    /// the full mapping; they differ only where the full one has several scalars, which among
-    /// lowercase mappings is U+0130 (İ → i̇ in full, i in simple).
-    public static func simpleLowercase(_ scalar: Unicode.Scalar) -> Unicode.Scalar {
-        let mapping = scalar.properties.lowercaseMapping.unicodeScalars
-        if mapping.count == 1, let only = mapping.first { return only }
+    /// The simple lowercase mapping (UnicodeData.txt field 13): one scalar for one scalar. Swift's
+    /// `lowercaseMapping` is the *full* mapping, which differs only where SpecialCasing.txt gives
+    /// an unconditional lowercase of several scalars: U+0130 (İ → i + U+0307); its simple
+    /// mapping is plain i.
+    static func simpleLowercase(_ scalar: Unicode.Scalar) -> Unicode.Scalar {
         if scalar == "\u{130}" { return "i" }
-        return scalar
-    }
-
-    /// Whether `a` sorts before `b` (ties are left to the caller, e.g. by id).
-    public static func precedes(_ a: String, _ b: String) -> Bool {
-        key(a).lexicographicallyPrecedes(key(b))
+        let mapped = scalar.properties.lowercaseMapping.unicodeScalars
+        return mapped.count == 1 ? mapped.first! : scalar
     }
 }

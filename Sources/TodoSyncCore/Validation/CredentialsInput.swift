@@ -3,28 +3,52 @@ public struct CredentialsInput: Sendable {
     public let email: String
     public let password: String
 
-    /// The case-insensitive comparison key of an email: simple per-character lowercasing,
-    /// no collation folding (`ß` stays `ß`, it is not `ss`).
+    /// The case-insensitive comparison key of an email: NFC, then simple per-character
+    /// lowercasing, no collation folding (`ß` stays `ß`, it is not `ss`), then NFC again.
     public static func emailKey(_ email: String) -> String {
         var scalars = String.UnicodeScalarView()
-        for scalar in email.unicodeScalars {
+        for scalar in nfc(email).unicodeScalars {
             let lower = scalar.properties.lowercaseMapping.unicodeScalars
             // Keep one-to-one mappings only: multi-scalar full mappings (e.g. İ → i̇) are not "simple".
             if lower.count == 1 { scalars.append(lower.first!) } else { scalars.append(scalar) }
         }
-        return String(scalars)
+        return nfc(String(scalars))
     }
 
-    /// Validates register's body: email with exactly one `@` and at most 254 characters
-    /// (something on both sides of the `@`), password of 8–128 characters.
+    /// Unicode Normalization Form C (the contract normalises emails to NFC before comparing and
+    /// storing them). The standard library's own NFC, which `String` comparison uses and
+    /// swift-foundation builds on: Core stays free of Foundation.
+    public static func nfc(_ text: String) -> String {
+        String(decoding: text._nfcCodeUnits, as: UTF8.self)
+    }
+
+    /// The address rules, on the NFC form: exactly one `@` counted in Unicode scalars (a
+    /// combining mark after `@` does not hide it) with something on both sides, no whitespace or
+    /// control characters. Problems are reported against `email`.
+    static func checkAddress(_ email: String, _ reader: inout FieldReader) {
+        let scalars = email.unicodeScalars
+        let ats = scalars.lazy.filter { $0 == "@" }.count
+        if ats != 1 || scalars.first == "@" || scalars.last == "@" {
+            reader.report("email", "must contain exactly one @ with text on both sides")
+        } else if scalars.contains(where: { $0.properties.isWhitespace || $0.value < 0x20 || (0x7F...0x9F).contains($0.value) }) {
+            reader.report("email", "must not contain whitespace or control characters")
+        }
+    }
+
+    /// Validates register's body: the email in NFC with exactly one `@` (in Unicode scalars) and
+    /// at most 254 characters (something on both sides of the `@`), password of 8–128 characters.
+    /// The email is stored as normalised.
     public static func parseForRegister(_ reader: inout FieldReader) throws(APIError) -> CredentialsInput {
-        let email = reader.string("email", required: true, length: 3...254)
-        if let email {
-            let parts = email.split(separator: "@", omittingEmptySubsequences: false)
-            if parts.count != 2 || parts[0].isEmpty || parts[1].isEmpty {
-                reader.report("email", "must contain exactly one @ with text on both sides")
-            } else if email.unicodeScalars.contains(where: { $0.properties.isWhitespace || $0.value < 0x20 }) {
-                reader.report("email", "must not contain whitespace or control characters")
+        // Length is checked on the NFC form, which is what is stored (a decomposed input may be
+        // longer than what it normalises to).
+        var email = reader.string("email", required: true, length: 0...1000).map(nfc)
+        if let address = email {
+            let count = address.unicodeScalars.count
+            if !(3...254).contains(count) {
+                reader.report("email", "must be 3–254 characters long (got \(count))")
+                email = nil
+            } else {
+                checkAddress(address, &reader)
             }
         }
         let password = reader.string("password", required: true, length: 8...128)
@@ -33,11 +57,12 @@ public struct CredentialsInput: Sendable {
     }
 
     /// Reads login's body: any strings; a wrong shape is a 422, a wrong value a plain 401 later.
+    /// The email is normalised to NFC, as at registration.
     public static func parseForLogin(_ reader: inout FieldReader) throws(APIError) -> CredentialsInput {
         let email = reader.string("email", required: true, length: 0...1000)
         let password = reader.string("password", required: true, length: 0...1000)
         try reader.finish()
-        return CredentialsInput(email: email!, password: password!)
+        return CredentialsInput(email: nfc(email!), password: password!)
     }
 
     public init(email: String, password: String) {

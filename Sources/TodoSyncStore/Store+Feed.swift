@@ -1,0 +1,120 @@
+import MariaDB
+import TodoSyncCore
+
+/// A difference between a user's change feed and the tables (`checkFeed`).
+public struct FeedProblem: Sendable, CustomStringConvertible {
+    public let userID: Int64
+    public let description: String
+}
+
+extension Store {
+    /// Renders the change feed and the todo list of one user afresh from the tables, replacing
+    /// what they held, in one transaction under the user's write lock (so it cannot race a
+    /// write). Versions are kept. Returns the number of feed rows written.
+    @discardableResult
+    public func rebuildFeed(userID: Int64) throws -> Int {
+        try write(userID: userID) { transaction in
+            try rerender(userID: userID)
+        }
+    }
+
+    /// Back-fills the feed of every user queued by migration 007 (`sync_feed_backfill`), one user
+    /// per transaction; a user leaves the queue in the transaction that fills their feed. Returns
+    /// the number of users done. Safe to run while responders serve (a queued user's pull is 503).
+    @discardableResult
+    public func backfillQueuedFeeds() throws -> Int {
+        var done = 0
+        while true {
+            let queued = try guarded { try db.query(SQL.Feed.backfillQueue).compactMap { $0.int64(0) } }
+            if queued.isEmpty { return done }
+            for userID in queued {
+                try write(userID: userID) { transaction in
+                    try rerender(userID: userID)
+                    try db.execute(SQL.Feed.backfillDone, [.int(userID)])
+                }
+                done += 1
+            }
+        }
+    }
+
+    /// Compares a user's feed with what the tables say it must hold: the same records, each with
+    /// the same version, deletion time, device, parent tags and JSON bytes. Empty when equal.
+    public func checkFeed(userID: Int64) throws -> [FeedProblem] {
+        try guarded {
+            try db.inTransaction {
+                let fromTables = try renderFromTables(userID: userID)
+                var expected: [String: FeedEntry] = [:]
+                for entry in fromTables.entries { expected[key(entry.kind, entry.recordID)] = entry }
+                var problems: [FeedProblem] = []
+                func problem(_ text: String) { problems.append(FeedProblem(userID: userID, description: text)) }
+                for row in try db.query(SQL.Feed.ofUser, [.int(userID)]) {
+                    guard let kind = row.int64(0).flatMap(FeedKind.init(rawValue:)) else {
+                        problem("feed row of unknown kind \(row.int64(0) ?? -1)")
+                        continue
+                    }
+                    let name = key(kind, row.int64(1)!)
+                    guard let want = expected.removeValue(forKey: name) else {
+                        problem("\(name): in the feed but not in the tables")
+                        continue
+                    }
+                    let have = FeedEntry(stored: kind, recordID: row.int64(1)!, version: row.int64(2)!,
+                                         deletedAt: row.string(3), device: row.int64(4), parentTags: row.string(5)!,
+                                         body: row.bytes(6)!)
+                    if have != want {
+                        problem("\(name): feed has version \(have.version) deleted \(have.deletedAt ?? "no") "
+                                + "device \(have.device.map(String.init) ?? "none") parents [\(have.parentTags)] "
+                                + "\(String(decoding: have.body, as: UTF8.self)); tables say version \(want.version) "
+                                + "deleted \(want.deletedAt ?? "no") device \(want.device.map(String.init) ?? "none") "
+                                + "parents [\(want.parentTags)] \(String(decoding: want.body, as: UTF8.self))")
+                    }
+                }
+                for name in expected.keys.sorted() { problem("\(name): in the tables but not in the feed") }
+
+                var listed = Dictionary(uniqueKeysWithValues: fromTables.listRows.map { ($0.id, $0) })
+                for row in try db.query(SQL.TodoList.ofUser, [.int(userID)]) {
+                    let have = TodoListRow(id: row.int64(0)!, deadline: Day(row.string(1)!)!, isImportant: row.bool(2)!,
+                                           createdAt: row.string(3)!, titleKey: row.bytes(4)!, body: row.bytes(5)!)
+                    guard let want = listed.removeValue(forKey: have.id) else {
+                        problem("todo \(have.id): listed but not a live todo")
+                        continue
+                    }
+                    if have != want {
+                        problem("todo \(have.id): list row \(have.deadline) important \(have.isImportant) "
+                                + "created \(have.createdAt) \(String(decoding: have.body, as: UTF8.self)); tables say "
+                                + "\(want.deadline) important \(want.isImportant) created \(want.createdAt) "
+                                + "\(String(decoding: want.body, as: UTF8.self))")
+                    }
+                }
+                for id in listed.keys.sorted() { problem("todo \(id): live but not listed") }
+                return problems
+            }
+        }
+    }
+
+    private func key(_ kind: FeedKind, _ id: Int64) -> String { "\(kind) \(id)" }
+
+    /// Replaces the user's feed and list rows with ones rendered from the tables (in a write).
+    @discardableResult
+    private func rerender(userID: Int64) throws -> Int {
+        try db.execute(SQL.Feed.deleteOfUser, [.int(userID)])
+        try db.execute(SQL.TodoList.deleteOfUser, [.int(userID)])
+        let batch = try renderFromTables(userID: userID)
+        try batch.write(userID: userID, to: db, rebuilding: true)
+        return batch.entries.count
+    }
+
+    /// Every record of the user as the tables hold it, rendered as feed (and list) rows.
+    private func renderFromTables(userID: Int64) throws -> FeedBatch {
+        var batch = FeedBatch()
+        for row in try db.query(SQL.Feed.tagsOfUser, [.int(userID)]) {
+            batch.add(FeedEntry(Tag(row: row), device: row.int64(8)))
+        }
+        for row in try db.query(SQL.Feed.todosOfUser, [.int(userID)]) {
+            batch.add(Todo(row: row), device: row.int64(15))
+        }
+        for row in try db.query(SQL.Feed.dailyStatsOfUser, [.int(userID)]) {
+            batch.add(FeedEntry(DailyStat(row: row)))
+        }
+        return batch
+    }
+}

@@ -1,0 +1,56 @@
+import ArgumentParser
+import Logging
+import MariaDB
+import TodoSyncStore
+
+/// `todosync check-feed`: the change feed must equal the tables, record for record.
+struct CheckFeed: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "check-feed",
+        abstract: "Verify that the sync change feed equals the tables (exit status 1 if not).")
+
+    @Option(help: "Only this user (default: every user).")
+    var user: Int64?
+
+    @Option(help: "Print at most this many differences.")
+    var show: Int = 20
+
+    func run() throws {
+        let environment = Environment()
+        let logger = bootstrapLogging(environment)
+        MariaDBLibrary.initialize()
+        let store = Store(connection: Connection(configuration: try environment.database))
+        let users = try user.map { [$0] } ?? store.allUserIDs()
+        var problems = 0
+        for userID in users {
+            for problem in try store.checkFeed(userID: userID) {
+                if problems < show { print("user \(problem.userID): \(problem)") }
+                problems += 1
+            }
+        }
+        logger.info("feed checked", metadata: ["users": "\(users.count)", "differences": "\(problems)"])
+        print("check-feed: \(users.count) users, \(problems) differences")
+        if problems > 0 { throw ExitCode(1) }
+    }
+}
+
+/// `todosync rebuild-feed`: render the feed afresh from the tables (after loading data by SQL).
+struct RebuildFeed: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "rebuild-feed",
+        abstract: "Render the sync change feed afresh from the tables (after a bulk load by SQL).")
+
+    @Option(help: "Only this user (default: every user).")
+    var user: Int64?
+
+    func run() throws {
+        let environment = Environment()
+        let logger = bootstrapLogging(environment)
+        MariaDBLibrary.initialize()
+        let store = Store(connection: Connection(configuration: try environment.database))
+        let users = try user.map { [$0] } ?? store.allUserIDs()
+        var rows = 0
+        for userID in users { rows += try store.rebuildFeed(userID: userID) }
+        logger.info("feed rebuilt", metadata: ["users": "\(users.count)", "rows": "\(rows)"])
+    }
+}

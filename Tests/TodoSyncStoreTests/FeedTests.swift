@@ -1,0 +1,108 @@
+import Foundation
+import MariaDB
+import XCTest
+
+@testable import TodoSyncCore
+@testable import TodoSyncStore
+
+/// The change feed is written by the write path in the same transaction as every change, and
+/// `checkFeed` compares it with the tables: it passes after writes of every kind, and it finds a
+/// feed row that is wrong, missing or extra (so the integration suite's "check-feed passes" means
+/// something). `rebuildFeed` repairs it.
+final class FeedTests: XCTestCase {
+    private var db: Connection!
+    private var store: Store!
+    private var userID: Int64 = 0
+
+    override func setUpWithError() throws {
+        db = Connection(configuration: try StoreTestDatabase.configuration())
+        _ = try Migrator(connection: db, directory: StoreTestDatabase.sqlDirectory).run()
+        store = Store(connection: db)
+        let email = "feed-\(UUID().uuidString.lowercased())@example.com"
+        userID = Int64(try db.execute(
+            "INSERT INTO users (email, email_key, password_hash, created_at) VALUES (?, ?, 'x', NOW(3))",
+            [.text(email), .text(email)]).lastInsertID)
+    }
+
+    override func tearDownWithError() throws {
+        db?.close()
+    }
+
+    private func push(_ json: String) throws {
+        var reader = try FieldReader(try JSONParser.parse(Array(json.utf8)))
+        _ = try store.push(userID: userID, try PushRequest.parse(&reader))
+    }
+
+    private func writeOfEveryKind() throws {
+        let day = Day("2026-05-01")!
+        let work = try store.createTag(userID: userID, TagDraft(clientID: nil, name: "Work", color: "#112233")).record
+        let home = try store.createTag(userID: userID, TagDraft(clientID: "6e7f8091-2b3c-4d4e-8f9a-1b2c3d4e5f60",
+                                                                name: "Home \"quoted\"", color: "#445566")).record
+        let a = try store.createTodo(userID: userID, TodoDraft(title: "a", tagID: work.id, deadline: day,
+                                                                isCompleted: true)).record
+        _ = try store.createTodo(userID: userID, TodoDraft(title: "b ✓", tagID: home.id, deadline: day))
+        _ = try store.updateTodo(userID: userID, id: a.id, TodoPatch(title: "a2"), ifMatch: nil)
+        _ = try store.updateTag(userID: userID, id: work.id, TagPatch(name: "Office"), ifMatch: nil)
+        try push("""
+            {"deviceId": "phone", "operations": [
+              {"opId": "1", "entity": "todo", "action": "create", "clientId": "8091a2b3-4d5e-4f60-8b1c-3d4e5f607182",
+               "data": {"title": "pushed", "deadline": "2026-05-02", "tagId": \(home.id), "isCompleted": true}},
+              {"opId": "2", "entity": "tag", "action": "delete", "id": \(home.id)},
+              {"opId": "3", "entity": "todo", "action": "update", "clientId": "8091a2b3-4d5e-4f60-8b1c-3d4e5f607182",
+               "data": {"title": "pushed again"}}]}
+            """)
+        try store.deleteTodo(userID: userID, id: a.id, ifMatch: nil)
+    }
+
+    func testFeedEqualsTheTablesAfterWritesOfEveryKind() throws {
+        try writeOfEveryKind()
+        XCTAssertEqual(try store.checkFeed(userID: userID).map(\.description), [])
+        let rows = try db.query("SELECT kind, COUNT(*), SUM(device IS NOT NULL) FROM sync_feed WHERE user_id = ? GROUP BY kind ORDER BY kind",
+                                [.int(userID)]).map { [$0.int64(0)!, $0.int64(1)!, $0.int64(2)!] }
+        // 2 tags (one deleted by the push: device), 3 todos (the one the push created, un-tagged by
+        // the tag delete (derived) and then updated by the push: device; the other un-tagged one:
+        // none), 2 stats (never a device).
+        XCTAssertEqual(rows, [[1, 2, 1], [2, 3, 1], [3, 2, 0]])
+    }
+
+    func testCheckFeedFindsWrongMissingAndExtraRowsAndRebuildRepairsThem() throws {
+        try writeOfEveryKind()
+        try db.execute("UPDATE sync_feed SET body = '{}' WHERE user_id = ? AND kind = 2 ORDER BY version LIMIT 1",
+                       [.int(userID)])
+        try db.execute("DELETE FROM sync_feed WHERE user_id = ? AND kind = 3 ORDER BY version LIMIT 1", [.int(userID)])
+        try db.execute("""
+            INSERT INTO sync_feed (user_id, version, kind, record_id, deleted_at, device, parent_tags, body)
+            VALUES (?, 1000000, 1, 999999999, NULL, NULL, '', '{}')
+            """, [.int(userID)])
+        try db.execute("UPDATE sync_feed SET device = 12345 WHERE user_id = ? AND kind = 1 ORDER BY version LIMIT 1",
+                       [.int(userID)])
+        let problems = try store.checkFeed(userID: userID).map(\.description)
+        XCTAssertEqual(problems.count, 4, "\(problems)")
+        XCTAssertEqual(problems.filter { $0.contains("in the feed but not in the tables") }.count, 1)
+        XCTAssertEqual(problems.filter { $0.contains("in the tables but not in the feed") }.count, 1)
+
+        try store.rebuildFeed(userID: userID)
+        XCTAssertEqual(try store.checkFeed(userID: userID).map(\.description), [])
+    }
+
+    /// Migration 007's back-fill: a queued user's pull is 503 until `todosync migrate` has filled
+    /// their feed from the tables; then it equals the tables.
+    func testQueuedUsersAreBackFilledAndUnavailableUntilThen() throws {
+        try writeOfEveryKind()
+        try db.execute("DELETE FROM sync_feed WHERE user_id = ?", [.int(userID)])
+        try db.execute("INSERT INTO sync_feed_backfill (user_id) VALUES (?)", [.int(userID)])
+        XCTAssertThrowsError(try store.pull(userID: userID, cursor: nil, limit: 10)) {
+            XCTAssertEqual(($0 as? APIError)?.status, 503)
+        }
+        XCTAssertGreaterThanOrEqual(try store.backfillQueuedFeeds(), 1)
+        XCTAssertEqual(try store.checkFeed(userID: userID).map(\.description), [])
+        XCTAssertEqual(try db.queryOne("SELECT COUNT(*) FROM sync_feed_backfill WHERE user_id = ?", [.int(userID)])?.int64(0), 0)
+        let page = try store.pull(userID: userID, cursor: nil, limit: 1000)
+        XCTAssertFalse(page.hasMore)
+        let body = try JSONParser.parse(page.jsonBody)
+        guard case .object(let top) = body, case .object(let changes)? = top["changes"],
+              case .object(let todos)? = changes["todos"], case .array(let live)? = todos["upserted"]
+        else { return XCTFail("not a pull page: \(String(decoding: page.jsonBody, as: UTF8.self))") }
+        XCTAssertEqual(live.count, 2, "the two live todos")
+    }
+}

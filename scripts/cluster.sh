@@ -1,0 +1,664 @@
+#!/usr/bin/env bash
+# TodoSync on several hosts, on one machine: a MariaDB Galera cluster, responder hosts on TCP and
+# nginx in front, each host its own Linux network namespace joined by veth links to a bridge.
+#
+# Usage: scripts/cluster.sh COMMAND
+#   deps              install what the cluster needs besides the stack's packages (galera-4, rsync,
+#                     iproute2, nginx's stream module)
+#   up                build the hosts, bootstrap Galera, migrate once, start responders and nginx;
+#                     the last line printed is the base URL (http://127.0.0.1:PORT)
+#   down              stop everything and delete every namespace and link (idempotent)
+#   status            each node's wsrep_cluster_size and wsrep_local_state_comment, and the hosts
+#   node-kill N       SIGKILL every process of database host N (a crash)
+#   node-start N      start node N again (it rejoins by IST, or SST when its state is gone)
+#   node-wait N [S]   wait up to S seconds (default 120) until node N is Synced
+#   app-kill N        SIGKILL every process of responder host N
+#   app-start N       start responder host N again
+#   env               print the effective configuration as KEY=VALUE lines
+#   responder-pids    the responder hosts' `todosync serve` pids, one per line (for bench/bench.py)
+#   test PYTHON [PYTEST ARGS...]
+#                     up, run `PYTHON -m pytest PYTEST ARGS` with the suite's environment pointing
+#                     at the cluster (see Tests/integration/clusterlib.py), then down; exits with
+#                     pytest's status (scripts/test.sh --cluster and the default run use it)
+#
+# Topology (addresses exist only inside the namespaces, never on the host):
+#
+#   host loopback 127.0.0.1:HTTP/HTTPS ──nginx stream (PROXY protocol)──▶ unix sockets
+#     ──▶ tsx-fe 10.213.0.2: nginx (TLS, routing, limits), upstream of the responder hosts
+#     ──FastCGI/TCP──▶ tsx-app1..M 10.213.0.21..: `todosync serve --listen IP:9000 --allow 10.213.0.2`
+#     ──MariaDB/TCP──▶ tsx-db1..N 10.213.0.11..: mariadbd + galera-4, replicating to each other
+#   All hosts hang off the bridge tsx-br in the namespace tsx-net.
+#
+# Configuration (environment):
+#   TODOSYNC_CLUSTER_STATE_DIR   .state/cluster  data, logs, sockets, rendered configs
+#   TODOSYNC_CLUSTER_NODES       3               Galera nodes (1 runs a single-node "cluster")
+#   TODOSYNC_CLUSTER_APPS        2               responder hosts
+#   TODOSYNC_CLUSTER_WORKERS     8               worker threads per responder host
+#   TODOSYNC_CLUSTER_HTTP_PORT   48180           front ports on 127.0.0.1
+#   TODOSYNC_CLUSTER_HTTPS_PORT  48543
+#   TODOSYNC_CLUSTER_NET         10.213.0        the private /24 (first three octets)
+#   TODOSYNC_CLUSTER_PREFIX      tsx             namespace and link name prefix (≤ 8 characters);
+#                                                clusters with different prefixes run side by side
+#                                                (each has its own bridge, so addresses may repeat)
+#   TODOSYNC_CLUSTER_SYNC_WAIT   1               wsrep_sync_wait on every node (1: reads wait for
+#                                                the node to apply what the cluster committed before)
+#   TODOSYNC_CLUSTER_ROUTING     round-robin     nginx upstream balancing: round-robin, or `hash`
+#                                                (each bearer token always to the same responder host)
+#   TODOSYNC_ENABLE_TEST_HOOKS   0               1: responders get --enable-test-hooks
+#   TODOSYNC_AUTH_RATE / _BURST  100 / 200       as in stack.sh
+#   TODOSYNC_BIN                 release build   the responder binary
+#
+# Needs root (namespaces). Every process is started by this script and stopped by pid; `down`
+# kills what is left inside the namespaces it created, then deletes them.
+set -euo pipefail
+shopt -u patsub_replacement 2>/dev/null || true
+
+SELF=$(readlink -f "${BASH_SOURCE[0]}")
+REPO_ROOT=$(dirname "$(dirname "$SELF")")
+cd "$REPO_ROOT"
+export PATH="$PATH:/usr/local/sbin:/usr/sbin:/sbin"
+
+: "${TODOSYNC_CLUSTER_STATE_DIR:=.state/cluster}"
+: "${TODOSYNC_CLUSTER_NODES:=3}"
+: "${TODOSYNC_CLUSTER_APPS:=2}"
+: "${TODOSYNC_CLUSTER_WORKERS:=8}"
+: "${TODOSYNC_CLUSTER_HTTP_PORT:=48180}"
+: "${TODOSYNC_CLUSTER_HTTPS_PORT:=48543}"
+: "${TODOSYNC_CLUSTER_NET:=10.213.0}"
+: "${TODOSYNC_CLUSTER_PREFIX:=tsx}"
+: "${TODOSYNC_CLUSTER_SYNC_WAIT:=1}"
+: "${TODOSYNC_CLUSTER_ROUTING:=round-robin}"
+: "${TODOSYNC_ENABLE_TEST_HOOKS:=0}"
+: "${TODOSYNC_AUTH_RATE:=100}"
+: "${TODOSYNC_AUTH_BURST:=200}"
+: "${TODOSYNC_BIN:=}"
+: "${TODOSYNC_LOG_LEVEL:=info}"
+
+log() { printf '[cluster %s] %s\n' "$(date '+%H:%M:%S')" "$*" >&2; }
+die() { log "ERROR: $*"; exit 1; }
+
+STATE=$(realpath -m "$TODOSYNC_CLUSTER_STATE_DIR")
+case $STATE in / | "$REPO_ROOT" | "$REPO_ROOT/.state") die "refusing to use $STATE as state dir" ;; esac
+P=$TODOSYNC_CLUSTER_PREFIX
+NET=$TODOSYNC_CLUSTER_NET
+NODES=$TODOSYNC_CLUSTER_NODES
+APPS=$TODOSYNC_CLUSTER_APPS
+LOG_DIR=$STATE/log
+PID_DIR=$STATE/pids
+# Unix socket paths must stay short.
+SOCK_DIR=$STATE/sock
+if ((${#SOCK_DIR} > 80)); then SOCK_DIR=/tmp/$P-$(printf '%s' "$STATE" | cksum | cut -d' ' -f1); fi
+TLS_DIR=$STATE/tls
+FRONT_NS=$P-fe
+BRIDGE_NS=$P-net
+BRIDGE=$P-br
+FRONT_IP=$NET.2
+HTTP_BASE=http://127.0.0.1:$TODOSYNC_CLUSTER_HTTP_PORT
+HTTPS_BASE=https://127.0.0.1:$TODOSYNC_CLUSTER_HTTPS_PORT
+GALERA_LIB=/usr/lib/galera/libgalera_smm.so
+STREAM_MODULE=/usr/lib/nginx/modules/ngx_stream_module.so
+DB_NAME=todosync DB_USER=todosync DB_PASSWORD=todosync
+
+node_ns() { printf '%s-db%s' "$P" "$1"; }
+node_ip() { printf '%s.%s' "$NET" "$((10 + $1))"; }
+node_dir() { printf '%s/db%s' "$STATE" "$1"; }
+node_sock() { printf '%s/db%s.sock' "$SOCK_DIR" "$1"; }
+app_ns() { printf '%s-app%s' "$P" "$1"; }
+app_ip() { printf '%s.%s' "$NET" "$((20 + $1))"; }
+all_ns() {
+    local i
+    for ((i = 1; i <= NODES; i++)); do node_ns "$i"; echo; done
+    for ((i = 1; i <= APPS; i++)); do app_ns "$i"; echo; done
+    echo "$FRONT_NS"
+    echo "$BRIDGE_NS"
+}
+
+resolve_bin() {
+    if [[ -z $TODOSYNC_BIN ]]; then
+        TODOSYNC_BIN=$(swift build -c release --show-bin-path 2>/dev/null || echo "$REPO_ROOT/.build/release")/todosync
+    fi
+    [[ -x $TODOSYNC_BIN ]] || die "responder binary not found at $TODOSYNC_BIN (run: scripts/stack.sh build)"
+}
+
+need_root() { ((EUID == 0)) || die "needs root (network namespaces)"; }
+((${#P} <= 8)) || die "TODOSYNC_CLUSTER_PREFIX must be at most 8 characters (interface names are limited to 15)"
+
+# --- deps ----------------------------------------------------------------------------------------
+
+cmd_deps() {
+    "$REPO_ROOT/scripts/stack.sh" deps
+    local want=(galera-4 rsync iproute2 libnginx-mod-stream lsof) missing=() pkg
+    for pkg in "${want[@]}"; do
+        dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || missing+=("$pkg")
+    done
+    if ((${#missing[@]})); then
+        log "deps: installing ${missing[*]}"
+        local policy=/usr/sbin/policy-rc.d created=0
+        if [[ ! -e $policy ]]; then printf '#!/bin/sh\nexit 101\n' >"$policy"; chmod 755 "$policy"; created=1; fi
+        local rc=0
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}" || {
+            DEBIAN_FRONTEND=noninteractive apt-get update -q &&
+                DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+        } || rc=$?
+        ((created)) && rm -f "$policy"
+        ((rc == 0)) || die "apt-get failed"
+    else
+        log "deps: cluster packages present"
+    fi
+}
+
+# --- network -------------------------------------------------------------------------------------
+
+ns_exists() { ip netns list 2>/dev/null | awk '{print $1}' | grep -qx "$1"; }
+
+# Creates namespace NS with eth0 = IP/24 on the bridge.
+add_host() {
+    local ns=$1 ip=$2 peer=$1-b
+    ip netns add "$ns"
+    ip -n "$ns" link set lo up
+    ip link add "$peer" type veth peer name eth0 netns "$ns"
+    ip link set "$peer" netns "$BRIDGE_NS"
+    ip -n "$BRIDGE_NS" link set "$peer" master "$BRIDGE" up
+    ip -n "$ns" addr add "$ip/24" dev eth0
+    ip -n "$ns" link set eth0 up
+}
+
+net_up() {
+    ns_exists "$BRIDGE_NS" && die "namespace $BRIDGE_NS exists: run '$0 down' first"
+    log "network: bridge $BRIDGE in $BRIDGE_NS, $NODES database host(s), $APPS responder host(s), front"
+    ip netns add "$BRIDGE_NS"
+    ip -n "$BRIDGE_NS" link set lo up
+    ip -n "$BRIDGE_NS" link add "$BRIDGE" type bridge
+    ip -n "$BRIDGE_NS" link set "$BRIDGE" up
+    local i
+    for ((i = 1; i <= NODES; i++)); do add_host "$(node_ns "$i")" "$(node_ip "$i")"; done
+    for ((i = 1; i <= APPS; i++)); do add_host "$(app_ns "$i")" "$(app_ip "$i")"; done
+    add_host "$FRONT_NS" "$FRONT_IP"
+}
+
+# SIGKILLs every process that lives in namespace NS (only namespaces this script created).
+kill_ns() {
+    local ns=$1 pids
+    ns_exists "$ns" || return 0
+    pids=$(ip netns pids "$ns" 2>/dev/null || true)
+    [[ -z $pids ]] && return 0
+    # shellcheck disable=SC2086
+    kill -KILL $pids 2>/dev/null || true
+    local deadline=$((SECONDS + 10))
+    while [[ -n $(ip netns pids "$ns" 2>/dev/null) ]] && ((SECONDS < deadline)); do sleep 0.1; done
+}
+
+net_down() {
+    local ns
+    for ns in $(all_ns) $(ip netns list 2>/dev/null | awk '{print $1}' | grep -E "^$P-(db|app)[0-9]+$" || true); do
+        if ns_exists "$ns"; then
+            kill_ns "$ns"
+            ip netns delete "$ns" 2>/dev/null || true
+        fi
+    done
+}
+
+# Runs CMD in namespace NS, detached: new session, stdin /dev/null, output to LOG, no inherited fds.
+spawn_in() {
+    local ns=$1 logfile=$2 fd
+    shift 2
+    (
+        for fd in /proc/"$BASHPID"/fd/*; do
+            fd=${fd##*/}
+            if [[ $fd =~ ^[0-9]+$ ]] && ((fd > 2)); then eval "exec $fd>&-" 2>/dev/null || true; fi
+        done
+        exec ip netns exec "$ns" setsid "$@" </dev/null >>"$logfile" 2>&1
+    ) &
+    disown "$!" 2>/dev/null || true
+}
+
+# --- Galera nodes --------------------------------------------------------------------------------
+
+gcomm_address() {
+    local i list=""
+    for ((i = 1; i <= NODES; i++)); do list+="${list:+,}$(node_ip "$i")"; done
+    printf 'gcomm://%s' "$list"
+}
+
+write_node_cnf() {
+    local i=$1 dir
+    dir=$(node_dir "$i")
+    local wsrep=""
+    if ((NODES > 1)); then
+        wsrep="wsrep_on = ON
+wsrep_provider = $GALERA_LIB
+wsrep_cluster_name = todosync
+wsrep_cluster_address = $(gcomm_address)
+wsrep_node_address = $(node_ip "$i")
+wsrep_node_name = db$i
+wsrep_sst_method = rsync
+wsrep_slave_threads = 2
+wsrep_sync_wait = $TODOSYNC_CLUSTER_SYNC_WAIT
+# A single-statement (autocommit) write that loses certification is re-run by the node itself up
+# to this many times (default 1) before the client sees 1213; the app retries whole transactions
+# itself, but e.g. the login throttle's counter is one UPDATE on a hot row.
+wsrep_retry_autocommit = 10
+# Notice a dead node within ~2-3 s instead of the 5-15 s defaults: writes stall until the
+# surviving members have agreed on the new view. gcache holds the write sets a returning node
+# needs for an incremental transfer (IST) instead of a full copy.
+wsrep_provider_options = \"gcache.size=256M;evs.keepalive_period=PT0.5S;evs.suspect_timeout=PT2S;evs.inactive_timeout=PT4S;evs.inactive_check_period=PT0.5S;evs.install_timeout=PT3S\""
+    fi
+    cat >"$dir/my.cnf" <<EOF
+[mysqld]
+user = mysql
+datadir = $dir/data
+socket = $(node_sock "$i")
+pid-file = $dir/mariadbd.pid
+log-error = $LOG_DIR/db$i.log
+bind-address = $(node_ip "$i")
+port = 3306
+character-set-server = utf8mb4
+collation-server = utf8mb4_unicode_ci
+skip-name-resolve
+max-connections = 500
+binlog_format = ROW
+default_storage_engine = InnoDB
+innodb_autoinc_lock_mode = 2
+innodb_flush_log_at_trx_commit = 2
+innodb_buffer_pool_size = 256M
+$wsrep
+EOF
+}
+
+db_root() { # db_root N ARGS...: the mariadb client as root on node N's unix socket
+    local i=$1
+    shift
+    mariadb --no-defaults --socket="$(node_sock "$i")" --user=root --connect-timeout=3 "$@"
+}
+
+node_status_value() { # node_status_value N VARIABLE
+    db_root "$1" -N -B -e "SHOW STATUS LIKE '$2'" 2>/dev/null | awk '{print $2}'
+}
+
+node_pid() {
+    local pid=""
+    [[ -f $(node_dir "$1")/mariadbd.pid ]] && read -r pid <"$(node_dir "$1")/mariadbd.pid" || true
+    [[ -n $pid && -d /proc/$pid ]] && printf '%s\n' "$pid"
+    return 0
+}
+
+node_synced() {
+    local i=$1
+    if ((NODES == 1)); then
+        db_root "$i" -e 'SELECT 1' >/dev/null 2>&1
+        return
+    fi
+    [[ $(node_status_value "$i" wsrep_local_state_comment) == Synced && $(node_status_value "$i" wsrep_ready) == ON ]]
+}
+
+cmd_node_wait() {
+    local i=$1 limit=${2:-120} deadline
+    deadline=$((SECONDS + limit))
+    until node_synced "$i"; do
+        if ((SECONDS >= deadline)); then
+            tail -n 30 "$LOG_DIR/db$i.log" >&2 || true
+            die "node $i not synced after ${limit}s"
+        fi
+        sleep 0.2
+    done
+}
+
+# node_start N [bootstrap]: starts mariadbd in node N's namespace.
+node_start() {
+    local i=$1 mode=${2:-join} dir ns args
+    dir=$(node_dir "$i")
+    ns=$(node_ns "$i")
+    [[ -n $(node_pid "$i") ]] && { log "db$i: already running"; return 0; }
+    mkdir -p "$dir/data" "$SOCK_DIR"
+    touch "$LOG_DIR/db$i.log" "$LOG_DIR/db$i-recover.log"
+    chown mysql:mysql "$dir" "$dir/data" "$SOCK_DIR" "$LOG_DIR/db$i.log" "$LOG_DIR/db$i-recover.log"
+    write_node_cnf "$i"
+    args=(--defaults-file="$dir/my.cnf")
+    if [[ $mode == bootstrap ]]; then
+        args+=(--wsrep-new-cluster)
+    elif [[ -f $dir/data/grastate.dat ]] && ((NODES > 1)); then
+        # After a crash the saved position is -1: recover it from InnoDB so the node can rejoin
+        # by IST (only the missing write sets) instead of a full state transfer.
+        local recovered
+        ip netns exec "$ns" mariadbd --defaults-file="$dir/my.cnf" --wsrep-recover \
+            --log-error="$LOG_DIR/db$i-recover.log" >/dev/null 2>&1 || true
+        recovered=$(grep -o 'Recovered position: [0-9a-f-]*:-\?[0-9]*' "$LOG_DIR/db$i-recover.log" 2>/dev/null |
+            tail -n 1 | awk '{print $3}')
+        [[ -n $recovered ]] && args+=(--wsrep-start-position="$recovered")
+    fi
+    log "db$i: starting in $ns ($(node_ip "$i"))${mode:+ [$mode]}"
+    spawn_in "$ns" "$LOG_DIR/db$i.out" mariadbd "${args[@]}"
+}
+
+nodes_up() {
+    local i dir
+    for ((i = 1; i <= NODES; i++)); do
+        dir=$(node_dir "$i")
+        mkdir -p "$dir"
+        chown mysql:mysql "$dir"
+    done
+    # Node 1 gets a fresh data dir; the others receive theirs from it by state transfer (SST).
+    dir=$(node_dir 1)
+    log "db1: initialising data dir"
+    mkdir -p "$dir/data"
+    chown mysql:mysql "$dir/data"
+    mariadb-install-db --no-defaults --datadir="$dir/data" --user=mysql \
+        --auth-root-authentication-method=normal --skip-test-db --skip-name-resolve \
+        >"$LOG_DIR/db1-install.log" 2>&1 || { tail -n 20 "$LOG_DIR/db1-install.log" >&2; die "mariadb-install-db failed"; }
+    node_start 1 bootstrap
+    cmd_node_wait 1 60
+    for ((i = 2; i <= NODES; i++)); do
+        node_start "$i"
+        cmd_node_wait "$i" 180
+    done
+    local size
+    size=$(node_status_value 1 wsrep_cluster_size)
+    ((NODES == 1)) || [[ $size == "$NODES" ]] || die "cluster size is $size, expected $NODES"
+    log "galera: $NODES node(s) synced"
+}
+
+db_setup() {
+    local user="'$DB_USER'@'$NET.%'" local_user="'$DB_USER'@'localhost'"
+    db_root 1 <<EOF || die "could not create the database and user"
+CREATE DATABASE IF NOT EXISTS \`$DB_NAME\` CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci;
+CREATE USER IF NOT EXISTS $user IDENTIFIED BY '$DB_PASSWORD';
+GRANT ALL PRIVILEGES ON \`$DB_NAME\`.* TO $user;
+CREATE USER IF NOT EXISTS $local_user IDENTIFIED BY '$DB_PASSWORD';
+GRANT ALL PRIVILEGES ON \`$DB_NAME\`.* TO $local_user;
+EOF
+    log "migrate: once, against db1"
+    TODOSYNC_DB_SOCKET=$(node_sock 1) TODOSYNC_DB_USER=$DB_USER TODOSYNC_DB_PASSWORD=$DB_PASSWORD \
+        TODOSYNC_DB_NAME=$DB_NAME "$TODOSYNC_BIN" migrate --sql-dir "$REPO_ROOT/Sql" \
+        </dev/null >"$LOG_DIR/migrate.log" 2>&1 || { tail -n 30 "$LOG_DIR/migrate.log" >&2; die "migrate failed"; }
+}
+
+# --- responder hosts -----------------------------------------------------------------------------
+
+# Responder host N prefers node ((N-1) mod NODES)+1 and fails over to the others in turn, so the
+# hosts spread over the nodes and every host can reach every node.
+app_db_hosts() {
+    local n=$1 k list="" node
+    for ((k = 0; k < NODES; k++)); do
+        node=$(((n - 1 + k) % NODES + 1))
+        list+="${list:+,}$(node_ip "$node"):3306"
+    done
+    printf '%s' "$list"
+}
+
+app_pid() {
+    local pid=""
+    [[ -f $PID_DIR/app$1.pid ]] && read -r pid <"$PID_DIR/app$1.pid" || true
+    [[ -n $pid && -r /proc/$pid/cmdline ]] && tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q "serve --listen $(app_ip "$1"):9000" &&
+        printf '%s\n' "$pid"
+    return 0
+}
+
+cmd_app_start() {
+    local n=$1 ns args
+    ns=$(app_ns "$n")
+    resolve_bin
+    [[ -n $(app_pid "$n") ]] && { log "app$n: already running"; return 0; }
+    args=(serve --listen "$(app_ip "$n"):9000" --allow "$FRONT_IP" --workers "$TODOSYNC_CLUSTER_WORKERS")
+    [[ $TODOSYNC_ENABLE_TEST_HOOKS == 1 ]] && args+=(--enable-test-hooks)
+    log "app$n: starting in $ns ($(app_ip "$n"):9000, databases $(app_db_hosts "$n"))"
+    spawn_in "$ns" "$LOG_DIR/app$n.log" env -i PATH="$PATH" TODOSYNC_CONFIG=/dev/null \
+        TODOSYNC_DB_HOSTS="$(app_db_hosts "$n")" TODOSYNC_DB_USER=$DB_USER TODOSYNC_DB_PASSWORD=$DB_PASSWORD \
+        TODOSYNC_DB_NAME=$DB_NAME TODOSYNC_LOG_LEVEL="$TODOSYNC_LOG_LEVEL" TODOSYNC_RETRY_LOG_SECONDS=5 \
+        TODOSYNC_DB_TRANSACTION_ATTEMPTS=12 \
+        MALLOC_ARENA_MAX=2 MALLOC_MMAP_THRESHOLD_=1048576 "$TODOSYNC_BIN" "${args[@]}"
+    # the pid of the responder itself: the only process in the namespace running the binary
+    local deadline=$((SECONDS + 30)) pid=""
+    while ((SECONDS < deadline)); do
+        for pid in $(ip netns pids "$ns" 2>/dev/null); do
+            if tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q "serve --listen"; then
+                echo "$pid" >"$PID_DIR/app$n.pid"
+                break 2
+            fi
+        done
+        sleep 0.1
+    done
+    until ip netns exec "$ns" bash -c "exec 3<>/dev/tcp/$(app_ip "$n")/9000" 2>/dev/null; do
+        ((SECONDS < deadline)) || { tail -n 20 "$LOG_DIR/app$n.log" >&2; die "app$n is not listening"; }
+        sleep 0.1
+    done
+}
+
+cmd_app_kill() {
+    log "app$1: kill -9 of every process in $(app_ns "$1")"
+    kill_ns "$(app_ns "$1")"
+    rm -f "$PID_DIR/app$1.pid"
+}
+
+cmd_node_kill() {
+    log "db$1: kill -9 of every process in $(node_ns "$1")"
+    kill_ns "$(node_ns "$1")"
+}
+
+cmd_node_start() { node_start "$1"; }
+
+# --- nginx ---------------------------------------------------------------------------------------
+
+ensure_cert() {
+    mkdir -p "$TLS_DIR"
+    [[ -s $TLS_DIR/cert.pem ]] && return 0
+    (umask 077 && openssl req -x509 -newkey rsa:2048 -nodes -sha256 -days 3650 -keyout "$TLS_DIR/key.pem" \
+        -out "$TLS_DIR/cert.pem" -subj /CN=localhost -addext "subjectAltName=DNS:localhost,IP:127.0.0.1" \
+        >"$LOG_DIR/openssl.log" 2>&1) || die "openssl failed"
+    chmod 644 "$TLS_DIR/cert.pem"
+}
+
+# The front nginx: the stack's own template, listening on unix sockets behind the host-side
+# stream proxy (PROXY protocol carries the client address), upstream = the responder hosts on TCP.
+render_front_conf() {
+    local dir=$STATE/front upstream="" n balance=""
+    mkdir -p "$dir/tmp"
+    [[ $TODOSYNC_CLUSTER_ROUTING == hash ]] && balance=$'        hash $http_authorization consistent;\n'
+    for ((n = 1; n <= APPS; n++)); do
+        upstream+="        server $(app_ip "$n"):9000 max_fails=1 fail_timeout=2s;"$'\n'
+    done
+    upstream="$balance${upstream%$'\n'}"
+    local -A vals=(
+        [NGINX_USER_DIRECTIVE]="user root;"
+        [NGINX_WORKERS]=2
+        [NGINX_DIR]=$dir
+        [LOG_DIR]=$LOG_DIR
+        [LISTEN_ADDRESS]=unix
+        [HTTP_PORT]="$SOCK_DIR/front-http.sock proxy_protocol"
+        [HTTPS_PORT]="$SOCK_DIR/front-https.sock proxy_protocol"
+        [TLS_CERT]=$TLS_DIR/cert.pem
+        [TLS_KEY]=$TLS_DIR/key.pem
+        [FASTCGI_PARAMS]=/etc/nginx/fastcgi_params
+        [UPSTREAM_SERVERS]=$upstream
+        [AUTH_RATE]=$TODOSYNC_AUTH_RATE
+        [AUTH_BURST]=$TODOSYNC_AUTH_BURST
+        [BENCH_LOCATIONS]=""
+    )
+    local text key
+    text=$(<"$REPO_ROOT/nginx/todosync.conf.template")
+    for key in "${!vals[@]}"; do text=${text//"\${$key}"/"${vals[$key]}"}; done
+    [[ $text =~ \$\{[A-Z_]+\} ]] && die "unknown placeholder ${BASH_REMATCH[0]} in the nginx template"
+    # The client address comes from the PROXY protocol header of the host-side stream proxy.
+    text=${text/"server_name localhost;"/$'server_name localhost;\n        set_real_ip_from unix:;\n        real_ip_header proxy_protocol;'}
+    printf '%s\n' "$text" >"$dir/nginx.conf"
+    cat >"$STATE/edge.conf" <<EOF
+# Host side: forwards 127.0.0.1's ports to the front host's unix sockets (bytes only; TLS ends at the front).
+load_module $STREAM_MODULE;
+worker_processes 1;
+pid "$STATE/edge.pid";
+error_log "$LOG_DIR/edge-error.log" warn;
+events { worker_connections 8192; }
+stream {
+    server { listen 127.0.0.1:$TODOSYNC_CLUSTER_HTTP_PORT backlog=4096; proxy_pass unix:$SOCK_DIR/front-http.sock; proxy_protocol on; }
+    server { listen 127.0.0.1:$TODOSYNC_CLUSTER_HTTPS_PORT backlog=4096; proxy_pass unix:$SOCK_DIR/front-https.sock; proxy_protocol on; }
+}
+EOF
+}
+
+nginx_up() {
+    ensure_cert
+    render_front_conf
+    rm -f "$SOCK_DIR/front-http.sock" "$SOCK_DIR/front-https.sock"
+    ip netns exec "$FRONT_NS" nginx -p "$STATE/front/" -c "$STATE/front/nginx.conf" -e "$LOG_DIR/front-error.log" -t -q ||
+        die "front nginx configuration test failed"
+    log "front: nginx in $FRONT_NS ($FRONT_IP), upstream of $APPS responder host(s) ($TODOSYNC_CLUSTER_ROUTING)"
+    spawn_in "$FRONT_NS" "$LOG_DIR/front.out" nginx -p "$STATE/front/" -c "$STATE/front/nginx.conf" -e "$LOG_DIR/front-error.log"
+    log "edge: 127.0.0.1:$TODOSYNC_CLUSTER_HTTP_PORT/$TODOSYNC_CLUSTER_HTTPS_PORT -> front"
+    nginx -p "$STATE/" -c "$STATE/edge.conf" -e "$LOG_DIR/edge-error.log" </dev/null >>"$LOG_DIR/edge.out" 2>&1 9>&- ||
+        die "edge nginx failed to start"
+}
+
+edge_pid() {
+    local pid=""
+    [[ -f $STATE/edge.pid ]] && read -r pid <"$STATE/edge.pid" || true
+    [[ -n $pid && -r /proc/$pid/cmdline ]] && tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q "$STATE/edge.conf" && printf '%s\n' "$pid"
+    return 0
+}
+
+edge_down() {
+    local pid
+    pid=$(edge_pid)
+    [[ -z $pid ]] && return 0
+    kill -QUIT "$pid" 2>/dev/null || true
+    local deadline=$((SECONDS + 10))
+    while [[ -d /proc/$pid ]] && ((SECONDS < deadline)); do sleep 0.1; done
+    [[ -d /proc/$pid ]] && { kill -KILL "$pid" 2>/dev/null || true; }
+    rm -f "$STATE/edge.pid"
+}
+
+wait_healthy() {
+    local deadline=$((SECONDS + 60)) code=""
+    while ((SECONDS < deadline)); do
+        code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 3 "$HTTP_BASE/healthz" 2>/dev/null) || true
+        [[ $code == 200 ]] && return 0
+        sleep 0.2
+    done
+    tail -n 20 "$LOG_DIR/front-error.log" >&2 || true
+    die "$HTTP_BASE/healthz did not answer 200 (last: $code)"
+}
+
+# --- commands ------------------------------------------------------------------------------------
+
+cmd_up() {
+    need_root
+    resolve_bin
+    command -v mariadbd >/dev/null && [[ -f $GALERA_LIB && -f $STREAM_MODULE ]] && command -v rsync >/dev/null ||
+        die "missing packages: run '$0 deps'"
+    local t0=$SECONDS
+    cmd_down >/dev/null 2>&1 || true
+    rm -rf "$STATE" "$SOCK_DIR"
+    mkdir -p "$LOG_DIR" "$PID_DIR" "$SOCK_DIR"
+    chmod 755 "$STATE" "$SOCK_DIR"
+    trap 'log "up failed: tearing down"; cmd_down >/dev/null 2>&1 || true' ERR
+    net_up
+    nodes_up
+    db_setup
+    local n
+    for ((n = 1; n <= APPS; n++)); do cmd_app_start "$n"; done
+    nginx_up
+    wait_healthy
+    trap - ERR
+    log "up in $((SECONDS - t0)) s: $NODES Galera node(s), $APPS responder host(s) x $TODOSYNC_CLUSTER_WORKERS workers"
+    echo "$HTTP_BASE"
+}
+
+cmd_down() {
+    need_root
+    edge_down
+    # Databases first get a clean shutdown (so a later `up` never finds a half-written data dir
+    # in use), then every namespace's remaining processes are killed and the namespaces deleted.
+    local i pid
+    for ((i = 1; i <= NODES; i++)); do
+        pid=$(node_pid "$i")
+        [[ -n $pid ]] && kill -TERM "$pid" 2>/dev/null || true
+    done
+    local deadline=$((SECONDS + 20))
+    for ((i = 1; i <= NODES; i++)); do
+        pid=$(node_pid "$i")
+        while [[ -n $pid && -d /proc/$pid ]] && ((SECONDS < deadline)); do sleep 0.1; done
+    done
+    net_down
+    rm -f "$SOCK_DIR"/*.sock "$PID_DIR"/*.pid 2>/dev/null || true
+    log "down: no namespace, link or process left"
+}
+
+cmd_status() {
+    local i size state ready
+    printf '%-6s %-14s %-10s %-12s %-22s %s\n' host namespace address cluster_size local_state ready
+    for ((i = 1; i <= NODES; i++)); do
+        if [[ -n $(node_pid "$i") ]]; then
+            size=$(node_status_value "$i" wsrep_cluster_size)
+            state=$(node_status_value "$i" wsrep_local_state_comment)
+            ready=$(node_status_value "$i" wsrep_ready)
+        else
+            size=- state=down ready=-
+        fi
+        printf '%-6s %-14s %-10s %-12s %-22s %s\n' "db$i" "$(node_ns "$i")" "$(node_ip "$i")" "${size:--}" "${state:--}" "${ready:--}"
+    done
+    for ((i = 1; i <= APPS; i++)); do
+        printf '%-6s %-14s %-10s %s\n' "app$i" "$(app_ns "$i")" "$(app_ip "$i")" "$([[ -n $(app_pid "$i") ]] && echo "serving :9000 (pid $(app_pid "$i"))" || echo down)"
+    done
+    printf '%-6s %-14s %-10s %s\n' front "$FRONT_NS" "$FRONT_IP" "$HTTP_BASE $HTTPS_BASE"
+}
+
+cmd_env() {
+    cat <<EOF
+TODOSYNC_CLUSTER_STATE_DIR=$STATE
+TODOSYNC_CLUSTER_NODES=$NODES
+TODOSYNC_CLUSTER_APPS=$APPS
+TODOSYNC_CLUSTER_BASE_URL=$HTTP_BASE
+TODOSYNC_CLUSTER_HTTPS_URL=$HTTPS_BASE
+TODOSYNC_CLUSTER_CA_CERT=$TLS_DIR/cert.pem
+TODOSYNC_CLUSTER_DB_SOCKETS=$(for ((i = 1; i <= NODES; i++)); do printf '%s%s' "$( ((i > 1)) && echo ,)" "$(node_sock "$i")"; done)
+TODOSYNC_CLUSTER_LOG_DIR=$LOG_DIR
+EOF
+}
+
+cmd_test() {
+    local python=$1 rc=0
+    shift
+    cmd_up >"$STATE.up.log" 2>&1 || { cat "$STATE.up.log" >&2; return 1; }
+    tail -n 3 "$STATE.up.log" >&2
+    trap 'cmd_down >/dev/null 2>&1 || true' EXIT
+    trap 'exit 130' INT TERM
+    local wrapper=$STATE/cluster-cmd
+    {
+        echo '#!/usr/bin/env bash'
+        local v
+        for v in TODOSYNC_CLUSTER_STATE_DIR TODOSYNC_CLUSTER_NODES TODOSYNC_CLUSTER_APPS TODOSYNC_CLUSTER_WORKERS \
+            TODOSYNC_CLUSTER_HTTP_PORT TODOSYNC_CLUSTER_HTTPS_PORT TODOSYNC_CLUSTER_NET TODOSYNC_CLUSTER_PREFIX \
+            TODOSYNC_CLUSTER_SYNC_WAIT TODOSYNC_CLUSTER_ROUTING TODOSYNC_ENABLE_TEST_HOOKS TODOSYNC_AUTH_RATE \
+            TODOSYNC_AUTH_BURST TODOSYNC_BIN TODOSYNC_LOG_LEVEL; do
+            printf 'export %s=%q\n' "$v" "${!v}"
+        done
+        printf 'exec %q "$@"\n' "$SELF"
+    } >"$wrapper"
+    chmod +x "$wrapper"
+    local sockets="" i
+    for ((i = 1; i <= NODES; i++)); do sockets+="${sockets:+,}$(node_sock "$i")"; done
+    env -u TODOSYNC_TEST_STACK \
+        TODOSYNC_TEST_BASE_URL="$HTTP_BASE" TODOSYNC_TEST_HTTPS_URL="$HTTPS_BASE" \
+        TODOSYNC_TEST_CA_CERT="$TLS_DIR/cert.pem" TODOSYNC_TEST_DB_SOCKET="$(node_sock 1)" \
+        TODOSYNC_TEST_STATE_DIR="$STATE" TODOSYNC_TEST_CLUSTER_CMD="$wrapper" \
+        TODOSYNC_TEST_CLUSTER_NODES="$NODES" TODOSYNC_TEST_CLUSTER_APPS="$APPS" \
+        TODOSYNC_TEST_CLUSTER_SOCKETS="$sockets" TODOSYNC_TEST_CLUSTER_LOG_DIR="$LOG_DIR" \
+        TODOSYNC_TEST_CLUSTER_NET="$NET" TODOSYNC_TEST_CLUSTER_PREFIX="$P" \
+        "$python" -m pytest "$@" || rc=$?
+    cmd_status >&2 || true
+    return "$rc"
+}
+
+case ${1:-} in
+    deps) cmd_deps ;;
+    up) cmd_up ;;
+    down) cmd_down ;;
+    status) cmd_status ;;
+    env) cmd_env ;;
+    node-kill) cmd_node_kill "${2:?node number}" ;;
+    node-start) need_root; cmd_node_start "${2:?node number}" ;;
+    node-wait) cmd_node_wait "${2:?node number}" "${3:-120}" ;;
+    app-kill) cmd_app_kill "${2:?host number}" ;;
+    app-start) need_root; cmd_app_start "${2:?host number}" ;;
+    test) need_root; shift; cmd_test "$@" ;;
+    responder-pids) for ((i = 1; i <= APPS; i++)); do app_pid "$i"; done ;;
+    *) sed -n '2,20p' "$SELF" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+esac
