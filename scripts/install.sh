@@ -90,6 +90,7 @@ site=${site//'${TLS_KEY}'/$TLS_KEY}
 site=${site//'${UPSTREAM_SERVERS}'/${upstream%$'\n'}}
 site=${site//'${AUTH_RATE}'/5}
 site=${site//'${AUTH_BURST}'/20}
+site=${site//'${ACCOUNT_CONCURRENCY}'/4}
 [[ $site != *'${'* ]] || die "nginx/todosync-site.conf.template has a placeholder install.sh does not fill"
 printf '%s\n' "$site" > "$ROOT/etc/nginx/sites-available/todosync"
 ln -sfn ../sites-available/todosync "$ROOT/etc/nginx/sites-enabled/todosync"
