@@ -192,7 +192,7 @@ final class OutboxTests: XCTestCase {
         XCTAssertEqual(try store.pendingCount(), 0)
     }
 
-    func testARejectedOperationIsKeptUntilAcknowledgedThenReverted() throws {
+    func testARejectedOperationIsUndoneAndKeptUntilAcknowledged() throws {
         let created = try store.addTodo(NewTodo(title: "Original", deadline: day))
         try serverApplies(firstVersion: 5)
         try store.updateTodo(created.localID, TodoChanges(title: "Edited"))
@@ -206,12 +206,35 @@ final class OutboxTests: XCTestCase {
         XCTAssertEqual(try store.pendingCount(), 0, "a rejected operation is not sent again")
         XCTAssertNil(try store.nextPushBatch(policy: .merge))
         XCTAssertEqual(try store.operations().first?.errorCode, "validation_failed")
-        XCTAssertEqual(try store.todo(created.localID)?.title, "Edited", "kept as the user made it until acknowledged")
+        XCTAssertEqual(try store.todo(created.localID)?.title, "Original", "the change did not happen")
 
         try store.acknowledgeRejected(opID)
         XCTAssertEqual(try store.todo(created.localID)?.title, "Original")
         XCTAssertEqual(try store.status(ofOperation: opID), .rejected)
         XCTAssertTrue(try queued().isEmpty)
+    }
+
+    /// Found by the convergence test: a pull that arrives while an edit is pending must not be
+    /// lost if the server then rejects that edit.
+    func testARejectedEditFallsBackToTheNewestServerValueNotItsBase() throws {
+        let created = try store.addTodo(NewTodo(title: "Task", deadline: day))
+        try serverApplies(firstVersion: 5)
+        let serverID = try XCTUnwrap(store.todo(created.localID)?.serverID)
+        try store.updateTodo(created.localID, TodoChanges(isCompleted: true))
+        // Another device completed and then reopened... here: set it to true on the server.
+        var record = todoRecord(id: serverID, version: 9, title: "Task")
+        record["clientId"] = .optionalString(try store.todo(created.localID)?.clientID)
+        record["isCompleted"] = .bool(true)
+        record["isImportant"] = .bool(true)
+        _ = try store.applyPullPage(try page(todos: [.object(record)]))
+        let batch = try XCTUnwrap(store.nextPushBatch(policy: .merge))
+        _ = try store.applyPushResults([.object([
+            "opId": .string(batch.operations[0].opID), "status": .string("rejected"), "id": .null, "clientId": .null,
+            "version": .null, "record": .null, "error": .object(["code": .string("validation_failed"), "message": .string("x")]),
+        ])], policy: .merge)
+        let todo = try XCTUnwrap(store.todo(created.localID))
+        XCTAssertTrue(todo.isCompleted, "the server's newer value, not the base (false)")
+        XCTAssertTrue(todo.isImportant)
     }
 
     // MARK: Pull pages against pending changes

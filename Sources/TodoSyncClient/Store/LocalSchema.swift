@@ -109,6 +109,21 @@ enum LocalSchema {
                 );
                 """)
         }
+        migrator.registerMigration("v2: server values hidden by pending edits") { db in
+            // While an operation protects a field from pull pages, the server's newer value of
+            // that field is kept here (JSON, local terms), so that if the operation is rejected
+            // the record can show what the server really has.
+            try db.execute(sql: "ALTER TABLE tag ADD COLUMN shadow TEXT; ALTER TABLE todo ADD COLUMN shadow TEXT")
+        }
+        migrator.registerMigration("v3: tags a todo names before the device has them") { db in
+            // A push result can carry a todo whose tag another device set and this device has
+            // not pulled yet (and the pull will not resend the todo: its latest change is this
+            // device's). The server tag id waits here until the tag arrives.
+            try db.execute(sql: """
+                ALTER TABLE todo ADD COLUMN pendingTagId INTEGER;
+                CREATE INDEX todo_pending_tag ON todo (pendingTagId) WHERE pendingTagId IS NOT NULL
+                """)
+        }
         return migrator
     }
 }

@@ -212,26 +212,36 @@ enum Outbox {
         return LocalChange(localID: localID, opID: op.opID)
     }
 
-    /// Undoes a rejected operation's local effect: the record shows the server's values again.
-    static func revert(_ db: Database, _ op: OutboxOperation) throws {
+    /// Undoes a rejected operation's effect on the record's fields: each field it changed goes
+    /// back to the newest server value the device has seen (the shadow kept while the operation
+    /// protected it, else the operation's base), except fields in `keeping`.
+    static func undo(_ db: Database, _ op: OutboxOperation, keeping: Set<String>) throws {
+        let table = op.entity.rawValue
         switch op.action {
         case .create:
-            try forget(db, op.entity, localID: op.recordLocalID)
+            return  // the record never reached the server; it leaves when the app acknowledges
         case .update:
+            let shadow = try String.fetchOne(db, sql: "SELECT shadow FROM \(table) WHERE localId = ?", arguments: [op.recordLocalID])
+                .map(JSONText.object) ?? [:]
             var fields: JSONObject = [:]
-            for (key, value) in op.base {
-                let (name, local) = try RecordFields.localTerms(db, key, value)
-                fields[name] = local
+            for name in op.data.keys where !keeping.contains(name) {
+                if let value = shadow[name] {
+                    fields[name] = value
+                } else if let base = op.base[name == "tag" ? "tagId" : name] {
+                    fields[name] = try RecordFields.localTerms(db, name == "tag" ? "tagId" : name, base).1
+                }
             }
             try RecordFields.write(db, op.entity, localID: op.recordLocalID, fields)
-            if op.errorCode == "not_found" { try forget(db, op.entity, localID: op.recordLocalID) }
         case .delete:
-            if op.errorCode == "not_found" {
-                try forget(db, op.entity, localID: op.recordLocalID)
-            } else {
-                try db.execute(sql: "UPDATE \(op.entity.rawValue) SET isDeleted = 0 WHERE localId = ? AND deletedAt IS NULL",
-                               arguments: [op.recordLocalID])
-            }
+            try db.execute(sql: "UPDATE \(table) SET isDeleted = (deletedAt IS NOT NULL) WHERE localId = ?", arguments: [op.recordLocalID])
+        }
+    }
+
+    /// What acknowledging a rejected operation does to its record: a create the server never
+    /// accepted, or a change of a record the server does not have, leaves the device.
+    static func revert(_ db: Database, _ op: OutboxOperation) throws {
+        if op.action == .create || op.errorCode == "not_found" {
+            try forget(db, op.entity, localID: op.recordLocalID)
         }
     }
 

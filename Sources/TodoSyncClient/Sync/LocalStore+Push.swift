@@ -142,6 +142,10 @@ extension LocalStore {
             rejected.errorCode = error?["code"]?.stringValue ?? "rejected"
             rejected.errorMessage = error?["message"]?.stringValue
             try rejected.update(db)
+            // The change did not happen: the record shows the server's values again at once
+            // (fields a later operation changes stay as the user made them). The operation stays
+            // in the outbox with the server's error until the app acknowledges it.
+            try Outbox.undo(db, op, keeping: Set(later.flatMap(\.data.keys)))
             try inheritBase(db, from: op, next: later.first)
         case .pending, .sending:
             break
@@ -192,21 +196,33 @@ extension LocalStore {
                 try db.cachedStatement(sql: """
                     UPDATE todo SET title = COALESCE(?, title), titleKey = COALESCE(?, titleKey), raw = COALESCE(?, raw),
                            isImportant = COALESCE(?, isImportant), isLife = COALESCE(?, isLife),
-                           tagLocalId = CASE WHEN ? THEN ? ELSE tagLocalId END, difficulty = COALESCE(?, difficulty),
+                           tagLocalId = CASE WHEN ? THEN ? ELSE tagLocalId END,
+                           pendingTagId = CASE WHEN ? THEN ? ELSE pendingTagId END, difficulty = COALESCE(?, difficulty),
                            estimatedTime = COALESCE(?, estimatedTime), deadline = COALESCE(?, deadline),
                            isCompleted = COALESCE(?, isCompleted)
                     WHERE localId = ?
                     """).execute(arguments: [
                         record.title, record.title.map { Data(TitleOrder.key($0)) }, record.raw, record.isImportant, record.isLife,
-                        record.hasTagID, tagLocalID, record.difficulty, record.estimatedTime, record.deadline, record.isCompleted,
+                        record.hasTagID, tagLocalID, record.hasTagID, tagLocalID == nil ? record.tagID : nil,
+                        record.difficulty, record.estimatedTime, record.deadline, record.isCompleted,
                         localID,
                     ])
             }
+            try db.cachedStatement(sql: "UPDATE \(table) SET shadow = NULL WHERE localId = ?").execute(arguments: [localID])
         } else {
             var protected = Set<String>()
             for op in unsettled { protected.formUnion(op.data.keys) }
-            try RecordFields.write(db, entity, localID: localID,
-                                   Self.localFields(entity, record, tagLocalID: tagLocalID).filter { !protected.contains($0.key) })
+            let fields = Self.localFields(entity, record, tagLocalID: tagLocalID)
+            try RecordFields.write(db, entity, localID: localID, fields.filter { !protected.contains($0.key) })
+            if entity == .todo, record.hasTagID, !protected.contains("tag") {
+                try db.execute(sql: "UPDATE todo SET pendingTagId = ? WHERE localId = ?",
+                               arguments: [tagLocalID == nil ? record.tagID : nil, localID])
+            }
+            // The server's values of the protected fields, should their operation be rejected.
+            var shadow = try String.fetchOne(db, sql: "SELECT shadow FROM \(table) WHERE localId = ?", arguments: [localID])
+                .map(JSONText.object) ?? [:]
+            for (name, value) in fields where protected.contains(name) { shadow[name] = value }
+            try db.execute(sql: "UPDATE \(table) SET shadow = ? WHERE localId = ?", arguments: [JSONText.encode(shadow), localID])
         }
         // A tombstone for a record with a change on its way is a conflict the next push surfaces,
         // not a silent delete: the record stays visible until then.
@@ -221,7 +237,15 @@ extension LocalStore {
                 record.id, record.clientID, record.clientID.map(ClientID.key), record.version, record.createdAt, record.updatedAt,
                 record.deletedAt, isDeleted, generation, localID,
             ])
+        if entity == .tag { try resolvePendingTag(db, serverID: record.id, localID: localID) }
         return localID
+    }
+
+    /// Links the todos that named this tag before the device had it.
+    private func resolvePendingTag(_ db: Database, serverID: Int64?, localID: Int64) throws {
+        guard let serverID else { return }
+        try db.cachedStatement(sql: "UPDATE todo SET tagLocalId = ?, pendingTagId = NULL WHERE pendingTagId = ?")
+            .execute(arguments: [localID, serverID])
     }
 
     /// The record's editable fields in local terms.
@@ -271,17 +295,22 @@ extension LocalStore {
                     record.createdAt ?? Timestamp.now().rfc3339, record.updatedAt, record.deletedAt, deleted, generation,
                     record.name ?? "", record.color ?? "",
                 ])
+            let inserted = db.lastInsertedRowID
+            try resolvePendingTag(db, serverID: record.id, localID: inserted)
+            return inserted
         case .todo:
             let title = record.title ?? ""
             try db.cachedStatement(sql: """
                 INSERT INTO todo (id, clientId, clientKey, version, createdAt, updatedAt, deletedAt, isDeleted, seenGeneration,
-                                  title, titleKey, raw, isImportant, isLife, tagLocalId, difficulty, estimatedTime, deadline, isCompleted)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                                  title, titleKey, raw, isImportant, isLife, tagLocalId, pendingTagId, difficulty, estimatedTime,
+                                  deadline, isCompleted)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """).execute(arguments: [
                     record.id, record.clientID, record.clientID.map(ClientID.key), record.version,
                     record.createdAt ?? Timestamp.now().rfc3339, record.updatedAt, record.deletedAt, deleted, generation,
                     title, Data(TitleOrder.key(title)), record.raw ?? title, record.isImportant ?? false, record.isLife ?? false,
-                    tagLocalID, record.difficulty ?? 0, record.estimatedTime ?? 0, record.deadline ?? "2000-01-01",
+                    tagLocalID, tagLocalID == nil ? record.tagID : nil, record.difficulty ?? 0, record.estimatedTime ?? 0,
+                    record.deadline ?? "2000-01-01",
                     record.isCompleted ?? false,
                 ])
         }

@@ -216,7 +216,24 @@ class StackTestCase: XCTestCase {
                 "isCompleted": .bool(todo.isCompleted), "version": .optionalInt(todo.version),
                 "createdAt": .string(todo.createdAt), "updatedAt": .optionalString(todo.updatedAt), "deletedAt": .null,
             ]
-            XCTAssertEqual(local, record, "\(device.name): todo \(todo.localID)", file: file, line: line)
+            if local != record {
+                let differing = record.keys.filter { local[$0] != record[$0] }.sorted()
+                let log = try await device.store.pool.read { db in
+                    try Row.fetchAll(db, sql: "SELECT * FROM operationLog WHERE recordLocalId = ? AND entity = 'todo' ORDER BY rowid", arguments: [todo.localID])
+                        .map { "\($0["action"] as String) \($0["status"] as String) \($0["fields"] as String) \($0["conflictingFields"] as String)" }
+                }
+                let tagRows = try await device.store.pool.read { db in
+                    try Row.fetchAll(db, sql: "SELECT localId, id, name, isDeleted, deletedAt, version FROM tag WHERE id = ? OR localId = ?",
+                                     arguments: [record["tagId"]?.int64Value, todo.tagLocalID]).map(\.description)
+                }
+                let tagLog = try await device.store.pool.read { db in
+                    try Row.fetchAll(db, sql: "SELECT action, status, fields FROM operationLog WHERE entity = 'tag' AND recordLocalId IN (SELECT localId FROM tag WHERE id = ?)",
+                                     arguments: [record["tagId"]?.int64Value]).map(\.description)
+                }
+                XCTFail("\(device.name): tag rows \(tagRows), tag ops \(tagLog)", file: file, line: line)
+                XCTFail("\(device.name): todo \(todo.localID) differs in \(differing): local \(differing.map { local[$0]! }) server \(differing.map { record[$0]! }); its operations: \(log)",
+                        file: file, line: line)
+            }
         }
         let stats = try device.store.dailyStats()
         XCTAssertEqual(stats.count, server.stats.count, "\(device.name): stat count", file: file, line: line)
