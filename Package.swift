@@ -16,6 +16,11 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
+        // --- docs helper (issue 14): the generated OpenAPI client that proves openapi.yaml ---
+        .package(url: "https://github.com/apple/swift-openapi-runtime", from: "1.13.4"),
+        .package(url: "https://github.com/apple/swift-openapi-urlsession", from: "1.4.0"),
+        .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
+        // --- end docs helper ---
     ],
     targets: [
         // C libraries: one system-library target each, imported by exactly one Swift module.
@@ -39,7 +44,7 @@ let package = Package(
         .executableTarget(
             name: "todosync",
             dependencies: [
-                "TodoSyncAPI", "TodoSyncStore", "FastCGI", "MariaDB",
+                "TodoSyncAPI", "TodoSyncStore", "FastCGI", "MariaDB", "CBuildInfo",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -60,5 +65,21 @@ let package = Package(
         .testTarget(name: "TodoSyncClientTests", dependencies: ["TodoSyncClient", "TodoSyncCore"]),
         .testTarget(
             name: "FastCGITests", dependencies: ["FastCGI", .product(name: "Logging", package: "swift-log")]),
+
+        // --- docs helper (issue 14) ---
+        // The git commit `todosync --version` prints (linked in by scripts/stack.sh build).
+        .target(name: "CBuildInfo"),
+        // A client generated from openapi.yaml (scripts/generate-openapi-client.sh; the code is
+        // committed) decodes real responses of every route of the test stack.
+        .testTarget(
+            name: "OpenAPIClientTests",
+            dependencies: [
+                .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
+                .product(name: "OpenAPIURLSession", package: "swift-openapi-urlsession"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+            ],
+            exclude: ["Generated/openapi-generator-config.yaml"]
+        ),
+        // --- end docs helper ---
     ]
 )

@@ -3,7 +3,7 @@
 #
 # Usage: scripts/stack.sh COMMAND
 #   deps            install missing Debian packages (apt-get; fast no-op when all are present)
-#   build           swift build -c release
+#   build           swift build -c release --static-swift-stdlib --product todosync
 #   up              start MariaDB, migrate, responders (supervised) and nginx; wait for /healthz
 #   down            stop nginx, responders and MariaDB (idempotent)
 #   run             deps + build + up, then stay in the foreground until SIGINT/SIGTERM, then down
@@ -219,7 +219,7 @@ HTTPS_BASE=https://$TODOSYNC_LISTEN_ADDRESS:$TODOSYNC_HTTPS_PORT
 
 DEB_PACKAGES=(
     mariadb-server mariadb-client nginx libfcgi-dev libmariadb-dev libargon2-dev libssl-dev
-    pkg-config openssl curl python3-venv
+    pkg-config openssl curl python3-venv systemd
     libsqlite3-dev  # the client library (GRDB) uses the system SQLite
 )
 
@@ -451,11 +451,31 @@ cmd_deps() {
     command -v swift >/dev/null 2>&1 || log "deps: WARNING: swift is not on PATH (the toolchain is not an apt package)"
 }
 
+# The git commit as a one-line object for `todosync --version` (Sources/CBuildInfo), named after
+# the commit: only the link step reads it, so a new commit relinks without recompiling, and one
+# commit always builds the same bytes (no dates). Prints its path, or nothing without git.
+build_commit_object() {
+    local commit dir=$REPO_ROOT/.build/buildinfo
+    commit=$(git -C "$REPO_ROOT" rev-parse --short=12 HEAD 2>/dev/null) || return 0
+    [[ -z $(git -C "$REPO_ROOT" status --porcelain --untracked-files=no 2>/dev/null) ]] || commit+=-dirty
+    mkdir -p "$dir"
+    if [[ ! -f $dir/commit-$commit.o ]]; then
+        rm -f "$dir"/commit-*
+        printf 'const char todosync_build_commit_value[] = "%s";\n' "$commit" > "$dir/commit-$commit.c"
+        cc -c -o "$dir/commit-$commit.o" "$dir/commit-$commit.c" || return 0
+    fi
+    printf '%s\n' "$dir/commit-$commit.o"
+}
+
 cmd_build() {
     require_cmd swift
-    log "build: swift build -c release"
-    local start=$SECONDS
-    swift build -c release --quiet || die "swift build failed"
+    # --static-swift-stdlib: the binary needs no Swift toolchain on the host it runs on. Only the
+    # server's product: a static todosync-client would need libcurl's development files.
+    local start=$SECONDS commit_obj link=()
+    commit_obj=$(build_commit_object)
+    [[ -z $commit_obj ]] || link=(-Xlinker "$commit_obj")
+    log "build: swift build -c release --static-swift-stdlib --product todosync ${link[*]}"
+    swift build -c release --static-swift-stdlib --product todosync "${link[@]}" --quiet || die "swift build failed"
     resolve_bin
     log "build: done in $((SECONDS - start)) s -> $TODOSYNC_BIN"
 }

@@ -51,6 +51,41 @@ public struct Migrator {
         return appliedNow
     }
 
+    /// What the database has applied and what `run()` would still apply.
+    public struct Status: Sendable, Equatable {
+        /// `schema_migrations` rows by version: (version, file name, applied at UTC).
+        public var applied: [(version: Int, name: String, appliedAt: String)]
+        /// Migrations of the directory that the database has not applied, in order.
+        public var pending: [Migration]
+
+        public static func == (a: Status, b: Status) -> Bool {
+            a.applied.map(\.version) == b.applied.map(\.version) && a.pending == b.pending
+        }
+
+        /// One line per migration (`applied 001 001_x.sql 2026-… UTC`, `pending 005 005_y.sql`), then a summary.
+        public var report: String {
+            var lines = applied.map { "applied  \(String(format: "%03d", $0.version))  \($0.name)  \($0.appliedAt) UTC" }
+            lines += pending.map { "pending  \(String(format: "%03d", $0.version))  \($0.name)" }
+            lines.append("\(applied.count) applied, \(pending.count) pending")
+            return lines.joined(separator: "\n") + "\n"
+        }
+    }
+
+    /// Applied and pending migrations; changes nothing (a database never migrated has none applied).
+    public func status() throws -> Status {
+        let migrations = try Migrator.load(from: directory)
+        var applied: [(version: Int, name: String, appliedAt: String)] = []
+        do {
+            applied = try db.query("SELECT version, name, applied_at FROM schema_migrations ORDER BY version").map {
+                (version: $0.int(0) ?? 0, name: $0.string(1) ?? "", appliedAt: $0.string(2) ?? "")
+            }
+        } catch let error as DatabaseError where error.code == 1146 {
+            // ER_NO_SUCH_TABLE: nothing applied yet.
+        }
+        let done = Set(applied.map(\.version))
+        return Status(applied: applied, pending: migrations.filter { !done.contains($0.version) })
+    }
+
     /// Reads and orders the migration files of `directory`.
     public static func load(from directory: URL) throws -> [Migration] {
         let names = try FileManager.default.contentsOfDirectory(atPath: directory.path).filter { $0.hasSuffix(".sql") }

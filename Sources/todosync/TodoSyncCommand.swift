@@ -10,6 +10,7 @@ struct TodoSyncCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "todosync",
         abstract: "TodoSync server: FastCGI responder for the TodoSync HTTP API.",
+        version: todosyncVersionDescription,
         subcommands: [Serve.self, Migrate.self, Purge.self, RecomputeStats.self, NewEpoch.self,
                       CheckFeed.self, RebuildFeed.self],
         defaultSubcommand: Serve.self)
@@ -35,6 +36,9 @@ struct Migrate: ParsableCommand {
     @Option(help: "Seconds to keep retrying while the database is not reachable yet.")
     var waitSeconds: Int = 30
 
+    @Flag(help: "List applied and pending migrations; apply nothing.")
+    var status = false
+
     func run() throws {
         let environment = Environment()
         let logger = bootstrapLogging(environment)
@@ -51,7 +55,12 @@ struct Migrate: ParsableCommand {
             }
         }
         let directory = URL(fileURLWithPath: sqlDir ?? environment.string("TODOSYNC_SQL_DIR", default: "Sql"))
-        let applied = try Migrator(connection: connection, directory: directory).run()
+        let migrator = Migrator(connection: connection, directory: directory)
+        if status {
+            print(try migrator.status().report, terminator: "")
+            return
+        }
+        let applied = try migrator.run()
         logger.info("migrations done", metadata: ["applied": "\(applied)"])
         // Migration 007 queues every existing user for the change feed's back-fill.
         let backfilled = try Store(connection: connection).backfillQueuedFeeds()

@@ -1,0 +1,258 @@
+"""The production install path (scripts/install.sh, scripts/systemd/, nginx/todosync-site.conf.template).
+
+- `scripts/install.sh --root DIR` stages every file, keeps an existing configuration (and its
+  generated database password) on a second run, and fills every placeholder of the nginx site;
+- `systemd-analyze verify` accepts the units as installed (template instance, socket, migrate,
+  purge and its timer) with no warning, and `systemd-analyze security --offline` rates every
+  service's sandbox (the hardening.conf drop-in) "OK" (exposure ≤ 2.0; 9.6 without it);
+- the site file, rendered by install.sh and run by a real nginx in front of the test stack's
+  responders, serves the API over TLS, redirects plain HTTP, and answers its own errors with
+  the contract's JSON body.
+
+- socket activation as todosync@.socket does it: `systemd-socket-activate` opens the listening
+  socket and starts the unit's command line (`todosync serve`) on the first connection; the
+  responder serves that connection and later ones from the socket it was passed (LISTEN_FDS).
+  Skipped (with the reason) while the binary has no `serve --listen-fd` (the scale-out branch
+  adds it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import requests
+
+from test_release_binary import db_env, fastcgi_get, stack_env
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+INSTALL = REPO_ROOT / "scripts/install.sh"
+UNITS = ["todosync@1.service", "todosync@1.socket", "todosync-migrate.service", "todosync-purge.service",
+         "todosync-purge.timer"]
+
+
+def install(root: Path, *args: str, binary: str) -> subprocess.CompletedProcess:
+    proc = subprocess.run(["bash", str(INSTALL), "--root", str(root), "--binary", binary, *args],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc
+
+
+@pytest.fixture(scope="module")
+def conf() -> dict[str, str]:
+    return stack_env()
+
+
+@pytest.fixture(scope="module")
+def staged(conf, tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("root")
+    install(root, "--server-name", "api.example.com", "--instances", "3", binary=conf["TODOSYNC_BIN"])
+    return root
+
+
+def test_install_stages_every_file_and_keeps_the_configuration(staged, conf):
+    for path in ["usr/local/bin/todosync", "usr/local/share/todosync/Sql/001_initial_schema.sql",
+                 "usr/local/share/doc/todosync/API.md", "etc/todosync/todosync.env",
+                 "etc/systemd/system/todosync@.service.d/hardening.conf",
+                 "etc/systemd/system/todosync-.service.d/hardening.conf",
+                 "etc/nginx/sites-available/todosync"] + [f"etc/systemd/system/{u.replace('@1', '@')}" for u in UNITS]:
+        assert (staged / path).exists(), f"install.sh did not stage {path}"
+    assert os.readlink(staged / "etc/nginx/sites-enabled/todosync") == "../sites-available/todosync"
+    sql = sorted(p.name for p in (REPO_ROOT / "Sql").glob("*.sql"))
+    assert sorted(p.name for p in (staged / "usr/local/share/todosync/Sql").iterdir()) == sql
+
+    env_file = staged / "etc/todosync/todosync.env"
+    assert env_file.stat().st_mode & 0o077 == 0, "the configuration holds a password: not world- or group-readable"
+    password = re.search(r"^TODOSYNC_DB_PASSWORD=(\S{24,})$", env_file.read_text(), re.M)
+    assert password, env_file.read_text()
+    install(staged, "--server-name", "api.example.com", "--instances", "3", binary=conf["TODOSYNC_BIN"])
+    assert password.group(1) in env_file.read_text(), "a second install replaced the configuration"
+
+    site = (staged / "etc/nginx/sites-available/todosync").read_text()
+    assert "${" not in site
+    assert re.findall(r"server unix:/run/todosync/responder-(\d+)\.sock", site) == ["1", "2", "3"]
+    assert "server_name api.example.com;" in site
+
+
+@pytest.fixture(scope="module")
+def systemd_root(staged) -> Path:
+    """The staged tree plus the host's own system units (sysinit.target, …) for --root."""
+    if not shutil.which("systemd-analyze"):
+        pytest.skip("systemd-analyze (Debian's systemd package) is not installed")
+    system = Path("/lib/systemd/system")
+    target = staged / "usr/lib/systemd/system"
+    if not target.exists():
+        shutil.copytree(system, target, symlinks=True)
+    return staged
+
+
+def test_systemd_units_verify_without_warnings(systemd_root):
+    proc = subprocess.run(["systemd-analyze", "verify", f"--root={systemd_root}", *UNITS],
+                          capture_output=True, text=True, timeout=60, cwd=systemd_root)
+    assert proc.returncode == 0 and not proc.stderr.strip() and not proc.stdout.strip(), (
+        f"systemd-analyze verify (exit {proc.returncode}):\n{proc.stdout}{proc.stderr}")
+
+
+@pytest.mark.parametrize("unit", ["todosync@1.service", "todosync-migrate.service", "todosync-purge.service"])
+def test_every_service_runs_in_a_sandbox(systemd_root, unit):
+    proc = subprocess.run(["systemd-analyze", "security", f"--root={systemd_root}", "--offline=true", unit],
+                          capture_output=True, text=True, timeout=60, cwd=systemd_root)
+    m = re.search(r"Overall exposure level for \S+: ([0-9.]+)", proc.stdout + proc.stderr)
+    assert m, proc.stdout + proc.stderr
+    assert float(m.group(1)) <= 2.0, f"{unit}: exposure {m.group(1)} (hardening.conf drop-in not applied?)"
+
+
+# --------------------------------------------------------------------------- the nginx site, live
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def site_nginx(conf, tmp_path_factory):
+    """A real nginx running the rendered site in front of the test stack's responders."""
+    if os.geteuid() != 0 or not shutil.which("nginx"):
+        pytest.skip("needs root and nginx")
+    state = Path(os.environ.get("TODOSYNC_TEST_STATE_DIR", ""))
+    cert, key = state / "tls/cert.pem", state / "tls/key.pem"
+    sockets = sorted(Path(conf.get("TODOSYNC_SOCKET_DIR", state / "sock")).glob("fcgi-*.sock"))
+    if not (cert.exists() and key.exists() and sockets):
+        pytest.skip("the test stack's certificate or responder sockets are not where expected")
+    root = tmp_path_factory.mktemp("site")
+    install(root, "--server-name", "localhost", "--tls-cert", str(cert), "--tls-key", str(key),
+            "--instances", str(len(sockets)), binary=conf["TODOSYNC_BIN"])
+    site = (root / "etc/nginx/sites-available/todosync").read_text()
+    for i, sock in enumerate(sockets, start=1):
+        site = site.replace(f"unix:/run/todosync/responder-{i}.sock", f"unix:{sock}")
+    http, https = free_port(), free_port()
+    site = re.sub(r"listen 80;\n\s*listen \[::\]:80;", f"listen 127.0.0.1:{http};", site)
+    site = re.sub(r"listen 443 ssl http2;\n\s*listen \[::\]:443 ssl http2;", f"listen 127.0.0.1:{https} ssl http2;", site)
+    assert f":{http};" in site and f":{https} ssl" in site, "the site's listen lines changed: update this test"
+    (root / "site.conf").write_text(site)
+    for d in ("tmp", "logs"):
+        (root / d).mkdir()
+    # Like Debian's /etc/nginx/nginx.conf: mime.types at http level, sites included after it.
+    (root / "nginx.conf").write_text(f"""
+user root;
+worker_processes 1;
+pid {root}/nginx.pid;
+error_log {root}/logs/error.log warn;
+events {{ worker_connections 256; }}
+http {{
+    include /etc/nginx/mime.types;
+    default_type application/octet-stream;
+    access_log {root}/logs/access.log;
+    client_body_temp_path {root}/tmp/body;
+    fastcgi_temp_path {root}/tmp/fastcgi;
+    proxy_temp_path {root}/tmp/proxy;
+    uwsgi_temp_path {root}/tmp/uwsgi;
+    scgi_temp_path {root}/tmp/scgi;
+    include {root}/site.conf;
+}}
+""")
+    check = subprocess.run(["nginx", "-t", "-c", str(root / "nginx.conf")], capture_output=True, text=True)
+    assert check.returncode == 0, check.stderr
+    proc = subprocess.Popen(["nginx", "-c", str(root / "nginx.conf"), "-g", "daemon off;"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    base = f"https://127.0.0.1:{https}"
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            requests.get(base + "/healthz", verify=str(cert), timeout=2)
+            break
+        except requests.ConnectionError:
+            assert proc.poll() is None, proc.stderr.read().decode()
+            assert time.monotonic() < deadline, "nginx did not come up"
+            time.sleep(0.1)
+    yield {"https": base, "http": f"http://127.0.0.1:{http}", "ca": str(cert)}
+    proc.terminate()
+    proc.wait(timeout=15)
+
+
+def test_site_serves_the_api_over_tls(site_nginx):
+    health = requests.get(site_nginx["https"] + "/healthz", verify=site_nginx["ca"], timeout=10)
+    assert health.status_code == 200 and health.json() == {"status": "ok"}, health.text
+    assert health.headers["Content-Type"].startswith("application/json")
+    assert health.headers.get("X-Request-Id")
+    assert health.headers.get("Strict-Transport-Security")
+    login = requests.post(site_nginx["https"] + "/api/v1/auth/login", verify=site_nginx["ca"], timeout=10,
+                          json={"email": "nobody@example.com", "password": "not a password"})
+    assert login.status_code == 401, login.text
+    assert login.json()["error"]["code"] == "unauthorized"
+
+
+def test_site_answers_its_own_errors_as_contract_json(site_nginx):
+    cases = [
+        ("GET", "/nothing-here", None, 404, "not_found"),
+        ("POST", "/api/v1/todos", b"x" * (2 * 1024 * 1024), 413, "payload_too_large"),
+    ]
+    for method, path, body, status, code in cases:
+        r = requests.request(method, site_nginx["https"] + path, data=body, verify=site_nginx["ca"], timeout=10,
+                             headers={"Content-Type": "application/json"})
+        assert r.status_code == status, (path, r.status_code, r.text[:200])
+        assert r.headers["Content-Type"].startswith("application/json"), (path, r.headers)
+        assert json.loads(r.text)["error"]["code"] == code, (path, r.text)
+
+
+def test_site_answers_an_oversized_http2_body_with_json(site_nginx, tmp_path):
+    body = tmp_path / "big.json"
+    body.write_bytes(b"x" * (2 * 1024 * 1024))
+    out = subprocess.run(["curl", "-s", "--cacert", site_nginx["ca"], "--http2", "-o", "-", "-w", "\\n%{http_version} %{http_code} %{content_type}",
+                          "-X", "POST", "-H", "Content-Type: application/json", "--data-binary", f"@{body}",
+                          site_nginx["https"] + "/api/v1/todos"], capture_output=True, text=True, timeout=30)
+    text, _, meta = out.stdout.rpartition("\n")
+    version, status, ctype = (meta.split() + ["", "", ""])[:3]
+    assert (version, status) == ("2", "413"), out.stdout[-300:] + out.stderr
+    assert ctype.startswith("application/json") and json.loads(text)["error"]["code"] == "payload_too_large", text[:300]
+
+
+def test_site_redirects_plain_http(site_nginx):
+    r = requests.get(site_nginx["http"] + "/api/v1/tags?x=1", allow_redirects=False, timeout=10)
+    assert r.status_code == 308
+    assert r.headers["Location"].startswith("https://") and r.headers["Location"].endswith("/api/v1/tags?x=1")
+
+
+# --------------------------------------------------------------------------- socket activation
+
+def test_socket_activation_serves_from_the_passed_socket(conf, tmp_path):
+    binary = conf["TODOSYNC_BIN"]
+    help_text = subprocess.run([binary, "serve", "--help"], capture_output=True, text=True, timeout=30).stdout
+    if "--listen-fd" not in help_text:
+        pytest.skip("this todosync has no LISTEN_FDS support yet (serve --listen-fd: the scale-out branch)")
+    if not shutil.which("systemd-socket-activate"):
+        pytest.skip("systemd-socket-activate (Debian's systemd package) is not installed")
+    unit = (REPO_ROOT / "scripts/systemd/todosync@.service").read_text()
+    exec_start = re.search(r"^ExecStart=/usr/local/bin/todosync (.*)$", unit, re.M).group(1).split()
+    sock = tmp_path / "responder.sock"
+    env = db_env(conf)
+
+    def activate():
+        # Like the unit's Environment=: systemd-socket-activate passes only what -E names.
+        setenv = [arg for key, value in env.items() for arg in ("-E", f"{key}={value}")]
+        return subprocess.Popen(["systemd-socket-activate", "-l", str(sock), *setenv, binary, *exec_start],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+
+    def wait_for_socket():
+        deadline = time.monotonic() + 10
+        while not sock.exists():
+            assert time.monotonic() < deadline, "systemd-socket-activate did not open the socket"
+            time.sleep(0.05)
+
+    first = activate()
+    try:
+        wait_for_socket()
+        for _ in range(3):  # the first connection starts the responder; later ones reuse it
+            head, _, body = fastcgi_get(str(sock), "/healthz").partition(b"\r\n\r\n")
+            assert b"Status: 200" in head and b'"ok"' in body, head + body
+    finally:
+        os.killpg(first.pid, 15)
+        first.wait(timeout=20)

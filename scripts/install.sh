@@ -1,0 +1,153 @@
+#!/usr/bin/env bash
+# Installs TodoSync on a Debian host that already runs MariaDB and nginx (docs/OPERATIONS.md):
+#
+#   /usr/local/bin/todosync                         the release binary (static Swift runtime)
+#   /usr/local/share/todosync/Sql/                  migrations (todosync-migrate.service)
+#   /usr/local/share/doc/todosync/                  API.md, OPERATIONS.md, openapi.yaml
+#   /etc/todosync/todosync.env                      configuration, 0640 root:todosync (kept if present)
+#   /etc/systemd/system/todosync@.socket, todosync@.service, todosync-migrate.service,
+#     todosync-purge.service, todosync-purge.timer, and hardening.conf as the drop-in of
+#     todosync@.service.d/ and todosync-.service.d/
+#   /etc/nginx/sites-available/todosync (+ sites-enabled link)
+#
+# and then (not with --root): creates the `todosync` system user, the database and its account
+# (a generated password, only in todosync.env), applies the migrations, starts N responder
+# instances by socket activation and the daily purge timer, and reloads nginx.
+#
+# Usage: scripts/install.sh [options]
+#   --binary PATH        the todosync binary (default: build it with `scripts/stack.sh build`)
+#   --instances N        responder instances, each with its own socket (default 2)
+#   --server-name NAME   nginx server_name (default: this host's FQDN)
+#   --tls-cert PATH      certificate and key for nginx (default: Debian's snakeoil pair, from
+#   --tls-key PATH         the ssl-cert package; use real ones in production)
+#   --db-socket PATH     MariaDB's unix socket (default /run/mysqld/mysqld.sock)
+#   --root DIR           only write the files, under DIR (for packaging and tests): no user, no
+#                        database, no systemctl, no nginx reload
+set -euo pipefail
+
+REPO_ROOT=$(dirname "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")")
+BINARY=""
+INSTANCES=2
+SERVER_NAME=$(hostname -f 2>/dev/null || hostname)
+TLS_CERT=/etc/ssl/certs/ssl-cert-snakeoil.pem
+TLS_KEY=/etc/ssl/private/ssl-cert-snakeoil.key
+DB_SOCKET=/run/mysqld/mysqld.sock
+ROOT=""
+
+die() { echo "install.sh: $*" >&2; exit 1; }
+log() { echo "install.sh: $*"; }
+
+while (($#)); do
+    case $1 in
+        --binary) BINARY=$2; shift 2 ;;
+        --instances) INSTANCES=$2; shift 2 ;;
+        --server-name) SERVER_NAME=$2; shift 2 ;;
+        --tls-cert) TLS_CERT=$2; shift 2 ;;
+        --tls-key) TLS_KEY=$2; shift 2 ;;
+        --db-socket) DB_SOCKET=$2; shift 2 ;;
+        --root) ROOT=$(realpath -m "$2"); shift 2 ;;
+        -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+        *) die "unknown option $1 (see --help)" ;;
+    esac
+done
+[[ $INSTANCES =~ ^[1-9][0-9]?$ ]] || die "--instances must be 1..99"
+[[ -n $ROOT || $EUID -eq 0 ]] || die "run as root (or stage files with --root DIR)"
+
+if [[ -z $BINARY ]]; then
+    "$REPO_ROOT/scripts/stack.sh" build
+    BINARY=$(cd "$REPO_ROOT" && swift build -c release --show-bin-path)/todosync
+fi
+[[ -x $BINARY ]] || die "no executable binary at $BINARY"
+
+# --- files -------------------------------------------------------------------------------------
+SYSTEMD=$ROOT/etc/systemd/system
+install -d -m 0755 "$ROOT/usr/local/bin" "$ROOT/usr/local/share/todosync" "$ROOT/usr/local/share/doc/todosync" \
+    "$SYSTEMD/todosync@.service.d" "$SYSTEMD/todosync-.service.d" \
+    "$ROOT/etc/nginx/sites-available" "$ROOT/etc/nginx/sites-enabled"
+install -m 0755 "$BINARY" "$ROOT/usr/local/bin/todosync.new"
+mv -f "$ROOT/usr/local/bin/todosync.new" "$ROOT/usr/local/bin/todosync"   # atomic: running responders keep the old inode
+rm -rf "$ROOT/usr/local/share/todosync/Sql.new"
+cp -r "$REPO_ROOT/Sql" "$ROOT/usr/local/share/todosync/Sql.new"
+rm -rf "$ROOT/usr/local/share/todosync/Sql"
+mv "$ROOT/usr/local/share/todosync/Sql.new" "$ROOT/usr/local/share/todosync/Sql"
+install -m 0644 "$REPO_ROOT/docs/API.md" "$REPO_ROOT/docs/OPERATIONS.md" "$REPO_ROOT/openapi.yaml" \
+    "$ROOT/usr/local/share/doc/todosync/"
+for unit in todosync@.socket todosync@.service todosync-migrate.service todosync-purge.service todosync-purge.timer; do
+    install -m 0644 "$REPO_ROOT/scripts/systemd/$unit" "$SYSTEMD/$unit"
+done
+install -m 0644 "$REPO_ROOT/scripts/systemd/hardening.conf" "$SYSTEMD/todosync@.service.d/hardening.conf"
+install -m 0644 "$REPO_ROOT/scripts/systemd/hardening.conf" "$SYSTEMD/todosync-.service.d/hardening.conf"
+
+# The nginx site: one upstream server per instance socket.
+upstream=""
+for ((i = 1; i <= INSTANCES; i++)); do
+    upstream+="    server unix:/run/todosync/responder-$i.sock max_fails=0;"$'\n'
+done
+site=$(<"$REPO_ROOT/nginx/todosync-site.conf.template")
+site=${site//'${SERVER_NAME}'/$SERVER_NAME}
+site=${site//'${TLS_CERT}'/$TLS_CERT}
+site=${site//'${TLS_KEY}'/$TLS_KEY}
+site=${site//'${UPSTREAM_SERVERS}'/${upstream%$'\n'}}
+site=${site//'${AUTH_RATE}'/5}
+site=${site//'${AUTH_BURST}'/20}
+site=${site//'${ACCOUNT_CONCURRENCY}'/4}
+[[ $site != *'${'* ]] || die "nginx/todosync-site.conf.template has a placeholder install.sh does not fill"
+printf '%s\n' "$site" > "$ROOT/etc/nginx/sites-available/todosync"
+ln -sfn ../sites-available/todosync "$ROOT/etc/nginx/sites-enabled/todosync"
+
+# Configuration: written once; an existing file (with its password) is kept on upgrades.
+ENV_FILE=$ROOT/etc/todosync/todosync.env
+install -d -m 0755 "$ROOT/etc/todosync"
+new_password=""
+if [[ ! -f $ENV_FILE ]]; then
+    new_password=$(head -c 24 /dev/urandom | base64 | tr -d '/+=' | head -c 32)
+    umask 077
+    cat > "$ENV_FILE" <<EOF
+# TodoSync configuration (shell syntax; read by the todosync binary, TODOSYNC_CONFIG).
+# Every variable and its default: README "Configuration"; restart the responders after a change:
+#   systemctl restart 'todosync@*.service'
+TODOSYNC_DB_SOCKET=$DB_SOCKET
+TODOSYNC_DB_NAME=todosync
+TODOSYNC_DB_USER=todosync
+TODOSYNC_DB_PASSWORD=$new_password
+TODOSYNC_LOG_LEVEL=info
+TODOSYNC_TOMBSTONE_RETENTION_DAYS=90
+EOF
+    umask 022
+fi
+
+if [[ -n $ROOT ]]; then
+    log "files staged under $ROOT (no user, database or services touched)"
+    exit 0
+fi
+
+# --- host --------------------------------------------------------------------------------------
+getent group todosync >/dev/null || groupadd --system todosync
+getent passwd todosync >/dev/null ||
+    useradd --system --gid todosync --home-dir /nonexistent --no-create-home --shell /usr/sbin/nologin todosync
+chown root:todosync "$ENV_FILE"
+chmod 0640 "$ENV_FILE"
+
+if [[ -n $new_password ]]; then
+    log "creating the database and its account (password in $ENV_FILE only)"
+    mariadb --protocol=socket -uroot <<EOF
+CREATE DATABASE IF NOT EXISTS todosync CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci;
+CREATE USER IF NOT EXISTS 'todosync'@'localhost' IDENTIFIED BY '$new_password';
+ALTER USER 'todosync'@'localhost' IDENTIFIED BY '$new_password';
+GRANT ALL PRIVILEGES ON todosync.* TO 'todosync'@'localhost';
+EOF
+fi
+
+systemctl daemon-reload
+systemctl restart todosync-migrate.service          # applies pending migrations, fails loudly
+systemctl enable todosync-migrate.service todosync-purge.timer
+systemctl start todosync-purge.timer
+for ((i = 1; i <= INSTANCES; i++)); do
+    systemctl enable --now "todosync@$i.socket"
+    systemctl enable "todosync@$i.service"
+    # A rolling restart: one instance at a time, its socket keeps queueing meanwhile.
+    systemctl restart "todosync@$i.service"
+done
+nginx -t
+systemctl reload nginx
+log "installed $("$ROOT/usr/local/bin/todosync" --version): https://$SERVER_NAME/healthz"
