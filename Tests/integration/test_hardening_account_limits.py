@@ -32,8 +32,7 @@ def stack_env() -> dict[str, str]:
 def limited_nginx(stack_cmd, tmp_path):
     """A second nginx in front of the test stack's responders, with 2 requests per token."""
     test_env = stack_env()
-    http_port = int(test_env["TODOSYNC_HTTP_PORT"]) + 9
-    https_port = int(test_env["TODOSYNC_HTTPS_PORT"]) + 9
+    http_port, https_port = tsapi.free_port(), tsapi.free_port()
     state = tmp_path / "state"
     env = {k: v for k, v in os.environ.items() if not k.startswith("TODOSYNC_")}
     env.update(TODOSYNC_CONFIG="/dev/null", TODOSYNC_STATE_DIR=str(state), TODOSYNC_HTTP_PORT=str(http_port),

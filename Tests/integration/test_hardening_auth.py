@@ -125,8 +125,7 @@ def test_nginx_own_429_carries_retry_after():
 @pytest.fixture
 def redirecting_nginx(tmp_path):
     """A second nginx rendered by stack.sh with TODOSYNC_HTTP_REDIRECT, on spare ports."""
-    http_port = int(os.environ.get("TODOSYNC_TEST_HTTP_PORT", "18080")) + 7
-    https_port = int(os.environ.get("TODOSYNC_TEST_HTTPS_PORT", "18443")) + 7
+    http_port, https_port = tsapi.free_port(), tsapi.free_port()
     started = []
 
     def start(mode: str | None, address: str = "127.0.0.1"):

@@ -309,6 +309,13 @@ class Api:
         return [assert_todo(t) for t in body["items"]]
 
 
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing uses right now (for a second nginx in a test)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 # --------------------------------------------------------------------------- auth helpers
 
 # Auth answers 429 when the address's nginx bucket is empty and, at once, when every password-hash
