@@ -61,7 +61,7 @@ def toolchain_root() -> Path:
 def db_env(conf: dict[str, str]) -> dict[str, str]:
     env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "TODOSYNC_CONFIG": "/dev/null", "TODOSYNC_LOG_LEVEL": "warning"}
     for key in ("TODOSYNC_DB_SOCKET", "TODOSYNC_DB_HOST", "TODOSYNC_DB_PORT", "TODOSYNC_DB_USER",
-                "TODOSYNC_DB_PASSWORD", "TODOSYNC_DB_NAME"):
+                "TODOSYNC_DB_PASSWORD", "TODOSYNC_DB_PASSWORD_FILE", "TODOSYNC_DB_NAME"):
         if conf.get(key):
             env[key] = conf[key]
     return env
