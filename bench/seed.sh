@@ -98,27 +98,56 @@ fi
 tag_expr="NULL"
 ((T > 0)) && tag_expr="IF(k.seq % 5 = 0, NULL, $(tag_of_index "(1 + (k.seq * 7) % $T)"))"
 todo_uuid=$(uuid_of "MD5(CONCAT('todo-$SALT-', u.seq, '-', k.seq))")
-for ((lo = 1; lo <= U; lo += chunk_users)); do
-    hi=$((lo + chunk_users - 1)); ((hi > U)) && hi=$U
+# todos LO HI COUNT ID_EXPR TAG_EXPR: COUNT todos for each of the users LO..HI.
+todos() {
+    local lo=$1 hi=$2 n=$3 id=$4 tag=$5
     sql+="
 INSERT INTO todos (id, user_id, client_id, client_key, title, raw, is_important, is_life, tag_id, difficulty,
                    estimated_time, deadline, is_completed, version, created_at, updated_at)
 SELECT x.id, x.uid, x.cid, x.cid, x.title, x.title, x.imp, x.life, x.tag, x.diff, x.est, x.deadline, x.done,
        x.version, x.created, x.created + INTERVAL (x.k % 5000) SECOND FROM (
-  SELECT $todo_id AS id, u.seq AS uid, k.seq AS k, $T + k.seq AS version,
+  SELECT $id AS id, u.seq AS uid, k.seq AS k, $T + k.seq AS version,
          IF(k.seq % 4 = 0, NULL, $todo_uuid) AS cid,
          CONCAT(ELT(1 + k.seq % 12, 'Write report', 'Call the bank', 'Gym', 'Read chapter', 'Groceries',
                     'Review pull request', 'Plan the week', 'Water plants', 'Pay rent', 'Email Ada',
                     'Dentist appointment', 'Practise piano'), ' ', k.seq) AS title,
-         k.seq % 7 = 0 AS imp, k.seq % 3 = 0 AS life, $tag_expr AS tag,
+         k.seq % 7 = 0 AS imp, k.seq % 3 = 0 AS life, $tag AS tag,
          k.seq % 6 AS diff, (k.seq % 13) * 15 AS est,
-         DATE('$START') + INTERVAL FLOOR((k.seq - 1) * $D / $N) DAY AS deadline,
+         DATE('$START') + INTERVAL FLOOR((k.seq - 1) * $D / $n) DAY AS deadline,
          k.seq % 10 < 6 AS done,
-         TIMESTAMP(DATE('$START') + INTERVAL FLOOR((k.seq - 1) * $D / $N) DAY)
+         TIMESTAMP(DATE('$START') + INTERVAL FLOOR((k.seq - 1) * $D / $n) DAY)
            - INTERVAL (k.seq % 3) DAY + INTERVAL (7 * 3600 + (k.seq * 7919) % 50000) SECOND
            + INTERVAL (k.seq % 1000) * 1000 MICROSECOND AS created
-    FROM seq_${lo}_to_${hi} u JOIN seq_1_to_${N} k) x;"
+    FROM seq_${lo}_to_${hi} u JOIN seq_1_to_${n} k) x;"
+}
+for ((lo = 1; lo <= U; lo += chunk_users)); do
+    hi=$((lo + chunk_users - 1)); ((hi > U)) && hi=$U
+    todos "$lo" "$hi" "$N" "$todo_id" "$tag_expr"
 done
+
+# One more user, U+1, with BIG records in all (BENCH_BIG_USER_RECORDS; T tags, a stat a day, the
+# rest todos) for the "first full pull of a big user" figure. Not among the users wrk picks from.
+BIG=${BENCH_BIG_USER_RECORDS:-0}
+BIG_TODOS=$((BIG - T - D))
+if ((BIG > 0 && BIG_TODOS > 0)); then
+    B=$((U + 1))
+    sql+="
+INSERT INTO users (id, email, email_key, password_hash, change_seq, created_at)
+VALUES ($B, 'bench$B@example.com', 'bench$B@example.com', 'x', $T + $BIG_TODOS, TIMESTAMP('$START') - INTERVAL 60 DAY);
+INSERT INTO auth_tokens (token_hash, user_id, created_at, expires_at)
+VALUES (UNHEX(SHA2(CONCAT('bench-$SALT-', $B), 256)), $B, NOW(3), NOW(3) + INTERVAL 30 DAY);"
+    if ((T > 0)); then
+        sql+="
+INSERT INTO tags (id, user_id, client_id, client_key, name, color, version, created_at, updated_at)
+SELECT $U * $T + k.seq, $B, NULL, NULL, CONCAT('Big ', k.seq), '#123456', k.seq, NOW(3), NOW(3) FROM seq_1_to_${T} k;"
+    fi
+    big_tag="NULL"
+    ((T > 0)) && big_tag="IF(k.seq % 5 = 0, NULL, $U * $T + 1 + (k.seq * 7) % $T)"
+    todos "$B" "$B" "$BIG_TODOS" "$U * $N + k.seq" "$big_tag"
+    U_ALL=$B
+else
+    U_ALL=$U
+fi
 db <<<"$sql"
 db <<<"SET GLOBAL innodb_flush_log_at_trx_commit = 1;"
 t1=$(now_ms)
@@ -128,14 +157,15 @@ echo "seed: rows inserted in $(((t1 - t0) / 1000)).$(printf '%03d' $(((t1 - t0) 
 if ((BENCH_SEED_JOBS <= 1)); then
     TODOSYNC_LOG_LEVEL=warning "$TODOSYNC_BIN" recompute-stats </dev/null >/dev/null
 else
-    seq 1 "$U" | TODOSYNC_LOG_LEVEL=warning xargs -P "$BENCH_SEED_JOBS" -n 1 "$TODOSYNC_BIN" recompute-stats --user >/dev/null
+    seq 1 "$U_ALL" | TODOSYNC_LOG_LEVEL=warning xargs -P "$BENCH_SEED_JOBS" -n 1 "$TODOSYNC_BIN" recompute-stats --user >/dev/null
 fi
 t2=$(now_ms)
 stats=$(db <<<"SELECT COUNT(*) FROM daily_stats")
 echo "seed: recompute-stats: $stats daily stats in $(((t2 - t1) / 1000)).$(printf '%03d' $(((t2 - t1) % 1000))) s" >&2
-# The change feed of the rows loaded by SQL (the stats pass wrote only the stats' rows).
-seq 1 "$U" | TODOSYNC_LOG_LEVEL=warning xargs -P "$BENCH_SEED_JOBS" -n 20 sh -c \
-    'for u in "$@"; do "$0" rebuild-feed --user "$u" || exit 255; done' "$TODOSYNC_BIN" >/dev/null
+# The change feed of the rows loaded by SQL (the stats pass wrote only the stats' rows). One
+# process, users in turn: rebuilds of neighbouring users in parallel deadlock on the gap locks of
+# their `DELETE ... WHERE user_id = ?`.
+TODOSYNC_LOG_LEVEL=warning "$TODOSYNC_BIN" rebuild-feed </dev/null >/dev/null
 t2b=$(now_ms)
 echo "seed: rebuild-feed in $(((t2b - t2) / 1000)).$(printf '%03d' $(((t2b - t2) % 1000))) s" >&2
 db <<<"ANALYZE TABLE users, auth_tokens, tags, todos, daily_stats, sync_feed;" >/dev/null

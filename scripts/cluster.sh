@@ -46,6 +46,7 @@
 #                                                (each bearer token always to the same responder host)
 #   TODOSYNC_ENABLE_TEST_HOOKS   0               1: responders get --enable-test-hooks
 #   TODOSYNC_AUTH_RATE / _BURST  100 / 200       as in stack.sh
+#   TODOSYNC_ACCOUNT_CONCURRENCY 4               as in stack.sh (requests in flight per token)
 #   TODOSYNC_BIN                 release build   the responder binary
 #
 # Needs root (namespaces). Every process is started by this script and stopped by pid; `down`
@@ -71,6 +72,7 @@ export PATH="$PATH:/usr/local/sbin:/usr/sbin:/sbin"
 : "${TODOSYNC_ENABLE_TEST_HOOKS:=0}"
 : "${TODOSYNC_AUTH_RATE:=100}"
 : "${TODOSYNC_AUTH_BURST:=200}"
+: "${TODOSYNC_ACCOUNT_CONCURRENCY:=4}"
 : "${TODOSYNC_BIN:=}"
 : "${TODOSYNC_LOG_LEVEL:=info}"
 
@@ -462,9 +464,9 @@ render_front_conf() {
         [NGINX_WORKERS]=2
         [NGINX_DIR]=$dir
         [LOG_DIR]=$LOG_DIR
-        [LISTEN_ADDRESS]=unix
-        [HTTP_PORT]="$SOCK_DIR/front-http.sock proxy_protocol"
-        [HTTPS_PORT]="$SOCK_DIR/front-https.sock proxy_protocol"
+        [LISTEN_ADDRESS]=127.0.0.1
+        [HTTP_PORT]=$TODOSYNC_CLUSTER_HTTP_PORT
+        [HTTPS_PORT]=$TODOSYNC_CLUSTER_HTTPS_PORT
         [TLS_CERT]=$TLS_DIR/cert.pem
         [TLS_KEY]=$TLS_DIR/key.pem
         [FASTCGI_PARAMS]=/etc/nginx/fastcgi_params
@@ -472,12 +474,22 @@ render_front_conf() {
         [AUTH_RATE]=$TODOSYNC_AUTH_RATE
         [AUTH_BURST]=$TODOSYNC_AUTH_BURST
         [BENCH_LOCATIONS]=""
+        # The front is reached through the host-side stream proxy on loopback: no HTTPS redirect.
+        [HTTP_REDIRECT]=0
+        [HTTPS_REDIRECT_PORT]=$TODOSYNC_CLUSTER_HTTPS_PORT
+        [ACCOUNT_CONCURRENCY]=$TODOSYNC_ACCOUNT_CONCURRENCY
     )
     local text key
     text=$(<"$REPO_ROOT/nginx/todosync.conf.template")
     for key in "${!vals[@]}"; do text=${text//"\${$key}"/"${vals[$key]}"}; done
     [[ $text =~ \$\{[A-Z_]+\} ]] && die "unknown placeholder ${BASH_REMATCH[0]} in the nginx template"
-    # The client address comes from the PROXY protocol header of the host-side stream proxy.
+    # The template's listeners become the front's unix sockets (the ports stay in the text for
+    # redirects: they are what clients see on the edge), and the client address comes from the
+    # PROXY protocol header of the host-side stream proxy.
+    local http_listen="listen 127.0.0.1:$TODOSYNC_CLUSTER_HTTP_PORT " https_listen="listen 127.0.0.1:$TODOSYNC_CLUSTER_HTTPS_PORT "
+    [[ $text == *"$http_listen"* && $text == *"$https_listen"* ]] || die "the nginx template's listen lines changed: update render_front_conf"
+    text=${text//"$http_listen"/"listen unix:$SOCK_DIR/front-http.sock proxy_protocol "}
+    text=${text//"$https_listen"/"listen unix:$SOCK_DIR/front-https.sock proxy_protocol "}
     text=${text/"server_name localhost;"/$'server_name localhost;\n        set_real_ip_from unix:;\n        real_ip_header proxy_protocol;'}
     printf '%s\n' "$text" >"$dir/nginx.conf"
     cat >"$STATE/edge.conf" <<EOF
@@ -548,7 +560,8 @@ cmd_up() {
     rm -rf "$STATE" "$SOCK_DIR"
     mkdir -p "$LOG_DIR" "$PID_DIR" "$SOCK_DIR"
     chmod 755 "$STATE" "$SOCK_DIR"
-    trap 'log "up failed: tearing down"; cmd_down >/dev/null 2>&1 || true' ERR
+    # `die` exits: tear down whatever was built on any failure, not only on ERR.
+    trap 'log "up failed: tearing down"; cmd_down >/dev/null 2>&1 || true' EXIT
     net_up
     nodes_up
     db_setup
@@ -556,7 +569,7 @@ cmd_up() {
     for ((n = 1; n <= APPS; n++)); do cmd_app_start "$n"; done
     nginx_up
     wait_healthy
-    trap - ERR
+    trap - EXIT
     log "up in $((SECONDS - t0)) s: $NODES Galera node(s), $APPS responder host(s) x $TODOSYNC_CLUSTER_WORKERS workers"
     echo "$HTTP_BASE"
 }
@@ -616,7 +629,11 @@ EOF
 cmd_test() {
     local python=$1 rc=0
     shift
-    cmd_up >"$STATE.up.log" 2>&1 || { cat "$STATE.up.log" >&2; return 1; }
+    # in a subshell: `die` inside `up` exits only that, and this function still reports it
+    if ! (cmd_up) >"$STATE.up.log" 2>&1; then
+        cat "$STATE.up.log" >&2
+        return 1
+    fi
     tail -n 3 "$STATE.up.log" >&2
     trap 'cmd_down >/dev/null 2>&1 || true' EXIT
     trap 'exit 130' INT TERM
@@ -627,7 +644,7 @@ cmd_test() {
         for v in TODOSYNC_CLUSTER_STATE_DIR TODOSYNC_CLUSTER_NODES TODOSYNC_CLUSTER_APPS TODOSYNC_CLUSTER_WORKERS \
             TODOSYNC_CLUSTER_HTTP_PORT TODOSYNC_CLUSTER_HTTPS_PORT TODOSYNC_CLUSTER_NET TODOSYNC_CLUSTER_PREFIX \
             TODOSYNC_CLUSTER_SYNC_WAIT TODOSYNC_CLUSTER_ROUTING TODOSYNC_ENABLE_TEST_HOOKS TODOSYNC_AUTH_RATE \
-            TODOSYNC_AUTH_BURST TODOSYNC_BIN TODOSYNC_LOG_LEVEL; do
+            TODOSYNC_AUTH_BURST TODOSYNC_ACCOUNT_CONCURRENCY TODOSYNC_BIN TODOSYNC_LOG_LEVEL; do
             printf 'export %s=%q\n' "$v" "${!v}"
         done
         printf 'exec %q "$@"\n' "$SELF"

@@ -893,6 +893,7 @@ render_nginx_conf() {
         [AUTH_BURST]=$TODOSYNC_AUTH_BURST
         [BENCH_LOCATIONS]=${bench%$'\n'}
         [HTTP_REDIRECT]=$redirect
+        [HTTPS_REDIRECT_PORT]=$TODOSYNC_HTTPS_PORT
         [ACCOUNT_CONCURRENCY]=$TODOSYNC_ACCOUNT_CONCURRENCY
     )
     local text key

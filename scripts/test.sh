@@ -335,6 +335,8 @@ fi
 # --- short cluster scenario (scripts/cluster.sh) -------------------------------------------------
 if [[ ${TODOSYNC_TEST_SKIP_CLUSTER:-0} == 1 ]]; then
     note "cluster short" "skipped (TODOSYNC_TEST_SKIP_CLUSTER)" 0
+elif ((EUID != 0)); then
+    note "cluster short" "skipped (network namespaces need root)" 0
 else
     step "cluster deps" 600 "$REPO_ROOT/scripts/cluster.sh" deps
     cluster_suite short

@@ -53,6 +53,10 @@ final class RequestSlot {
             _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
             _ = setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &readTimeout, socklen_t(MemoryLayout<timeval>.size))
             _ = setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &writeTimeout, socklen_t(MemoryLayout<timeval>.size))
+            // On TCP listeners, as libfcgi's own accept did: no Nagle delay between a response's
+            // records (fails harmlessly on unix sockets).
+            var noDelay: Int32 = 1
+            _ = setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &noDelay, socklen_t(MemoryLayout<Int32>.size))
             request.pointee.ipcFd = fd
             // FCGX_Accept_r first finishes "the current request": keepConnection stops that from
             // closing the connection just handed over. The request's own flag replaces it.

@@ -54,8 +54,8 @@ struct Worker: Sendable {
                 continue
             }
             failures = 0
-            // Checked on every request, not only after an accept here: when a kept connection
-            // has ended, libfcgi accepts the next connection inside the same FCGX_Accept_r.
+            // Checked on every request, a kept connection's next one included (RequestSlot
+            // accepts connections itself; libfcgi never does).
             if !allowedPeers.allowsPeer(of: slot.connectionFD) {
                 logger.warning("FastCGI connection from a peer outside the allow-list closed unanswered")
                 slot.closeConnection()

@@ -1,8 +1,8 @@
 import MariaDB
 import TodoSyncCore
 
-/// Column values written from a `RowCursor` straight into JSON bytes (the shared pieces of
-/// `TodoRowJSON` and `DailyStatRowJSON`).
+/// Column values written from a `RowCursor` straight into JSON bytes (the pieces of
+/// `DailyStatRowJSON`, and the splice of stored JSON).
 enum RowJSON {
     // Each helper writes `null` for NULL; the schema makes the non-nullable columns NOT NULL.
     // Three column shapes (integer, bytes, date-time), each with the writer of its JSON form.
@@ -90,77 +90,6 @@ enum RowJSON {
             }
         }
         if let failure { throw failure }
-    }
-}
-
-/// Rows of `SQL.Todos.columns` written straight from the bind buffers into response JSON, with no
-/// `Todo`, `String` or `DatabaseValue` in between: the hot path of `GET /todos` and of pull pages,
-/// where turning each column into a Swift value and then into JSON cost about as much again as
-/// the JSON itself. The output is byte for byte what `Todo.write(to:)` and the pull's tombstone
-/// writer produce for `Todo(row:)` of the same row (`TodoRowJSONTests` holds them to it).
-enum TodoRowJSON {
-    /// Column positions in `SQL.Todos.columns`.
-    private enum Column {
-        static let id = 0, clientID = 1, title = 2, raw = 3, isImportant = 4, isLife = 5, tagID = 6
-        static let difficulty = 7, estimatedTime = 8, deadline = 9, isCompleted = 10, version = 11
-        static let createdAt = 12, updatedAt = 13, deletedAt = 14
-    }
-
-    /// True when the row is a tombstone.
-    static func isDeleted(_ row: RowCursor) -> Bool { !row.isNull(Column.deletedAt) }
-
-    /// The row's tag id, if any.
-    static func tagID(_ row: RowCursor) throws(DatabaseError) -> Int64? { try row.int64(Column.tagID) }
-
-    /// Writes the row as the next value of `writer`: the contract's Todo object, or with
-    /// `asTombstone` the tombstone object.
-    static func write(_ row: RowCursor, asTombstone: Bool = false, to writer: inout JSONWriter) throws(DatabaseError) {
-        try RowJSON.write(to: &writer) { bytes throws(DatabaseError) in
-            if asTombstone { try appendTombstone(row, to: &bytes) } else { try appendRecord(row, to: &bytes) }
-        }
-    }
-
-    /// Appends the contract's Todo object.
-    static func appendRecord(_ row: RowCursor, to bytes: inout [UInt8]) throws(DatabaseError) {
-        JSONWriter.appendLiteral(#"{"id":"#, to: &bytes)
-        try RowJSON.appendInteger(row, Column.id, to: &bytes)
-        JSONWriter.appendLiteral(#","clientId":"#, to: &bytes)
-        try RowJSON.appendText(row, Column.clientID, to: &bytes)
-        JSONWriter.appendLiteral(#","title":"#, to: &bytes)
-        try RowJSON.appendText(row, Column.title, to: &bytes)
-        JSONWriter.appendLiteral(#","raw":"#, to: &bytes)
-        try RowJSON.appendText(row, Column.raw, to: &bytes)
-        JSONWriter.appendLiteral(#","isImportant":"#, to: &bytes)
-        try RowJSON.appendBool(row, Column.isImportant, to: &bytes)
-        JSONWriter.appendLiteral(#","isLife":"#, to: &bytes)
-        try RowJSON.appendBool(row, Column.isLife, to: &bytes)
-        JSONWriter.appendLiteral(#","tagId":"#, to: &bytes)
-        try RowJSON.appendInteger(row, Column.tagID, to: &bytes)
-        JSONWriter.appendLiteral(#","difficulty":"#, to: &bytes)
-        try RowJSON.appendInteger(row, Column.difficulty, to: &bytes)
-        JSONWriter.appendLiteral(#","estimatedTime":"#, to: &bytes)
-        try RowJSON.appendInteger(row, Column.estimatedTime, to: &bytes)
-        JSONWriter.appendLiteral(#","deadline":"#, to: &bytes)
-        try RowJSON.appendDay(row, Column.deadline, to: &bytes)
-        JSONWriter.appendLiteral(#","isCompleted":"#, to: &bytes)
-        try RowJSON.appendBool(row, Column.isCompleted, to: &bytes)
-        JSONWriter.appendLiteral(",", to: &bytes)
-        try RowJSON.appendSyncFieldsAndClose(
-            row, version: Column.version, createdAt: Column.createdAt, updatedAt: Column.updatedAt,
-            deletedAt: Column.deletedAt, to: &bytes)
-    }
-
-    /// Appends the contract's tombstone object: `{"id","clientId","version","deletedAt"}`.
-    static func appendTombstone(_ row: RowCursor, to bytes: inout [UInt8]) throws(DatabaseError) {
-        JSONWriter.appendLiteral(#"{"id":"#, to: &bytes)
-        try RowJSON.appendInteger(row, Column.id, to: &bytes)
-        JSONWriter.appendLiteral(#","clientId":"#, to: &bytes)
-        try RowJSON.appendText(row, Column.clientID, to: &bytes)
-        JSONWriter.appendLiteral(#","version":"#, to: &bytes)
-        try RowJSON.appendInteger(row, Column.version, to: &bytes)
-        JSONWriter.appendLiteral(#","deletedAt":"#, to: &bytes)
-        try RowJSON.appendTimestamp(row, Column.deletedAt, to: &bytes)
-        JSONWriter.appendLiteral("}", to: &bytes)
     }
 }
 

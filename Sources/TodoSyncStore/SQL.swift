@@ -121,15 +121,6 @@ enum SQL {
             id, client_id, title, raw, is_important, is_life, tag_id, difficulty, estimated_time, deadline, \
             is_completed, version, created_at, updated_at, deleted_at
             """
-        /// Live todos with deadlines in [from, to] of the token's user, in the contract's order;
-        /// the order is exactly the index `todos_user_day_order`, so no filesort.
-        /// Parameters: token hash, now, from, to.
-        static let listLiveInRangeForToken = """
-            SELECT \(qualified(columns, "t")) FROM \(tokenJoin) todos t FORCE INDEX (todos_user_day_order)
-                ON t.user_id = a.user_id
-             WHERE \(tokenCondition) AND t.deleted_at IS NULL AND t.deadline BETWEEN ? AND ?
-             ORDER BY t.deadline, t.is_important DESC, t.created_at DESC, t.title, t.id
-            """
         static let liveByID = """
             SELECT \(columns) FROM todos WHERE id = ? AND user_id = ? AND deleted_at IS NULL
             """
@@ -174,7 +165,7 @@ enum SQL {
         /// `inputsForDay` for a batch of dates, with the date first.
         static let inputsForDays = """
             SELECT t.deadline, t.is_completed, t.is_life, t.difficulty, t.estimated_time, t.tag_id, g.name, g.color
-              FROM todos t FORCE INDEX (todos_user_day_order)
+              FROM todos t FORCE INDEX (todos_user_day)
               LEFT JOIN tags g ON g.id = t.tag_id AND g.user_id = t.user_id
              WHERE t.user_id = ? AND t.deleted_at IS NULL AND t.deadline IN (\(daySlots))
             """
@@ -184,10 +175,10 @@ enum SQL {
         static let liveByDay = """
             SELECT \(columns) FROM daily_stats WHERE user_id = ? AND day = ? AND deleted_at IS NULL
             """
-        /// Live stats of the token's user from `from` to `to`, by day (index order, no filesort).
-        /// Parameters: token hash, now, from, to.
+        /// Live stats of the token's user from `from` to `to`, by day: a range read of the primary
+        /// key (user_id, day), no lookup per row, no filesort. Parameters: token hash, now, from, to.
         static let liveInRangeForToken = """
-            SELECT \(qualified(columns, "s")) FROM \(tokenJoin) daily_stats s FORCE INDEX (daily_stats_user_day)
+            SELECT \(qualified(columns, "s")) FROM \(tokenJoin) daily_stats s FORCE INDEX (PRIMARY)
                 ON s.user_id = a.user_id
              WHERE \(tokenCondition) AND s.day BETWEEN ? AND ? AND s.deleted_at IS NULL
              ORDER BY s.day
@@ -304,13 +295,14 @@ enum SQL {
 
         /// Live parent tags by id that changed after the page's start and that the pulling device
         /// did not change itself, `Pull.parentTagBatch` ids per query (unused slots repeat an id).
-        /// Parameters: user, position, device (0 for none), ids. Columns: version, body.
+        /// Parameters: user, position, device (0 for none), ids. Columns: version, body. By the
+        /// record key: left to itself the optimizer walks the user's whole feed after the position
+        /// on the primary key (measured: 5,440 rows read per page instead of 64 lookups).
         static let parentTags = """
-            SELECT version, body FROM sync_feed
+            SELECT version, body FROM sync_feed FORCE INDEX (sync_feed_record)
              WHERE user_id = ? AND kind = 1 AND version > ? AND deleted_at IS NULL
                AND (device IS NULL OR device <> ?)
                AND record_id IN (\(Array(repeating: "?", count: Pull.parentTagBatch).joined(separator: ", ")))
-             ORDER BY version
             """
 
         /// Every feed row of a user (check-feed). Columns: kind, record_id, version, deleted_at,
@@ -372,7 +364,7 @@ enum SQL {
         static let allUserIDs = "SELECT id FROM users ORDER BY id"
         /// Every date that has a live todo or a stat row (live or tombstone) for the user.
         static let daysOfUser = """
-            SELECT DISTINCT deadline FROM todos FORCE INDEX (todos_user_day_order)
+            SELECT DISTINCT deadline FROM todos FORCE INDEX (todos_user_day)
              WHERE user_id = ? AND deleted_at IS NULL
             UNION
             SELECT day FROM daily_stats WHERE user_id = ?

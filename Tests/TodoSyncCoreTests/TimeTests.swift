@@ -24,6 +24,10 @@ final class TimeTests: XCTestCase {
         XCTAssertEqual(time.rfc3339, "2026-11-21T09:30:00.123Z")
         XCTAssertEqual(time.databaseText, "2026-11-21 09:30:00.123")
         XCTAssertEqual(Timestamp(millisecondsSinceEpoch: 5).rfc3339, "1970-01-01T00:00:00.005Z")
+        XCTAssertEqual(Timestamp(millisecondsSinceEpoch: -1).rfc3339, "1969-12-31T23:59:59.999Z")
+        XCTAssertEqual(Timestamp(millisecondsSinceEpoch: 1_709_208_000_000).databaseText, "2024-02-29 12:00:00.000")
+        XCTAssertEqual(Timestamp(millisecondsSinceEpoch: 253_402_300_799_999).rfc3339, "9999-12-31T23:59:59.999Z")
+        XCTAssertEqual(Timestamp(millisecondsSinceEpoch: 946_684_799_000).rfc3339, "1999-12-31T23:59:59.000Z")
     }
 
     func testDatabaseTextToRFC3339() {

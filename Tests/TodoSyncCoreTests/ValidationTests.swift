@@ -81,6 +81,20 @@ final class ValidationTests: XCTestCase {
         }
     }
 
+    func testEmailsAreNFCAndAtSignsAreCountedInScalars() throws {
+        // "é" decomposed (e + U+0301) and precomposed are one email, stored precomposed.
+        XCTAssertEqual(CredentialsInput.emailKey("Jos\u{65}\u{301}@x.io"), "jos\u{e9}@x.io")
+        var decomposed = try reader(#"{"email": "jos\#u{65}\#u{301}@x.io", "password": "long enough"}"#)
+        XCTAssertEqual(try CredentialsInput.parseForRegister(&decomposed).email, "jos\u{e9}@x.io")
+        var login = try reader(#"{"email": "JOS\#u{45}\#u{301}@x.io", "password": "x"}"#)
+        XCTAssertEqual(try CredentialsInput.parseForLogin(&login).email, "JOS\u{c9}@x.io")
+        // A combining mark after an @ makes one grapheme cluster, but it is still a second @.
+        var hidden = try reader(#"{"email": "a@\#u{301}b@c.io", "password": "long enough"}"#)
+        XCTAssertThrowsError(try CredentialsInput.parseForRegister(&hidden)) {
+            XCTAssertEqual(self.fields(of: $0), ["email"])
+        }
+    }
+
     func testIfMatchForms() {
         XCTAssertTrue(IfMatch(header: "\"7\"")!.matches(7))
         XCTAssertTrue(IfMatch(header: "7")!.matches(7))
