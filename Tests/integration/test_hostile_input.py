@@ -144,7 +144,7 @@ def bearer(api: tsapi.Api) -> dict:
 # --------------------------------------------------------------------------- schemathesis
 
 FUZZ_EXAMPLES = int(os.environ.get("TODOSYNC_TEST_FUZZ_EXAMPLES", "40"))
-FUZZ_TIMEOUT_S = 100
+FUZZ_TIMEOUT_S = int(os.environ.get("TODOSYNC_TEST_FUZZ_TIMEOUT", "300"))  # a bound for a run that hangs, not a speed target: ~80 s on a loaded box
 # Checks left out, each because it flags behaviour the contract prescribes:
 # - positive_data_acceptance: schema-valid data is still rejected by rules a schema cannot say
 #   (tagId must be one of the user's live tags, ids must exist, to - from <= 365 days, ...).
