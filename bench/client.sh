@@ -27,7 +27,10 @@ WORK=$TODOSYNC_STATE_DIR/client
 command -v /usr/bin/time >/dev/null || apt-get install -y -qq time >/dev/null
 
 "$STACK" deps >/dev/null
-[[ ${CLIENT_BENCH_SKIP_BUILD:-0} == 1 ]] || "$STACK" build
+if [[ ${CLIENT_BENCH_SKIP_BUILD:-0} != 1 ]]; then
+    "$STACK" build
+    swift build -c release --product todosync-client --quiet
+fi
 CLIENT=$(swift build -c release --show-bin-path)/todosync-client
 trap '"$STACK" down >/dev/null 2>&1 || true' EXIT
 "$STACK" down >/dev/null 2>&1 || true
