@@ -16,11 +16,8 @@ struct CheckFeed: ParsableCommand {
     var show: Int = 20
 
     func run() throws {
-        let environment = Environment()
-        let logger = bootstrapLogging(environment)
-        MariaDBLibrary.initialize()
-        let store = Store(connection: Connection(configuration: try environment.database))
-        let users = try user.map { [$0] } ?? store.allUserIDs()
+        let run = try MaintenanceRun(user: user)
+        let (logger, store, users) = (run.logger, run.store, run.users)
         var problems = 0
         for userID in users {
             for problem in try store.checkFeed(userID: userID) {
@@ -44,11 +41,8 @@ struct RebuildFeed: ParsableCommand {
     var user: Int64?
 
     func run() throws {
-        let environment = Environment()
-        let logger = bootstrapLogging(environment)
-        MariaDBLibrary.initialize()
-        let store = Store(connection: Connection(configuration: try environment.database))
-        let users = try user.map { [$0] } ?? store.allUserIDs()
+        let run = try MaintenanceRun(user: user)
+        let (logger, store, users) = (run.logger, run.store, run.users)
         var rows = 0
         for userID in users { rows += try store.rebuildFeed(userID: userID) }
         logger.info("feed rebuilt", metadata: ["users": "\(users.count)", "rows": "\(rows)"])

@@ -12,12 +12,9 @@ struct RecomputeStats: ParsableCommand {
     var user: Int64?
 
     func run() throws {
-        let environment = Environment()
-        let logger = bootstrapLogging(environment)
-        MariaDBLibrary.initialize()
-        let store = Store(connection: Connection(configuration: try environment.database))
+        let run = try MaintenanceRun(user: user)
+        let (logger, store, users) = (run.logger, run.store, run.users)
         var days = 0
-        let users = try user.map { [$0] } ?? store.allUserIDs()
         for userID in users { days += try store.recomputeDailyStats(userID: userID) }
         logger.info("daily stats recomputed", metadata: ["users": "\(users.count)", "dates": "\(days)"])
     }
