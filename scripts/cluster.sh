@@ -515,8 +515,15 @@ nginx_up() {
     log "front: nginx in $FRONT_NS ($FRONT_IP), upstream of $APPS responder host(s) ($TODOSYNC_CLUSTER_ROUTING)"
     spawn_in "$FRONT_NS" "$LOG_DIR/front.out" nginx -p "$STATE/front/" -c "$STATE/front/nginx.conf" -e "$LOG_DIR/front-error.log"
     log "edge: 127.0.0.1:$TODOSYNC_CLUSTER_HTTP_PORT/$TODOSYNC_CLUSTER_HTTPS_PORT -> front"
-    nginx -p "$STATE/" -c "$STATE/edge.conf" -e "$LOG_DIR/edge-error.log" </dev/null >>"$LOG_DIR/edge.out" 2>&1 9>&- ||
-        die "edge nginx failed to start"
+    # The front ports may lie in the ephemeral range, where a passing outgoing connection can hold
+    # the number for a moment: retry the bind a few times before giving up.
+    local attempt
+    for attempt in 1 2 3 4 5 6 7 8 9 10; do
+        nginx -p "$STATE/" -c "$STATE/edge.conf" -e "$LOG_DIR/edge-error.log" </dev/null >>"$LOG_DIR/edge.out" 2>&1 9>&- && return 0
+        log "edge: could not bind 127.0.0.1:$TODOSYNC_CLUSTER_HTTP_PORT/$TODOSYNC_CLUSTER_HTTPS_PORT (attempt $attempt), retrying"
+        sleep 1
+    done
+    die "edge nginx failed to start (log: $LOG_DIR/edge-error.log)"
 }
 
 edge_pid() {
