@@ -37,6 +37,7 @@ extension Connection {
             do {
                 let result = try work(statement)
                 touch()
+                if inTransaction { try checkTransactionStillOpen(sql: sql) }
                 return result
             } catch {
                 if error.isConnectionError {
@@ -71,8 +72,12 @@ extension Connection {
     }
 
     /// Runs a fixed control statement (BEGIN, COMMIT, ROLLBACK, SAVEPOINT, SET) as plain text.
-    /// Connection errors drop the connection (and doom an active transaction).
-    func runControlStatement(_ sql: String) throws(DatabaseError) {
+    /// Connection errors drop the connection (and doom an active transaction). For statements
+    /// that keep the transaction open (`keepsTransaction`: SAVEPOINT, RELEASE / ROLLBACK TO
+    /// SAVEPOINT), a transaction the server ended
+    /// on its own dooms it like a deadlock (see ``checkTransactionStillOpen(sql:)``); so does
+    /// 1305 "SAVEPOINT does not exist", which is how such a loss shows at a savepoint statement.
+    func runControlStatement(_ sql: String, keepsTransaction: Bool = false) throws(DatabaseError) {
         guard let handle else {
             throw .client(UInt32(CR_SERVER_GONE_ERROR), "Not connected", sql: sql)
         }
@@ -82,8 +87,39 @@ extension Connection {
             touch()
         } catch {
             if error.isConnectionError { connectionLost(error, startedAt: started) }
+            if keepsTransaction, error.code == DatabaseError.savepointDoesNotExist, case .active = transaction {
+                throw transactionLostByServer(sql: sql, reason: error.message)
+            }
             throw error
         }
+        if keepsTransaction, case .active = transaction { try checkTransactionStillOpen(sql: sql) }
+    }
+
+    /// Inside ``inTransaction(maxAttempts:_:)``: throws (and dooms the transaction) when the
+    /// server's status flags of the last exchange say that no transaction is open any more.
+    ///
+    /// A Galera node rolls a local transaction back when a replicated write conflicts with it
+    /// (a "brute force abort"). When that happens while the client is between statements, the
+    /// next statement should fail with 1213, but MariaDB 10.11 lets a prepared statement
+    /// (COM_STMT_EXECUTE) through without that error (seen under node failures: a RELEASE
+    /// SAVEPOINT then failed with 1305, and statements of the rolled-back transaction had run
+    /// as autocommit statements, outside the user's lock). Checking SERVER_STATUS_IN_TRANS
+    /// after every statement costs nothing (the flags come with every OK/EOF packet) and turns
+    /// that into the deadlock it is: the whole transaction runs again.
+    func checkTransactionStillOpen(sql: String) throws(DatabaseError) {
+        guard let handle, handle.pointee.server_status & UInt32(SERVER_STATUS_IN_TRANS) == 0 else { return }
+        throw transactionLostByServer(sql: sql, reason: "no transaction open after the statement")
+    }
+
+    /// Dooms the active transaction with a deadlock error (1213) that says why, and returns it.
+    private func transactionLostByServer(sql: String, reason: String) -> DatabaseError {
+        let error = DatabaseError(
+            code: DatabaseError.deadlock, sqlState: "40001",
+            message: "The server ended the transaction without reporting it (\(reason)); it is run again",
+            sql: sql, isConnectFailure: false)
+        TransactionRetryStatistics.recordSilentRollback()
+        transaction = .doomed(error)
+        return error
     }
 
     func preparedStatement(for sql: String) throws(DatabaseError) -> Statement {

@@ -105,7 +105,7 @@ extension Connection {
         savepointDepth += 1
         defer { savepointDepth -= 1 }
         let name = "s\(savepointDepth)"
-        try runControlStatement("SAVEPOINT \(name)")
+        try runControlStatement("SAVEPOINT \(name)", keepsTransaction: true)
         let value: T
         do {
             value = try body()
@@ -113,12 +113,12 @@ extension Connection {
             if case .active = transaction {
                 // A failure here dooms the transaction if the connection dropped; the body's
                 // error is the one to report either way.
-                try? runControlStatement("ROLLBACK TO SAVEPOINT \(name)")
+                try? runControlStatement("ROLLBACK TO SAVEPOINT \(name)", keepsTransaction: true)
             }
             throw error
         }
         if case .doomed(let error) = transaction { throw error }
-        try runControlStatement("RELEASE SAVEPOINT \(name)")
+        try runControlStatement("RELEASE SAVEPOINT \(name)", keepsTransaction: true)
         return value
     }
 

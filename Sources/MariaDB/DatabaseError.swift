@@ -67,6 +67,7 @@ public struct DatabaseError: Error, Sendable, CustomStringConvertible {
     static let lockWaitTimeout: UInt32 = 1205
     static let unknownStatementHandler: UInt32 = 1243
     static let serverGoneAway: UInt32 = 2006
+    static let savepointDoesNotExist: UInt32 = 1305
 
     /// Codes after which the connection is unusable (client 2xxx) or was closed by the server.
     static let connectionErrorCodes: Set<UInt32> = [

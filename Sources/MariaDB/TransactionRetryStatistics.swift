@@ -20,6 +20,10 @@ public enum TransactionRetryStatistics {
         public var lockWaitTimeouts: Int = 0
         /// Runs repeated after the connection was lost before COMMIT.
         public var connectionLosses: Int = 0
+        /// Transactions the server rolled back without reporting it to the statement that
+        /// followed (a Galera brute-force abort while the client was between statements), noticed
+        /// by the status flags; each is also counted as a deadlock when its run is repeated.
+        public var silentRollbacks: Int = 0
         /// Transactions that still failed after their last attempt with one of the causes above.
         public var givenUp: Int = 0
 
@@ -29,7 +33,7 @@ public enum TransactionRetryStatistics {
 
         public var description: String {
             "deadlocks=\(deadlocks) certification_failures=\(certificationFailures) "
-                + "duplicate_key_conflicts=\(duplicateKeyConflicts) lock_wait_timeouts=\(lockWaitTimeouts) connection_losses=\(connectionLosses) given_up=\(givenUp)"
+                + "duplicate_key_conflicts=\(duplicateKeyConflicts) lock_wait_timeouts=\(lockWaitTimeouts) silent_rollbacks=\(silentRollbacks) connection_losses=\(connectionLosses) given_up=\(givenUp)"
         }
     }
 
@@ -37,6 +41,10 @@ public enum TransactionRetryStatistics {
 
     /// The counts since the process started.
     public static var current: Counts { counts.withLock { $0 } }
+
+    static func recordSilentRollback() {
+        counts.withLock { $0.silentRollbacks += 1 }
+    }
 
     static func record(_ error: DatabaseError, atCommit: Bool, retried: Bool) {
         counts.withLock { counts in

@@ -97,6 +97,40 @@ final class TransactionTests: XCTestCase {
         XCTAssertEqual(try balances(), [1, 100])
     }
 
+    /// A transaction that the server ends on its own between two statements (a Galera node's
+    /// brute-force abort of a local transaction, which MariaDB 10.11 does not always report to
+    /// the next prepared statement) must not go on as autocommit statements: the statements
+    /// after the loss would be applied one by one, outside the transaction and its locks, and
+    /// COMMIT would "succeed". Simulated here by a ROLLBACK the Connection does not know about:
+    /// the whole body must run again, and its effects land together, exactly once.
+    func testTransactionEndedByTheServerIsRunAgainAsAWhole() throws {
+        var runs = 0
+        try db.inTransaction {
+            runs += 1
+            try db.execute("UPDATE tx_accounts SET balance = balance - 30 WHERE id = 1")
+            if runs == 1 { try db.execute("ROLLBACK") }  // the server ends the transaction
+            try db.execute("UPDATE tx_accounts SET balance = balance + 30 WHERE id = 2")
+        }
+        XCTAssertEqual(runs, 2)
+        XCTAssertEqual(try balances(), [70, 130])  // without the check: [100, 130]
+    }
+
+    /// The same loss noticed at a savepoint statement (RELEASE SAVEPOINT answers 1305 "does not
+    /// exist" once the transaction is gone) is a retried deadlock too, not a failure.
+    func testTransactionEndedByTheServerInsideASavepointIsRunAgain() throws {
+        var runs = 0
+        try db.inTransaction {
+            runs += 1
+            try db.inSavepoint {
+                try db.execute("UPDATE tx_accounts SET balance = balance - 30 WHERE id = 1")
+                if runs == 1 { try db.execute("ROLLBACK") }  // the server ends the transaction
+            }
+            try db.execute("UPDATE tx_accounts SET balance = balance + 30 WHERE id = 2")
+        }
+        XCTAssertEqual(runs, 2)
+        XCTAssertEqual(try balances(), [70, 130])
+    }
+
     func testLockWaitTimeoutIsRetried() throws {
         let configuration = try TestDatabase.configuration(lockWaitTimeoutSeconds: 1)
         let holder = Connection(configuration: configuration)
