@@ -109,12 +109,32 @@ enum SQL {
             .joined(separator: ", ")
     }
 
-    /// The hot list reads check the bearer token in the same statement: `auth_tokens` is read as
-    /// a constant table (primary-key lookup on the hash) joined to the user's rows, saving the
-    /// separate token round trip. No rows means no records *or* a bad token; only then is the
-    /// token checked on its own. Parameters start with token hash, now.
-    static let tokenJoin = "auth_tokens a JOIN"
-    static let tokenCondition = "a.token_hash = ? AND a.expires_at > ?"
+    /// How a hot list read names its user (`Authentication`): by id, or by a bearer token checked
+    /// in the same statement, `auth_tokens` read as a constant table (primary-key lookup on the
+    /// hash) joined to the user's rows, which saves the separate token round trip. With a token,
+    /// no rows means no records *or* a bad token; only then is the token checked on its own.
+    enum ReadOwner {
+        /// Parameters start with the user id.
+        case user
+        /// Parameters start with token hash, now.
+        case token
+
+        /// The FROM clause over `table` (with its alias and hints), `alias` being its alias.
+        func from(_ table: String, alias: String) -> String {
+            switch self {
+            case .user: table
+            case .token: "auth_tokens a JOIN \(table) ON \(alias).user_id = a.user_id"
+            }
+        }
+
+        /// The WHERE condition that picks the owner's rows.
+        func condition(alias: String) -> String {
+            switch self {
+            case .user: "\(alias).user_id = ?"
+            case .token: "a.token_hash = ? AND a.expires_at > ?"
+            }
+        }
+    }
 
     enum Todos {
         static let columns = """
@@ -175,14 +195,17 @@ enum SQL {
         static let liveByDay = """
             SELECT \(columns) FROM daily_stats WHERE user_id = ? AND day = ? AND deleted_at IS NULL
             """
-        /// Live stats of the token's user from `from` to `to`, by day: a range read of the primary
-        /// key (user_id, day), no lookup per row, no filesort. Parameters: token hash, now, from, to.
-        static let liveInRangeForToken = """
-            SELECT \(qualified(columns, "s")) FROM \(tokenJoin) daily_stats s FORCE INDEX (PRIMARY)
-                ON s.user_id = a.user_id
-             WHERE \(tokenCondition) AND s.day BETWEEN ? AND ? AND s.deleted_at IS NULL
+        /// Live stats of the owner's user from `from` to `to`, by day: a range read of the primary
+        /// key (user_id, day), no lookup per row, no filesort. Parameters: the owner's, from, to.
+        static func liveInRange(_ owner: ReadOwner) -> String {
+            """
+            SELECT \(qualified(columns, "s")) FROM \(owner.from("daily_stats s FORCE INDEX (PRIMARY)", alias: "s"))
+             WHERE \(owner.condition(alias: "s")) AND s.day BETWEEN ? AND ? AND s.deleted_at IS NULL
              ORDER BY s.day
             """
+        }
+        static let liveInRangeForUser = liveInRange(.user)
+        static let liveInRangeForToken = liveInRange(.token)
         static let insert = """
             INSERT INTO daily_stats (user_id, day, todo_count, completed_count, productivity_hundredths, balance_num,
                                      center_x_hundredths, center_y_hundredths, tag_stats, version, created_at,
@@ -234,14 +257,17 @@ enum SQL {
         static let replaceOne = replace(rows: 1)
         static let delete = "DELETE FROM todo_list WHERE user_id = ? AND id = ?"
         static let deleteOfUser = "DELETE FROM todo_list WHERE user_id = ?"
-        /// The token's user's list rows with deadlines from the third to the fourth parameter, in
-        /// the contract's order: the primary key's order, one range read. Parameters: token hash,
-        /// now, from, to.
-        static let bodiesInRangeForToken = """
-            SELECT l.body FROM \(tokenJoin) todo_list l ON l.user_id = a.user_id
-             WHERE \(tokenCondition) AND l.deadline BETWEEN ? AND ?
+        /// The owner's list rows with deadlines from `from` to `to`, in the contract's order: the
+        /// primary key's order, one range read. Parameters: the owner's, from, to.
+        static func bodiesInRange(_ owner: ReadOwner) -> String {
+            """
+            SELECT l.body FROM \(owner.from("todo_list l", alias: "l"))
+             WHERE \(owner.condition(alias: "l")) AND l.deadline BETWEEN ? AND ?
              ORDER BY l.deadline, l.is_important DESC, l.created_at DESC, l.title_key, l.id
             """
+        }
+        static let bodiesInRangeForUser = bodiesInRange(.user)
+        static let bodiesInRangeForToken = bodiesInRange(.token)
         /// Every list row of a user (check-feed). Columns: id, deadline, is_important,
         /// created_at, title_key, body.
         static let ofUser = """

@@ -3,7 +3,7 @@ import TodoSyncCore
 
 extension Store {
     /// Creates one todo per quick-add line, all in one transaction: either every line is created
-    /// or (on a 422) none is. Tags are matched against the user's live tags, case-insensitively.
+    /// or (on a validation error) none is. Tags are matched against the user's live tags, case-insensitively.
     public func quickAdd(userID: Int64, text: String, deadline: Day) throws -> [Todo] {
         try write(userID: userID) { transaction in
             var tagsByName: [String: Int64] = [:]

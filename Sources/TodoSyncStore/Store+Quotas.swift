@@ -4,7 +4,7 @@ import TodoSyncCore
 extension Store {
     /// Charges a write request to the account's budgets before it runs: `operations` write
     /// operations this clock hour (`StoreConfiguration.quotaOperationsPerHour`) and, when
-    /// `creates` > 0, room for that many more live records (`quotaRecords`). 429 `rate_limited`
+    /// `creates` > 0, room for that many more live records (`quotaRecords`). `throttled`
     /// with `Retry-After` when either is used up (the hour's rest, or an hour for records, which
     /// only deletes free). Per-account overrides: `users.quota_*`.
     public func chargeQuota(userID: Int64, operations: Int, creates: Int) throws {
@@ -15,13 +15,13 @@ extension Store {
         try guarded {
             guard let limits = try db.queryOne(SQL.Quotas.limits, [
                 .int(Int64(configuration.quotaRecords)), .int(Int64(configuration.quotaOperationsPerHour)), .int(userID),
-            ]) else { throw APIError.unauthorized }
+            ]) else { throw DomainError.unauthenticated }
             let recordQuota = limits.int64(0)!, operationQuota = limits.int64(1)!
             if creates > 0 {
                 let live = try db.queryOne(SQL.Quotas.liveRecords, [.int(userID), .int(userID)])?.int64(0) ?? 0
                 if live + Int64(creates) > recordQuota {
-                    throw APIError.rateLimited(
-                        "This account has reached its quota of \(recordQuota) records; delete some first.",
+                    throw DomainError.throttled(
+                        message: "This account has reached its quota of \(recordQuota) records; delete some first.",
                         retryAfterSeconds: 3600)
                 }
             }
@@ -32,8 +32,8 @@ extension Store {
             ])
             if charged.affectedRows == 0 {
                 let left = (hourStart.millisecondsSinceEpoch + hourMilliseconds - now.millisecondsSinceEpoch + 999) / 1000
-                throw APIError.rateLimited(
-                    "This account has reached its quota of \(operationQuota) write operations per hour.",
+                throw DomainError.throttled(
+                    message: "This account has reached its quota of \(operationQuota) write operations per hour.",
                     retryAfterSeconds: left)
             }
         }

@@ -98,20 +98,20 @@ extension Store {
         return result
     }
 
-    /// A live tag of the transaction's user, or 404.
+    /// A live tag of the transaction's user, or `notFound`.
     func liveTag(id: Int64, in transaction: WriteTransaction) throws -> Tag {
         guard let row = try db.queryOne(SQL.Tags.liveByID, [.int(id), .int(transaction.userID)]) else {
-            throw APIError.notFound
+            throw DomainError.notFound
         }
         return Tag(row: row)
     }
 
-    /// 412 with the current record unless `ifMatch` is absent or matches its version.
+    /// `versionMismatch` with the current record unless `ifMatch` is absent or matches its version.
     func check<Record: PushRecord>(_ ifMatch: IfMatch?, current: Record) throws {
         guard let ifMatch, !ifMatch.matches(current.version) else { return }
         var writer = JSONWriter()
         current.write(to: &writer)
-        throw APIError.versionMismatch(current: writer.bytes, version: current.version)
+        throw DomainError.versionMismatch(current: writer.bytes, version: current.version)
     }
 }
 

@@ -2,18 +2,6 @@ import MariaDB
 import TodoSyncCore
 
 extension Store {
-    /// The body of `GET /todos`: `{"items": [...]}` with the live todos of the bearer `token`'s
-    /// user whose deadlines lie from `from` to `to` inclusive, in the contract's order, written
-    /// straight from the rows. 401 when the token is unknown, revoked or expired.
-    /// The records are `todo_list`'s, rendered at write time: the read copies bytes.
-    public func listTodosBody(token: String, from: Day, to: Day) throws -> [UInt8] {
-        try itemsBodyOfTokenRead(SQL.TodoList.bodiesInRangeForToken, token: token, [.day(from), .day(to)]) {
-            row, items throws(DatabaseError) in try RowJSON.write(to: &items) { bytes throws(DatabaseError) in
-                try RowJSON.appendStoredJSON(row, 0, to: &bytes)
-            }
-        }
-    }
-
     /// One live todo of the user, or nil.
     public func todo(userID: Int64, id: Int64) throws -> Todo? {
         try guarded { try db.queryOne(SQL.Todos.liveByID, [.int(id), .int(userID)]).map(Todo.init(row:)) }
@@ -103,19 +91,19 @@ extension Store {
         return result
     }
 
-    /// A live todo of the transaction's user, or 404.
+    /// A live todo of the transaction's user, or `notFound`.
     func liveTodo(id: Int64, in transaction: WriteTransaction) throws -> Todo {
         guard let row = try db.queryOne(SQL.Todos.liveByID, [.int(id), .int(transaction.userID)]) else {
-            throw APIError.notFound
+            throw DomainError.notFound
         }
         return Todo(row: row)
     }
 
-    /// 422 unless `tagID` is nil or one of the user's live tags.
+    /// A validation error unless `tagID` is nil or one of the user's live tags.
     func requireLiveTag(_ tagID: Int64?, in transaction: WriteTransaction) throws {
         guard let tagID else { return }
         guard try db.queryOne(SQL.Tags.isLive, [.int(tagID), .int(transaction.userID)]) != nil else {
-            throw APIError.validation(field: "tagId", "must be null or the id of one of your tags")
+            throw DomainError.validation(field: "tagId", "must be null or the id of one of your tags")
         }
     }
 }

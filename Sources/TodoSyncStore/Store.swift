@@ -21,14 +21,14 @@ public final class Store {
         try guarded { _ = try db.query(SQL.Health.ping) }
     }
 
-    /// Runs `body`, turning database outages into `APIError.unavailable` (503). Other database
+    /// Runs `body`, turning database outages into `DomainError.unavailable`. Other database
     /// errors stay as they are and become a logged 500.
     @discardableResult
     func guarded<T>(_ body: () throws -> T) throws -> T {
         do {
             return try body()
         } catch let error as DatabaseError where error.isConnectionError || error.isRetryableTransactionError {
-            throw APIError.unavailable
+            throw DomainError.unavailable
         }
     }
 
@@ -37,7 +37,7 @@ public final class Store {
         try guarded {
             try db.inTransaction {
                 guard let locked = try db.queryOne(SQL.Users.lockForWrite, [.int(userID)]) else {
-                    throw APIError.unauthorized
+                    throw DomainError.unauthenticated
                 }
                 let transaction = WriteTransaction(db: db, userID: userID, now: Timestamp.now(),
                                                    changeSequence: locked.int64(0)!)

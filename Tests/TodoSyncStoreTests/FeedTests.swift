@@ -92,7 +92,7 @@ final class FeedTests: XCTestCase {
         try db.execute("DELETE FROM sync_feed WHERE user_id = ?", [.int(userID)])
         try db.execute("INSERT INTO sync_feed_backfill (user_id) VALUES (?)", [.int(userID)])
         XCTAssertThrowsError(try store.pull(userID: userID, cursor: nil, limit: 10)) {
-            XCTAssertEqual(($0 as? APIError)?.status, 503)
+            XCTAssertEqual($0 as? DomainError, .unavailable)
         }
         XCTAssertGreaterThanOrEqual(try store.backfillQueuedFeeds(), 1)
         XCTAssertEqual(try store.checkFeed(userID: userID).map(\.description), [])

@@ -66,10 +66,10 @@ final class RowJSONTests: XCTestCase {
 
     func testListBodyIsTheContractShapeInOrder() throws {
         let ids = try seedTodos()
-        let body = try store.listTodosBody(token: token, from: day, to: day)
-        let parsed = try JSONParser.parse(body)
-        guard case .object(let object) = parsed, case .array(let items)? = object["items"]
-        else { return XCTFail("not {\"items\": [...]}: \(String(decoding: body, as: UTF8.self))") }
+        let body = try store.todoList(.token(token), from: day, to: day)
+        XCTAssertEqual(try store.todoList(.user(userID), from: day, to: day), body, "by user id or by token: the same list")
+        guard case .array(let items) = try JSONParser.parse(body)
+        else { return XCTFail("not a JSON array: \(String(decoding: body, as: UTF8.self))") }
         // The tombstone is not listed; important first, then newest first (all created in one
         // millisecond at most, so ties fall to title, then id).
         let listed = items.compactMap { item -> Int64? in
@@ -89,7 +89,7 @@ final class RowJSONTests: XCTestCase {
                 if ka != kb { return ka.lexicographicallyPrecedes(kb) }
                 return a.id < b.id
             }
-        XCTAssertEqual(body, itemsBody(reference) { $0.write(to: &$1) })
+        XCTAssertEqual(itemsBody(body), itemsBody(reference) { $0.write(to: &$1) })
     }
 
     /// Stats with a tag breakdown, balances in all three bands, fractional and negative centers,
@@ -124,35 +124,36 @@ final class RowJSONTests: XCTestCase {
         XCTAssertEqual(checked, 5, "the seeded day and four April days")
         XCTAssertEqual(tombstones, 1)
 
-        let body = try store.dailyStatsBody(token: token, from: days[0], to: days[3])
-        let reference = try db.query(
-            SQL.DailyStats.liveInRangeForToken, store.tokenParameters(token) + [.day(days[0]), .day(days[3])]
-        ).map(DailyStat.init(row:))
+        let body = try store.dailyStatList(.token(token), from: days[0], to: days[3])
+        XCTAssertEqual(try store.dailyStatList(.user(userID), from: days[0], to: days[3]), body)
+        let reference = try db.query(SQL.DailyStats.liveInRangeForUser, [.int(userID), .day(days[0]), .day(days[3])])
+            .map(DailyStat.init(row:))
         XCTAssertEqual(reference.count, 3)
-        XCTAssertEqual(String(decoding: body, as: UTF8.self), String(decoding: itemsBody(reference) { $0.write(to: &$1) }, as: UTF8.self))
+        XCTAssertEqual(String(decoding: itemsBody(body), as: UTF8.self), String(decoding: itemsBody(reference) { $0.write(to: &$1) }, as: UTF8.self))
     }
 
     func testEmptyListIsAnEmptyArray() throws {
-        let body = try store.listTodosBody(token: token, from: day, to: day)
-        XCTAssertEqual(String(decoding: body, as: UTF8.self), #"{"items":[]}"#)
-        XCTAssertEqual(String(decoding: try store.dailyStatsBody(token: token, from: day, to: day), as: UTF8.self), #"{"items":[]}"#)
+        for owner in [Authentication.token(token), .user(userID)] {
+            XCTAssertEqual(String(decoding: try store.todoList(owner, from: day, to: day), as: UTF8.self), "[]")
+            XCTAssertEqual(String(decoding: try store.dailyStatList(owner, from: day, to: day), as: UTF8.self), "[]")
+        }
     }
 
-    /// The list reads check the token in their own statement: a bad token is a 401 whether or not
+    /// The list reads given a token check it in their own statement: a bad token is `unauthenticated` whether or not
     /// the user has records in the range, and never shows them.
     func testListsRejectUnknownAndExpiredTokens() throws {
         _ = try seedTodos()
         XCTAssertNotEqual(
-            String(decoding: try store.dailyStatsBody(token: token, from: day, to: day), as: UTF8.self), #"{"items":[]}"#,
+            String(decoding: try store.dailyStatList(.token(token), from: day, to: day), as: UTF8.self), "[]",
             "a stat exists for the day")
         let expired = try addToken(expiresInSeconds: -1)
         for bad in [expired, "no-such-token", ""] {
             for range in [(day, day), (emptyDay, emptyDay)] {
-                XCTAssertThrowsError(try store.listTodosBody(token: bad, from: range.0, to: range.1)) {
-                    XCTAssertEqual($0 as? APIError, .unauthorized)
+                XCTAssertThrowsError(try store.todoList(.token(bad), from: range.0, to: range.1)) {
+                    XCTAssertEqual($0 as? DomainError, .unauthenticated)
                 }
-                XCTAssertThrowsError(try store.dailyStatsBody(token: bad, from: range.0, to: range.1)) {
-                    XCTAssertEqual($0 as? APIError, .unauthorized)
+                XCTAssertThrowsError(try store.dailyStatList(.token(bad), from: range.0, to: range.1)) {
+                    XCTAssertEqual($0 as? DomainError, .unauthenticated)
                 }
             }
         }
@@ -184,4 +185,9 @@ enum StoreTestDatabase {
         try bootstrap.execute("CREATE DATABASE IF NOT EXISTS `\(name)` CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci")
         return ConnectionConfiguration(unixSocket: socket, user: user, password: password, database: name)
     }
+}
+
+/// `{"items": <array>}`, as the API wraps a list the store rendered.
+private func itemsBody(_ array: [UInt8]) -> [UInt8] {
+    Array(#"{"items":"#.utf8) + array + Array("}".utf8)
 }

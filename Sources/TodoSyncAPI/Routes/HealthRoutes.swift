@@ -5,14 +5,25 @@ import TodoSyncCore
 
 extension Application {
     func registerHealthRoutes() {
-        router.add("GET", "/healthz") { [options] context in
-            if options.enableTestHooks, let delay = context.request.query["delay_ms"].flatMap(Int.init),
-               (1...10_000).contains(delay) {
+        guard !options.enableTestHooks else { return registerTestHookRoutes() }
+        router.add("GET", "/healthz") { context in
+            try context.store.ping()
+            return .json(200, Array(#"{"status":"ok"}"#.utf8))
+        }
+    }
+
+    /// The test and benchmark routes, registered only when the binary runs with test hooks on
+    /// (`ApplicationOptions.enableTestHooks`); without them these paths are 404 `no_route` and
+    /// the hooks' query parameters mean nothing.
+    private func registerTestHookRoutes() {
+        // `/healthz` with the lifecycle tests' hooks: `delay_ms` waits before answering,
+        // `die_mid_body_ms` kills the responder mid-body.
+        router.add("GET", "/healthz") { context in
+            if let delay = context.request.query["delay_ms"].flatMap(Int.init), (1...10_000).contains(delay) {
                 usleep(useconds_t(delay * 1000))
             }
             try context.store.ping()
-            if options.enableTestHooks, let delay = context.request.query["die_mid_body_ms"].flatMap(Int.init),
-               (1...1_000).contains(delay) {
+            if let delay = context.request.query["die_mid_body_ms"].flatMap(Int.init), (1...1_000).contains(delay) {
                 return Self.dieMidBody(afterMilliseconds: delay)
             }
             return .json(200, Array(#"{"status":"ok"}"#.utf8))

@@ -16,7 +16,7 @@ extension Application {
         }
         router.add("GET", "/api/v1/tags/:id") { context in
             let userID = try context.requireUser()
-            guard let tag = try context.store.tag(userID: userID, id: try context.id()) else { throw APIError.notFound }
+            guard let tag = try context.store.tag(userID: userID, id: try context.id()) else { throw DomainError.notFound }
             return .record(200, version: tag.version, write: tag.write)
         }
         router.add("PATCH", "/api/v1/tags/:id") { context in

@@ -3,9 +3,9 @@ import TodoSyncCore
 extension Application {
     func registerTodoRoutes() {
         router.add("GET", "/api/v1/todos") { context in
-            let token = try context.requireBearerToken()
+            let owner = try context.authenticationInRead()
             let (from, to) = try context.parseBeforeAuthentication { try DateRangeQuery.parse(context.request.query) }
-            return .json(200, try context.store.listTodosBody(token: token, from: from, to: to))
+            return .json(200, member: "items", try context.store.todoList(owner, from: from, to: to))
         }
         router.add("POST", "/api/v1/todos") { context in
             let userID = try context.requireUser()
@@ -28,7 +28,7 @@ extension Application {
         }
         router.add("GET", "/api/v1/todos/:id") { context in
             let userID = try context.requireUser()
-            guard let todo = try context.store.todo(userID: userID, id: try context.id()) else { throw APIError.notFound }
+            guard let todo = try context.store.todo(userID: userID, id: try context.id()) else { throw DomainError.notFound }
             return .record(200, version: todo.version, write: todo.write)
         }
         router.add("PATCH", "/api/v1/todos/:id") { context in
