@@ -137,25 +137,25 @@ enum SQL {
     }
 
     enum Todos {
-        static let columns = """
-            id, client_id, title, raw, is_important, is_life, tag_id, difficulty, estimated_time, deadline, \
-            is_completed, version, created_at, updated_at, deleted_at
-            """
+        /// `TodoColumn`'s columns, in its order (what `Todo(row:)` decodes).
+        static let columns = TodoColumn.selectList
         static let liveByID = """
             SELECT \(columns) FROM todos WHERE id = ? AND user_id = ? AND deleted_at IS NULL
             """
         static let byClientKey = """
             SELECT \(columns) FROM todos WHERE user_id = ? AND client_key = ?
             """
+        /// Parameters: user id, clientId, client key, `TodoColumn.contentValues`, version, created,
+        /// updated, device.
         static let insert = """
-            INSERT INTO todos (user_id, client_id, client_key, title, raw, is_important, is_life, tag_id, difficulty,
-                               estimated_time, deadline, is_completed, version, created_at, updated_at, changed_by_device)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            INSERT INTO todos (user_id, client_id, client_key, \(TodoColumn.contentNames), version, created_at,
+                               updated_at, changed_by_device)
+            VALUES (\(Array(repeating: "?", count: TodoColumn.content.count + 7).joined(separator: ", ")))
             """
+        /// Parameters: `TodoColumn.contentValues`, version, updated, device, id, user id.
         static let update = """
-            UPDATE todos SET title = ?, raw = ?, is_important = ?, is_life = ?, tag_id = ?, difficulty = ?,
-                             estimated_time = ?, deadline = ?, is_completed = ?, version = ?, updated_at = ?,
-                             deleted_at = NULL, changed_by_device = ?
+            UPDATE todos SET \(TodoColumn.content.map { "\($0.column.name) = ?" }.joined(separator: ", ")),
+                             version = ?, updated_at = ?, deleted_at = NULL, changed_by_device = ?
              WHERE id = ? AND user_id = ?
             """
         static let softDelete = """

@@ -110,7 +110,7 @@ extension Store {
             batch.add(FeedEntry(Tag(row: row), device: row.int64(8)))
         }
         for row in try db.query(SQL.Feed.todosOfUser, [.int(userID)]) {
-            batch.add(Todo(row: row), device: row.int64(15))
+            batch.add(Todo(row: row), device: row.int64(TodoColumn.allCases.count))  // changed_by_device follows
         }
         for row in try db.query(SQL.Feed.dailyStatsOfUser, [.int(userID)]) {
             batch.add(FeedEntry(DailyStat(row: row)))

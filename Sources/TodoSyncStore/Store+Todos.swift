@@ -21,18 +21,16 @@ extension Store {
         try requireLiveTag(draft.tagID, in: transaction)
         let version = transaction.nextVersion()
         let now = transaction.now
-        let inserted = try db.execute(SQL.Todos.insert, [
-            .int(userID), .optionalText(draft.clientID), .optionalText(clientKey), .text(draft.title), .text(draft.raw),
-            .bool(draft.isImportant), .bool(draft.isLife), .optionalInt(draft.tagID), .int(Int64(draft.difficulty)),
-            .int(Int64(draft.estimatedTime)), .day(draft.deadline), .bool(draft.isCompleted), .int(version),
-            .timestamp(now), .timestamp(now), .optionalInt(transaction.device),
-        ])
-        transaction.touch(draft.deadline)
-        let todo = Todo(
-            id: Int64(inserted.lastInsertID), clientID: draft.clientID, title: draft.title, raw: draft.raw,
+        var todo = Todo(
+            id: 0, clientID: draft.clientID, title: draft.title, raw: draft.raw,
             isImportant: draft.isImportant, isLife: draft.isLife, tagID: draft.tagID, difficulty: draft.difficulty,
             estimatedTime: draft.estimatedTime, deadline: draft.deadline, isCompleted: draft.isCompleted,
             version: version, createdAt: now.rfc3339, updatedAt: now.rfc3339, deletedAt: nil)
+        let inserted = try db.execute(SQL.Todos.insert, [.int(userID), .optionalText(draft.clientID), .optionalText(clientKey)]
+            + TodoColumn.contentValues(of: todo)
+            + [.int(version), .timestamp(now), .timestamp(now), .optionalInt(transaction.device)])
+        todo.id = Int64(inserted.lastInsertID)
+        transaction.touch(draft.deadline)
         transaction.changed(todo)
         return Created(record: todo, isNew: true)
     }
@@ -55,11 +53,9 @@ extension Store {
         result.deletedAt = nil
         result.version = transaction.nextVersion()
         result.updatedAt = transaction.now.rfc3339
-        try db.execute(SQL.Todos.update, [
-            .text(result.title), .text(result.raw), .bool(result.isImportant), .bool(result.isLife),
-            .optionalInt(result.tagID), .int(Int64(result.difficulty)), .int(Int64(result.estimatedTime)),
-            .day(result.deadline), .bool(result.isCompleted), .int(result.version), .timestamp(transaction.now),
-            .optionalInt(transaction.device), .int(current.id), .int(transaction.userID),
+        try db.execute(SQL.Todos.update, TodoColumn.contentValues(of: result) + [
+            .int(result.version), .timestamp(transaction.now), .optionalInt(transaction.device), .int(current.id),
+            .int(transaction.userID),
         ])
         transaction.touch(current.deadline)
         transaction.touch(result.deadline)
