@@ -8,25 +8,7 @@ import XCTest
 /// Push decides `rejected` by the kind of domain error: an operation's own fault (a record it
 /// names that does not exist, invalid data) rejects that operation alone and the others apply;
 /// an error of the request as a whole (the account gone) fails the push with that domain error.
-final class PushRejectionTests: XCTestCase {
-    private var db: Connection!
-    private var store: Store!
-    private var userID: Int64 = 0
-
-    override func setUpWithError() throws {
-        db = Connection(configuration: try StoreTestDatabase.configuration())
-        _ = try Migrator(connection: db, directory: StoreTestDatabase.sqlDirectory).run()
-        store = Store(connection: db)
-        let email = "push-\(UUID().uuidString.lowercased())@example.com"
-        userID = Int64(try db.execute(
-            "INSERT INTO users (email, email_key, password_hash, created_at) VALUES (?, ?, 'x', NOW(3))",
-            [.text(email), .text(email)]).lastInsertID)
-    }
-
-    override func tearDownWithError() throws {
-        db?.close()
-    }
-
+final class PushRejectionTests: StoreTestCase {
     private func push(_ json: String, userID: Int64? = nil) throws -> [[String: JSONValue]] {
         var reader = try FieldReader(try JSONParser.parse(Array(json.utf8)))
         let results = try store.push(userID: userID ?? self.userID, try PushRequest.parse(&reader))

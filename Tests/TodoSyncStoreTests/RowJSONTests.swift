@@ -10,23 +10,13 @@ import XCTest
 /// for `GET /daily-stats` must write exactly the bytes of the record path (`Todo(row:)` then
 /// `Todo.write(to:)`, likewise for stats), for every kind of value the records hold. Runs against
 /// the real schema (migrations from `Sql/`) and the real write path.
-final class RowJSONTests: XCTestCase {
-    private var db: Connection!
-    private var store: Store!
-    private var userID: Int64 = 0
+final class RowJSONTests: StoreTestCase {
     private var token = ""
     private let day = Day("2026-03-14")!
     private let emptyDay = Day("2026-03-15")!
 
     override func setUpWithError() throws {
-        let configuration = try StoreTestDatabase.configuration()
-        db = Connection(configuration: configuration)
-        _ = try Migrator(connection: db, directory: StoreTestDatabase.sqlDirectory).run()
-        store = Store(connection: db)
-        let email = "rowjson-\(UUID().uuidString.lowercased())@example.com"
-        userID = Int64(try db.execute(
-            "INSERT INTO users (email, email_key, password_hash, created_at) VALUES (?, ?, 'x', NOW(3))",
-            [.text(email), .text(email)]).lastInsertID)
+        try super.setUpWithError()
         token = try addToken(expiresInSeconds: 3600)
     }
 
@@ -37,10 +27,6 @@ final class RowJSONTests: XCTestCase {
             "INSERT INTO auth_tokens (token_hash, user_id, created_at, expires_at) VALUES (?, ?, NOW(3), NOW(3) + INTERVAL ? SECOND)",
             [.blob(BearerToken.hash(token)), .int(userID), .int(Int64(seconds))])
         return token
-    }
-
-    override func tearDownWithError() throws {
-        db?.close()
     }
 
     /// Todos covering every column shape: NULL and non-NULL clientId and tagId, escapes and
