@@ -3,13 +3,15 @@ import TodoSyncCore
 
 /// Row → model mappings for the column lists in `SQL`.
 extension Tag {
+    /// A row of `SQL.Tags.columns`, by `TagColumn` position.
     init(row: Row) {
+        typealias C = TagColumn
         self.init(
-            id: row.int64(0)!, clientID: row.string(1), name: row.string(2)!, color: row.string(3)!,
-            version: row.int64(4)!,
-            createdAt: Timestamp.rfc3339(fromDatabaseText: row.string(5)!),
-            updatedAt: Timestamp.rfc3339(fromDatabaseText: row.string(6)!),
-            deletedAt: row.string(7).map(Timestamp.rfc3339(fromDatabaseText:)))
+            id: row.int64(C.id.index)!, clientID: row.string(C.clientID.index), name: row.string(C.name.index)!,
+            color: row.string(C.color.index)!, version: row.int64(C.version.index)!,
+            createdAt: Timestamp.rfc3339(fromDatabaseText: row.string(C.createdAt.index)!),
+            updatedAt: Timestamp.rfc3339(fromDatabaseText: row.string(C.updatedAt.index)!),
+            deletedAt: row.string(C.deletedAt.index).map(Timestamp.rfc3339(fromDatabaseText:)))
     }
 }
 

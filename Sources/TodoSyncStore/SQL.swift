@@ -78,7 +78,8 @@ enum SQL {
     }
 
     enum Tags {
-        static let columns = "id, client_id, name, color, version, created_at, updated_at, deleted_at"
+        /// `TagColumn`'s columns, in its order (what `Tag(row:)` decodes).
+        static let columns = TagColumn.selectList
         static let listLive = """
             SELECT \(columns) FROM tags WHERE user_id = ? AND deleted_at IS NULL ORDER BY id
             """
@@ -89,13 +90,17 @@ enum SQL {
             SELECT \(columns) FROM tags WHERE user_id = ? AND client_key = ?
             """
         static let isLive = "SELECT 1 FROM tags WHERE id = ? AND user_id = ? AND deleted_at IS NULL"
+        /// Parameters: user id, clientId, client key, `TagColumn.contentValues`, version, created,
+        /// updated, device.
         static let insert = """
-            INSERT INTO tags (user_id, client_id, client_key, name, color, version, created_at, updated_at,
-                              changed_by_device)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+            INSERT INTO tags (user_id, client_id, client_key, \(TagColumn.contentNames), version, created_at,
+                              updated_at, changed_by_device)
+            VALUES (\(TagColumn.placeholders(contentPlus: 7)))
             """
+        /// Parameters: `TagColumn.contentValues`, version, updated, device, id, user id.
         static let update = """
-            UPDATE tags SET name = ?, color = ?, version = ?, updated_at = ?, deleted_at = NULL, changed_by_device = ?
+            UPDATE tags SET \(TagColumn.contentAssignments),
+                            version = ?, updated_at = ?, deleted_at = NULL, changed_by_device = ?
              WHERE id = ? AND user_id = ?
             """
         static let softDelete = """
@@ -150,11 +155,11 @@ enum SQL {
         static let insert = """
             INSERT INTO todos (user_id, client_id, client_key, \(TodoColumn.contentNames), version, created_at,
                                updated_at, changed_by_device)
-            VALUES (\(Array(repeating: "?", count: TodoColumn.content.count + 7).joined(separator: ", ")))
+            VALUES (\(TodoColumn.placeholders(contentPlus: 7)))
             """
         /// Parameters: `TodoColumn.contentValues`, version, updated, device, id, user id.
         static let update = """
-            UPDATE todos SET \(TodoColumn.content.map { "\($0.column.name) = ?" }.joined(separator: ", ")),
+            UPDATE todos SET \(TodoColumn.contentAssignments),
                              version = ?, updated_at = ?, deleted_at = NULL, changed_by_device = ?
              WHERE id = ? AND user_id = ?
             """

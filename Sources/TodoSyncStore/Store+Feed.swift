@@ -107,7 +107,7 @@ extension Store {
     private func renderFromTables(userID: Int64) throws -> FeedBatch {
         var batch = FeedBatch()
         for row in try db.query(SQL.Feed.tagsOfUser, [.int(userID)]) {
-            batch.add(FeedEntry(Tag(row: row), device: row.int64(8)))
+            batch.add(FeedEntry(Tag(row: row), device: row.int64(TagColumn.allCases.count)))  // changed_by_device follows
         }
         for row in try db.query(SQL.Feed.todosOfUser, [.int(userID)]) {
             batch.add(Todo(row: row), device: row.int64(TodoColumn.allCases.count))  // changed_by_device follows

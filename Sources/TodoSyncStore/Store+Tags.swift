@@ -25,12 +25,12 @@ extension Store {
         }
         let version = transaction.nextVersion()
         let now = transaction.now
-        let inserted = try db.execute(SQL.Tags.insert, [
-            .int(transaction.userID), .optionalText(draft.clientID), .optionalText(clientKey), .text(draft.name),
-            .text(draft.color), .int(version), .timestamp(now), .timestamp(now), .optionalInt(transaction.device),
-        ])
-        let tag = Tag(id: Int64(inserted.lastInsertID), clientID: draft.clientID, name: draft.name, color: draft.color,
+        var tag = Tag(id: 0, clientID: draft.clientID, name: draft.name, color: draft.color,
                       version: version, createdAt: now.rfc3339, updatedAt: now.rfc3339, deletedAt: nil)
+        let inserted = try db.execute(SQL.Tags.insert, [.int(transaction.userID), .optionalText(draft.clientID), .optionalText(clientKey)]
+            + TagColumn.contentValues(of: tag)
+            + [.int(version), .timestamp(now), .timestamp(now), .optionalInt(transaction.device)])
+        tag.id = Int64(inserted.lastInsertID)
         transaction.changed(tag)
         return Created(record: tag, isNew: true)
     }
@@ -52,9 +52,9 @@ extension Store {
         result.deletedAt = nil
         result.version = transaction.nextVersion()
         result.updatedAt = transaction.now.rfc3339
-        try db.execute(SQL.Tags.update, [
-            .text(result.name), .text(result.color), .int(result.version), .timestamp(transaction.now),
-            .optionalInt(transaction.device), .int(current.id), .int(transaction.userID),
+        try db.execute(SQL.Tags.update, TagColumn.contentValues(of: result) + [
+            .int(result.version), .timestamp(transaction.now), .optionalInt(transaction.device), .int(current.id),
+            .int(transaction.userID),
         ])
         transaction.tagChanged(current.id)
         transaction.changed(result)
