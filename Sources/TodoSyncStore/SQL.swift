@@ -16,9 +16,15 @@ enum SQL {
             """
         /// Takes the per-user write lock: every write transaction of a user starts here, so a
         /// user's writes are serialised and their versions are allocated in commit order.
-        static let lockForWrite = "SELECT change_seq FROM users WHERE id = ? FOR UPDATE"
-        /// Stores the last version the transaction handed out (while still holding the lock).
-        static let saveChangeSequence = "UPDATE users SET change_seq = ? WHERE id = ?"
+        /// With the lock come the account's live-record count and its quotas (its own or the
+        /// defaults, parameters 1 and 2), so charging a write costs no extra round trip.
+        static let lockForWrite = """
+            SELECT change_seq, live_records, COALESCE(quota_records, ?), COALESCE(quota_operations_per_hour, ?)
+              FROM users WHERE id = ? FOR UPDATE
+            """
+        /// Stores the last version the transaction handed out and the change in live records
+        /// (while still holding the lock). Parameters: sequence, live-record delta, user.
+        static let saveChangeSequence = "UPDATE users SET change_seq = ?, live_records = live_records + ? WHERE id = ?"
     }
 
     /// The failed-login throttle, one row per email key (SHA-256 of the NFC lower-cased email),
@@ -45,24 +51,22 @@ enum SQL {
         static let deleteExpired = "DELETE FROM login_throttle WHERE window_start < ?"
     }
 
-    /// Per-account quotas (Sql/012): live records, and write operations per clock hour.
+    /// Per-account quotas (Sql/012, Sql/017): live records, and write operations per clock hour.
+    /// Charged inside the write transaction, under the user's row lock (`Store.write`).
     enum Quotas {
-        /// The account's quotas, its own or the defaults (parameters 1 and 2).
-        static let limits = """
-            SELECT COALESCE(quota_records, ?), COALESCE(quota_operations_per_hour, ?) FROM users WHERE id = ?
-            """
+        /// The exact live-record count, to reconcile `users.live_records` when it says the
+        /// record quota would be passed (rows written by older responders or by hand).
         static let liveRecords = """
             SELECT (SELECT COUNT(*) FROM todos WHERE user_id = ? AND deleted_at IS NULL)
                  + (SELECT COUNT(*) FROM tags WHERE user_id = ? AND deleted_at IS NULL)
             """
-        static let ensureUsageRow = """
-            INSERT IGNORE INTO account_usage (user_id, hour_start, operations) VALUES (?, ?, 0)
-            """
-        /// Charges operations to the hour unless that would pass the quota (then no row changes).
-        /// Parameters: operations, user, hour, operations, quota.
+        static let setLiveRecords = "UPDATE users SET live_records = ? WHERE id = ?"
+        /// Charges operations to the account's clock hour unless that would pass its quota: the
+        /// affected-row count is 1 (new hour row), 2 (charged) or 0 (quota reached, unchanged).
+        /// Parameters: user, hour, operations, operations, quota, operations.
         static let chargeOperations = """
-            UPDATE account_usage SET operations = operations + ?
-             WHERE user_id = ? AND hour_start = ? AND operations + ? <= ?
+            INSERT INTO account_usage (user_id, hour_start, operations) VALUES (?, ?, ?)
+                ON DUPLICATE KEY UPDATE operations = IF(operations + ? <= ?, operations + ?, operations)
             """
         static let deletePastHours = "DELETE FROM account_usage WHERE hour_start < ?"
     }

@@ -13,7 +13,7 @@ extension Store {
     /// write). Versions are kept. Returns the number of feed rows written.
     @discardableResult
     public func rebuildFeed(userID: Int64) throws -> Int {
-        try write(userID: userID) { transaction in
+        try write(userID: userID, operations: 0) { transaction in
             try rerender(userID: userID)
         }
     }
@@ -28,7 +28,7 @@ extension Store {
             let queued = try guarded { try db.query(SQL.Feed.backfillQueue).compactMap { $0.int64(0) } }
             if queued.isEmpty { return done }
             for userID in queued {
-                try write(userID: userID) { transaction in
+                try write(userID: userID, operations: 0) { transaction in
                     try rerender(userID: userID)
                     try db.execute(SQL.Feed.backfillDone, [.int(userID)])
                 }

@@ -7,7 +7,7 @@ extension Store {
     /// A replayed opId returns its stored result and changes nothing. Returns the results, in the
     /// operations' order, as a JSON array.
     public func push(userID: Int64, _ request: PushRequest) throws -> [UInt8] {
-        try write(userID: userID) { transaction in
+        try write(userID: userID, operations: request.operations.count) { transaction in
             transaction.device = try deviceNumber(userID: userID, deviceID: request.deviceID, at: transaction.now)
             // Results already stored for these opIds (replays), found in batches up front.
             var known = try storedResults(userID: userID, keys: request.operations.map(\.key))

@@ -14,7 +14,7 @@ extension Store {
 
     /// Creates a tag; with a known `clientId`, returns the existing tag (maybe a tombstone) instead.
     public func createTag(userID: Int64, _ draft: TagDraft) throws -> Created<Tag> {
-        try write(userID: userID) { transaction in try createTag(draft, in: transaction) }
+        try write(userID: userID, operations: 1) { transaction in try createTag(draft, in: transaction) }
     }
 
     func createTag(_ draft: TagDraft, in transaction: WriteTransaction) throws -> Created<Tag> {
@@ -31,13 +31,14 @@ extension Store {
             + TagColumn.contentValues(of: tag)
             + [.int(version), .timestamp(now), .timestamp(now), .optionalInt(transaction.device)])
         tag.id = Int64(inserted.lastInsertID)
+        transaction.liveRecords(+1)
         transaction.changed(tag)
         return Created(record: tag, isNew: true)
     }
 
     /// Applies a patch to a live tag. A patch that changes nothing keeps the version.
     public func updateTag(userID: Int64, id: Int64, _ patch: TagPatch, ifMatch: IfMatch?) throws -> Tag {
-        try write(userID: userID) { transaction in
+        try write(userID: userID, operations: 1) { transaction in
             let current = try liveTag(id: id, in: transaction)
             try check(ifMatch, current: current)
             return try updateTag(current, patch.applied(to: current), in: transaction)
@@ -56,6 +57,7 @@ extension Store {
             .int(result.version), .timestamp(transaction.now), .optionalInt(transaction.device), .int(current.id),
             .int(transaction.userID),
         ])
+        if restoring { transaction.liveRecords(+1) }
         transaction.tagChanged(current.id)
         transaction.changed(result)
         return result
@@ -63,7 +65,7 @@ extension Store {
 
     /// Soft-deletes a live tag; its todos lose the tag (and get new versions).
     public func deleteTag(userID: Int64, id: Int64, ifMatch: IfMatch?) throws {
-        try write(userID: userID) { transaction in
+        try write(userID: userID, operations: 1) { transaction in
             let current = try liveTag(id: id, in: transaction)
             try check(ifMatch, current: current)
             _ = try deleteTag(current, in: transaction)
@@ -94,6 +96,7 @@ extension Store {
             .timestamp(now), .timestamp(now), .int(result.version), .optionalInt(transaction.device), .int(current.id),
             .int(userID),
         ])
+        transaction.liveRecords(-1)
         transaction.changed(result)
         return result
     }

@@ -9,7 +9,7 @@ extension Store {
 
     /// Creates a todo; with a known `clientId`, returns the existing todo (maybe a tombstone) instead.
     public func createTodo(userID: Int64, _ draft: TodoDraft) throws -> Created<Todo> {
-        try write(userID: userID) { transaction in try createTodo(draft, in: transaction) }
+        try write(userID: userID, operations: 1) { transaction in try createTodo(draft, in: transaction) }
     }
 
     func createTodo(_ draft: TodoDraft, in transaction: WriteTransaction) throws -> Created<Todo> {
@@ -30,6 +30,7 @@ extension Store {
             + TodoColumn.contentValues(of: todo)
             + [.int(version), .timestamp(now), .timestamp(now), .optionalInt(transaction.device)])
         todo.id = Int64(inserted.lastInsertID)
+        transaction.liveRecords(+1)
         transaction.touch(draft.deadline)
         transaction.changed(todo)
         return Created(record: todo, isNew: true)
@@ -37,7 +38,7 @@ extension Store {
 
     /// Applies a patch to a live todo. A patch that changes nothing keeps the version.
     public func updateTodo(userID: Int64, id: Int64, _ patch: TodoPatch, ifMatch: IfMatch?) throws -> Todo {
-        try write(userID: userID) { transaction in
+        try write(userID: userID, operations: 1) { transaction in
             let current = try liveTodo(id: id, in: transaction)
             try check(ifMatch, current: current)
             return try updateTodo(current, patch.applied(to: current), in: transaction)
@@ -57,6 +58,7 @@ extension Store {
             .int(result.version), .timestamp(transaction.now), .optionalInt(transaction.device), .int(current.id),
             .int(transaction.userID),
         ])
+        if restoring { transaction.liveRecords(+1) }
         transaction.touch(current.deadline)
         transaction.touch(result.deadline)
         transaction.changed(result)
@@ -65,7 +67,7 @@ extension Store {
 
     /// Soft-deletes a live todo.
     public func deleteTodo(userID: Int64, id: Int64, ifMatch: IfMatch?) throws {
-        try write(userID: userID) { transaction in
+        try write(userID: userID, operations: 1) { transaction in
             let current = try liveTodo(id: id, in: transaction)
             try check(ifMatch, current: current)
             _ = try deleteTodo(current, in: transaction)
@@ -82,6 +84,7 @@ extension Store {
             .timestamp(now), .timestamp(now), .int(result.version), .optionalInt(transaction.device), .int(current.id),
             .int(transaction.userID),
         ])
+        transaction.liveRecords(-1)
         transaction.touch(current.deadline)
         transaction.changed(result)
         return result

@@ -11,7 +11,6 @@ extension Application {
             let userID = try context.requireUser()
             var reader = try context.bodyReader()
             let draft = try TodoDraft.parse(&reader)
-            try context.store.chargeQuota(userID: userID, operations: 1, creates: 1)
             let created = try context.store.createTodo(userID: userID, draft)
             return .record(created.isNew ? 201 : 200, version: created.record.version, write: created.record.write)
         }
@@ -21,8 +20,6 @@ extension Application {
             let text = reader.string("text", required: true, length: 0...200_000)
             let date = reader.day("date", required: true)
             try reader.finish()
-            let lines = text!.split(whereSeparator: \.isNewline).count { $0.contains { !$0.isWhitespace } }
-            try context.store.chargeQuota(userID: userID, operations: max(lines, 1), creates: lines)
             let todos = try context.store.quickAdd(userID: userID, text: text!, deadline: date!)
             return .json(201, itemsBody(todos) { $0.write(to: &$1) })
         }
@@ -36,13 +33,11 @@ extension Application {
             let id = try context.id()
             var reader = try context.bodyReader()
             let patch = try TodoPatch.parse(&reader)
-            try context.store.chargeQuota(userID: userID, operations: 1, creates: 0)
             let todo = try context.store.updateTodo(userID: userID, id: id, patch, ifMatch: context.ifMatch)
             return .record(200, version: todo.version, write: todo.write)
         }
         router.add("DELETE", "/api/v1/todos/:id") { context in
             let userID = try context.requireUser()
-            try context.store.chargeQuota(userID: userID, operations: 1, creates: 0)
             try context.store.deleteTodo(userID: userID, id: try context.id(), ifMatch: context.ifMatch)
             return .noContent
         }
