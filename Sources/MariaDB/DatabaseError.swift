@@ -30,7 +30,17 @@ public struct DatabaseError: Error, Sendable, CustomStringConvertible {
     /// True when the server could not be reached or the connection was lost; the operation
     /// may succeed on a new connection (the API answers 503).
     public var isConnectionError: Bool {
-        isConnectFailure || Self.connectionErrorCodes.contains(code)
+        isConnectFailure || Self.connectionErrorCodes.contains(code) || isOutsidePrimaryComponent
+    }
+
+    /// A Galera node that left the primary component (a view change after another node died)
+    /// fails COMMIT with 1180 "Error while appending streaming replication fragment (provider
+    /// status: Not connected to Primary Component)". Like 1047, another node must be used: the
+    /// session is dropped like a lost one, and at COMMIT the outcome counts as unknown (503; a
+    /// pushed batch is resent and answered from its stored results). Other 1180s (a storage
+    /// engine's error during COMMIT) stay ordinary errors.
+    var isOutsidePrimaryComponent: Bool {
+        code == Self.errorDuringCommit && message.contains("Primary Component")
     }
 
     /// True for deadlock (1213) and lock wait timeout (1205): retrying the transaction may succeed.
@@ -68,6 +78,7 @@ public struct DatabaseError: Error, Sendable, CustomStringConvertible {
     static let unknownStatementHandler: UInt32 = 1243
     static let serverGoneAway: UInt32 = 2006
     static let savepointDoesNotExist: UInt32 = 1305
+    static let errorDuringCommit: UInt32 = 1180
 
     /// Codes after which the connection is unusable (client 2xxx) or was closed by the server.
     static let connectionErrorCodes: Set<UInt32> = [

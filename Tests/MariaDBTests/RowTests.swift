@@ -50,6 +50,18 @@ final class RowTests: XCTestCase {
         XCTAssertTrue(DatabaseError(code: 1062, message: "dup").isDuplicateKey)
     }
 
+    /// Seen at COMMIT on a surviving Galera node while the cluster evicted a killed one: the
+    /// session is dropped like a lost one (another node is used, the API answers a retryable 503)
+    /// instead of surfacing as a 500. A storage engine's own 1180 is not a connection error.
+    func testGaleraCommitOutsideThePrimaryComponentIsAConnectionError() {
+        let outside = DatabaseError(
+            code: 1180, message: "Error while appending streaming replication fragment"
+                + "(provider status: Not connected to Primary Component)", sql: "COMMIT")
+        XCTAssertTrue(outside.isConnectionError)
+        XCTAssertFalse(outside.isRetryableTransactionError)
+        XCTAssertFalse(DatabaseError(code: 1180, message: "Got error 28 \"No space left on device\" during COMMIT").isConnectionError)
+    }
+
     func testServerMessagesAreRedacted() {
         let duplicate = DatabaseError(code: 1062, sqlState: "23000", message: "Duplicate entry 'bob's ' for mail' for key 'users_email'")
         XCTAssertEqual(duplicate.message, "Duplicate entry '?' for key 'users_email'")
