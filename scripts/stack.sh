@@ -9,80 +9,20 @@
 #   run             deps + build + up, then stay in the foreground until SIGINT/SIGTERM, then down
 #   status          show which parts are running
 #   migrate         run `todosync migrate` against the stack's database (MariaDB must be up)
-#   purge [ARGS]    run `todosync purge ARGS` (tombstone retention) against the stack's database
-#   new-epoch       run `todosync new-epoch` (after restoring the database from a backup)
-#   check-feed [ARGS]  run `todosync check-feed ARGS` (the sync change feed equals the tables)
+#   purge|new-epoch|check-feed [ARGS]  run that `todosync` command against the stack's database
 #   db-stop         stop MariaDB only (for tests)
 #   db-start        start MariaDB again on the same data dir and socket (no re-init)
 #   responder-pids  print the pids of the running responder processes, one per line
-#   env             print the effective configuration as KEY=VALUE lines
+#   env             print the effective configuration as KEY=VALUE lines (the stack's, then the binary's)
 #   nginx-config    render <state>/nginx/nginx.conf (and the TLS certificate) without starting
 #                   anything; prints the config's path
 #
-# Configuration: environment variables, then an optional config file, then defaults. The config
-# file is sourced as shell: TODOSYNC_CONFIG, default <repo>/todosync.env when it exists
-# (TODOSYNC_CONFIG=/dev/null disables it). Variables already in the environment win over the file.
-# Relative paths are resolved against the repository root.
-#
-#   TODOSYNC_STATE_DIR          .state/run   everything this stack writes: data, logs, pids, config
-#   TODOSYNC_SOCKET_DIR         <state>/sock unix sockets (MariaDB, responders); when that path is too
-#                                            long for a unix socket, /tmp/todosync-<hash of state dir>
-#   TODOSYNC_LISTEN_ADDRESS     127.0.0.1    IPv4 address nginx listens on
-#   TODOSYNC_HTTP_PORT          8080
-#   TODOSYNC_HTTPS_PORT         8443         self-signed certificate for localhost / 127.0.0.1
-#   TODOSYNC_HTTP_REDIRECT      auto         on: the plain-HTTP listener answers 308 to https://; off:
-#                                            it serves the API; auto: on unless the listen address
-#                                            is loopback (127.0.0.0/8, ::1), so tests and the dev
-#                                            stack keep plain HTTP
-#   TODOSYNC_RESPONDERS         1            number of `todosync serve` processes, each supervised
-#   TODOSYNC_WORKERS            4 x cores    worker threads per responder (--workers), 8..64
-#   TODOSYNC_NGINX_WORKERS      2            nginx worker_processes
-#   TODOSYNC_NGINX_USER         www-data     nginx worker user when started as root (workers get the
-#                                            service group, to reach the responder sockets)
-#   TODOSYNC_SERVICE_GROUP      todosync     when started as root: group of the service users; the
-#                                            socket directories are 0750 and reachable only by it
-#   TODOSYNC_APP_USER           todosync     when started as root: OS user of the responders
-#   TODOSYNC_DB_OS_USER         todosync-db  when started as root: OS user of mariadbd
-#   TODOSYNC_DROP_PRIVILEGES    auto         when started as root: on = daemons under the service
-#                                            users above (created if missing); auto = the same
-#                                            unless those users cannot reach the binary or state
-#                                            dir (then a warning and root); off = everything root
-#   TODOSYNC_AUTH_RATE          5            requests/second per client address on /api/v1/auth/: a
-#                                            login costs an Argon2 hash (~20 ms of a core; ~50/s on
-#                                            2 cores), so one address gets a tenth of that
-#   TODOSYNC_AUTH_BURST         10           burst allowance for the same limit (served without delay)
-#   TODOSYNC_HASH_CONCURRENCY   cores / 2    password hashes at once per responder (min 1); more
-#                                            logins/registers at that moment get 429 at once
-#   TODOSYNC_ACCOUNT_CONCURRENCY 4           requests in flight per bearer token (nginx limit_conn);
-#                                            more at once get 429 + Retry-After at once
-#   TODOSYNC_ENABLE_TEST_HOOKS  0            1: pass --enable-test-hooks to `todosync serve`
-#   TODOSYNC_BENCH_LOCATIONS    0            1: add `location = /__bench/nginx` (200 text from nginx)
-#   TODOSYNC_DB_NAME            todosync     database created for the app
-#   TODOSYNC_DB_USER            todosync     app user (all privileges on the app database)
-#   TODOSYNC_DB_PASSWORD        (generated)  empty: a random password generated on first run and
-#                                            kept in <state>/secrets/db-password (mode 0600); the
-#                                            responders read it from TODOSYNC_DB_PASSWORD_FILE
-#   TODOSYNC_DB_PORT            (unset)      set: MariaDB also listens on 127.0.0.1:PORT; unset:
-#                                            --skip-networking (unix socket only). The responders
-#                                            always use the unix socket.
-#   TODOSYNC_MARIADB_ARGS       (empty)      extra mariadbd options, split on whitespace
-#   TODOSYNC_SQL_DIR            Sql          migrations directory for `todosync migrate`
-#   TODOSYNC_LOG_LEVEL          info         passed through to the responders
-#   TODOSYNC_BIN                (swift build -c release --show-bin-path)/todosync
-#   TODOSYNC_NGINX_TEMPLATE     nginx/todosync.conf.template
-#   TODOSYNC_FASTCGI_PARAMS     /etc/nginx/fastcgi_params
-#   TODOSYNC_UP_TIMEOUT         60           seconds to wait for MariaDB, sockets and /healthz
-#   TODOSYNC_STOP_TIMEOUT       20           seconds between SIGTERM (or nginx QUIT) and SIGKILL
-#   TODOSYNC_SKIP_DEPS          0            1: `run` skips the deps step
-#   TODOSYNC_SKIP_BUILD         0            1: `run` skips the build step
-#
-# Derived, not configurable: TODOSYNC_DB_SOCKET=<socket dir>/db/mariadb.sock and
-# TODOSYNC_DB_PASSWORD_FILE (exported to the responders). MariaDB's root@localhost authenticates
-# by unix_socket only: OS root (or, started by another user, that user's own account) over the
-# socket, never by password; the socket directories keep every other user away from the sockets.
-#
-# Layout of the state dir: log/ (mariadb.log, responder-N.log, nginx-error.log, nginx-access.log),
-# pids/, mariadb/data, nginx/ (prefix, rendered nginx.conf, temp dirs), tls/ (cert.pem, key.pem).
+# Configuration (docs/OPERATIONS.md "Configuration"): a config file of NAME=VALUE lines,
+# TODOSYNC_CONFIG, default <repo>/todosync.env when it exists, then the environment, which wins.
+# The stack reads only its own variables below; the application's (workers, limits, database
+# name and user, log level, ...) and their defaults are the binary's: the file is passed to it as
+# TODOSYNC_CONFIG and `todosync config` shows what it uses. Relative paths are resolved against
+# the repository root. State dir layout: log/, pids/, mariadb/data, nginx/, tls/, secrets/.
 set -euo pipefail
 shopt -u patsub_replacement 2>/dev/null || true
 
@@ -93,72 +33,57 @@ export PATH="$PATH:/usr/local/sbin:/usr/sbin:/sbin"
 
 # --- configuration -----------------------------------------------------------------------------
 
-# Environment wins over the config file: remember exported TODOSYNC_* values, source the file,
-# then restore them (top level, so `declare` stays global).
-_config_file=${TODOSYNC_CONFIG-}
-if [[ -z $_config_file && -f $REPO_ROOT/todosync.env ]]; then
-    _config_file=$REPO_ROOT/todosync.env
-fi
+# The stack's variables from the config file, without overriding the environment (sourced at top
+# level so they stay global; nothing from the file is exported: the binary reads the file itself).
+_config_file=${TODOSYNC_CONFIG:-}
+[[ -n $_config_file || ! -f $REPO_ROOT/todosync.env ]] || _config_file=$REPO_ROOT/todosync.env
 if [[ -n $_config_file ]]; then
     [[ -r $_config_file ]] || { echo "stack.sh: config file $_config_file not readable" >&2; exit 1; }
-    _saved_env=""
-    while IFS= read -r _name; do
-        _saved_env+="$(declare -p "$_name")"$'\n'
-    done < <(compgen -e | grep '^TODOSYNC_' || true)
+    _saved_env=$(declare -px | grep -E '^declare -x TODOSYNC_' || true)
     # shellcheck disable=SC1090
     source "$_config_file"
     eval "$_saved_env"
-    unset _saved_env _name
-    # The file may also set what only the responders read (TODOSYNC_QUOTA_*, TODOSYNC_LOGIN_*, ...).
-    while IFS= read -r _name; do export "${_name?}"; done < <(compgen -v TODOSYNC_ || true)
-    unset _name
 fi
+export TODOSYNC_CONFIG=${_config_file:-/dev/null}
+unset _config_file _saved_env
 
-: "${TODOSYNC_STATE_DIR:=.state/run}"
-: "${TODOSYNC_LISTEN_ADDRESS:=127.0.0.1}"
+: "${TODOSYNC_STATE_DIR:=.state/run}"            # everything this stack writes
+: "${TODOSYNC_SOCKET_DIR:=}"                     # default <state>/sock (/tmp/todosync-<hash> if too long)
+: "${TODOSYNC_LISTEN_ADDRESS:=127.0.0.1}"        # nginx's IPv4 address
 : "${TODOSYNC_HTTP_PORT:=8080}"
-: "${TODOSYNC_HTTPS_PORT:=8443}"
-: "${TODOSYNC_HTTP_REDIRECT:=auto}"
-: "${TODOSYNC_RESPONDERS:=1}"
-# Four workers per core: on 2 cores, 8 beat 12 and 32 on throughput and tail latency (README).
-: "${TODOSYNC_WORKERS:=$(( $(nproc) * 4 < 8 ? 8 : ($(nproc) * 4 > 64 ? 64 : $(nproc) * 4) ))}"
+: "${TODOSYNC_HTTPS_PORT:=8443}"                 # self-signed certificate for localhost / 127.0.0.1
+: "${TODOSYNC_HTTP_REDIRECT:=auto}"              # on: plain HTTP answers 308; auto: on unless loopback
+: "${TODOSYNC_RESPONDERS:=1}"                    # `todosync serve` processes, each supervised
 : "${TODOSYNC_NGINX_WORKERS:=2}"
-: "${TODOSYNC_NGINX_USER:=www-data}"
-: "${TODOSYNC_SERVICE_GROUP:=todosync}"
-: "${TODOSYNC_APP_USER:=todosync}"
-: "${TODOSYNC_DB_OS_USER:=todosync-db}"
-: "${TODOSYNC_DROP_PRIVILEGES:=auto}"
-: "${TODOSYNC_AUTH_RATE:=5}"
+: "${TODOSYNC_NGINX_USER:=www-data}"             # as root: nginx's workers (with the service group)
+: "${TODOSYNC_SERVICE_GROUP:=todosync}"          # as root: the service users' group (socket dirs 0750)
+: "${TODOSYNC_APP_USER:=todosync}"               # as root: OS user of the responders
+: "${TODOSYNC_DB_OS_USER:=todosync-db}"          # as root: OS user of mariadbd
+: "${TODOSYNC_DROP_PRIVILEGES:=auto}"            # on | off | auto: service users unless they cannot reach the checkout
+: "${TODOSYNC_AUTH_RATE:=5}"                     # nginx: requests/s per address on /api/v1/auth/
 : "${TODOSYNC_AUTH_BURST:=10}"
-: "${TODOSYNC_HASH_CONCURRENCY:=$(( $(nproc) / 2 < 1 ? 1 : $(nproc) / 2 ))}"
-: "${TODOSYNC_ACCOUNT_CONCURRENCY:=4}"
-: "${TODOSYNC_ENABLE_TEST_HOOKS:=0}"
-: "${TODOSYNC_BENCH_LOCATIONS:=0}"
-: "${TODOSYNC_DB_NAME:=todosync}"
-: "${TODOSYNC_DB_USER:=todosync}"
-: "${TODOSYNC_DB_PASSWORD:=}"
-: "${TODOSYNC_DB_PORT:=}"
-: "${TODOSYNC_MARIADB_ARGS:=}"
-: "${TODOSYNC_SQL_DIR:=Sql}"
-: "${TODOSYNC_LOG_LEVEL:=info}"
-: "${TODOSYNC_BIN:=}"
+: "${TODOSYNC_ACCOUNT_CONCURRENCY:=4}"           # nginx: requests in flight per bearer token
+: "${TODOSYNC_ENABLE_TEST_HOOKS:=0}"             # 1: `serve --enable-test-hooks`
+: "${TODOSYNC_BENCH_LOCATIONS:=0}"               # 1: nginx's /__bench/ locations
+: "${TODOSYNC_DB_PORT:=}"                        # set: MariaDB also listens on 127.0.0.1:PORT
+: "${TODOSYNC_MARIADB_ARGS:=}"                   # extra mariadbd options, split on whitespace
+: "${TODOSYNC_BIN:=}"                            # default: the release build
 : "${TODOSYNC_NGINX_TEMPLATE:=nginx/todosync.conf.template}"
 : "${TODOSYNC_FASTCGI_PARAMS:=/etc/nginx/fastcgi_params}"
-: "${TODOSYNC_UP_TIMEOUT:=60}"
-: "${TODOSYNC_STOP_TIMEOUT:=20}"
-: "${TODOSYNC_SOCKET_DIR:=}"
-: "${TODOSYNC_SKIP_DEPS:=0}"
-: "${TODOSYNC_SKIP_BUILD:=0}"
+: "${TODOSYNC_UP_TIMEOUT:=60}"                   # seconds to wait for MariaDB, sockets and /healthz
+: "${TODOSYNC_STOP_TIMEOUT:=20}"                 # seconds between SIGTERM (or nginx QUIT) and SIGKILL
+: "${TODOSYNC_SKIP_DEPS:=0}"                     # 1: `run` skips deps
+: "${TODOSYNC_SKIP_BUILD:=0}"                    # 1: `run` skips build
 
-CONFIG_VARS=(
+# The stack's own variables (`env` prints them; the binary's follow from `todosync config`).
+STACK_VARS=(
     TODOSYNC_STATE_DIR TODOSYNC_SOCKET_DIR TODOSYNC_LISTEN_ADDRESS TODOSYNC_HTTP_PORT
-    TODOSYNC_HTTPS_PORT TODOSYNC_HTTP_REDIRECT TODOSYNC_RESPONDERS TODOSYNC_WORKERS TODOSYNC_NGINX_WORKERS
+    TODOSYNC_HTTPS_PORT TODOSYNC_HTTP_REDIRECT TODOSYNC_RESPONDERS TODOSYNC_NGINX_WORKERS
     TODOSYNC_NGINX_USER TODOSYNC_SERVICE_GROUP TODOSYNC_APP_USER TODOSYNC_DB_OS_USER
-    TODOSYNC_DROP_PRIVILEGES TODOSYNC_DB_PASSWORD_FILE TODOSYNC_AUTH_RATE TODOSYNC_AUTH_BURST TODOSYNC_HASH_CONCURRENCY TODOSYNC_ACCOUNT_CONCURRENCY TODOSYNC_ENABLE_TEST_HOOKS
-    TODOSYNC_BENCH_LOCATIONS TODOSYNC_DB_NAME TODOSYNC_DB_USER TODOSYNC_DB_PASSWORD
-    TODOSYNC_DB_PORT TODOSYNC_DB_SOCKET TODOSYNC_MARIADB_ARGS TODOSYNC_SQL_DIR
-    TODOSYNC_LOG_LEVEL TODOSYNC_BIN TODOSYNC_NGINX_TEMPLATE TODOSYNC_FASTCGI_PARAMS
-    TODOSYNC_UP_TIMEOUT TODOSYNC_STOP_TIMEOUT TODOSYNC_SKIP_DEPS TODOSYNC_SKIP_BUILD
+    TODOSYNC_DROP_PRIVILEGES TODOSYNC_AUTH_RATE TODOSYNC_AUTH_BURST TODOSYNC_ACCOUNT_CONCURRENCY
+    TODOSYNC_ENABLE_TEST_HOOKS TODOSYNC_BENCH_LOCATIONS TODOSYNC_DB_PORT TODOSYNC_MARIADB_ARGS
+    TODOSYNC_BIN TODOSYNC_NGINX_TEMPLATE TODOSYNC_FASTCGI_PARAMS TODOSYNC_UP_TIMEOUT
+    TODOSYNC_STOP_TIMEOUT TODOSYNC_SKIP_DEPS TODOSYNC_SKIP_BUILD TODOSYNC_CONFIG
 )
 
 log() { printf '[stack %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2 || true; } # never fatal (see cmd_run)
@@ -167,9 +92,8 @@ die() { log "ERROR: $*"; exit 1; }
 abspath() { realpath -m -- "$1"; }
 
 is_uint() { [[ $1 =~ ^[0-9]+$ ]]; }
-for _v in TODOSYNC_HTTP_PORT TODOSYNC_HTTPS_PORT TODOSYNC_RESPONDERS TODOSYNC_WORKERS \
-    TODOSYNC_NGINX_WORKERS TODOSYNC_AUTH_RATE TODOSYNC_AUTH_BURST TODOSYNC_HASH_CONCURRENCY TODOSYNC_ACCOUNT_CONCURRENCY TODOSYNC_UP_TIMEOUT \
-    TODOSYNC_STOP_TIMEOUT; do
+for _v in TODOSYNC_HTTP_PORT TODOSYNC_HTTPS_PORT TODOSYNC_RESPONDERS TODOSYNC_NGINX_WORKERS TODOSYNC_AUTH_RATE \
+    TODOSYNC_AUTH_BURST TODOSYNC_ACCOUNT_CONCURRENCY TODOSYNC_UP_TIMEOUT TODOSYNC_STOP_TIMEOUT; do
     is_uint "${!_v}" || die "$_v must be a non-negative integer (got '${!_v}')"
 done
 [[ -z $TODOSYNC_DB_PORT ]] || is_uint "$TODOSYNC_DB_PORT" || die "TODOSYNC_DB_PORT must be a port number"
@@ -186,7 +110,6 @@ case $TODOSYNC_HTTP_REDIRECT in
 esac
 
 TODOSYNC_STATE_DIR=$(abspath "$TODOSYNC_STATE_DIR")
-TODOSYNC_SQL_DIR=$(abspath "$TODOSYNC_SQL_DIR")
 TODOSYNC_NGINX_TEMPLATE=$(abspath "$TODOSYNC_NGINX_TEMPLATE")
 if [[ -z $TODOSYNC_SOCKET_DIR ]]; then
     TODOSYNC_SOCKET_DIR=$TODOSYNC_STATE_DIR/sock
@@ -197,8 +120,10 @@ if [[ -z $TODOSYNC_SOCKET_DIR ]]; then
 fi
 TODOSYNC_SOCKET_DIR=$(abspath "$TODOSYNC_SOCKET_DIR")
 TODOSYNC_DB_SOCKET=$TODOSYNC_SOCKET_DIR/db/mariadb.sock
+# What the stack decides for the binary: its database is the stack's, with a generated password
+# unless TODOSYNC_DB_PASSWORD is set (`todosync create-database` writes the file).
 TODOSYNC_DB_PASSWORD_FILE=$TODOSYNC_STATE_DIR/secrets/db-password
-export "${CONFIG_VARS[@]}"
+export "${STACK_VARS[@]}" TODOSYNC_DB_SOCKET TODOSYNC_DB_PASSWORD_FILE
 
 STATE=$TODOSYNC_STATE_DIR
 SOCK_DIR=$TODOSYNC_SOCKET_DIR
@@ -329,16 +254,6 @@ as_root() {
     fi
 }
 
-sql_string() { # single-quoted SQL string literal
-    local s=${1//\\/\\\\}
-    s=${s//\'/\'\'}
-    printf "'%s'" "$s"
-}
-
-sql_ident() { # backquoted SQL identifier
-    printf '`%s`' "${1//\`/\`\`}"
-}
-
 # Run CMD with stdin from /dev/null, output appended to LOG, in a new session (so terminal signals
 # never reach it), with every inherited descriptor above 2 closed (a daemon must not keep our
 # caller's pipes or the state lock open). Background: `spawn_detached LOG CMD... &` ($! is CMD).
@@ -356,7 +271,6 @@ spawn_detached() {
 # own unix_socket account (mariadb-install-db --auth-root-socket-user).
 DB_ADMIN=root
 ((EUID == 0)) || DB_ADMIN=$(id -un)
-db_client() { mariadb --no-defaults --socket="$DB_SOCK" --user="$DB_ADMIN" --connect-timeout=5 "$@"; }
 db_ping() { mariadb-admin --no-defaults --socket="$DB_SOCK" --user="$DB_ADMIN" --connect-timeout=1 ping >/dev/null 2>&1; }
 
 # --- least privilege -----------------------------------------------------------------------------
@@ -400,23 +314,6 @@ prepare_socket_dirs() {
     elif ((EUID == 0)); then
         chown root:root "$SOCK_DIR" "$DB_SOCK_DIR"
     fi
-}
-
-# The application's database password: TODOSYNC_DB_PASSWORD when set, else generated once into
-# <state>/secrets/db-password (0600, owned by the responders' user).
-db_password() {
-    if [[ -n $TODOSYNC_DB_PASSWORD ]]; then printf '%s' "$TODOSYNC_DB_PASSWORD"; return 0; fi
-    if [[ ! -s $TODOSYNC_DB_PASSWORD_FILE ]]; then
-        (umask 077 && mkdir -p "$SECRETS_DIR" &&
-            openssl rand -base64 48 | tr -dc 'A-Za-z0-9' | head -c 32 >"$TODOSYNC_DB_PASSWORD_FILE.tmp" &&
-            mv -f "$TODOSYNC_DB_PASSWORD_FILE.tmp" "$TODOSYNC_DB_PASSWORD_FILE") || die "could not write $TODOSYNC_DB_PASSWORD_FILE"
-    fi
-    chmod 700 "$SECRETS_DIR"
-    chmod 600 "$TODOSYNC_DB_PASSWORD_FILE"
-    if ((TODOSYNC__SERVICE_USERS)); then
-        chown "$TODOSYNC_APP_USER:$TODOSYNC_SERVICE_GROUP" "$SECRETS_DIR" "$TODOSYNC_DB_PASSWORD_FILE"
-    fi
-    cat "$TODOSYNC_DB_PASSWORD_FILE"
 }
 
 # --- deps / build ------------------------------------------------------------------------------
@@ -556,28 +453,21 @@ db_start() {
     log "mariadb: ready (pid $(db_pid))"
 }
 
+# The app's database and account, by `todosync create-database` as the socket's admin; its password
+# is generated into <state>/secrets/ unless TODOSYNC_DB_PASSWORD is set. Then the secrets are the
+# responders' user's alone.
 db_setup() {
-    local db user pass host sql
-    db=$(sql_ident "$TODOSYNC_DB_NAME")
-    user=$(sql_string "$TODOSYNC_DB_USER")
-    local password
-    password=$(db_password)
-    pass=$(sql_string "$password")
-    sql="CREATE DATABASE IF NOT EXISTS $db CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci;"
-    if ((EUID == 0)); then
-        # Data dirs initialised before root went unix_socket-only (with no password).
-        sql+=" ALTER USER root@localhost IDENTIFIED VIA unix_socket;"
-        sql+=" DROP USER IF EXISTS root@'127.0.0.1', root@'::1', root@$(sql_string "$(hostname)");"
+    local args=(create-database --admin-user "$DB_ADMIN" --account-hosts localhost,127.0.0.1,::1)
+    ((EUID == 0)) && args+=(--socket-only-root)
+    if ! "$TODOSYNC_BIN" "${args[@]}" </dev/null >"$LOG_DIR/create-database.log" 2>&1 9>&-; then
+        show_tail "$LOG_DIR/create-database.log"
+        die "todosync create-database failed"
     fi
-    for host in localhost 127.0.0.1 ::1; do
-        host=$(sql_string "$host")
-        sql+=" CREATE USER IF NOT EXISTS $user@$host IDENTIFIED BY $pass;"
-        sql+=" ALTER USER $user@$host IDENTIFIED BY $pass;"
-        sql+=" GRANT ALL PRIVILEGES ON $db.* TO $user@$host;"
-    done
-    # via stdin so the password never shows up in a process list
-    db_client <<<"$sql" || die "could not create database/user"
-    log "mariadb: database '$TODOSYNC_DB_NAME' and user '$TODOSYNC_DB_USER' ready"
+    if [[ -d $SECRETS_DIR ]]; then
+        chmod 700 "$SECRETS_DIR"
+        ((TODOSYNC__SERVICE_USERS)) && chown -R "$TODOSYNC_APP_USER:$TODOSYNC_SERVICE_GROUP" "$SECRETS_DIR"
+    fi
+    log "mariadb: the application's database and account are ready"
 }
 
 db_stop() {
@@ -602,20 +492,12 @@ db_stop() {
 
 cmd_migrate() {
     require_bin
-    [[ -d $TODOSYNC_SQL_DIR ]] || die "migrations directory $TODOSYNC_SQL_DIR not found"
-    log "migrate: $TODOSYNC_BIN migrate --sql-dir $TODOSYNC_SQL_DIR"
-    if ! "$TODOSYNC_BIN" migrate --sql-dir "$TODOSYNC_SQL_DIR" </dev/null >"$LOG_DIR/migrate.log" 2>&1 9>&-; then
+    log "migrate: $TODOSYNC_BIN migrate"
+    if ! "$TODOSYNC_BIN" migrate </dev/null >"$LOG_DIR/migrate.log" 2>&1 9>&-; then
         show_tail "$LOG_DIR/migrate.log" 40
         die "todosync migrate failed"
     fi
     sed 's/^/  migrate: /' "$LOG_DIR/migrate.log" | tail -n 20 >&2
-}
-
-# Removes tombstones and push results past the retention horizon (arguments go to `todosync purge`,
-# e.g. --retention-days 90 or --retention-seconds 0 in tests). Run it daily against a live stack.
-cmd_purge() {
-    require_bin
-    "$TODOSYNC_BIN" purge "$@" </dev/null 9>&-
 }
 
 # --- TLS ---------------------------------------------------------------------------------------
@@ -673,7 +555,7 @@ supervise() {
     local idx=$1 sock pidfile started rc uptime restarts=0 backoff_ms=250
     sock=$(responder_sock "$idx")
     pidfile=$PID_DIR/responder-$idx.pid
-    local args=(serve --socket "$sock" --workers "$TODOSYNC_WORKERS")
+    local args=(serve --socket "$sock")
     [[ $TODOSYNC_ENABLE_TEST_HOOKS == 1 ]] && args+=(--enable-test-hooks)
     # Under the service user, its socket 0660 in the service group (nginx's workers have it).
     local run_as=()
@@ -756,7 +638,7 @@ responders_start() {
             wait_gone "$TODOSYNC_STOP_TIMEOUT" "$sock" "$orphan" || kill -KILL "$orphan" 2>/dev/null || true
         fi
         rm -f "$sock"
-        log "responder $idx: starting supervisor (socket $sock, $TODOSYNC_WORKERS workers)"
+        log "responder $idx: starting supervisor (socket $sock)"
         (spawn_detached "$LOG_DIR/responder-$idx.log" "$SELF" __supervise "$idx" "$STATE") &
         echo "$!" >"$PID_DIR/supervisor-$idx.pid"
     done
@@ -1021,12 +903,16 @@ cmd_status() { # exit status 0 only when every part is running
     return "$rc"
 }
 
-cmd_env() {
+cmd_env() { # the stack's variables, then the binary's effective ones (secrets left out)
     resolve_bin
     local v
-    for v in "${CONFIG_VARS[@]}"; do
-        printf '%s=%s\n' "$v" "${!v}"
-    done
+    for v in "${STACK_VARS[@]}"; do printf '%s=%s\n' "$v" "${!v}"; done
+    if [[ -x $TODOSYNC_BIN ]]; then # the stack's own TODOSYNC_DB_PORT (MariaDB's TCP port) wins
+        "$TODOSYNC_BIN" config --assignments </dev/null 9>&- | grep -v '^TODOSYNC_DB_PORT='
+    else
+        log "env: no binary at $TODOSYNC_BIN: only the stack's variables"
+        printf '%s=%s\n' TODOSYNC_DB_SOCKET "$TODOSYNC_DB_SOCKET" TODOSYNC_DB_PASSWORD_FILE "$TODOSYNC_DB_PASSWORD_FILE"
+    fi
 }
 
 print_urls() {
@@ -1067,7 +953,7 @@ cmd_run() {
 }
 
 usage() {
-    sed -n '2,21p' "$SELF" | sed 's/^# \{0,1\}//' >&2
+    sed -n '2,17p' "$SELF" | sed 's/^# \{0,1\}//' >&2
     exit 2
 }
 
@@ -1082,9 +968,7 @@ main() {
         run) cmd_run ;;
         status) cmd_status ;;
         migrate) lock_state; cmd_migrate; unlock_state ;;
-        purge) cmd_purge "$@" ;;
-        new-epoch) require_bin; "$TODOSYNC_BIN" new-epoch </dev/null 9>&- ;;
-        check-feed) require_bin; "$TODOSYNC_BIN" check-feed "$@" </dev/null 9>&- ;;
+        purge | new-epoch | check-feed) require_bin; "$TODOSYNC_BIN" "$cmd" "$@" </dev/null 9>&- ;;
         db-start) lock_state; ensure_service_users; db_start; unlock_state ;;
         db-stop) lock_state; db_stop; unlock_state ;;
         responder-pids) cmd_responder_pids ;;

@@ -130,7 +130,14 @@ public struct LayeredConfiguration: Sendable {
     }
 
     public static func readFile(_ path: String) -> String? {
-        FileManager.default.contents(atPath: path).map { String(decoding: $0, as: UTF8.self) }
+        // stdio, not FileManager or FileHandle: those fail on /dev/null (what test.sh passes).
+        guard let file = fopen(path, "r") else { return nil }
+        defer { fclose(file) }
+        var bytes: [UInt8] = [], buffer = [UInt8](repeating: 0, count: 4096)
+        while case let count = fread(&buffer, 1, buffer.count, file), count > 0 {
+            bytes.append(contentsOf: buffer[..<count])
+        }
+        return ferror(file) == 0 ? String(decoding: bytes, as: UTF8.self) : nil
     }
 
     /// The effective value and where it came from; nil value: unset everywhere.

@@ -58,10 +58,15 @@ struct CreateDatabase: ParsableCommand {
                 try db.execute("DROP USER IF EXISTS root@'\(rootHost)'")
             }
         }
+        // The password is bound, never spliced into SQL: the server hashes it, and only that hash
+        // (checked to be one) goes into the account statements, which take no parameters.
+        guard let hash = try db.queryOne("SELECT PASSWORD(?)", [.text(password)])?.string(0),
+              hash.count == 41, hash.first == "*", hash.dropFirst().allSatisfy(\.isHexDigit) else {
+            throw ValidationError("the server did not hash the password as expected")
+        }
         for host in hosts {
-            try db.execute("CREATE USER IF NOT EXISTS '\(user)'@'\(host)'")
-            // The password is bound, never spliced into SQL.
-            try db.execute("SET PASSWORD FOR '\(user)'@'\(host)' = PASSWORD(?)", [.text(password)])
+            try db.execute("CREATE USER IF NOT EXISTS '\(user)'@'\(host)' IDENTIFIED BY PASSWORD '\(hash)'")
+            try db.execute("ALTER USER '\(user)'@'\(host)' IDENTIFIED BY PASSWORD '\(hash)'")
             try db.execute("GRANT ALL PRIVILEGES ON `\(database)`.* TO '\(user)'@'\(host)'")
         }
         logger.info("database and account ready", metadata: [
