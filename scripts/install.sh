@@ -103,15 +103,12 @@ if [[ ! -f $ENV_FILE ]]; then
     new_password=$(head -c 24 /dev/urandom | base64 | tr -d '/+=' | head -c 32)
     umask 077
     cat > "$ENV_FILE" <<EOF
-# TodoSync configuration (shell syntax; read by the todosync binary, TODOSYNC_CONFIG).
-# Every variable and its default: README "Configuration"; restart the responders after a change:
-#   systemctl restart 'todosync@*.service'
+# TodoSync configuration: NAME=VALUE lines, read by the todosync binary (TODOSYNC_CONFIG).
+# Only what differs from the binary's defaults; every variable, its value and its source:
+#   TODOSYNC_CONFIG=/etc/todosync/todosync.env todosync config --verbose
+# Restart the responders after a change: systemctl restart 'todosync@*.service'
 TODOSYNC_DB_SOCKET=$DB_SOCKET
-TODOSYNC_DB_NAME=todosync
-TODOSYNC_DB_USER=todosync
 TODOSYNC_DB_PASSWORD=$new_password
-TODOSYNC_LOG_LEVEL=info
-TODOSYNC_TOMBSTONE_RETENTION_DAYS=90
 EOF
     umask 022
 fi
@@ -130,12 +127,7 @@ chmod 0640 "$ENV_FILE"
 
 if [[ -n $new_password ]]; then
     log "creating the database and its account (password in $ENV_FILE only)"
-    mariadb --protocol=socket -uroot <<EOF
-CREATE DATABASE IF NOT EXISTS todosync CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci;
-CREATE USER IF NOT EXISTS 'todosync'@'localhost' IDENTIFIED BY '$new_password';
-ALTER USER 'todosync'@'localhost' IDENTIFIED BY '$new_password';
-GRANT ALL PRIVILEGES ON todosync.* TO 'todosync'@'localhost';
-EOF
+    TODOSYNC_CONFIG=$ENV_FILE "$ROOT/usr/local/bin/todosync" create-database --admin-user root
 fi
 
 systemctl daemon-reload

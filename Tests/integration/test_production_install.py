@@ -256,3 +256,18 @@ def test_socket_activation_serves_from_the_passed_socket(conf, tmp_path):
     finally:
         os.killpg(first.pid, 15)
         first.wait(timeout=20)
+
+
+def test_installed_configuration_is_what_the_binary_reads(staged):
+    """The staged binary, pointed at the staged todosync.env as the units do (TODOSYNC_CONFIG in
+    hardening.conf), takes the socket and password from it; the password is never printed."""
+    env_file = staged / "etc/todosync/todosync.env"
+    assert "Environment=TODOSYNC_CONFIG=/etc/todosync/todosync.env" in (
+        staged / "etc/systemd/system/todosync@.service.d/hardening.conf").read_text()
+    password = re.search(r"^TODOSYNC_DB_PASSWORD=(\S+)$", env_file.read_text(), re.M).group(1)
+    proc = subprocess.run([str(staged / "usr/local/bin/todosync"), "config"], capture_output=True, text=True,
+                          timeout=30, env={"PATH": "/usr/bin:/bin", "TODOSYNC_CONFIG": str(env_file)})
+    assert proc.returncode == 0, proc.stderr
+    assert password not in proc.stdout
+    assert re.search(rf"^TODOSYNC_DB_PASSWORD=<redacted>\s+# file {re.escape(str(env_file))}$", proc.stdout, re.M), proc.stdout
+    assert re.search(r"^TODOSYNC_DB_SOCKET=/run/mysqld/mysqld.sock\s+# file ", proc.stdout, re.M), proc.stdout
