@@ -4,7 +4,7 @@
 # Usage: scripts/stack.sh COMMAND
 #   deps            install missing Debian packages (apt-get; fast no-op when all are present)
 #   build           swift build -c release --static-swift-stdlib --product todosync
-#   up              start MariaDB, migrate, responders (supervised) and nginx; wait for /healthz
+#   up              start MariaDB, migrate, responders (under runsv) and nginx; wait for /healthz
 #   down            stop nginx, responders and MariaDB (idempotent)
 #   run             deps + build + up, then stay in the foreground until SIGINT/SIGTERM, then down
 #   status          show which parts are running
@@ -145,6 +145,7 @@ HTTPS_BASE=https://$TODOSYNC_LISTEN_ADDRESS:$TODOSYNC_HTTPS_PORT
 DEB_PACKAGES=(
     mariadb-server mariadb-client nginx libfcgi-dev libmariadb-dev libargon2-dev libssl-dev
     pkg-config openssl curl python3-venv systemd
+    runit  # runsv restarts the dev stack's responders (production: systemd units)
     libsqlite3-dev  # the client library (GRDB) uses the system SQLite
 )
 
@@ -275,10 +276,8 @@ db_ping() { mariadb-admin --no-defaults --socket="$DB_SOCK" --user="$DB_ADMIN" -
 
 # --- least privilege -----------------------------------------------------------------------------
 
-# 1 when the daemons run under the service users (decided by ensure_service_users, exported so the
-# responder supervisors see the same answer).
-: "${TODOSYNC__SERVICE_USERS:=0}"
-export TODOSYNC__SERVICE_USERS
+# 1 when the daemons run under the service users (decided by ensure_service_users).
+TODOSYNC__SERVICE_USERS=0
 
 # Started as root: create the service group and users if missing, and check that they can reach
 # the binary and the state dir (a checkout under a 0700 home cannot be reached).
@@ -520,127 +519,88 @@ ensure_cert() {
 
 # --- responders --------------------------------------------------------------------------------
 
+# Each responder is a runit service (Debian's runit: runsv) in <state>/sv/responder-N: runsv
+# restarts `todosync serve` when it exits (at most once a second) and `sv` stops it with one
+# SIGTERM (in-flight requests finish), SIGKILL after TODOSYNC_STOP_TIMEOUT. Production: systemd.
 responder_sock() { printf '%s/fcgi-%s.sock\n' "$SOCK_DIR" "$1"; }
-supervisor_pattern() { printf '__supervise %s %s' "$1" "$STATE"; }
+service_dir() { printf '%s/sv/responder-%s\n' "$STATE" "$1"; }
 
-supervisor_pid() {
+runsv_pid() {
     local pid
-    pid=$(read_pidfile "$PID_DIR/supervisor-$1.pid")
-    if proc_matches "$pid" "$(supervisor_pattern "$1")"; then printf '%s\n' "$pid"; fi
+    pid=$(read_pidfile "$PID_DIR/runsv-$1.pid")
+    if proc_matches "$pid" "runsv $(service_dir "$1")"; then printf '%s\n' "$pid"; fi
 }
 
 responder_pid() {
     local pid
-    pid=$(read_pidfile "$PID_DIR/responder-$1.pid")
+    pid=$(read_pidfile "$(service_dir "$1")/supervise/pid")
     if proc_matches "$pid" "$(responder_sock "$1")"; then printf '%s\n' "$pid"; fi
 }
 
-responder_indexes() { # every index that has a pid file, plus 1..TODOSYNC_RESPONDERS
+responder_indexes() { # 1..TODOSYNC_RESPONDERS, plus every index that has a service dir
     {
         seq 1 "$TODOSYNC_RESPONDERS"
-        local f
-        for f in "$PID_DIR"/supervisor-*.pid "$PID_DIR"/responder-*.pid; do
-            [[ -e $f ]] || continue
-            f=${f##*-}
-            printf '%s\n' "${f%.pid}"
-        done
+        local d
+        for d in "$STATE"/sv/responder-*; do [[ -d $d ]] && printf '%s\n' "${d##*-}"; done
     } | grep -E '^[0-9]+$' | sort -nu
 }
 
-# Runs in its own session (setsid): starts `todosync serve`, restarts it with exponential backoff
-# when it exits, forwards SIGTERM/SIGINT to it and then stops restarting.
-SUP_STOP=0 SUP_CHILD="" SUP_SLEEPER=""
-supervise() {
-    set +e # a supervisor must not die of a transient error
-    local idx=$1 sock pidfile started rc uptime restarts=0 backoff_ms=250
-    sock=$(responder_sock "$idx")
-    pidfile=$PID_DIR/responder-$idx.pid
-    local args=(serve --socket "$sock")
+# The service's ./run (its output appended to responder-N.log) and ./finish (a line per exit).
+write_service() {
+    local idx=$1 dir log args run_as=()
+    dir=$(service_dir "$idx")
+    log=$LOG_DIR/responder-$idx.log
+    args=(serve --socket "$(responder_sock "$idx")")
     [[ $TODOSYNC_ENABLE_TEST_HOOKS == 1 ]] && args+=(--enable-test-hooks)
     # Under the service user, its socket 0660 in the service group (nginx's workers have it).
-    local run_as=()
     if ((TODOSYNC__SERVICE_USERS)); then
         args+=(--socket-group "$TODOSYNC_SERVICE_GROUP")
         run_as=(setpriv --reuid="$TODOSYNC_APP_USER" --regid="$TODOSYNC_SERVICE_GROUP" --init-groups --)
     fi
-    slog() { printf '[supervisor %s %s] %s\n' "$idx" "$(date '+%Y-%m-%d %H:%M:%S')" "$*"; }
-    on_stop() {
-        SUP_STOP=1
-        slog "stop requested"
-        if [[ -n $SUP_CHILD ]]; then kill -TERM "$SUP_CHILD" 2>/dev/null || true; fi
-        if [[ -n $SUP_SLEEPER ]]; then kill -TERM "$SUP_SLEEPER" 2>/dev/null || true; fi
-        return 0
-    }
-    trap on_stop TERM INT
-    trap '' HUP
-    echo "$$" >"$PID_DIR/supervisor-$idx.pid"
-    resolve_bin
-    slog "supervising: $TODOSYNC_BIN ${args[*]}"
-    while ((!SUP_STOP)); do
-        started=$SECONDS
-        # Two malloc arenas: glibc otherwise gives each busy worker thread its own arena and keeps
-        # what it frees, which grows RSS by tens of MB under load (see bench/README.md). A fixed
-        # mmap threshold: Argon2's 19 MiB blocks are then always mmapped and returned on free
-        # (glibc's dynamic threshold would keep ~19 MiB per worker after its first login).
-        MALLOC_ARENA_MAX=${MALLOC_ARENA_MAX:-2} MALLOC_MMAP_THRESHOLD_=${MALLOC_MMAP_THRESHOLD_:-1048576} \
-            "${run_as[@]}" "$TODOSYNC_BIN" "${args[@]}" </dev/null &
-        SUP_CHILD=$!
-        # a stop request that arrived between fork and the assignment above
-        if ((SUP_STOP)); then kill -TERM "$SUP_CHILD" 2>/dev/null || true; fi
-        echo "$SUP_CHILD" >"$pidfile.tmp" && mv -f "$pidfile.tmp" "$pidfile"
-        slog "responder started (pid $SUP_CHILD)"
-        rc=0
-        wait "$SUP_CHILD" || rc=$?
-        # `wait` returns early when a trapped signal arrives: keep waiting until the child is gone
-        # (kill -0 also sees it while it is an unreaped zombie).
-        while kill -0 "$SUP_CHILD" 2>/dev/null; do
-            rc=0
-            wait "$SUP_CHILD" || rc=$?
-        done
-        rm -f "$pidfile"
-        uptime=$((SECONDS - started))
-        SUP_CHILD=""
-        if ((SUP_STOP)); then
-            slog "responder exited (status $rc) after stop request"
-            break
-        fi
-        ((uptime >= 30)) && backoff_ms=250
-        restarts=$((restarts + 1))
-        slog "responder exited with status $rc after ${uptime}s; restart #$restarts in $((backoff_ms / 1000)).$(printf '%03d' $((backoff_ms % 1000)))s"
-        sleep "$((backoff_ms / 1000)).$(printf '%03d' $((backoff_ms % 1000)))" &
-        SUP_SLEEPER=$!
-        wait "$SUP_SLEEPER" 2>/dev/null || true
-        SUP_SLEEPER=""
-        backoff_ms=$((backoff_ms * 2))
-        ((backoff_ms > 10000)) && backoff_ms=10000
-    done
-    rm -f "$pidfile"
-    [[ $(read_pidfile "$PID_DIR/supervisor-$idx.pid") == "$$" ]] && rm -f "$PID_DIR/supervisor-$idx.pid"
-    slog "supervisor exiting"
+    mkdir -p "$dir"
+    # Two malloc arenas: glibc otherwise gives each busy worker thread its own arena and keeps
+    # what it frees, which grows RSS by tens of MB under load (see bench/README.md). A fixed
+    # mmap threshold: Argon2's 19 MiB blocks are then always mmapped and returned on free
+    # (glibc's dynamic threshold would keep ~19 MiB per worker after its first login).
+    cat >"$dir/run.tmp" <<RUN
+#!/bin/bash
+exec </dev/null >>$(printf '%q' "$log") 2>&1
+export MALLOC_ARENA_MAX=\${MALLOC_ARENA_MAX:-2} MALLOC_MMAP_THRESHOLD_=\${MALLOC_MMAP_THRESHOLD_:-1048576}
+echo "[runsv $idx \$(date '+%F %T')] starting the responder"
+exec $(printf '%q ' "${run_as[@]}" "$TODOSYNC_BIN" "${args[@]}")
+RUN
+    cat >"$dir/finish.tmp" <<FINISH
+#!/bin/bash
+echo "[runsv $idx \$(date '+%F %T')] responder exited (exit code \$1, wait status \$2)" >>$(printf '%q' "$log")
+FINISH
+    chmod 755 "$dir/run.tmp" "$dir/finish.tmp"
+    mv -f "$dir/run.tmp" "$dir/run"
+    mv -f "$dir/finish.tmp" "$dir/finish"
 }
 
 responders_start() {
     require_bin
+    require_cmd runsv sv
     mkdir -p "$PID_DIR" "$LOG_DIR"
     prepare_socket_dirs
-    local idx sock
+    local idx sock orphan
     for ((idx = 1; idx <= TODOSYNC_RESPONDERS; idx++)); do
-        if [[ -n $(supervisor_pid "$idx") ]]; then
-            log "responder $idx: supervisor already running"
+        write_service "$idx"
+        if [[ -n $(runsv_pid "$idx") ]]; then
+            log "responder $idx: runsv already running"
             continue
         fi
         sock=$(responder_sock "$idx")
-        # an orphaned responder (supervisor killed) would otherwise lose its socket to the new one
-        local orphan
+        # an orphaned responder (runsv killed) would otherwise lose its socket to the new one
         orphan=$(responder_pid "$idx")
         if [[ -n $orphan ]]; then
             kill -TERM "$orphan" 2>/dev/null || true
             wait_gone "$TODOSYNC_STOP_TIMEOUT" "$sock" "$orphan" || kill -KILL "$orphan" 2>/dev/null || true
         fi
         rm -f "$sock"
-        log "responder $idx: starting supervisor (socket $sock)"
-        (spawn_detached "$LOG_DIR/responder-$idx.log" "$SELF" __supervise "$idx" "$STATE") &
-        echo "$!" >"$PID_DIR/supervisor-$idx.pid"
+        log "responder $idx: starting runsv $(service_dir "$idx") (socket $sock)"
+        (spawn_detached "$LOG_DIR/responder-$idx.log" runsv "$(service_dir "$idx")") &
+        echo "$!" >"$PID_DIR/runsv-$idx.pid"
     done
     # responders beyond the configured count (count was lowered): stop them
     local extra=()
@@ -666,47 +626,31 @@ responders_start() {
 }
 
 responders_stop() { # [INDEX...] (default: all)
-    local indexes=("$@") idx pid entry sups=() kids=()
+    local indexes=("$@") idx pid dirs=() kids=() entry
     ((${#indexes[@]})) || mapfile -t indexes < <(responder_indexes)
-    local sup
     for idx in "${indexes[@]}"; do
-        sup=$(supervisor_pid "$idx")
         pid=$(responder_pid "$idx")
         [[ -n $pid ]] && kids+=("$pid:$(responder_sock "$idx")")
-        # The supervisor forwards SIGTERM to its responder and stops restarting it. Exactly one
-        # SIGTERM reaches the responder: directly only when its supervisor is gone.
-        if [[ -n $sup ]]; then
-            sups+=("$sup:$(supervisor_pattern "$idx")")
-            kill -TERM "$sup" 2>/dev/null || true
+        if [[ -n $(runsv_pid "$idx") ]]; then
+            dirs+=("$(service_dir "$idx")")
         elif [[ -n $pid ]]; then
-            kill -TERM "$pid" 2>/dev/null || true
+            kill -TERM "$pid" 2>/dev/null || true # orphaned: its runsv is gone
         fi
     done
-    if ((${#sups[@]} + ${#kids[@]} > 0)); then
-        log "responders: stopping ${#kids[@]} responder(s), ${#sups[@]} supervisor(s)"
-        local deadline=$((SECONDS + TODOSYNC_STOP_TIMEOUT)) alive
-        while :; do
-            alive=()
-            for entry in "${sups[@]}" "${kids[@]}"; do
-                proc_matches "${entry%%:*}" "${entry#*:}" && alive+=("$entry")
-            done
-            ((${#alive[@]} == 0)) && break
-            if ((SECONDS >= deadline)); then
-                log "responders: ${#alive[@]} process(es) still running after ${TODOSYNC_STOP_TIMEOUT}s, sending SIGKILL"
-                for entry in "${alive[@]}"; do
-                    kill -KILL "${entry%%:*}" 2>/dev/null || true
-                done
-                for entry in "${sups[@]}"; do # the supervisor's session: its child and a backoff sleep
-                    kill -KILL -- "-${entry%%:*}" 2>/dev/null || true
-                done
-                sleep 0.2
-                break
-            fi
-            sleep 0.1
-        done
+    if ((${#dirs[@]})); then
+        # One SIGTERM, no restart, then runsv exits; SIGKILL to a responder still up at the timeout.
+        log "responders: stopping ${#dirs[@]} runit service(s)"
+        sv -w "$TODOSYNC_STOP_TIMEOUT" force-shutdown "${dirs[@]}" >/dev/null 2>&1 ||
+            log "responders: not all stopped within ${TODOSYNC_STOP_TIMEOUT}s, SIGKILL sent"
     fi
+    for entry in "${kids[@]}"; do
+        wait_gone "$TODOSYNC_STOP_TIMEOUT" "${entry#*:}" "${entry%%:*}" || kill -KILL "${entry%%:*}" 2>/dev/null || true
+    done
     for idx in "${indexes[@]}"; do
-        rm -f "$PID_DIR/supervisor-$idx.pid" "$PID_DIR/responder-$idx.pid" "$(responder_sock "$idx")"
+        pid=$(runsv_pid "$idx")
+        [[ -z $pid ]] || wait_gone 5 "runsv" "$pid" || kill -KILL "$pid" 2>/dev/null || true
+        rm -f "$PID_DIR/runsv-$idx.pid" "$(responder_sock "$idx")"
+        ((idx <= TODOSYNC_RESPONDERS)) || rm -rf "$(service_dir "$idx")"
     done
 }
 
@@ -889,10 +833,10 @@ cmd_status() { # exit status 0 only when every part is running
     pid=$(db_pid)
     if [[ -n $pid ]]; then echo "mariadb       running (pid $pid, socket $DB_SOCK)"; else echo "mariadb       stopped"; rc=1; fi
     for idx in $(responder_indexes); do
-        sp=$(supervisor_pid "$idx")
+        sp=$(runsv_pid "$idx")
         rp=$(responder_pid "$idx")
         if [[ -n $sp || -n $rp ]]; then
-            printf 'responder %-3s supervisor %s, responder %s\n' "$idx" "${sp:-none}" "${rp:-none}"
+            printf 'responder %-3s runsv %s, responder %s\n' "$idx" "${sp:-none}" "${rp:-none}"
         else
             printf 'responder %-3s stopped\n' "$idx"
         fi
@@ -974,7 +918,6 @@ main() {
         responder-pids) cmd_responder_pids ;;
         env) cmd_env ;;
         nginx-config) lock_state; ensure_service_users; mkdir -p "$NGINX_DIR/tmp" "$LOG_DIR"; ensure_cert; render_nginx_conf; unlock_state; printf '%s\n' "$NGINX_CONF" ;;
-        __supervise) supervise "$1" ;;
         -h | --help | help | "") usage ;;
         *) log "unknown command: $cmd"; usage ;;
     esac
