@@ -22,7 +22,8 @@
 # The stack reads only its own variables below; the application's (workers, limits, database
 # name and user, log level, ...) and their defaults are the binary's: the file is passed to it as
 # TODOSYNC_CONFIG and `todosync config` shows what it uses. Relative paths are resolved against
-# the repository root. State dir layout: log/, pids/, mariadb/data, nginx/, tls/, secrets/.
+# the repository root. State dir layout: log/, pids/, sv/ (runit services), mariadb/data, nginx/,
+# tls/, secrets/.
 set -euo pipefail
 shopt -u patsub_replacement 2>/dev/null || true
 
@@ -175,24 +176,14 @@ require_cmd() {
     done
 }
 
-# Lock the state dir against a concurrent up/down of the same stack. Re-entrant within one
-# process; daemons are started through spawn_detached, which closes the lock descriptor.
-LOCK_DEPTH=0
+# Lock the state dir against a concurrent up/down of the same stack (not re-entrant); daemons are
+# started through spawn_detached, which closes the lock descriptor.
 lock_state() {
-    if ((LOCK_DEPTH == 0)); then
-        mkdir -p "$STATE"
-        exec 9>>"$STATE/.lock"
-        flock -w 120 9 || die "another stack.sh is working on $STATE (lock held for 120 s)"
-    fi
-    LOCK_DEPTH=$((LOCK_DEPTH + 1))
+    mkdir -p "$STATE"
+    exec 9>>"$STATE/.lock"
+    flock -w 120 9 || die "another stack.sh is working on $STATE (lock held for 120 s)"
 }
-unlock_state() {
-    LOCK_DEPTH=$((LOCK_DEPTH - 1))
-    if ((LOCK_DEPTH == 0)); then
-        flock -u 9
-        exec 9>&-
-    fi
-}
+unlock_state() { exec 9>&-; }
 
 read_pidfile() { # prints the pid in FILE, if any
     local pid=""
@@ -207,17 +198,6 @@ proc_matches() {
     [[ -n $pid && -r /proc/$pid/cmdline ]] || return 1
     cmdline=$(tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline") || return 1
     [[ -n $cmdline && $cmdline == *"$pattern"* ]]
-}
-
-children_of() { # direct children of PID, from /proc
-    local parent=$1 stat rest
-    for stat in /proc/[0-9]*/stat; do
-        read -r rest 2>/dev/null <"$stat" || continue
-        rest=${rest##*) }
-        set -- $rest
-        [[ ${2:-} == "$parent" ]] && { stat=${stat#/proc/}; printf '%s\n' "${stat%/stat}"; }
-    done
-    return 0
 }
 
 # wait_gone SECONDS PATTERN PID...: wait until none of the pids matches; 0 if all gone.
@@ -378,23 +358,11 @@ cmd_build() {
 
 # --- MariaDB -----------------------------------------------------------------------------------
 
-db_pid() {
-    local pid file
-    # pids/mariadbd.pid: where stacks before the service users kept it (an upgrade finds it there)
-    for file in "$DB_PIDFILE" "$PID_DIR/mariadbd.pid"; do
-        pid=$(read_pidfile "$file")
-        if proc_matches "$pid" "--datadir=$DB_DATA"; then printf '%s\n' "$pid"; return 0; fi
-    done
-}
-
 db_start() {
     require_cmd mariadbd mariadb-install-db mariadb mariadb-admin
     mkdir -p "$DB_DIR" "$LOG_DIR" "$PID_DIR"
     prepare_socket_dirs
-    local launched=""
-    if [[ -n $(db_pid) ]]; then
-        db_ping && { log "mariadb: already running"; return 0; }
-    else
+    if [[ -z $(runsv_pid mariadb) ]]; then
         local user_args=() socket_user
         socket_user=$(id -un)
         if ((TODOSYNC__SERVICE_USERS)); then
@@ -437,19 +405,18 @@ db_start() {
         # shellcheck disable=SC2206 # extra args are intentionally split on whitespace
         [[ -n $TODOSYNC_MARIADB_ARGS ]] && args+=($TODOSYNC_MARIADB_ARGS)
         log "mariadb: starting (socket $DB_SOCK${TODOSYNC_DB_PORT:+, tcp 127.0.0.1:$TODOSYNC_DB_PORT})"
-        rm -f "$DB_PIDFILE"
-        (spawn_detached "$LOG_DIR/mariadb.log" mariadbd "${args[@]}") &
-        launched=$!
+        write_service mariadb mariadbd "${args[@]}"
+        start_service mariadb
     fi
     local deadline=$((SECONDS + TODOSYNC_UP_TIMEOUT))
     until db_ping; do
-        if ((SECONDS >= deadline)) || { [[ -n $launched && -z $(db_pid) ]] && ! proc_matches "$launched" mariadbd; }; then
+        if ((SECONDS >= deadline)); then
             show_tail "$LOG_DIR/mariadb.log"
             die "mariadb did not become ready (log: $LOG_DIR/mariadb.log)"
         fi
         sleep 0.1
     done
-    log "mariadb: ready (pid $(db_pid))"
+    log "mariadb: ready (pid $(service_pid mariadb))"
 }
 
 # The app's database and account, by `todosync create-database` as the socket's admin; its password
@@ -469,25 +436,7 @@ db_setup() {
     log "mariadb: the application's database and account are ready"
 }
 
-db_stop() {
-    local pid
-    pid=$(db_pid)
-    if [[ -z $pid ]]; then
-        log "mariadb: not running"
-        rm -f "$DB_PIDFILE"
-        return 0
-    fi
-    log "mariadb: stopping (pid $pid)"
-    timeout 30 mariadb-admin --no-defaults --socket="$DB_SOCK" --user=root shutdown >/dev/null 2>&1 ||
-        kill -TERM "$pid" 2>/dev/null || true
-    if ! wait_gone "$TODOSYNC_STOP_TIMEOUT" "--datadir=$DB_DATA" "$pid"; then
-        log "mariadb: still running after ${TODOSYNC_STOP_TIMEOUT}s, sending SIGKILL"
-        kill -KILL "$pid" 2>/dev/null || true
-        wait_gone 5 "--datadir=$DB_DATA" "$pid" || true
-    fi
-    rm -f "$DB_PIDFILE"
-    log "mariadb: stopped"
-}
+db_stop() { stop_services mariadb; }
 
 cmd_migrate() {
     require_bin
@@ -517,13 +466,20 @@ ensure_cert() {
     chmod 644 "$TLS_DIR/cert.pem"
 }
 
-# --- responders --------------------------------------------------------------------------------
+# --- services (runit) --------------------------------------------------------------------------
 
-# Each responder is a runit service (Debian's runit: runsv) in <state>/sv/responder-N: runsv
-# restarts `todosync serve` when it exits (at most once a second) and `sv` stops it with one
-# SIGTERM (in-flight requests finish), SIGKILL after TODOSYNC_STOP_TIMEOUT. Production: systemd.
-responder_sock() { printf '%s/fcgi-%s.sock\n' "$SOCK_DIR" "$1"; }
-service_dir() { printf '%s/sv/responder-%s\n' "$STATE" "$1"; }
+# Each daemon is a runit service in <state>/sv/NAME (mariadb, responder-N, nginx): runsv (Debian's
+# runit) runs ./run, restarts it when it exits (at most once a second), and `sv` stops it with
+# one SIGTERM (nginx: QUIT, graceful), SIGKILL after TODOSYNC_STOP_TIMEOUT. Production: systemd.
+service_dir() { printf '%s/sv/%s\n' "$STATE" "$1"; }
+
+service_pattern() { # a string in the daemon's command line (guards against stale pid files)
+    case $1 in
+        mariadb) printf '%s\n' "--datadir=$DB_DATA" ;;
+        nginx) printf '%s\n' "$NGINX_CONF" ;;
+        responder-*) responder_sock "${1#responder-}" ;;
+    esac
+}
 
 runsv_pid() {
     local pid
@@ -531,11 +487,70 @@ runsv_pid() {
     if proc_matches "$pid" "runsv $(service_dir "$1")"; then printf '%s\n' "$pid"; fi
 }
 
-responder_pid() {
+service_pid() { # the daemon's own pid, as runsv records it
     local pid
     pid=$(read_pidfile "$(service_dir "$1")/supervise/pid")
-    if proc_matches "$pid" "$(responder_sock "$1")"; then printf '%s\n' "$pid"; fi
+    if proc_matches "$pid" "$(service_pattern "$1")"; then printf '%s\n' "$pid"; fi
 }
+
+# write_service NAME CMD...: ./run execs CMD, its output appended to <log>/NAME.log; ./finish
+# logs each exit there.
+write_service() {
+    local name=$1 dir log
+    shift
+    dir=$(service_dir "$name")
+    log=$(printf '%q' "$LOG_DIR/$name.log")
+    mkdir -p "$dir"
+    cat >"$dir/run.tmp" <<RUN
+#!/bin/bash
+exec </dev/null >>$log 2>&1
+echo "[runsv $name \$(date '+%F %T')] starting"
+exec $(printf '%q ' "$@")
+RUN
+    cat >"$dir/finish.tmp" <<FINISH
+#!/bin/bash
+echo "[runsv $name \$(date '+%F %T')] exited (exit code \$1, wait status \$2)" >>$log
+FINISH
+    chmod 755 "$dir/run.tmp" "$dir/finish.tmp"
+    mv -f "$dir/run.tmp" "$dir/run"
+    mv -f "$dir/finish.tmp" "$dir/finish"
+}
+
+start_service() { # NAME: runsv for its dir, unless one runs
+    [[ -z $(runsv_pid "$1") ]] || return 0
+    stop_services "$1" # a daemon left by a killed runsv would hold its socket
+    (spawn_detached "$LOG_DIR/$1.log" runsv "$(service_dir "$1")") &
+    echo "$!" >"$PID_DIR/runsv-$1.pid"
+}
+
+stop_services() { # NAME...: the daemons stop (no restart) and their runsv exit
+    local name pid dirs=() kids=() entry
+    for name in "$@"; do
+        pid=$(service_pid "$name")
+        [[ -n $pid ]] && kids+=("$pid:$(service_pattern "$name")")
+        if [[ -n $(runsv_pid "$name") ]]; then
+            dirs+=("$(service_dir "$name")")
+        elif [[ -n $pid ]]; then
+            kill -TERM "$pid" 2>/dev/null || true # orphaned: its runsv is gone
+        fi
+    done
+    ((${#dirs[@]} + ${#kids[@]})) || return 0
+    log "stopping $*"
+    ((${#dirs[@]} == 0)) || sv -w "$TODOSYNC_STOP_TIMEOUT" force-shutdown "${dirs[@]}" >/dev/null 2>&1 ||
+        log "not stopped within ${TODOSYNC_STOP_TIMEOUT}s: SIGKILL sent"
+    for entry in "${kids[@]}"; do
+        wait_gone "$TODOSYNC_STOP_TIMEOUT" "${entry#*:}" "${entry%%:*}" || kill -KILL "${entry%%:*}" 2>/dev/null || true
+    done
+    for name in "$@"; do
+        pid=$(runsv_pid "$name")
+        [[ -z $pid ]] || wait_gone 5 runsv "$pid" || kill -KILL "$pid" 2>/dev/null || true
+        rm -f "$PID_DIR/runsv-$name.pid"
+    done
+}
+
+# --- responders --------------------------------------------------------------------------------
+
+responder_sock() { printf '%s/fcgi-%s.sock\n' "$SOCK_DIR" "$1"; }
 
 responder_indexes() { # 1..TODOSYNC_RESPONDERS, plus every index that has a service dir
     {
@@ -545,71 +560,36 @@ responder_indexes() { # 1..TODOSYNC_RESPONDERS, plus every index that has a serv
     } | grep -E '^[0-9]+$' | sort -nu
 }
 
-# The service's ./run (its output appended to responder-N.log) and ./finish (a line per exit).
-write_service() {
-    local idx=$1 dir log args run_as=()
-    dir=$(service_dir "$idx")
-    log=$LOG_DIR/responder-$idx.log
-    args=(serve --socket "$(responder_sock "$idx")")
-    [[ $TODOSYNC_ENABLE_TEST_HOOKS == 1 ]] && args+=(--enable-test-hooks)
-    # Under the service user, its socket 0660 in the service group (nginx's workers have it).
-    if ((TODOSYNC__SERVICE_USERS)); then
-        args+=(--socket-group "$TODOSYNC_SERVICE_GROUP")
-        run_as=(setpriv --reuid="$TODOSYNC_APP_USER" --regid="$TODOSYNC_SERVICE_GROUP" --init-groups --)
-    fi
-    mkdir -p "$dir"
-    # Two malloc arenas: glibc otherwise gives each busy worker thread its own arena and keeps
-    # what it frees, which grows RSS by tens of MB under load (see bench/README.md). A fixed
-    # mmap threshold: Argon2's 19 MiB blocks are then always mmapped and returned on free
-    # (glibc's dynamic threshold would keep ~19 MiB per worker after its first login).
-    cat >"$dir/run.tmp" <<RUN
-#!/bin/bash
-exec </dev/null >>$(printf '%q' "$log") 2>&1
-export MALLOC_ARENA_MAX=\${MALLOC_ARENA_MAX:-2} MALLOC_MMAP_THRESHOLD_=\${MALLOC_MMAP_THRESHOLD_:-1048576}
-echo "[runsv $idx \$(date '+%F %T')] starting the responder"
-exec $(printf '%q ' "${run_as[@]}" "$TODOSYNC_BIN" "${args[@]}")
-RUN
-    cat >"$dir/finish.tmp" <<FINISH
-#!/bin/bash
-echo "[runsv $idx \$(date '+%F %T')] responder exited (exit code \$1, wait status \$2)" >>$(printf '%q' "$log")
-FINISH
-    chmod 755 "$dir/run.tmp" "$dir/finish.tmp"
-    mv -f "$dir/run.tmp" "$dir/run"
-    mv -f "$dir/finish.tmp" "$dir/finish"
-}
-
 responders_start() {
     require_bin
     require_cmd runsv sv
     mkdir -p "$PID_DIR" "$LOG_DIR"
     prepare_socket_dirs
-    local idx sock orphan
+    local idx args run_as=() missing extra=()
+    # Under the service user, its socket 0660 in the service group (nginx's workers have it).
+    if ((TODOSYNC__SERVICE_USERS)); then
+        run_as=(setpriv --reuid="$TODOSYNC_APP_USER" --regid="$TODOSYNC_SERVICE_GROUP" --init-groups --)
+    fi
     for ((idx = 1; idx <= TODOSYNC_RESPONDERS; idx++)); do
-        write_service "$idx"
-        if [[ -n $(runsv_pid "$idx") ]]; then
-            log "responder $idx: runsv already running"
-            continue
-        fi
-        sock=$(responder_sock "$idx")
-        # an orphaned responder (runsv killed) would otherwise lose its socket to the new one
-        orphan=$(responder_pid "$idx")
-        if [[ -n $orphan ]]; then
-            kill -TERM "$orphan" 2>/dev/null || true
-            wait_gone "$TODOSYNC_STOP_TIMEOUT" "$sock" "$orphan" || kill -KILL "$orphan" 2>/dev/null || true
-        fi
-        rm -f "$sock"
-        log "responder $idx: starting runsv $(service_dir "$idx") (socket $sock)"
-        (spawn_detached "$LOG_DIR/responder-$idx.log" runsv "$(service_dir "$idx")") &
-        echo "$!" >"$PID_DIR/runsv-$idx.pid"
+        args=(serve --socket "$(responder_sock "$idx")")
+        [[ $TODOSYNC_ENABLE_TEST_HOOKS == 1 ]] && args+=(--enable-test-hooks)
+        ((TODOSYNC__SERVICE_USERS)) && args+=(--socket-group "$TODOSYNC_SERVICE_GROUP")
+        # Two malloc arenas: glibc otherwise gives each busy worker thread its own arena and keeps
+        # what it frees, which grows RSS by tens of MB under load (see bench/README.md). A fixed
+        # mmap threshold: Argon2's 19 MiB blocks are then always mmapped and returned on free
+        # (glibc's dynamic threshold would keep ~19 MiB per worker after its first login).
+        write_service "responder-$idx" env MALLOC_ARENA_MAX="${MALLOC_ARENA_MAX:-2}" \
+            MALLOC_MMAP_THRESHOLD_="${MALLOC_MMAP_THRESHOLD_:-1048576}" "${run_as[@]}" "$TODOSYNC_BIN" "${args[@]}"
+        [[ -n $(runsv_pid "responder-$idx") ]] || log "responder $idx: starting (socket $(responder_sock "$idx"))"
+        start_service "responder-$idx"
     done
     # responders beyond the configured count (count was lowered): stop them
-    local extra=()
     for idx in $(responder_indexes); do
         ((idx > TODOSYNC_RESPONDERS)) && extra+=("$idx")
     done
     ((${#extra[@]} == 0)) || responders_stop "${extra[@]}"
 
-    local deadline=$((SECONDS + TODOSYNC_UP_TIMEOUT)) missing
+    local deadline=$((SECONDS + TODOSYNC_UP_TIMEOUT))
     while :; do
         missing=""
         for ((idx = 1; idx <= TODOSYNC_RESPONDERS; idx++)); do
@@ -626,50 +606,22 @@ responders_start() {
 }
 
 responders_stop() { # [INDEX...] (default: all)
-    local indexes=("$@") idx pid dirs=() kids=() entry
+    local indexes=("$@") idx
     ((${#indexes[@]})) || mapfile -t indexes < <(responder_indexes)
+    stop_services "${indexes[@]/#/responder-}"
     for idx in "${indexes[@]}"; do
-        pid=$(responder_pid "$idx")
-        [[ -n $pid ]] && kids+=("$pid:$(responder_sock "$idx")")
-        if [[ -n $(runsv_pid "$idx") ]]; then
-            dirs+=("$(service_dir "$idx")")
-        elif [[ -n $pid ]]; then
-            kill -TERM "$pid" 2>/dev/null || true # orphaned: its runsv is gone
-        fi
-    done
-    if ((${#dirs[@]})); then
-        # One SIGTERM, no restart, then runsv exits; SIGKILL to a responder still up at the timeout.
-        log "responders: stopping ${#dirs[@]} runit service(s)"
-        sv -w "$TODOSYNC_STOP_TIMEOUT" force-shutdown "${dirs[@]}" >/dev/null 2>&1 ||
-            log "responders: not all stopped within ${TODOSYNC_STOP_TIMEOUT}s, SIGKILL sent"
-    fi
-    for entry in "${kids[@]}"; do
-        wait_gone "$TODOSYNC_STOP_TIMEOUT" "${entry#*:}" "${entry%%:*}" || kill -KILL "${entry%%:*}" 2>/dev/null || true
-    done
-    for idx in "${indexes[@]}"; do
-        pid=$(runsv_pid "$idx")
-        [[ -z $pid ]] || wait_gone 5 "runsv" "$pid" || kill -KILL "$pid" 2>/dev/null || true
-        rm -f "$PID_DIR/runsv-$idx.pid" "$(responder_sock "$idx")"
-        ((idx <= TODOSYNC_RESPONDERS)) || rm -rf "$(service_dir "$idx")"
+        rm -f "$(responder_sock "$idx")"
+        ((idx <= TODOSYNC_RESPONDERS)) || rm -rf "$(service_dir "responder-$idx")"
     done
 }
 
 cmd_responder_pids() {
-    local idx pid
-    for idx in $(responder_indexes); do
-        pid=$(responder_pid "$idx")
-        [[ -n $pid ]] && printf '%s\n' "$pid"
-    done
+    local idx
+    for idx in $(responder_indexes); do service_pid "responder-$idx"; done
     return 0
 }
 
 # --- nginx -------------------------------------------------------------------------------------
-
-nginx_pid() {
-    local pid
-    pid=$(read_pidfile "$NGINX_PIDFILE")
-    if proc_matches "$pid" "$NGINX_CONF"; then printf '%s\n' "$pid"; fi
-}
 
 render_nginx_conf() {
     [[ -r $TODOSYNC_NGINX_TEMPLATE ]] || die "nginx template $TODOSYNC_NGINX_TEMPLATE not found"
@@ -744,45 +696,18 @@ nginx_start() {
         cat "$LOG_DIR/nginx-start.log" >&2
         die "nginx configuration test failed ($NGINX_CONF)"
     fi
-    local pid
-    pid=$(nginx_pid)
-    if [[ -n $pid ]]; then
-        log "nginx: reloading configuration (pid $pid)"
-        kill -HUP "$pid"
+    if [[ -n $(runsv_pid nginx) ]]; then
+        log "nginx: reloading configuration"
+        sv hup "$(service_dir nginx)" >/dev/null
         return 0
     fi
     log "nginx: starting on $HTTP_BASE and $HTTPS_BASE"
-    rm -f "$NGINX_PIDFILE"
-    : >"$LOG_DIR/nginx-start.log"
-    if ! (spawn_detached "$LOG_DIR/nginx-start.log" nginx -p "$NGINX_DIR/" -c "$NGINX_CONF" -e "$LOG_DIR/nginx-error.log"); then
-        cat "$LOG_DIR/nginx-start.log" >&2
-        show_tail "$LOG_DIR/nginx-error.log" 10
-        die "nginx failed to start"
-    fi
-}
-
-nginx_stop() {
-    local pid workers
-    pid=$(nginx_pid)
-    if [[ -z $pid ]]; then
-        log "nginx: not running"
-        rm -f "$NGINX_PIDFILE"
-        return 0
-    fi
-    mapfile -t workers < <(children_of "$pid")
-    log "nginx: stopping (pid $pid, graceful)"
-    kill -QUIT "$pid" 2>/dev/null || true
-    if ! wait_gone "$TODOSYNC_STOP_TIMEOUT" "$NGINX_CONF" "$pid"; then
-        log "nginx: still running after ${TODOSYNC_STOP_TIMEOUT}s, sending SIGKILL"
-        kill -KILL "$pid" 2>/dev/null || true
-    fi
-    # workers notice a dead master only lazily; make sure none is left serving
-    local w
-    for w in "${workers[@]}"; do
-        proc_matches "$w" "nginx" && kill -KILL "$w" 2>/dev/null || true
-    done
-    rm -f "$NGINX_PIDFILE"
-    log "nginx: stopped"
+    write_service nginx nginx -p "$NGINX_DIR/" -c "$NGINX_CONF" -e "$LOG_DIR/nginx-error.log" -g "daemon off;"
+    # `sv down`/`exit` send QUIT instead of TERM: nginx finishes the requests in flight.
+    mkdir -p "$(service_dir nginx)/control"
+    printf '#!/bin/sh\nkill -QUIT "$(cat supervise/pid)"\n' >"$(service_dir nginx)/control/t"
+    chmod 755 "$(service_dir nginx)/control/t"
+    start_service nginx
 }
 
 wait_healthy() {
@@ -822,28 +747,23 @@ cmd_up() {
 
 cmd_down() {
     lock_state
-    nginx_stop
+    stop_services nginx
     responders_stop
     db_stop
     unlock_state
 }
 
 cmd_status() { # exit status 0 only when every part is running
-    local pid idx sp rp rc=0
-    pid=$(db_pid)
-    if [[ -n $pid ]]; then echo "mariadb       running (pid $pid, socket $DB_SOCK)"; else echo "mariadb       stopped"; rc=1; fi
-    for idx in $(responder_indexes); do
-        sp=$(runsv_pid "$idx")
-        rp=$(responder_pid "$idx")
-        if [[ -n $sp || -n $rp ]]; then
-            printf 'responder %-3s runsv %s, responder %s\n' "$idx" "${sp:-none}" "${rp:-none}"
+    local name pid rc=0
+    for name in mariadb $(responder_indexes | sed 's/^/responder-/') nginx; do
+        pid=$(service_pid "$name")
+        if [[ -n $pid ]]; then
+            printf '%-13s running (pid %s, runsv %s)\n' "$name" "$pid" "$(runsv_pid "$name")"
         else
-            printf 'responder %-3s stopped\n' "$idx"
+            printf '%-13s stopped\n' "$name"
+            rc=1
         fi
-        [[ -n $rp ]] || rc=1
     done
-    pid=$(nginx_pid)
-    if [[ -n $pid ]]; then echo "nginx         running (pid $pid, config $NGINX_CONF)"; else echo "nginx         stopped"; rc=1; fi
     return "$rc"
 }
 
