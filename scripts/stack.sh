@@ -574,12 +574,7 @@ responders_start() {
         args=(serve --socket "$(responder_sock "$idx")")
         [[ $TODOSYNC_ENABLE_TEST_HOOKS == 1 ]] && args+=(--enable-test-hooks)
         ((TODOSYNC__SERVICE_USERS)) && args+=(--socket-group "$TODOSYNC_SERVICE_GROUP")
-        # Two malloc arenas: glibc otherwise gives each busy worker thread its own arena and keeps
-        # what it frees, which grows RSS by tens of MB under load (see bench/README.md). A fixed
-        # mmap threshold: Argon2's 19 MiB blocks are then always mmapped and returned on free
-        # (glibc's dynamic threshold would keep ~19 MiB per worker after its first login).
-        write_service "responder-$idx" env MALLOC_ARENA_MAX="${MALLOC_ARENA_MAX:-2}" \
-            MALLOC_MMAP_THRESHOLD_="${MALLOC_MMAP_THRESHOLD_:-1048576}" "${run_as[@]}" "$TODOSYNC_BIN" "${args[@]}"
+        write_service "responder-$idx" "${run_as[@]}" "$TODOSYNC_BIN" "${args[@]}"
         [[ -n $(runsv_pid "responder-$idx") ]] || log "responder $idx: starting (socket $(responder_sock "$idx"))"
         start_service "responder-$idx"
     done

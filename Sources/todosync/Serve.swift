@@ -38,6 +38,7 @@ struct Serve: ParsableCommand {
     var enableTestHooks = false
 
     func run() throws {
+        MallocTuning.apply(environment: ProcessInfo.processInfo.environment)
         let environment = Environment()
         let logger = bootstrapLogging(environment)
         let database = try environment.database
