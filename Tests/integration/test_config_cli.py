@@ -16,22 +16,14 @@ from __future__ import annotations
 
 import os
 import re
-import shlex
 import subprocess
 from pathlib import Path
 
 import pytest
 
+from test_release_binary import stack_env
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
-
-
-def stack_env() -> dict[str, str]:
-    stack = os.environ.get("TODOSYNC_TEST_STACK", "").strip()
-    if not stack:
-        pytest.skip("TODOSYNC_TEST_STACK not set: the binary is unknown")
-    out = subprocess.run(shlex.split(stack) + ["env"], capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stderr
-    return dict(line.split("=", 1) for line in out.stdout.splitlines() if "=" in line)
 
 
 @pytest.fixture(scope="module")
