@@ -81,8 +81,11 @@ struct Serve: ParsableCommand {
             workerLogger[metadataKey: "worker"] = "\(workerIndex)"
             let store = Store(connection: Connection(configuration: database), configuration: storeConfiguration)
             let application = Application(store: store, logger: workerLogger, options: options)
+            let encoder = ResponseEncoder()
             return { request in
-                let response = application.handle(HTTPRequest(request), requestID: request.header("X-Request-Id"))
+                let response = encoder.encode(
+                    application.handle(HTTPRequest(request), requestID: request.header("X-Request-Id")),
+                    acceptEncoding: request.header("Accept-Encoding"))
                 return FastCGIResponse(
                     status: response.status,
                     headers: response.headers.map { (name: $0.name, value: $0.value) },
