@@ -145,7 +145,7 @@ HTTPS_BASE=https://$TODOSYNC_LISTEN_ADDRESS:$TODOSYNC_HTTPS_PORT
 DEB_PACKAGES=(
     mariadb-server mariadb-client nginx libfcgi-dev libmariadb-dev libargon2-dev libssl-dev libdeflate-dev
     pkg-config openssl curl python3-venv systemd
-    runit  # runsv restarts the dev stack's responders (production: systemd units)
+    runit  # runsv runs and restarts the dev stack's daemons (production: systemd units)
     libsqlite3-dev  # the client library (GRDB) uses the system SQLite
 )
 
