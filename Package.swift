@@ -38,6 +38,8 @@ let package = Package(
 
         // The application: domain (no C, no HTTP), store (SQL), API (routes), executable.
         .target(name: "TodoSyncCore"),
+        // Configuration layering (defaults < config file < environment) for `todosync config`.
+        .target(name: "TodoSyncConfig"),
         .target(name: "TodoSyncStore", dependencies: ["TodoSyncCore", "MariaDB", "Credentials"]),
         .target(
             name: "TodoSyncAPI",
@@ -46,7 +48,7 @@ let package = Package(
         .executableTarget(
             name: "todosync",
             dependencies: [
-                "TodoSyncAPI", "TodoSyncStore", "FastCGI", "MariaDB", "CBuildInfo",
+                "TodoSyncAPI", "TodoSyncStore", "FastCGI", "MariaDB", "CBuildInfo", "TodoSyncConfig",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -61,6 +63,7 @@ let package = Package(
         ),
 
         .testTarget(name: "TodoSyncCoreTests", dependencies: ["TodoSyncCore"]),
+        .testTarget(name: "TodoSyncConfigTests", dependencies: ["TodoSyncConfig"]),
         .testTarget(
             name: "TodoSyncAPITests",
             dependencies: ["TodoSyncAPI", "TodoSyncCore", "TodoSyncStore", "MariaDB", "Deflate",
