@@ -700,6 +700,8 @@ supervise() {
         # what it frees, which grows RSS by tens of MB under load (see bench/README.md). A fixed
         # mmap threshold: Argon2's 19 MiB blocks are then always mmapped and returned on free
         # (glibc's dynamic threshold would keep ~19 MiB per worker after its first login).
+        # TODOSYNC_INSTANCE: the `responder` label of its metrics (ops, issue 14).
+        TODOSYNC_INSTANCE=$idx \
         MALLOC_ARENA_MAX=${MALLOC_ARENA_MAX:-2} MALLOC_MMAP_THRESHOLD_=${MALLOC_MMAP_THRESHOLD_:-1048576} \
             "${run_as[@]}" "$TODOSYNC_BIN" "${args[@]}" </dev/null &
         SUP_CHILD=$!
@@ -906,6 +908,9 @@ render_nginx_conf() {
     fi
     printf '%s\n' "$text" >"$NGINX_CONF.tmp"
     mv -f "$NGINX_CONF.tmp" "$NGINX_CONF"
+    # ops (issue 14): /metrics and /metrics/N, loopback only (the template includes conf.d/*.conf).
+    mkdir -p "$NGINX_DIR/conf.d"
+    "$REPO_ROOT/scripts/nginx-metrics-locations.sh" "$TODOSYNC_RESPONDERS" "$SOCK_DIR/fcgi-%d.sock" >"$NGINX_DIR/conf.d/metrics.conf"
 }
 
 nginx_cmd() { nginx -p "$NGINX_DIR/" -c "$NGINX_CONF" -e "$LOG_DIR/nginx-error.log" "$@"; }

@@ -50,6 +50,7 @@ struct Serve: ParsableCommand {
         let database = try environment.database
         let storeConfiguration = try environment.store
         let options = ApplicationOptions(enableTestHooks: enableTestHooks)
+        let observability = try Observability(environment, logger: logger)
         var configuration = FastCGIServerConfiguration(
             socketPath: socket ?? environment.string("TODOSYNC_SOCKET", default: "/tmp/todosync.sock"))
         configuration.listenAddress = try listenAddress(environment)
@@ -87,8 +88,9 @@ struct Serve: ParsableCommand {
             workerLogger[metadataKey: "worker"] = "\(workerIndex)"
             let store = Store(connection: Connection(configuration: database), configuration: storeConfiguration)
             let application = Application(store: store, logger: workerLogger, options: options)
+            let observer = observability.observer(for: application, logger: workerLogger)
             return { request in
-                let response = application.handle(HTTPRequest(request), requestID: request.header("X-Request-Id"))
+                let response = observer.handle(HTTPRequest(request), requestID: request.header("X-Request-Id"))
                 return FastCGIResponse(
                     status: response.status,
                     headers: response.headers.map { (name: $0.name, value: $0.value) },

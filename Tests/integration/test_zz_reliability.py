@@ -29,6 +29,7 @@ Assumptions where API.md / the README are silent:
 from __future__ import annotations
 
 import concurrent.futures as cf
+import json
 import os
 import random
 import re
@@ -362,12 +363,14 @@ def _access_log_upstreams(request_ids: set[str], wait_s: float = 2.0) -> dict[st
         return {}
     time.sleep(wait_s)
     out = {}
-    pat = re.compile(r" up=(.*?) id=([0-9a-f]+) ")
     with open(path, "r", errors="replace") as f:
         for line in f:
-            m = pat.search(line)
-            if m and m.group(2) in request_ids:
-                out[m.group(2)] = m.group(1)
+            try:
+                entry = json.loads(line)  # one JSON object per line (log_format todosync)
+            except ValueError:
+                continue
+            if entry.get("request_id") in request_ids:
+                out[entry["request_id"]] = entry.get("upstream", "")
     return out
 
 

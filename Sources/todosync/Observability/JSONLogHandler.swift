@@ -1,0 +1,157 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Logging
+
+/// A swift-log handler that writes one JSON object per line to a file descriptor (stderr by
+/// default): `{"ts":"2026-11-24T14:05:03.123Z","level":"info","logger":"todosync","msg":"...",...}`
+/// with the logger's and the call's metadata as further top-level keys (integers and finite
+/// floating-point values as JSON numbers, everything else as strings).
+///
+/// Each line is one `write(2)`: lines from concurrent worker threads never interleave, and with
+/// the descriptor opened `O_APPEND` (the stack's `>>`, systemd's `append:`) a log rotated by
+/// copy-and-truncate goes on at the start of the emptied file.
+struct JSONLogHandler: LogHandler {
+    let label: String
+    let fd: Int32
+    var logLevel: Logger.Level
+    var metadata: Logger.Metadata = [:]
+    var metadataProvider: Logger.MetadataProvider?
+
+    init(label: String, level: Logger.Level, fd: Int32 = STDERR_FILENO) {
+        self.label = label
+        self.logLevel = level
+        self.fd = fd
+    }
+
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+
+    func log(event: LogEvent) {
+        var line: [UInt8] = []
+        line.reserveCapacity(256)
+        line.append(contentsOf: #"{"ts":""#.utf8)
+        Self.appendTimestamp(to: &line)
+        line.append(contentsOf: #"","level":""#.utf8)
+        line.append(contentsOf: event.level.rawValue.utf8)
+        line.append(contentsOf: #"","logger":"#.utf8)
+        Self.appendString(label, to: &line)
+        line.append(contentsOf: #","msg":"#.utf8)
+        Self.appendString(event.message.description, to: &line)
+        var merged = metadata
+        if let provided = metadataProvider?.get() { merged.merge(provided) { $1 } }
+        if let extra = event.metadata { merged.merge(extra) { $1 } }
+        for (key, value) in merged.sorted(by: { $0.key < $1.key }) {
+            line.append(UInt8(ascii: ","))
+            Self.appendString(key, to: &line)
+            line.append(UInt8(ascii: ":"))
+            Self.appendValue(value, to: &line)
+        }
+        line.append(contentsOf: "}\n".utf8)
+        line.withUnsafeBytes { buffer in
+            var offset = 0
+            while offset < buffer.count {
+                let written = Glibc.write(fd, buffer.baseAddress! + offset, buffer.count - offset)
+                if written > 0 {
+                    offset += written
+                } else if written < 0 && errno == EINTR {
+                    continue
+                } else {
+                    return  // nowhere to report a failing log
+                }
+            }
+        }
+    }
+
+    private static func appendValue(_ value: Logger.MetadataValue, to line: inout [UInt8]) {
+        switch value {
+        case .string(let text):
+            appendString(text, to: &line)
+        case .stringConvertible(let convertible):
+            switch convertible {
+            case let number as any BinaryInteger:
+                line.append(contentsOf: number.description.utf8)
+            case let number as Double where number.isFinite:
+                line.append(contentsOf: number.description.utf8)
+            default:
+                appendString(convertible.description, to: &line)
+            }
+        case .array(let values):
+            line.append(UInt8(ascii: "["))
+            for (index, element) in values.enumerated() {
+                if index > 0 { line.append(UInt8(ascii: ",")) }
+                appendValue(element, to: &line)
+            }
+            line.append(UInt8(ascii: "]"))
+        case .dictionary(let entries):
+            line.append(UInt8(ascii: "{"))
+            for (index, entry) in entries.sorted(by: { $0.key < $1.key }).enumerated() {
+                if index > 0 { line.append(UInt8(ascii: ",")) }
+                appendString(entry.key, to: &line)
+                line.append(UInt8(ascii: ":"))
+                appendValue(entry.value, to: &line)
+            }
+            line.append(UInt8(ascii: "}"))
+        }
+    }
+
+    /// A JSON string literal: quotes, backslashes and control characters escaped; other UTF-8 as is.
+    static func appendString(_ text: String, to line: inout [UInt8]) {
+        line.append(UInt8(ascii: "\""))
+        for byte in text.utf8 {
+            switch byte {
+            case UInt8(ascii: "\""): line.append(contentsOf: #"\""#.utf8)
+            case UInt8(ascii: "\\"): line.append(contentsOf: #"\\"#.utf8)
+            case UInt8(ascii: "\n"): line.append(contentsOf: #"\n"#.utf8)
+            case UInt8(ascii: "\r"): line.append(contentsOf: #"\r"#.utf8)
+            case UInt8(ascii: "\t"): line.append(contentsOf: #"\t"#.utf8)
+            case 0..<0x20, 0x7F:
+                let hex = Array("0123456789abcdef".utf8)
+                line.append(contentsOf: #"\u00"#.utf8)
+                line.append(hex[Int(byte >> 4)])
+                line.append(hex[Int(byte & 0xF)])
+            default: line.append(byte)
+            }
+        }
+        line.append(UInt8(ascii: "\""))
+    }
+
+    /// `2026-11-24T14:05:03.123Z` (UTC, milliseconds).
+    private static func appendTimestamp(to line: inout [UInt8]) {
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        var seconds = now.tv_sec
+        var parts = tm()
+        gmtime_r(&seconds, &parts)
+        func digits(_ value: Int, _ count: Int) {
+            var divisor = 1
+            for _ in 1..<count { divisor *= 10 }
+            var value = value
+            while divisor > 0 {
+                line.append(UInt8(ascii: "0") + UInt8(value / divisor % 10))
+                value %= divisor
+                divisor /= 10
+            }
+        }
+        digits(Int(parts.tm_year) + 1900, 4); line.append(UInt8(ascii: "-"))
+        digits(Int(parts.tm_mon) + 1, 2); line.append(UInt8(ascii: "-"))
+        digits(Int(parts.tm_mday), 2); line.append(UInt8(ascii: "T"))
+        digits(Int(parts.tm_hour), 2); line.append(UInt8(ascii: ":"))
+        digits(Int(parts.tm_min), 2); line.append(UInt8(ascii: ":"))
+        digits(Int(parts.tm_sec), 2); line.append(UInt8(ascii: "."))
+        digits(Int(now.tv_nsec / 1_000_000), 3); line.append(UInt8(ascii: "Z"))
+    }
+}
+
+/// The handler `TODOSYNC_LOG_FORMAT` selects: `json` (default: one object per line) or `text`
+/// (swift-log's plain stream format, for reading by eye).
+func makeLogHandler(label: String, level: Logger.Level, format: String) -> any LogHandler {
+    if format == "text" {
+        var handler = StreamLogHandler.standardError(label: label)
+        handler.logLevel = level
+        return handler
+    }
+    return JSONLogHandler(label: label, level: level)
+}
