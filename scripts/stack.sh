@@ -220,6 +220,7 @@ HTTPS_BASE=https://$TODOSYNC_LISTEN_ADDRESS:$TODOSYNC_HTTPS_PORT
 DEB_PACKAGES=(
     mariadb-server mariadb-client nginx libfcgi-dev libmariadb-dev libargon2-dev libssl-dev
     pkg-config openssl curl python3-venv systemd
+    logrotate  # ops (issue 14): tests/logrotate checks the installed config with a real rotation
     libsqlite3-dev  # the client library (GRDB) uses the system SQLite
 )
 

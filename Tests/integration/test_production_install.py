@@ -133,6 +133,7 @@ def site_nginx(conf, tmp_path_factory):
     site = (root / "etc/nginx/sites-available/todosync").read_text()
     for i, sock in enumerate(sockets, start=1):
         site = site.replace(f"unix:/run/todosync/responder-{i}.sock", f"unix:{sock}")
+    site = site.replace("/var/log/todosync/", f"{root}/logs/")  # the site's JSON access log
     http, https = free_port(), free_port()
     site = re.sub(r"listen 80;\n\s*listen \[::\]:80;", f"listen 127.0.0.1:{http};", site)
     site = re.sub(r"listen 443 ssl http2;\n\s*listen \[::\]:443 ssl http2;", f"listen 127.0.0.1:{https} ssl http2;", site)
