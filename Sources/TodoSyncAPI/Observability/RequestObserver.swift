@@ -63,7 +63,7 @@ public final class RequestObserver {
                 "duration_ms": .stringConvertible(Double(elapsed / 1000) / 1000),
             ]
             if let user = observed.userID { metadata["user_id"] = .stringConvertible(user) }
-            logger.info("request served", metadata: metadata)
+            logger.info("request served", metadata: metadata, source: "todosync")
         }
         return response
     }

@@ -11,12 +11,21 @@ import Logging
 /// Each line is one `write(2)`: lines from concurrent worker threads never interleave, and with
 /// the descriptor opened `O_APPEND` (the stack's `>>`, systemd's `append:`) a log rotated by
 /// copy-and-truncate goes on at the start of the emptied file.
+///
+/// Kept cheap, since every request logs a line: the logger's own metadata (set rarely, e.g. the
+/// worker index) is rendered once when it changes, the call's metadata is written in dictionary
+/// order without merging or sorting, and numbers are recognised by concrete type, not by a cast
+/// to a protocol.
 struct JSONLogHandler: LogHandler {
     let label: String
     let fd: Int32
     var logLevel: Logger.Level
-    var metadata: Logger.Metadata = [:]
     var metadataProvider: Logger.MetadataProvider?
+    var metadata: Logger.Metadata = [:] {
+        didSet { renderedMetadata = Self.render(metadata) }
+    }
+    /// `metadata` as `,"key":value` pairs.
+    private var renderedMetadata: [UInt8] = []
 
     init(label: String, level: Logger.Level, fd: Int32 = STDERR_FILENO) {
         self.label = label
@@ -29,9 +38,20 @@ struct JSONLogHandler: LogHandler {
         set { metadata[key] = newValue }
     }
 
+    private static func render(_ metadata: Logger.Metadata, skipping skipped: Logger.Metadata? = nil) -> [UInt8] {
+        var bytes: [UInt8] = []
+        for (key, value) in metadata where skipped?[key] == nil {
+            bytes.append(UInt8(ascii: ","))
+            appendString(key, to: &bytes)
+            bytes.append(UInt8(ascii: ":"))
+            appendValue(value, to: &bytes)
+        }
+        return bytes
+    }
+
     func log(event: LogEvent) {
         var line: [UInt8] = []
-        line.reserveCapacity(256)
+        line.reserveCapacity(320)
         line.append(contentsOf: #"{"ts":""#.utf8)
         Self.appendTimestamp(to: &line)
         line.append(contentsOf: #"","level":""#.utf8)
@@ -40,14 +60,18 @@ struct JSONLogHandler: LogHandler {
         Self.appendString(label, to: &line)
         line.append(contentsOf: #","msg":"#.utf8)
         Self.appendString(event.message.description, to: &line)
-        var merged = metadata
-        if let provided = metadataProvider?.get() { merged.merge(provided) { $1 } }
-        if let extra = event.metadata { merged.merge(extra) { $1 } }
-        for (key, value) in merged.sorted(by: { $0.key < $1.key }) {
-            line.append(UInt8(ascii: ","))
-            Self.appendString(key, to: &line)
-            line.append(UInt8(ascii: ":"))
-            Self.appendValue(value, to: &line)
+        // Keys of the call win over the provider's, which win over the logger's own.
+        var extra = event.metadata ?? [:]
+        if let provided = metadataProvider?.get() { extra.merge(provided) { call, _ in call } }
+        if extra.isEmpty {
+            line.append(contentsOf: renderedMetadata)
+        } else {
+            if metadata.keys.contains(where: { extra[$0] != nil }) {
+                line.append(contentsOf: Self.render(metadata, skipping: extra))
+            } else {
+                line.append(contentsOf: renderedMetadata)
+            }
+            line.append(contentsOf: Self.render(extra))
         }
         line.append(contentsOf: "}\n".utf8)
         line.withUnsafeBytes { buffer in
@@ -71,12 +95,10 @@ struct JSONLogHandler: LogHandler {
             appendString(text, to: &line)
         case .stringConvertible(let convertible):
             switch convertible {
-            case let number as any BinaryInteger:
-                line.append(contentsOf: number.description.utf8)
-            case let number as Double where number.isFinite:
-                line.append(contentsOf: number.description.utf8)
-            default:
-                appendString(convertible.description, to: &line)
+            case let number as Int: line.append(contentsOf: number.description.utf8)
+            case let number as Int64: line.append(contentsOf: number.description.utf8)
+            case let number as Double where number.isFinite: line.append(contentsOf: number.description.utf8)
+            default: appendString(convertible.description, to: &line)
             }
         case .array(let values):
             line.append(UInt8(ascii: "["))
@@ -97,25 +119,40 @@ struct JSONLogHandler: LogHandler {
         }
     }
 
-    /// A JSON string literal: quotes, backslashes and control characters escaped; other UTF-8 as is.
+    /// A JSON string literal: quotes, backslashes and control characters escaped; other UTF-8 as
+    /// is. Runs of plain bytes are copied at once (most strings need no escape at all).
     static func appendString(_ text: String, to line: inout [UInt8]) {
         line.append(UInt8(ascii: "\""))
-        for byte in text.utf8 {
-            switch byte {
-            case UInt8(ascii: "\""): line.append(contentsOf: #"\""#.utf8)
-            case UInt8(ascii: "\\"): line.append(contentsOf: #"\\"#.utf8)
-            case UInt8(ascii: "\n"): line.append(contentsOf: #"\n"#.utf8)
-            case UInt8(ascii: "\r"): line.append(contentsOf: #"\r"#.utf8)
-            case UInt8(ascii: "\t"): line.append(contentsOf: #"\t"#.utf8)
-            case 0..<0x20, 0x7F:
-                let hex = Array("0123456789abcdef".utf8)
-                line.append(contentsOf: #"\u00"#.utf8)
-                line.append(hex[Int(byte >> 4)])
-                line.append(hex[Int(byte & 0xF)])
-            default: line.append(byte)
+        var text = text
+        text.withUTF8 { bytes in
+            var start = 0
+            for index in 0..<bytes.count {
+                let byte = bytes[index]
+                guard byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") || byte == 0x7F else {
+                    continue
+                }
+                line.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[start..<index]))
+                appendEscaped(byte, to: &line)
+                start = index + 1
             }
+            line.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[start...]))
         }
         line.append(UInt8(ascii: "\""))
+    }
+
+    private static func appendEscaped(_ byte: UInt8, to line: inout [UInt8]) {
+        switch byte {
+        case UInt8(ascii: "\""): line.append(contentsOf: #"\""#.utf8)
+        case UInt8(ascii: "\\"): line.append(contentsOf: #"\\"#.utf8)
+        case UInt8(ascii: "\n"): line.append(contentsOf: #"\n"#.utf8)
+        case UInt8(ascii: "\r"): line.append(contentsOf: #"\r"#.utf8)
+        case UInt8(ascii: "\t"): line.append(contentsOf: #"\t"#.utf8)
+        default:
+            let hex = Array("0123456789abcdef".utf8)
+            line.append(contentsOf: #"\u00"#.utf8)
+            line.append(hex[Int(byte >> 4)])
+            line.append(hex[Int(byte & 0xF)])
+        }
     }
 
     /// `2026-11-24T14:05:03.123Z` (UTC, milliseconds).
