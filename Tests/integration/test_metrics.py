@@ -13,12 +13,14 @@
 from __future__ import annotations
 
 import http.client
+import json
 import os
 import re
 import ssl
 import threading
 import time
 from collections import defaultdict
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
@@ -203,3 +205,22 @@ def test_metrics_not_reachable_from_outside_through_other_paths(path):
     status, body = _get_from("127.0.0.2", tsapi.BASE_URL, path)
     assert b"todosync_http_requests_total" not in body, (path, status)
     assert status in (400, 403, 404), (path, status)
+
+
+def test_dashboard_and_docs_name_only_metrics_the_responder_defines():
+    """docs/grafana-dashboard.json and docs/OPERATIONS.md stay in step with the code's metric names."""
+    root = Path(__file__).resolve().parents[2]
+    defined = set()
+    for source in (root / "Sources").rglob("*.swift"):
+        defined |= set(re.findall(r'(?:Counter|Timer|Meter|Recorder)\(\s*label: "(todosync_[a-z0-9_]+)"', source.read_text()))
+    assert {"todosync_http_requests_total", "todosync_db_connects_total"} <= defined, defined
+
+    def base(name: str) -> str:
+        return re.sub(r"_(bucket|sum|count)$", "", name)
+
+    dashboard = json.loads((root / "docs/grafana-dashboard.json").read_text())
+    queried = {base(n) for panel in dashboard["panels"] for target in panel["targets"]
+               for n in re.findall(r"todosync_[a-z0-9_]+", target["expr"])}
+    assert queried and queried <= defined, queried - defined
+    documented = set(re.findall(r"`(todosync_[a-z0-9_]+)`", (root / "docs/OPERATIONS.md").read_text()))
+    assert documented == defined, (defined - documented, documented - defined)
