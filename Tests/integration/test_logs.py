@@ -12,7 +12,9 @@ from __future__ import annotations
 import glob
 import json
 import os
+import re
 import time
+from datetime import datetime, timezone
 
 import pytest
 
@@ -73,6 +75,11 @@ def test_one_request_is_in_both_logs_with_the_same_id():
     assert access[0]["status"] == 200 and access[0]["method"] == "GET", access
     assert access[0]["uri"] == f"/api/v1/tags/{tag['id']}", access
     assert access[0]["upstream"].startswith("unix:"), access
+    # Both clocks name the same moment (the responder writes UTC with milliseconds itself).
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", entry["ts"]), entry
+    logged = datetime.fromisoformat(entry["ts"].replace("Z", "+00:00"))
+    assert abs((logged - datetime.fromisoformat(access[0]["ts"])).total_seconds()) < 5, (entry, access)
+    assert abs((logged - datetime.now(timezone.utc)).total_seconds()) < 60, entry
 
 
 def test_a_refused_token_logs_no_user_and_the_status():

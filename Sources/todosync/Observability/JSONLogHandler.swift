@@ -94,11 +94,15 @@ struct JSONLogHandler: LogHandler {
         case .string(let text):
             appendString(text, to: &line)
         case .stringConvertible(let convertible):
-            switch convertible {
-            case let number as Int: line.append(contentsOf: number.description.utf8)
-            case let number as Int64: line.append(contentsOf: number.description.utf8)
-            case let number as Double where number.isFinite: line.append(contentsOf: number.description.utf8)
-            default: appendString(convertible.description, to: &line)
+            // One type comparison, then one cast: trying `as Int`, `as Int64`, `as Double` in turn
+            // cost a dynamic cast each (about 1,300 instructions for a request line).
+            let type = ObjectIdentifier(Swift.type(of: convertible))
+            if type == ObjectIdentifier(Int.self) || type == ObjectIdentifier(Int64.self) {
+                line.append(contentsOf: convertible.description.utf8)
+            } else if type == ObjectIdentifier(Double.self), (convertible as! Double).isFinite {
+                line.append(contentsOf: convertible.description.utf8)
+            } else {
+                appendString(convertible.description, to: &line)
             }
         case .array(let values):
             line.append(UInt8(ascii: "["))
@@ -155,30 +159,34 @@ struct JSONLogHandler: LogHandler {
         }
     }
 
-    /// `2026-11-24T14:05:03.123Z` (UTC, milliseconds).
+    /// `2026-11-24T14:05:03.123Z` (UTC, milliseconds). Digits appended directly: a nested digit
+    /// loop cost about 1,100 instructions per line (callgrind).
     private static func appendTimestamp(to line: inout [UInt8]) {
         var now = timespec()
         clock_gettime(CLOCK_REALTIME, &now)
         var seconds = now.tv_sec
         var parts = tm()
         gmtime_r(&seconds, &parts)
-        func digits(_ value: Int, _ count: Int) {
-            var divisor = 1
-            for _ in 1..<count { divisor *= 10 }
-            var value = value
-            while divisor > 0 {
-                line.append(UInt8(ascii: "0") + UInt8(value / divisor % 10))
-                value %= divisor
-                divisor /= 10
-            }
-        }
-        digits(Int(parts.tm_year) + 1900, 4); line.append(UInt8(ascii: "-"))
-        digits(Int(parts.tm_mon) + 1, 2); line.append(UInt8(ascii: "-"))
-        digits(Int(parts.tm_mday), 2); line.append(UInt8(ascii: "T"))
-        digits(Int(parts.tm_hour), 2); line.append(UInt8(ascii: ":"))
-        digits(Int(parts.tm_min), 2); line.append(UInt8(ascii: ":"))
-        digits(Int(parts.tm_sec), 2); line.append(UInt8(ascii: "."))
-        digits(Int(now.tv_nsec / 1_000_000), 3); line.append(UInt8(ascii: "Z"))
+        let zero = UInt8(ascii: "0")
+        let year = Int(parts.tm_year) + 1900
+        let milliseconds = Int(now.tv_nsec / 1_000_000)
+        line.append(zero &+ UInt8(truncatingIfNeeded: year / 1000 % 10))
+        line.append(zero &+ UInt8(truncatingIfNeeded: year / 100 % 10))
+        appendTwoDigits(year % 100, separator: "-", to: &line)
+        appendTwoDigits(Int(parts.tm_mon) + 1, separator: "-", to: &line)
+        appendTwoDigits(Int(parts.tm_mday), separator: "T", to: &line)
+        appendTwoDigits(Int(parts.tm_hour), separator: ":", to: &line)
+        appendTwoDigits(Int(parts.tm_min), separator: ":", to: &line)
+        appendTwoDigits(Int(parts.tm_sec), separator: ".", to: &line)
+        line.append(zero &+ UInt8(truncatingIfNeeded: milliseconds / 100))
+        appendTwoDigits(milliseconds % 100, separator: "Z", to: &line)
+    }
+
+    @inline(__always)
+    private static func appendTwoDigits(_ value: Int, separator: Unicode.Scalar, to line: inout [UInt8]) {
+        line.append(UInt8(ascii: "0") &+ UInt8(truncatingIfNeeded: value / 10))
+        line.append(UInt8(ascii: "0") &+ UInt8(truncatingIfNeeded: value % 10))
+        line.append(UInt8(ascii: separator))
     }
 }
 
