@@ -20,47 +20,21 @@ import argparse
 import glob
 import json
 import os
-import re
 import signal
-import socket
-import struct
 import subprocess
-import sys
 import tempfile
 import time
 import urllib.request
 
-
-def rec(kind: int, body: bytes, rid: int = 1) -> bytes:
-    pad = (8 - len(body) % 8) % 8
-    return struct.pack(">BBHHBB", 1, kind, rid, len(body), pad, 0) + body + b"\0" * pad
+from fcgi_client import fcgi_request  # bench/fcgi_client.py
 
 
-def nv(k: bytes, v: bytes) -> bytes:
-    def length(n: int) -> bytes:
-        return bytes([n]) if n < 128 else struct.pack(">I", n | 0x80000000)
-    return length(len(k)) + length(len(v)) + k + v
-
-
-def fastcgi_get(sock_path: str, path: str, token: str | None) -> bytes:
-    params = [(b"REQUEST_METHOD", b"GET"), (b"REQUEST_URI", path.encode()), (b"DOCUMENT_URI", path.encode()),
-              (b"QUERY_STRING", b""), (b"HTTP_X_REQUEST_ID", os.urandom(16).hex().encode())]
+def fastcgi_get(sock_path: str, path: str, token: str | None) -> None:
+    headers = {"X-Request-Id": os.urandom(16).hex()}
     if token:
-        params.append((b"HTTP_AUTHORIZATION", f"Bearer {token}".encode()))
-    body = b"".join(nv(k, v) for k, v in params)
-    s = socket.socket(socket.AF_UNIX)
-    s.settimeout(60)
-    s.connect(sock_path)
-    s.sendall(rec(1, struct.pack(">HB5x", 1, 0)) + rec(4, body) + rec(4, b"") + rec(5, b""))
-    data = b""
-    while True:
-        chunk = s.recv(65536)
-        if not chunk:
-            break
-        data += chunk
-    s.close()
-    assert b"Status: 200" in data or b"\r\n\r\n" in data, data[:200]
-    return data
+        headers["Authorization"] = f"Bearer {token}"
+    status, body = fcgi_request(sock_path, "GET", path, headers)
+    assert status == 200, (status, body[:200])
 
 
 def run(binary: str, env: dict, n: int, path: str, token: str | None) -> int:
