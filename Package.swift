@@ -68,7 +68,7 @@ let package = Package(
 
         .testTarget(name: "TodoSyncCoreTests", dependencies: ["TodoSyncCore"]),
         .testTarget(name: "TodoSyncAPITests", dependencies: ["TodoSyncAPI", "TodoSyncCore"]),
-        .testTarget(name: "MariaDBTests", dependencies: ["MariaDB"]),
+        .testTarget(name: "MariaDBTests", dependencies: ["MariaDB", .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "TodoSyncStoreTests", dependencies: ["TodoSyncStore", "TodoSyncCore", "MariaDB", "Credentials"]),
         .testTarget(name: "TodoSyncClientTests", dependencies: ["TodoSyncClient", "TodoSyncCore"]),
         .testTarget(
