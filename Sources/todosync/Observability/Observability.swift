@@ -7,7 +7,7 @@ import TodoSyncAPI
 /// the Prometheus registry (see ProcessMetrics), the database layer's diagnostics, and one
 /// ``RequestObserver`` per worker.
 ///
-/// Environment: `TODOSYNC_INSTANCE` (the `responder` label), `TODOSYNC_LOG_REQUESTS` (1: one
+/// Settings (defaults in Settings.swift): `TODOSYNC_INSTANCE` (the `responder` label), `TODOSYNC_LOG_REQUESTS` (1: one
 /// line per request, the default; 0: none), `TODOSYNC_SLOW_STATEMENT_MS` (log statements that
 /// take at least this long, default 250; 0: off).
 struct Observability: Sendable {
@@ -16,9 +16,9 @@ struct Observability: Sendable {
 
     init(_ environment: Environment, logger: Logger) throws {
         registry = ProcessMetrics.bootstrap(instance: environment.optionalString("TODOSYNC_INSTANCE"))
-        logRequests = try environment.int("TODOSYNC_LOG_REQUESTS", default: 1) != 0
+        logRequests = try environment.int("TODOSYNC_LOG_REQUESTS") != 0
         DatabaseDiagnostics.configure(
-            logger: logger, slowStatementMilliseconds: try environment.int("TODOSYNC_SLOW_STATEMENT_MS", default: 250))
+            logger: logger, slowStatementMilliseconds: try environment.int("TODOSYNC_SLOW_STATEMENT_MS"))
     }
 
     func observer(for application: Application, logger: Logger) -> RequestObserver {
