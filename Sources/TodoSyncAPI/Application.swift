@@ -30,10 +30,12 @@ public final class Application {
         registerTodoRoutes()
         registerDailyStatRoutes()
         registerSyncRoutes()
+        if options.enableTestHooks { registerSlowWriteTestRoute() }
     }
 
     /// Answers one request. Never throws: unexpected errors become a logged 500 with a fixed body.
     public func handle(_ request: HTTPRequest, requestID: String? = nil) -> HTTPResponse {
+        if let late = startRequest(request) { return late }
         switch router.match(method: request.method, path: request.path) {
         case .notFound:
             return .error(.noRoute)
@@ -42,7 +44,7 @@ public final class Application {
         case .found(let handler, let parameters):
             let context = RequestContext(request: request, pathParameters: parameters, store: store)
             do {
-                return try handler(context)
+                return try run(handler, context)
             } catch let error as APIError {
                 if error.status >= 500 {
                     logger.warning("request failed", metadata: [

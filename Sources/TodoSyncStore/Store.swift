@@ -10,6 +10,8 @@ public final class Store {
     let db: Connection
     let configuration: StoreConfiguration
     lazy var decoyPasswordHash: String = configuration.passwordHasher.decoyHash()
+    /// The current request's deadline (`RequestDeadline`): set per request by the API layer.
+    public var deadline: RequestDeadline?
 
     public init(connection: Connection, configuration: StoreConfiguration = StoreConfiguration()) {
         self.db = connection
@@ -32,10 +34,13 @@ public final class Store {
         }
     }
 
-    /// The single write path: one transaction per call, serialised per user.
+    /// The single write path: one transaction per call, serialised per user. Nothing is
+    /// started, and nothing committed, past the request's deadline (503). Inside an
+    /// `Idempotency-Key` request's transaction (`runIdempotent`) it is a savepoint of that one.
     func write<T>(userID: Int64, _ body: (WriteTransaction) throws -> T) throws -> T {
         try guarded {
-            try db.inTransaction {
+            try db.inSavepoint {
+                try checkDeadline()
                 guard let locked = try db.queryOne(SQL.Users.lockForWrite, [.int(userID)]) else {
                     throw APIError.unauthorized
                 }
@@ -43,6 +48,7 @@ public final class Store {
                                                    changeSequence: locked.int64(0)!)
                 let result = try body(transaction)
                 try transaction.finish()
+                try checkDeadline()
                 return result
             }
         }

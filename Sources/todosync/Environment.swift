@@ -89,6 +89,13 @@ struct Environment {
             configuration.quotaRecords = try int("TODOSYNC_QUOTA_RECORDS", default: configuration.quotaRecords)
             configuration.quotaOperationsPerHour = try int(
                 "TODOSYNC_QUOTA_OPERATIONS_PER_HOUR", default: configuration.quotaOperationsPerHour)
+            configuration.requestBudgetMilliseconds = Int64(try int("TODOSYNC_REQUEST_BUDGET_MS", default: 20_000))
+            guard configuration.requestBudgetMilliseconds >= 100 else {
+                throw ConfigurationError(name: "TODOSYNC_REQUEST_BUDGET_MS", value: "\(configuration.requestBudgetMilliseconds)")
+            }
+            // At least the contract's 24 hours.
+            configuration.idempotencyRetentionSeconds =
+                Int64(max(try int("TODOSYNC_IDEMPOTENCY_RETENTION_HOURS", default: 24), 24)) * 3600
             return configuration
         }
     }
