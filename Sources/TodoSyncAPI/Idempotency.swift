@@ -39,12 +39,12 @@ extension Application {
     /// Runs a route's handler. An authenticated `POST` with an `Idempotency-Key` (contract,
     /// Conventions) runs exactly once per user and key: its answer is stored in the transaction
     /// of its write and replayed to a repeat; a repeat while it runs is 409, the key with another
-    /// request 422. Auth routes take no key (register and login are not authenticated; logout
-    /// ends the token a replay would need).
+    /// request 422. Register and login are not authenticated and ignore the header; a repeated
+    /// logout is 401 (its token is gone), as without a key.
     func run(_ handler: RouteHandler, _ context: RequestContext) throws -> HTTPResponse {
         let request = context.request
         guard request.method == "POST", let key = request.header("idempotency-key"),
-              !request.path.hasPrefix("/api/v1/auth/") else {
+              request.path != "/api/v1/auth/register", request.path != "/api/v1/auth/login" else {
             return try handler(context)
         }
         guard (1...100).contains(key.utf8.count), key.utf8.allSatisfy({ (0x20...0x7E).contains($0) }) else {

@@ -161,3 +161,12 @@ def test_push_accepts_a_key(client):
     b = client.post("/sync/push", body, headers={"Idempotency-Key": k})
     assert a.status_code == 200 and b.content == a.content, (short(a), short(b))
     assert [t["name"] for t in client.list_tags()].count("pushed") == 1
+
+
+def test_logout_with_a_key_then_its_repeat_is_401(make_client):
+    api = make_client()
+    k = key()
+    r = api.post("/auth/logout", headers={"Idempotency-Key": k})
+    assert r.status_code == 204, short(r)
+    # The token is gone: a repeat cannot be authenticated, key or not.
+    assert_error(api.post("/auth/logout", headers={"Idempotency-Key": k}), 401, "unauthorized")
