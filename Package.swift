@@ -59,7 +59,10 @@ let package = Package(
         ),
 
         .testTarget(name: "TodoSyncCoreTests", dependencies: ["TodoSyncCore"]),
-        .testTarget(name: "TodoSyncAPITests", dependencies: ["TodoSyncAPI", "TodoSyncCore"]),
+        .testTarget(
+            name: "TodoSyncAPITests",
+            dependencies: ["TodoSyncAPI", "TodoSyncCore", "TodoSyncStore", "MariaDB",
+                           .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "MariaDBTests", dependencies: ["MariaDB"]),
         .testTarget(name: "TodoSyncStoreTests", dependencies: ["TodoSyncStore", "TodoSyncCore", "MariaDB", "Credentials"]),
         .testTarget(name: "TodoSyncClientTests", dependencies: ["TodoSyncClient", "TodoSyncCore"]),

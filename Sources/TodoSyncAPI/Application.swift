@@ -4,7 +4,9 @@ import TodoSyncStore
 
 /// Options of the HTTP application.
 public struct ApplicationOptions: Sendable {
-    /// Enables `GET /healthz?delay_ms=N` for lifecycle tests. Never on in production.
+    /// Registers the test and benchmark routes: `GET /healthz?delay_ms=N` and `?die_mid_body_ms=N`
+    /// for lifecycle tests, `GET /__bench/fastcgi` for the benchmark. Never on in production;
+    /// off, those paths do not exist (404) and `/healthz` ignores the hooks' parameters.
     public var enableTestHooks = false
 
     public init(enableTestHooks: Bool = false) {
@@ -30,7 +32,6 @@ public final class Application {
         registerTodoRoutes()
         registerDailyStatRoutes()
         registerSyncRoutes()
-        if options.enableTestHooks { registerSlowWriteTestRoute() }
     }
 
     /// Answers one request. Never throws: unexpected errors become a logged 500 with a fixed body.
@@ -45,13 +46,10 @@ public final class Application {
             let context = RequestContext(request: request, pathParameters: parameters, store: store)
             do {
                 return try run(handler, context)
+            } catch let error as DomainError {
+                return failed(APIError(error), requestID: requestID)
             } catch let error as APIError {
-                if error.status >= 500 {
-                    logger.warning("request failed", metadata: [
-                        "request.id": "\(requestID ?? "-")", "status": "\(error.status)", "code": "\(error.code)",
-                    ])
-                }
-                return .error(error)
+                return failed(error, requestID: requestID)
             } catch {
                 logger.error("unexpected error", metadata: [
                     "request.id": "\(requestID ?? "-")", "method": "\(request.method)", "path": "\(request.path)",
@@ -60,5 +58,15 @@ public final class Application {
                 return .error(.internalError)
             }
         }
+    }
+
+    /// The error response for an expected failure; the server's own (5xx) are logged.
+    private func failed(_ error: APIError, requestID: String?) -> HTTPResponse {
+        if error.status >= 500 {
+            logger.warning("request failed", metadata: [
+                "request.id": "\(requestID ?? "-")", "status": "\(error.status)", "code": "\(error.code)",
+            ])
+        }
+        return .error(error)
     }
 }

@@ -33,7 +33,7 @@ extension Application {
         let start = request.header("x-todosync-start").flatMap(RequestDeadline.parseMsec)
         let deadline = RequestDeadline(start: start, budgetMilliseconds: store.requestBudgetMilliseconds)
         store.deadline = deadline
-        return deadline.hasPassed ? .error(.unavailable) : nil
+        return deadline.hasPassed ? .error(APIError(DomainError.unavailable)) : nil
     }
 
     /// Runs a route's handler. An authenticated `POST` with an `Idempotency-Key` (contract,
@@ -54,7 +54,8 @@ extension Application {
         let fingerprint = Store.idempotencyFingerprint(method: request.method, path: request.path, body: request.body)
         switch try store.claimIdempotencyKey(userID: userID, key: key, fingerprint: fingerprint) {
         case .completed(let stored):
-            return HTTPResponse(status: stored.status, headers: stored.headers, body: stored.body)
+            return HTTPResponse(status: stored.status, headers: stored.headers.map { HTTPHeader($0.name, $0.value) },
+                                body: stored.body)
         case .inProgress:
             throw APIError.requestInProgress
         case .reused:
@@ -69,7 +70,8 @@ extension Application {
                     guard (200..<300).contains(response.status) else { return nil }
                     return StoredResponse(
                         status: response.status,
-                        headers: response.headers.filter { Self.replayedHeaders.contains($0.name.lowercased()) },
+                        headers: response.headers.filter { Self.replayedHeaders.contains($0.name.lowercased()) }
+                            .map { StoredResponse.Header($0.name, $0.value) },
                         body: response.body)
                 })
                 if !(200..<300).contains(response.status) { store.releaseIdempotencyKey(ticket) }

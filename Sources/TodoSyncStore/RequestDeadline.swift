@@ -47,10 +47,10 @@ public struct RequestDeadline: Sendable, Equatable {
 }
 
 extension Store {
-    /// 503 (nothing applied) once the current request's deadline has passed. `Store.write` calls
-    /// it before it starts (each attempt) and right before COMMIT.
+    /// `unavailable` (503, nothing applied) once the current request's deadline has passed.
+    /// `Store.write` calls it before it starts (each attempt) and right before COMMIT.
     func checkDeadline() throws {
-        if let deadline, deadline.hasPassed { throw APIError.unavailable }
+        if let deadline, deadline.hasPassed { throw DomainError.unavailable }
     }
 }
 

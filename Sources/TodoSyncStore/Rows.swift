@@ -3,26 +3,31 @@ import TodoSyncCore
 
 /// Row → model mappings for the column lists in `SQL`.
 extension Tag {
+    /// A row of `SQL.Tags.columns`, by `TagColumn` position.
     init(row: Row) {
+        typealias C = TagColumn
         self.init(
-            id: row.int64(0)!, clientID: row.string(1), name: row.string(2)!, color: row.string(3)!,
-            version: row.int64(4)!,
-            createdAt: Timestamp.rfc3339(fromDatabaseText: row.string(5)!),
-            updatedAt: Timestamp.rfc3339(fromDatabaseText: row.string(6)!),
-            deletedAt: row.string(7).map(Timestamp.rfc3339(fromDatabaseText:)))
+            id: row.int64(C.id.index)!, clientID: row.string(C.clientID.index), name: row.string(C.name.index)!,
+            color: row.string(C.color.index)!, version: row.int64(C.version.index)!,
+            createdAt: Timestamp.rfc3339(fromDatabaseText: row.string(C.createdAt.index)!),
+            updatedAt: Timestamp.rfc3339(fromDatabaseText: row.string(C.updatedAt.index)!),
+            deletedAt: row.string(C.deletedAt.index).map(Timestamp.rfc3339(fromDatabaseText:)))
     }
 }
 
 extension Todo {
+    /// A row of `SQL.Todos.columns`, by `TodoColumn` position.
     init(row: Row) {
+        typealias C = TodoColumn
         self.init(
-            id: row.int64(0)!, clientID: row.string(1), title: row.string(2)!, raw: row.string(3)!,
-            isImportant: row.bool(4)!, isLife: row.bool(5)!, tagID: row.int64(6), difficulty: row.int(7)!,
-            estimatedTime: row.int(8)!, deadline: Day(row.string(9)!)!, isCompleted: row.bool(10)!,
-            version: row.int64(11)!,
-            createdAt: Timestamp.rfc3339(fromDatabaseText: row.string(12)!),
-            updatedAt: Timestamp.rfc3339(fromDatabaseText: row.string(13)!),
-            deletedAt: row.string(14).map(Timestamp.rfc3339(fromDatabaseText:)))
+            id: row.int64(C.id.index)!, clientID: row.string(C.clientID.index), title: row.string(C.title.index)!,
+            raw: row.string(C.raw.index)!, isImportant: row.bool(C.isImportant.index)!, isLife: row.bool(C.isLife.index)!,
+            tagID: row.int64(C.tagID.index), difficulty: row.int(C.difficulty.index)!,
+            estimatedTime: row.int(C.estimatedTime.index)!, deadline: Day(row.string(C.deadline.index)!)!,
+            isCompleted: row.bool(C.isCompleted.index)!, version: row.int64(C.version.index)!,
+            createdAt: Timestamp.rfc3339(fromDatabaseText: row.string(C.createdAt.index)!),
+            updatedAt: Timestamp.rfc3339(fromDatabaseText: row.string(C.updatedAt.index)!),
+            deletedAt: row.string(C.deletedAt.index).map(Timestamp.rfc3339(fromDatabaseText:)))
     }
 }
 

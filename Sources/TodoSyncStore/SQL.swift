@@ -16,9 +16,15 @@ enum SQL {
             """
         /// Takes the per-user write lock: every write transaction of a user starts here, so a
         /// user's writes are serialised and their versions are allocated in commit order.
-        static let lockForWrite = "SELECT change_seq FROM users WHERE id = ? FOR UPDATE"
-        /// Stores the last version the transaction handed out (while still holding the lock).
-        static let saveChangeSequence = "UPDATE users SET change_seq = ? WHERE id = ?"
+        /// With the lock come the account's live-record count and its quotas (its own or the
+        /// defaults, parameters 1 and 2), so charging a write costs no extra round trip.
+        static let lockForWrite = """
+            SELECT change_seq, live_records, COALESCE(quota_records, ?), COALESCE(quota_operations_per_hour, ?)
+              FROM users WHERE id = ? FOR UPDATE
+            """
+        /// Stores the last version the transaction handed out and the change in live records
+        /// (while still holding the lock). Parameters: sequence, live-record delta, user.
+        static let saveChangeSequence = "UPDATE users SET change_seq = ?, live_records = live_records + ? WHERE id = ?"
     }
 
     /// The failed-login throttle, one row per email key (SHA-256 of the NFC lower-cased email),
@@ -45,24 +51,22 @@ enum SQL {
         static let deleteExpired = "DELETE FROM login_throttle WHERE window_start < ?"
     }
 
-    /// Per-account quotas (Sql/012): live records, and write operations per clock hour.
+    /// Per-account quotas (Sql/012, Sql/017): live records, and write operations per clock hour.
+    /// Charged inside the write transaction, under the user's row lock (`Store.write`).
     enum Quotas {
-        /// The account's quotas, its own or the defaults (parameters 1 and 2).
-        static let limits = """
-            SELECT COALESCE(quota_records, ?), COALESCE(quota_operations_per_hour, ?) FROM users WHERE id = ?
-            """
+        /// The exact live-record count, to reconcile `users.live_records` when it says the
+        /// record quota would be passed (rows written by older responders or by hand).
         static let liveRecords = """
             SELECT (SELECT COUNT(*) FROM todos WHERE user_id = ? AND deleted_at IS NULL)
                  + (SELECT COUNT(*) FROM tags WHERE user_id = ? AND deleted_at IS NULL)
             """
-        static let ensureUsageRow = """
-            INSERT IGNORE INTO account_usage (user_id, hour_start, operations) VALUES (?, ?, 0)
-            """
-        /// Charges operations to the hour unless that would pass the quota (then no row changes).
-        /// Parameters: operations, user, hour, operations, quota.
+        static let setLiveRecords = "UPDATE users SET live_records = ? WHERE id = ?"
+        /// Charges operations to the account's clock hour unless that would pass its quota: the
+        /// affected-row count is 1 (new hour row), 2 (charged) or 0 (quota reached, unchanged).
+        /// Parameters: user, hour, operations, operations, quota, operations.
         static let chargeOperations = """
-            UPDATE account_usage SET operations = operations + ?
-             WHERE user_id = ? AND hour_start = ? AND operations + ? <= ?
+            INSERT INTO account_usage (user_id, hour_start, operations) VALUES (?, ?, ?)
+                ON DUPLICATE KEY UPDATE operations = IF(operations + ? <= ?, operations + ?, operations)
             """
         static let deletePastHours = "DELETE FROM account_usage WHERE hour_start < ?"
     }
@@ -78,7 +82,8 @@ enum SQL {
     }
 
     enum Tags {
-        static let columns = "id, client_id, name, color, version, created_at, updated_at, deleted_at"
+        /// `TagColumn`'s columns, in its order (what `Tag(row:)` decodes).
+        static let columns = TagColumn.selectList
         static let listLive = """
             SELECT \(columns) FROM tags WHERE user_id = ? AND deleted_at IS NULL ORDER BY id
             """
@@ -89,13 +94,17 @@ enum SQL {
             SELECT \(columns) FROM tags WHERE user_id = ? AND client_key = ?
             """
         static let isLive = "SELECT 1 FROM tags WHERE id = ? AND user_id = ? AND deleted_at IS NULL"
+        /// Parameters: user id, clientId, client key, `TagColumn.contentValues`, version, created,
+        /// updated, device.
         static let insert = """
-            INSERT INTO tags (user_id, client_id, client_key, name, color, version, created_at, updated_at,
-                              changed_by_device)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+            INSERT INTO tags (user_id, client_id, client_key, \(TagColumn.contentNames), version, created_at,
+                              updated_at, changed_by_device)
+            VALUES (\(TagColumn.placeholders(contentPlus: 7)))
             """
+        /// Parameters: `TagColumn.contentValues`, version, updated, device, id, user id.
         static let update = """
-            UPDATE tags SET name = ?, color = ?, version = ?, updated_at = ?, deleted_at = NULL, changed_by_device = ?
+            UPDATE tags SET \(TagColumn.contentAssignments),
+                            version = ?, updated_at = ?, deleted_at = NULL, changed_by_device = ?
              WHERE id = ? AND user_id = ?
             """
         static let softDelete = """
@@ -109,33 +118,53 @@ enum SQL {
             .joined(separator: ", ")
     }
 
-    /// The hot list reads check the bearer token in the same statement: `auth_tokens` is read as
-    /// a constant table (primary-key lookup on the hash) joined to the user's rows, saving the
-    /// separate token round trip. No rows means no records *or* a bad token; only then is the
-    /// token checked on its own. Parameters start with token hash, now.
-    static let tokenJoin = "auth_tokens a JOIN"
-    static let tokenCondition = "a.token_hash = ? AND a.expires_at > ?"
+    /// How a hot list read names its user (`Authentication`): by id, or by a bearer token checked
+    /// in the same statement, `auth_tokens` read as a constant table (primary-key lookup on the
+    /// hash) joined to the user's rows, which saves the separate token round trip. With a token,
+    /// no rows means no records *or* a bad token; only then is the token checked on its own.
+    enum ReadOwner {
+        /// Parameters start with the user id.
+        case user
+        /// Parameters start with token hash, now.
+        case token
+
+        /// The FROM clause over `table` (with its alias and hints), `alias` being its alias.
+        func from(_ table: String, alias: String) -> String {
+            switch self {
+            case .user: table
+            case .token: "auth_tokens a JOIN \(table) ON \(alias).user_id = a.user_id"
+            }
+        }
+
+        /// The WHERE condition that picks the owner's rows.
+        func condition(alias: String) -> String {
+            switch self {
+            case .user: "\(alias).user_id = ?"
+            case .token: "a.token_hash = ? AND a.expires_at > ?"
+            }
+        }
+    }
 
     enum Todos {
-        static let columns = """
-            id, client_id, title, raw, is_important, is_life, tag_id, difficulty, estimated_time, deadline, \
-            is_completed, version, created_at, updated_at, deleted_at
-            """
+        /// `TodoColumn`'s columns, in its order (what `Todo(row:)` decodes).
+        static let columns = TodoColumn.selectList
         static let liveByID = """
             SELECT \(columns) FROM todos WHERE id = ? AND user_id = ? AND deleted_at IS NULL
             """
         static let byClientKey = """
             SELECT \(columns) FROM todos WHERE user_id = ? AND client_key = ?
             """
+        /// Parameters: user id, clientId, client key, `TodoColumn.contentValues`, version, created,
+        /// updated, device.
         static let insert = """
-            INSERT INTO todos (user_id, client_id, client_key, title, raw, is_important, is_life, tag_id, difficulty,
-                               estimated_time, deadline, is_completed, version, created_at, updated_at, changed_by_device)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            INSERT INTO todos (user_id, client_id, client_key, \(TodoColumn.contentNames), version, created_at,
+                               updated_at, changed_by_device)
+            VALUES (\(TodoColumn.placeholders(contentPlus: 7)))
             """
+        /// Parameters: `TodoColumn.contentValues`, version, updated, device, id, user id.
         static let update = """
-            UPDATE todos SET title = ?, raw = ?, is_important = ?, is_life = ?, tag_id = ?, difficulty = ?,
-                             estimated_time = ?, deadline = ?, is_completed = ?, version = ?, updated_at = ?,
-                             deleted_at = NULL, changed_by_device = ?
+            UPDATE todos SET \(TodoColumn.contentAssignments),
+                             version = ?, updated_at = ?, deleted_at = NULL, changed_by_device = ?
              WHERE id = ? AND user_id = ?
             """
         static let softDelete = """
@@ -175,14 +204,17 @@ enum SQL {
         static let liveByDay = """
             SELECT \(columns) FROM daily_stats WHERE user_id = ? AND day = ? AND deleted_at IS NULL
             """
-        /// Live stats of the token's user from `from` to `to`, by day: a range read of the primary
-        /// key (user_id, day), no lookup per row, no filesort. Parameters: token hash, now, from, to.
-        static let liveInRangeForToken = """
-            SELECT \(qualified(columns, "s")) FROM \(tokenJoin) daily_stats s FORCE INDEX (PRIMARY)
-                ON s.user_id = a.user_id
-             WHERE \(tokenCondition) AND s.day BETWEEN ? AND ? AND s.deleted_at IS NULL
+        /// Live stats of the owner's user from `from` to `to`, by day: a range read of the primary
+        /// key (user_id, day), no lookup per row, no filesort. Parameters: the owner's, from, to.
+        static func liveInRange(_ owner: ReadOwner) -> String {
+            """
+            SELECT \(qualified(columns, "s")) FROM \(owner.from("daily_stats s FORCE INDEX (PRIMARY)", alias: "s"))
+             WHERE \(owner.condition(alias: "s")) AND s.day BETWEEN ? AND ? AND s.deleted_at IS NULL
              ORDER BY s.day
             """
+        }
+        static let liveInRangeForUser = liveInRange(.user)
+        static let liveInRangeForToken = liveInRange(.token)
         static let insert = """
             INSERT INTO daily_stats (user_id, day, todo_count, completed_count, productivity_hundredths, balance_num,
                                      center_x_hundredths, center_y_hundredths, tag_stats, version, created_at,
@@ -234,14 +266,17 @@ enum SQL {
         static let replaceOne = replace(rows: 1)
         static let delete = "DELETE FROM todo_list WHERE user_id = ? AND id = ?"
         static let deleteOfUser = "DELETE FROM todo_list WHERE user_id = ?"
-        /// The token's user's list rows with deadlines from the third to the fourth parameter, in
-        /// the contract's order: the primary key's order, one range read. Parameters: token hash,
-        /// now, from, to.
-        static let bodiesInRangeForToken = """
-            SELECT l.body FROM \(tokenJoin) todo_list l ON l.user_id = a.user_id
-             WHERE \(tokenCondition) AND l.deadline BETWEEN ? AND ?
+        /// The owner's list rows with deadlines from `from` to `to`, in the contract's order: the
+        /// primary key's order, one range read. Parameters: the owner's, from, to.
+        static func bodiesInRange(_ owner: ReadOwner) -> String {
+            """
+            SELECT l.body FROM \(owner.from("todo_list l", alias: "l"))
+             WHERE \(owner.condition(alias: "l")) AND l.deadline BETWEEN ? AND ?
              ORDER BY l.deadline, l.is_important DESC, l.created_at DESC, l.title_key, l.id
             """
+        }
+        static let bodiesInRangeForUser = bodiesInRange(.user)
+        static let bodiesInRangeForToken = bodiesInRange(.token)
         /// Every list row of a user (check-feed). Columns: id, deadline, is_important,
         /// created_at, title_key, body.
         static let ofUser = """
@@ -398,6 +433,9 @@ enum SQL {
         static let release = """
             DELETE FROM idempotency_keys WHERE user_id = ? AND idem_key = ? AND claim = ? AND status = 0
             """
+        /// The user's row lock, taken first by a keyed request's transaction, so that its reads see
+        /// every earlier write of the user (the route's own `write` takes it again, a no-op).
+        static let lockUser = "SELECT id FROM users WHERE id = ? FOR UPDATE"
         static let purge = "DELETE FROM idempotency_keys WHERE created_at < ?"
     }
 }

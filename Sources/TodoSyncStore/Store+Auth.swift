@@ -3,7 +3,7 @@ import MariaDB
 import TodoSyncCore
 
 extension Store {
-    /// Creates an account and its first session. 409 when the email is taken (case-insensitively).
+    /// Creates an account and its first session. `emailTaken` when the email is taken (case-insensitively).
     public func register(_ input: CredentialsInput) throws -> Session {
         // Hash outside the transaction: Argon2 deliberately takes tens of milliseconds.
         let passwordHash = try withHashSlot { try configuration.passwordHasher.hash(input.password) }
@@ -18,7 +18,7 @@ extension Store {
                         .timestamp(now),
                     ])
                 } catch let error as DatabaseError where error.isDuplicateKey {
-                    throw APIError.emailTaken
+                    throw DomainError.emailTaken
                 }
                 let userID = Int64(inserted.lastInsertID)
                 try insertToken(token, userID: userID, now: now)
@@ -27,8 +27,8 @@ extension Store {
         }
     }
 
-    /// Checks credentials and opens a session. The same 401 whether or not the email exists;
-    /// 429 with `Retry-After` while the email is throttled after too many failures, again whether
+    /// Checks credentials and opens a session. The same `badCredentials` whether or not the email exists;
+    /// `throttled` with the seconds left while the email is throttled after too many failures, again whether
     /// or not it exists (the throttle is keyed by the email, not the account).
     public func login(_ input: CredentialsInput) throws -> Session {
         let now = Timestamp.now()
@@ -40,10 +40,10 @@ extension Store {
             let row = try guarded { try db.queryOne(SQL.Users.byEmailKey, [.text(emailKey)]) }
             guard let row else {
                 _ = configuration.passwordHasher.verify(input.password, against: decoyPasswordHash)
-                throw APIError.badCredentials
+                throw DomainError.badCredentials
             }
             guard configuration.passwordHasher.verify(input.password, against: row.string(2)!) else {
-                throw APIError.badCredentials
+                throw DomainError.badCredentials
             }
             return row
         }
@@ -58,16 +58,16 @@ extension Store {
         return Session(user: User(id: userID, email: row.string(1)!), token: token)
     }
 
-    /// Runs a password hash in one of the process's hash slots; 429 with `Retry-After: 1` at once
+    /// Runs a password hash in one of the process's hash slots; `throttled` (retry after 1 s) at once
     /// when they are all taken (`StoreConfiguration.hashSlots`).
     private func withHashSlot<T>(_ body: () throws -> T) throws -> T {
         guard let result = try configuration.hashSlots.withSlot(body) else {
-            throw APIError.rateLimited("The server is busy checking passwords; retry shortly.", retryAfterSeconds: 1)
+            throw DomainError.throttled(message: "The server is busy checking passwords; retry shortly.", retryAfterSeconds: 1)
         }
         return result
     }
 
-    /// Counts one login attempt against the email before its password is checked; 429 with the
+    /// Counts one login attempt against the email before its password is checked; `throttled` with the
     /// seconds left in the window when the email already has `loginMaxFailures` in it.
     private func reserveLoginAttempt(emailHash: [UInt8], now: Timestamp) throws {
         let windowStart = DatabaseValue.timestamp(now.adding(seconds: -configuration.loginLockoutSeconds))
@@ -85,7 +85,7 @@ extension Store {
         // offset is minus the window's age: what is left of it is lockout + offset (+1 for the
         // milliseconds that TIMESTAMPDIFF truncated).
         let left = configuration.loginLockoutSeconds + (offset ?? 0) + 1
-        throw APIError.tooManyLoginFailures(retryAfterSeconds: min(max(left, 1), configuration.loginLockoutSeconds))
+        throw DomainError.tooManyLoginFailures(retryAfterSeconds: min(max(left, 1), configuration.loginLockoutSeconds))
     }
 
     /// Revokes a token at once.
@@ -98,44 +98,6 @@ extension Store {
         try guarded {
             try db.queryOne(SQL.Tokens.userForToken, [.blob(BearerToken.hash(token)), .timestamp(Timestamp.now())])?
                 .int64(0)
-        }
-    }
-
-    /// The first two parameters of a read joined to the token (`SQL.tokenJoin`).
-    func tokenParameters(_ token: String) -> [DatabaseValue] {
-        [.blob(BearerToken.hash(token)), .timestamp(Timestamp.now())]
-    }
-
-    /// After a token-joined read returned no rows: 401 unless the token is valid after all (then
-    /// the user simply has no such records).
-    func requireValidToken(_ token: String) throws {
-        guard try authenticate(token: token) != nil else { throw APIError.unauthorized }
-    }
-
-    /// `{"items": [...]}` from a token-joined list read (`SQL.tokenJoin`; `parameters` follow the
-    /// token's), each row written by `write` straight from the bind buffers. 401 when the read
-    /// finds nothing and the token is bad. A connection lost mid-result is retried from scratch.
-    func itemsBodyOfTokenRead(
-        _ sql: String, token: String, _ parameters: [DatabaseValue],
-        write: (RowCursor, inout JSONWriter) throws(DatabaseError) -> Void
-    ) throws -> [UInt8] {
-        try guarded {
-            /// `{"items":[`, ready for the rows (also the state a restart goes back to).
-            func openBody() -> JSONWriter {
-                var body = JSONWriter(reservingCapacity: 8192)
-                body.beginObject()
-                body.key("items")
-                body.beginArray()
-                return body
-            }
-            var body = openBody()
-            let rows = try db.forEachRow(sql, tokenParameters(token) + parameters, restart: { body = openBody() }) {
-                row throws(DatabaseError) in try write(row, &body)
-            }
-            if rows == 0 { try requireValidToken(token) }
-            body.endArray()
-            body.endObject()
-            return body.bytes
         }
     }
 

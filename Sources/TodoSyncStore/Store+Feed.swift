@@ -13,7 +13,7 @@ extension Store {
     /// write). Versions are kept. Returns the number of feed rows written.
     @discardableResult
     public func rebuildFeed(userID: Int64) throws -> Int {
-        try write(userID: userID) { transaction in
+        try write(userID: userID, operations: 0) { transaction in
             try rerender(userID: userID)
         }
     }
@@ -28,7 +28,7 @@ extension Store {
             let queued = try guarded { try db.query(SQL.Feed.backfillQueue).compactMap { $0.int64(0) } }
             if queued.isEmpty { return done }
             for userID in queued {
-                try write(userID: userID) { transaction in
+                try write(userID: userID, operations: 0) { transaction in
                     try rerender(userID: userID)
                     try db.execute(SQL.Feed.backfillDone, [.int(userID)])
                 }
@@ -107,10 +107,10 @@ extension Store {
     private func renderFromTables(userID: Int64) throws -> FeedBatch {
         var batch = FeedBatch()
         for row in try db.query(SQL.Feed.tagsOfUser, [.int(userID)]) {
-            batch.add(FeedEntry(Tag(row: row), device: row.int64(8)))
+            batch.add(FeedEntry(Tag(row: row), device: row.int64(TagColumn.allCases.count)))  // changed_by_device follows
         }
         for row in try db.query(SQL.Feed.todosOfUser, [.int(userID)]) {
-            batch.add(Todo(row: row), device: row.int64(15))
+            batch.add(Todo(row: row), device: row.int64(TodoColumn.allCases.count))  // changed_by_device follows
         }
         for row in try db.query(SQL.Feed.dailyStatsOfUser, [.int(userID)]) {
             batch.add(FeedEntry(DailyStat(row: row)))

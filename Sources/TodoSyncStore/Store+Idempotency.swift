@@ -2,14 +2,25 @@ import Credentials
 import MariaDB
 import TodoSyncCore
 
-/// An answer kept for an `Idempotency-Key`: replayed byte for byte to a retry.
+/// An answer kept for an `Idempotency-Key`: replayed byte for byte to a retry. The store knows
+/// no HTTP types: headers are (name, value) pairs, which the API layer turns into its own.
 public struct StoredResponse: Sendable, Equatable {
+    /// One header of the answer (Content-Type, ETag, Location).
+    public struct Header: Sendable, Equatable {
+        public let name: String
+        public let value: String
+
+        public init(_ name: String, _ value: String) {
+            self.name = name
+            self.value = value
+        }
+    }
+
     public var status: Int
-    /// The headers that belong to the answer (Content-Type, ETag, Location, …).
-    public var headers: [HTTPHeader]
+    public var headers: [Header]
     public var body: [UInt8]
 
-    public init(status: Int, headers: [HTTPHeader], body: [UInt8]) {
+    public init(status: Int, headers: [Header], body: [UInt8]) {
         self.status = status
         self.headers = headers
         self.body = body
@@ -20,10 +31,10 @@ public struct StoredResponse: Sendable, Equatable {
         headers.map { "\($0.name): \($0.value)" }.joined(separator: "\n")
     }
 
-    static func headers(fromText text: String) -> [HTTPHeader] {
+    static func headers(fromText text: String) -> [Header] {
         text.split(separator: "\n").compactMap { line in
             guard let colon = line.firstIndex(of: ":") else { return nil }
-            return HTTPHeader(String(line[..<colon]), String(line[line.index(after: colon)...].dropFirst()))
+            return Header(String(line[..<colon]), String(line[line.index(after: colon)...].dropFirst()))
         }
     }
 }
@@ -100,8 +111,8 @@ extension Store {
         try guarded {
             try db.inTransaction {
                 try checkDeadline()
-                guard try db.queryOne(SQL.Users.lockForWrite, [.int(ticket.userID)]) != nil else {
-                    throw APIError.unauthorized
+                guard try db.queryOne(SQL.Idempotency.lockUser, [.int(ticket.userID)]) != nil else {
+                    throw DomainError.unauthenticated
                 }
                 let result = try body()
                 if let stored = answer(result) {
@@ -110,7 +121,7 @@ extension Store {
                         .int(ticket.userID), .blob(Array(ticket.key.utf8)), .int(ticket.claim),
                     ])
                     // Another request took the key over: it will do the work, this one must not.
-                    if saved.affectedRows == 0 { throw APIError.unavailable }
+                    if saved.affectedRows == 0 { throw DomainError.unavailable }
                 }
                 try checkDeadline()
                 return result

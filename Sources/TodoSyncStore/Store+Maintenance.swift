@@ -12,7 +12,7 @@ extension Store {
     /// Returns the number of dates examined.
     @discardableResult
     public func recomputeDailyStats(userID: Int64) throws -> Int {
-        try write(userID: userID) { transaction in
+        try write(userID: userID, operations: 0) { transaction in
             let days = try db.query(SQL.Maintenance.daysOfUser, [.int(userID), .int(userID)]).compactMap {
                 $0.string(0).flatMap(Day.init)
             }

@@ -70,10 +70,10 @@ extension Store {
             try db.inTransaction {
                 // The first read fixes the snapshot that every query below sees.
                 guard let state = try db.queryOne(SQL.Pull.syncState, [.text(deviceID ?? ""), .int(userID)]) else {
-                    throw APIError.unauthorized
+                    throw DomainError.unauthenticated
                 }
                 // The user's feed is still being back-filled by `todosync migrate`.
-                if state.bool(4) == true { throw APIError.unavailable }
+                if state.bool(4) == true { throw DomainError.unavailable }
                 let snapshotVersion = state.int64(0)!
                 // Device numbers start at 1, so 0 matches no record's device.
                 let device = deviceID == nil ? 0 : state.int64(2) ?? 0
@@ -85,12 +85,12 @@ extension Store {
                     // not the ones here. Never a silent skip.
                     guard cursor.epoch == epoch, cursor.position <= snapshotVersion,
                           cursor.skipTombstonesThrough <= snapshotVersion else {
-                        throw APIError.cursorFromAnotherHistory
+                        throw DomainError.cursorFromAnotherHistory
                     }
                     // Expired if a purged tombstone is one this client is still owed: tombstones
                     // up to `skipTombstonesThrough` are never sent on this cursor anyway.
                     if max(cursor.position, cursor.skipTombstonesThrough) < state.int64(1)! {
-                        throw APIError.cursorExpired
+                        throw DomainError.cursorExpired
                     }
                 }
                 let position = cursor?.position ?? 0

@@ -4,14 +4,15 @@ import TodoSyncCore
 extension Store {
     /// Applies a push exactly once per opId: all operations run in one transaction, each inside
     /// its own savepoint, and each result is stored with `(user, opId)` in that same transaction.
-    /// A replayed opId returns its stored result and changes nothing. Returns the response body.
+    /// A replayed opId returns its stored result and changes nothing. Returns the results, in the
+    /// operations' order, as a JSON array.
     public func push(userID: Int64, _ request: PushRequest) throws -> [UInt8] {
-        try write(userID: userID) { transaction in
+        try write(userID: userID, operations: request.operations.count) { transaction in
             transaction.device = try deviceNumber(userID: userID, deviceID: request.deviceID, at: transaction.now)
             // Results already stored for these opIds (replays), found in batches up front.
             var known = try storedResults(userID: userID, keys: request.operations.map(\.key))
             var newResults: [(key: String, json: String)] = []
-            var body: [UInt8] = Array(#"{"results":["#.utf8)
+            var body: [UInt8] = [UInt8(ascii: "[")]
             for (index, operation) in request.operations.enumerated() {
                 if index > 0 { body.append(UInt8(ascii: ",")) }
                 if let stored = known[operation.key] {
@@ -23,7 +24,9 @@ extension Store {
                     result = try db.inSavepoint {
                         try apply(operation, policy: request.policy, in: transaction)
                     }
-                } catch let error as APIError where error.status < 500 {
+                } catch let error as DomainError where error.rejectsPushOperation {
+                    // The operation's own fault (its input, or the record it names): only it is
+                    // rejected. Any other kind of error fails the whole push.
                     result = .rejected(operation.opID, error, clientID: operation.clientIDText)
                 }
                 let json = String(decoding: result.json, as: UTF8.self)
@@ -31,7 +34,7 @@ extension Store {
                 newResults.append((operation.key, json))
                 body.append(contentsOf: json.utf8)
             }
-            body.append(contentsOf: "]}".utf8)
+            body.append(UInt8(ascii: "]"))
             // Stored in the same transaction as the operations' effects: exactly once.
             try storeResults(newResults, userID: userID, deviceID: request.deviceID, at: transaction.now)
             return body
@@ -162,7 +165,7 @@ extension Store {
         } else {
             row = nil
         }
-        guard let row else { throw APIError.notFound }
+        guard let row else { throw DomainError.notFound }
         return Tag(row: row)
     }
 
@@ -175,11 +178,11 @@ extension Store {
         } else {
             row = nil
         }
-        guard let row else { throw APIError.notFound }
+        guard let row else { throw DomainError.notFound }
         return Todo(row: row)
     }
 
-    /// Replaces `tagClientId` with the `tagId` of the user's live tag of that clientId (422 when
+    /// Replaces `tagClientId` with the `tagId` of the user's live tag of that clientId (a validation error when
     /// there is none). With `lenient` (for `base`), an unknown clientId is simply dropped.
     private func resolveTagClientID(_ data: [String: JSONValue], in transaction: WriteTransaction,
                                     lenient: Bool = false) throws -> [String: JSONValue] {
@@ -194,10 +197,10 @@ extension Store {
                row.string(7) == nil {
                 result["tagId"] = .number(JSONNumber(literal: String(row.int64(0)!)))
             } else if !lenient {
-                throw APIError.validation(field: "tagClientId", "must be the clientId of one of your tags")
+                throw DomainError.validation(field: "tagClientId", "must be the clientId of one of your tags")
             }
         default:
-            if !lenient { throw APIError.validation(field: "tagClientId", "must be a UUID string or null") }
+            if !lenient { throw DomainError.validation(field: "tagClientId", "must be a UUID string or null") }
         }
         return result
     }

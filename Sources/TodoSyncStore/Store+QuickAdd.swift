@@ -3,9 +3,11 @@ import TodoSyncCore
 
 extension Store {
     /// Creates one todo per quick-add line, all in one transaction: either every line is created
-    /// or (on a 422) none is. Tags are matched against the user's live tags, case-insensitively.
+    /// or (on a validation error) none is. Tags are matched against the user's live tags, case-insensitively.
+    /// Each non-blank line is one write operation against the hourly quota (at least one).
     public func quickAdd(userID: Int64, text: String, deadline: Day) throws -> [Todo] {
-        try write(userID: userID) { transaction in
+        let lines = text.split(whereSeparator: \.isNewline).count { $0.contains { !$0.isWhitespace } }
+        return try write(userID: userID, operations: max(lines, 1)) { transaction in
             var tagsByName: [String: Int64] = [:]
             for tag in try db.query(SQL.Tags.listLive, [.int(userID)]).map(Tag.init(row:)) {
                 let key = tag.name.lowercased()

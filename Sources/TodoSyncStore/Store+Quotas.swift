@@ -1,41 +1,44 @@
 import MariaDB
 import TodoSyncCore
 
+/// Per-account budgets (Sql/012, Sql/017): write operations per clock hour and live records
+/// (tags + todos), each `StoreConfiguration`'s default unless the account has its own
+/// (`users.quota_*`). Both are charged by `Store.write` inside the write transaction, under the
+/// user's row lock, so they add no round trip of their own and no commit.
 extension Store {
-    /// Charges a write request to the account's budgets before it runs: `operations` write
-    /// operations this clock hour (`StoreConfiguration.quotaOperationsPerHour`) and, when
-    /// `creates` > 0, room for that many more live records (`quotaRecords`). 429 `rate_limited`
-    /// with `Retry-After` when either is used up (the hour's rest, or an hour for records, which
-    /// only deletes free). Per-account overrides: `users.quota_*`.
-    public func chargeQuota(userID: Int64, operations: Int, creates: Int) throws {
+    /// Charges `operations` to the account's current clock hour; `throttled` with the seconds
+    /// left in the hour when that would pass `quota`.
+    func chargeOperations(userID: Int64, _ operations: Int, quota: Int64, at now: Timestamp) throws {
         guard operations > 0 else { return }
-        let now = Timestamp.now()
         let hourMilliseconds: Int64 = 3_600_000
-        let hourStart = Timestamp(millisecondsSinceEpoch: now.millisecondsSinceEpoch / hourMilliseconds * hourMilliseconds)
-        try guarded {
-            guard let limits = try db.queryOne(SQL.Quotas.limits, [
-                .int(Int64(configuration.quotaRecords)), .int(Int64(configuration.quotaOperationsPerHour)), .int(userID),
-            ]) else { throw APIError.unauthorized }
-            let recordQuota = limits.int64(0)!, operationQuota = limits.int64(1)!
-            if creates > 0 {
-                let live = try db.queryOne(SQL.Quotas.liveRecords, [.int(userID), .int(userID)])?.int64(0) ?? 0
-                if live + Int64(creates) > recordQuota {
-                    throw APIError.rateLimited(
-                        "This account has reached its quota of \(recordQuota) records; delete some first.",
-                        retryAfterSeconds: 3600)
-                }
-            }
-            let hour = DatabaseValue.timestamp(hourStart)
-            try db.execute(SQL.Quotas.ensureUsageRow, [.int(userID), hour])
-            let charged = try db.execute(SQL.Quotas.chargeOperations, [
-                .int(Int64(operations)), .int(userID), hour, .int(Int64(operations)), .int(operationQuota),
-            ])
-            if charged.affectedRows == 0 {
-                let left = (hourStart.millisecondsSinceEpoch + hourMilliseconds - now.millisecondsSinceEpoch + 999) / 1000
-                throw APIError.rateLimited(
-                    "This account has reached its quota of \(operationQuota) write operations per hour.",
-                    retryAfterSeconds: left)
-            }
+        let hourStart = now.millisecondsSinceEpoch / hourMilliseconds * hourMilliseconds
+        let count = Int64(operations)
+        let charged = count <= quota ? try db.execute(SQL.Quotas.chargeOperations, [
+            .int(userID), .timestamp(Timestamp(millisecondsSinceEpoch: hourStart)), .int(count), .int(count),
+            .int(quota), .int(count),
+        ]).affectedRows : 0
+        if charged == 0 {
+            let left = (hourStart + hourMilliseconds - now.millisecondsSinceEpoch + 999) / 1000
+            throw DomainError.throttled(
+                message: "This account has reached its quota of \(quota) write operations per hour.",
+                retryAfterSeconds: left)
         }
+    }
+
+    /// `throttled` when adding `delta` live records to the account's `live` ones would pass
+    /// `quota` (an hour: only deletes free records). Runs after the transaction's writes. Before
+    /// refusing, `live` (the counter in `users.live_records`, as the transaction began) is
+    /// checked against an exact count, which already includes this transaction's rows, and
+    /// corrected, so a counter that drifted never refuses a write that fits.
+    func checkRecordQuota(userID: Int64, live: Int64, adding delta: Int64, quota: Int64) throws {
+        guard delta > 0, live + delta > quota else { return }
+        let exact = try db.queryOne(SQL.Quotas.liveRecords, [.int(userID), .int(userID)])?.int64(0) ?? 0
+        if exact > quota {
+            throw DomainError.throttled(
+                message: "This account has reached its quota of \(quota) records; delete some first.",
+                retryAfterSeconds: 3600)
+        }
+        // `finish()` adds `delta` to the stored counter.
+        if exact - delta != live { try db.execute(SQL.Quotas.setLiveRecords, [.int(exact - delta), .int(userID)]) }
     }
 }

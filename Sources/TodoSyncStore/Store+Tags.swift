@@ -14,7 +14,7 @@ extension Store {
 
     /// Creates a tag; with a known `clientId`, returns the existing tag (maybe a tombstone) instead.
     public func createTag(userID: Int64, _ draft: TagDraft) throws -> Created<Tag> {
-        try write(userID: userID) { transaction in try createTag(draft, in: transaction) }
+        try write(userID: userID, operations: 1) { transaction in try createTag(draft, in: transaction) }
     }
 
     func createTag(_ draft: TagDraft, in transaction: WriteTransaction) throws -> Created<Tag> {
@@ -25,19 +25,20 @@ extension Store {
         }
         let version = transaction.nextVersion()
         let now = transaction.now
-        let inserted = try db.execute(SQL.Tags.insert, [
-            .int(transaction.userID), .optionalText(draft.clientID), .optionalText(clientKey), .text(draft.name),
-            .text(draft.color), .int(version), .timestamp(now), .timestamp(now), .optionalInt(transaction.device),
-        ])
-        let tag = Tag(id: Int64(inserted.lastInsertID), clientID: draft.clientID, name: draft.name, color: draft.color,
+        var tag = Tag(id: 0, clientID: draft.clientID, name: draft.name, color: draft.color,
                       version: version, createdAt: now.rfc3339, updatedAt: now.rfc3339, deletedAt: nil)
+        let inserted = try db.execute(SQL.Tags.insert, [.int(transaction.userID), .optionalText(draft.clientID), .optionalText(clientKey)]
+            + TagColumn.contentValues(of: tag)
+            + [.int(version), .timestamp(now), .timestamp(now), .optionalInt(transaction.device)])
+        tag.id = Int64(inserted.lastInsertID)
+        transaction.liveRecords(+1)
         transaction.changed(tag)
         return Created(record: tag, isNew: true)
     }
 
     /// Applies a patch to a live tag. A patch that changes nothing keeps the version.
     public func updateTag(userID: Int64, id: Int64, _ patch: TagPatch, ifMatch: IfMatch?) throws -> Tag {
-        try write(userID: userID) { transaction in
+        try write(userID: userID, operations: 1) { transaction in
             let current = try liveTag(id: id, in: transaction)
             try check(ifMatch, current: current)
             return try updateTag(current, patch.applied(to: current), in: transaction)
@@ -52,10 +53,11 @@ extension Store {
         result.deletedAt = nil
         result.version = transaction.nextVersion()
         result.updatedAt = transaction.now.rfc3339
-        try db.execute(SQL.Tags.update, [
-            .text(result.name), .text(result.color), .int(result.version), .timestamp(transaction.now),
-            .optionalInt(transaction.device), .int(current.id), .int(transaction.userID),
+        try db.execute(SQL.Tags.update, TagColumn.contentValues(of: result) + [
+            .int(result.version), .timestamp(transaction.now), .optionalInt(transaction.device), .int(current.id),
+            .int(transaction.userID),
         ])
+        if restoring { transaction.liveRecords(+1) }
         transaction.tagChanged(current.id)
         transaction.changed(result)
         return result
@@ -63,7 +65,7 @@ extension Store {
 
     /// Soft-deletes a live tag; its todos lose the tag (and get new versions).
     public func deleteTag(userID: Int64, id: Int64, ifMatch: IfMatch?) throws {
-        try write(userID: userID) { transaction in
+        try write(userID: userID, operations: 1) { transaction in
             let current = try liveTag(id: id, in: transaction)
             try check(ifMatch, current: current)
             _ = try deleteTag(current, in: transaction)
@@ -94,24 +96,25 @@ extension Store {
             .timestamp(now), .timestamp(now), .int(result.version), .optionalInt(transaction.device), .int(current.id),
             .int(userID),
         ])
+        transaction.liveRecords(-1)
         transaction.changed(result)
         return result
     }
 
-    /// A live tag of the transaction's user, or 404.
+    /// A live tag of the transaction's user, or `notFound`.
     func liveTag(id: Int64, in transaction: WriteTransaction) throws -> Tag {
         guard let row = try db.queryOne(SQL.Tags.liveByID, [.int(id), .int(transaction.userID)]) else {
-            throw APIError.notFound
+            throw DomainError.notFound
         }
         return Tag(row: row)
     }
 
-    /// 412 with the current record unless `ifMatch` is absent or matches its version.
+    /// `versionMismatch` with the current record unless `ifMatch` is absent or matches its version.
     func check<Record: PushRecord>(_ ifMatch: IfMatch?, current: Record) throws {
         guard let ifMatch, !ifMatch.matches(current.version) else { return }
         var writer = JSONWriter()
         current.write(to: &writer)
-        throw APIError.versionMismatch(current: writer.bytes, version: current.version)
+        throw DomainError.versionMismatch(current: writer.bytes, version: current.version)
     }
 }
 

@@ -2,18 +2,6 @@ import MariaDB
 import TodoSyncCore
 
 extension Store {
-    /// The body of `GET /todos`: `{"items": [...]}` with the live todos of the bearer `token`'s
-    /// user whose deadlines lie from `from` to `to` inclusive, in the contract's order, written
-    /// straight from the rows. 401 when the token is unknown, revoked or expired.
-    /// The records are `todo_list`'s, rendered at write time: the read copies bytes.
-    public func listTodosBody(token: String, from: Day, to: Day) throws -> [UInt8] {
-        try itemsBodyOfTokenRead(SQL.TodoList.bodiesInRangeForToken, token: token, [.day(from), .day(to)]) {
-            row, items throws(DatabaseError) in try RowJSON.write(to: &items) { bytes throws(DatabaseError) in
-                try RowJSON.appendStoredJSON(row, 0, to: &bytes)
-            }
-        }
-    }
-
     /// One live todo of the user, or nil.
     public func todo(userID: Int64, id: Int64) throws -> Todo? {
         try guarded { try db.queryOne(SQL.Todos.liveByID, [.int(id), .int(userID)]).map(Todo.init(row:)) }
@@ -21,7 +9,7 @@ extension Store {
 
     /// Creates a todo; with a known `clientId`, returns the existing todo (maybe a tombstone) instead.
     public func createTodo(userID: Int64, _ draft: TodoDraft) throws -> Created<Todo> {
-        try write(userID: userID) { transaction in try createTodo(draft, in: transaction) }
+        try write(userID: userID, operations: 1) { transaction in try createTodo(draft, in: transaction) }
     }
 
     func createTodo(_ draft: TodoDraft, in transaction: WriteTransaction) throws -> Created<Todo> {
@@ -33,25 +21,24 @@ extension Store {
         try requireLiveTag(draft.tagID, in: transaction)
         let version = transaction.nextVersion()
         let now = transaction.now
-        let inserted = try db.execute(SQL.Todos.insert, [
-            .int(userID), .optionalText(draft.clientID), .optionalText(clientKey), .text(draft.title), .text(draft.raw),
-            .bool(draft.isImportant), .bool(draft.isLife), .optionalInt(draft.tagID), .int(Int64(draft.difficulty)),
-            .int(Int64(draft.estimatedTime)), .day(draft.deadline), .bool(draft.isCompleted), .int(version),
-            .timestamp(now), .timestamp(now), .optionalInt(transaction.device),
-        ])
-        transaction.touch(draft.deadline)
-        let todo = Todo(
-            id: Int64(inserted.lastInsertID), clientID: draft.clientID, title: draft.title, raw: draft.raw,
+        var todo = Todo(
+            id: 0, clientID: draft.clientID, title: draft.title, raw: draft.raw,
             isImportant: draft.isImportant, isLife: draft.isLife, tagID: draft.tagID, difficulty: draft.difficulty,
             estimatedTime: draft.estimatedTime, deadline: draft.deadline, isCompleted: draft.isCompleted,
             version: version, createdAt: now.rfc3339, updatedAt: now.rfc3339, deletedAt: nil)
+        let inserted = try db.execute(SQL.Todos.insert, [.int(userID), .optionalText(draft.clientID), .optionalText(clientKey)]
+            + TodoColumn.contentValues(of: todo)
+            + [.int(version), .timestamp(now), .timestamp(now), .optionalInt(transaction.device)])
+        todo.id = Int64(inserted.lastInsertID)
+        transaction.liveRecords(+1)
+        transaction.touch(draft.deadline)
         transaction.changed(todo)
         return Created(record: todo, isNew: true)
     }
 
     /// Applies a patch to a live todo. A patch that changes nothing keeps the version.
     public func updateTodo(userID: Int64, id: Int64, _ patch: TodoPatch, ifMatch: IfMatch?) throws -> Todo {
-        try write(userID: userID) { transaction in
+        try write(userID: userID, operations: 1) { transaction in
             let current = try liveTodo(id: id, in: transaction)
             try check(ifMatch, current: current)
             return try updateTodo(current, patch.applied(to: current), in: transaction)
@@ -67,12 +54,11 @@ extension Store {
         result.deletedAt = nil
         result.version = transaction.nextVersion()
         result.updatedAt = transaction.now.rfc3339
-        try db.execute(SQL.Todos.update, [
-            .text(result.title), .text(result.raw), .bool(result.isImportant), .bool(result.isLife),
-            .optionalInt(result.tagID), .int(Int64(result.difficulty)), .int(Int64(result.estimatedTime)),
-            .day(result.deadline), .bool(result.isCompleted), .int(result.version), .timestamp(transaction.now),
-            .optionalInt(transaction.device), .int(current.id), .int(transaction.userID),
+        try db.execute(SQL.Todos.update, TodoColumn.contentValues(of: result) + [
+            .int(result.version), .timestamp(transaction.now), .optionalInt(transaction.device), .int(current.id),
+            .int(transaction.userID),
         ])
+        if restoring { transaction.liveRecords(+1) }
         transaction.touch(current.deadline)
         transaction.touch(result.deadline)
         transaction.changed(result)
@@ -81,7 +67,7 @@ extension Store {
 
     /// Soft-deletes a live todo.
     public func deleteTodo(userID: Int64, id: Int64, ifMatch: IfMatch?) throws {
-        try write(userID: userID) { transaction in
+        try write(userID: userID, operations: 1) { transaction in
             let current = try liveTodo(id: id, in: transaction)
             try check(ifMatch, current: current)
             _ = try deleteTodo(current, in: transaction)
@@ -98,24 +84,25 @@ extension Store {
             .timestamp(now), .timestamp(now), .int(result.version), .optionalInt(transaction.device), .int(current.id),
             .int(transaction.userID),
         ])
+        transaction.liveRecords(-1)
         transaction.touch(current.deadline)
         transaction.changed(result)
         return result
     }
 
-    /// A live todo of the transaction's user, or 404.
+    /// A live todo of the transaction's user, or `notFound`.
     func liveTodo(id: Int64, in transaction: WriteTransaction) throws -> Todo {
         guard let row = try db.queryOne(SQL.Todos.liveByID, [.int(id), .int(transaction.userID)]) else {
-            throw APIError.notFound
+            throw DomainError.notFound
         }
         return Todo(row: row)
     }
 
-    /// 422 unless `tagID` is nil or one of the user's live tags.
+    /// A validation error unless `tagID` is nil or one of the user's live tags.
     func requireLiveTag(_ tagID: Int64?, in transaction: WriteTransaction) throws {
         guard let tagID else { return }
         guard try db.queryOne(SQL.Tags.isLive, [.int(tagID), .int(transaction.userID)]) != nil else {
-            throw APIError.validation(field: "tagId", "must be null or the id of one of your tags")
+            throw DomainError.validation(field: "tagId", "must be null or the id of one of your tags")
         }
     }
 }

@@ -23,30 +23,39 @@ public final class Store {
         try guarded { _ = try db.query(SQL.Health.ping) }
     }
 
-    /// Runs `body`, turning database outages into `APIError.unavailable` (503). Other database
+    /// Runs `body`, turning database outages into `DomainError.unavailable`. Other database
     /// errors stay as they are and become a logged 500.
     @discardableResult
     func guarded<T>(_ body: () throws -> T) throws -> T {
         do {
             return try body()
         } catch let error as DatabaseError where error.isConnectionError || error.isRetryableTransactionError {
-            throw APIError.unavailable
+            throw DomainError.unavailable
         }
     }
 
-    /// The single write path: one transaction per call, serialised per user. Nothing is
-    /// started, and nothing committed, past the request's deadline (503). Inside an
-    /// `Idempotency-Key` request's transaction (`runIdempotent`) it is a savepoint of that one.
-    func write<T>(userID: Int64, _ body: (WriteTransaction) throws -> T) throws -> T {
+    /// The single write path: one transaction per call, serialised per user. `operations`: what
+    /// the request costs against the account's write operations per hour (0 for maintenance);
+    /// charged under the user's row lock in the same transaction, so a refused or failed write
+    /// costs nothing and the charge needs no commit of its own. Nothing is started, and nothing
+    /// committed, past the request's deadline (`unavailable`, 503). Inside an `Idempotency-Key`
+    /// request's transaction (`runIdempotent`) it is a savepoint of that one.
+    func write<T>(userID: Int64, operations: Int, _ body: (WriteTransaction) throws -> T) throws -> T {
         try guarded {
             try db.inSavepoint {
                 try checkDeadline()
-                guard let locked = try db.queryOne(SQL.Users.lockForWrite, [.int(userID)]) else {
-                    throw APIError.unauthorized
+                guard let locked = try db.queryOne(SQL.Users.lockForWrite, [
+                    .int(Int64(configuration.quotaRecords)), .int(Int64(configuration.quotaOperationsPerHour)),
+                    .int(userID),
+                ]) else {
+                    throw DomainError.unauthenticated
                 }
-                let transaction = WriteTransaction(db: db, userID: userID, now: Timestamp.now(),
-                                                   changeSequence: locked.int64(0)!)
+                let now = Timestamp.now()
+                try chargeOperations(userID: userID, operations, quota: locked.int64(3)!, at: now)
+                let transaction = WriteTransaction(db: db, userID: userID, now: now, changeSequence: locked.int64(0)!)
                 let result = try body(transaction)
+                try checkRecordQuota(userID: userID, live: locked.int64(1)!, adding: transaction.liveRecordsDelta,
+                                     quota: locked.int64(2)!)
                 try transaction.finish()
                 try checkDeadline()
                 return result
@@ -69,6 +78,9 @@ final class WriteTransaction {
     /// The user's change sequence as this transaction has advanced it (stored at `finish()`).
     private var changeSequence: Int64
     private let initialChangeSequence: Int64
+    /// Live records (tags and todos) this transaction created or restored, minus those it
+    /// deleted; added to `users.live_records` at `finish()`.
+    private(set) var liveRecordsDelta: Int64 = 0
 
     init(db: Connection, userID: Int64, now: Timestamp, changeSequence: Int64) {
         self.db = db
@@ -85,6 +97,11 @@ final class WriteTransaction {
     func nextVersion() -> Int64 {
         changeSequence += 1
         return changeSequence
+    }
+
+    /// Notes that a tag or todo came to life (+1: created, or a tombstone restored) or died (-1).
+    func liveRecords(_ change: Int64) {
+        liveRecordsDelta += change
     }
 
     /// Notes that the todos of `day` changed, so its daily stat must be recomputed.
@@ -122,8 +139,8 @@ final class WriteTransaction {
     func finish() throws {
         try DailyStatsRecomputer(transaction: self).run()
         try feed.write(userID: userID, to: db)
-        if changeSequence != initialChangeSequence {
-            try db.execute(SQL.Users.saveChangeSequence, [.int(changeSequence), .int(userID)])
+        if changeSequence != initialChangeSequence || liveRecordsDelta != 0 {
+            try db.execute(SQL.Users.saveChangeSequence, [.int(changeSequence), .int(liveRecordsDelta), .int(userID)])
         }
     }
 }

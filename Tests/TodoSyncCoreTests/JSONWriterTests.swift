@@ -53,10 +53,11 @@ final class JSONWriterTests: XCTestCase {
                        + #""createdAt":"2026-11-21T09:30:00.123Z","updatedAt":"2026-11-21T09:30:00.123Z","deletedAt":null}"#)
     }
 
-    func testErrorBody() {
-        let body = APIError.validation(field: "title", "is required").jsonBody
-        XCTAssertEqual(String(decoding: body, as: UTF8.self),
-                       #"{"error":{"code":"validation_failed","message":"Some fields are invalid; see `details`.","details":[{"field":"title","problem":"is required"}]}}"#)
+    func testErrorObject() {
+        var writer = JSONWriter()
+        DomainError.validation(field: "title", "is required").writeErrorObject(to: &writer)
+        XCTAssertEqual(String(decoding: writer.bytes, as: UTF8.self),
+                       #"{"code":"validation_failed","message":"Some fields are invalid; see `details`.","details":[{"field":"title","problem":"is required"}]}"#)
     }
 
     func testIntegersAndDaysAreWrittenExactly() {

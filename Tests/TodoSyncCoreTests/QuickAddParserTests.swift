@@ -43,8 +43,8 @@ final class QuickAddParserTests: XCTestCase {
 
     func testEmptyTitleRejectsTheWholeRequest() {
         XCTAssertThrowsError(try parse("ok line\n#work 30m")) { error in
-            XCTAssertEqual((error as? APIError)?.status, 422)
-            XCTAssertEqual((error as? APIError)?.details.first?.field, "text[1]")
+            XCTAssertEqual((error as? DomainError)?.code, "validation_failed")
+            XCTAssertEqual((error as? DomainError)?.details.first?.field, "text[1]")
         }
     }
 

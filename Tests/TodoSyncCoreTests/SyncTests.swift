@@ -64,7 +64,7 @@ final class PushRequestTests: XCTestCase {
                      #"{"deviceId": "d", "conflictPolicy": "server-wins", "operations": []}"#,
                      #"{"deviceId": "d", "operations": {}}"#, #"{"deviceId": "d", "operations": [{"entity": "tag"}]}"#,
                      #"{"deviceId": "d", "operations": \#(ops501)}"#] {
-            XCTAssertThrowsError(try parse(body), body) { XCTAssertEqual(($0 as? APIError)?.status, 422) }
+            XCTAssertThrowsError(try parse(body), body) { XCTAssertEqual(($0 as? DomainError)?.code, "validation_failed") }
         }
     }
 
@@ -81,7 +81,7 @@ final class PushRequestTests: XCTestCase {
         XCTAssertEqual(update.baseVersion, 3)
         XCTAssertEqual(update.data["title"], .string("x"))
         for index in 1...3 {
-            XCTAssertThrowsError(try request.operations[index].parse()) { XCTAssertEqual(($0 as? APIError)?.status, 422) }
+            XCTAssertThrowsError(try request.operations[index].parse()) { XCTAssertEqual(($0 as? DomainError)?.code, "validation_failed") }
         }
     }
 }

@@ -7,7 +7,7 @@ final class ValidationTests: XCTestCase {
     }
 
     private func fields(of error: Error) -> [String] {
-        (error as? APIError)?.details.map(\.field) ?? []
+        (error as? DomainError)?.details.map(\.field) ?? []
     }
 
     func testTodoDraftDefaults() throws {
@@ -22,7 +22,7 @@ final class ValidationTests: XCTestCase {
              "estimatedTime": 1441, "deadline": "2026-02-30", "isCompleted": null, "clientId": "nope"}
             """#)
         XCTAssertThrowsError(try TodoDraft.parse(&reader)) { error in
-            XCTAssertEqual((error as? APIError)?.status, 422)
+            XCTAssertEqual((error as? DomainError)?.code, "validation_failed")
             XCTAssertEqual(Set(fields(of: error)), ["title", "raw", "isImportant", "isLife", "tagId", "difficulty",
                                                     "estimatedTime", "deadline", "isCompleted", "clientId"])
         }
@@ -62,7 +62,7 @@ final class ValidationTests: XCTestCase {
     }
 
     func testNonObjectBodyIsAValidationError() {
-        XCTAssertThrowsError(try FieldReader(.array([]))) { XCTAssertEqual(($0 as? APIError)?.status, 422) }
+        XCTAssertThrowsError(try FieldReader(.array([]))) { XCTAssertEqual(($0 as? DomainError)?.code, "validation_failed") }
     }
 
     func testEmailRules() throws {

@@ -7,26 +7,8 @@ import XCTest
 
 /// `RequestDeadline` (nginx's `$msec`), the store's deadline checks in `Store.write`, and the
 /// `Idempotency-Key` records, against the real schema.
-final class DeadlineAndIdempotencyTests: XCTestCase {
-    private var db: Connection!
-    private var store: Store!
-    private var userID: Int64 = 0
+final class DeadlineAndIdempotencyTests: StoreTestCase {
     private let day = Day("2026-04-01")!
-
-    override func setUpWithError() throws {
-        let configuration = try StoreTestDatabase.configuration()
-        db = Connection(configuration: configuration)
-        _ = try Migrator(connection: db, directory: StoreTestDatabase.sqlDirectory).run()
-        store = Store(connection: db)
-        let email = "deadline-\(UUID().uuidString.lowercased())@example.com"
-        userID = Int64(try db.execute(
-            "INSERT INTO users (email, email_key, password_hash, created_at) VALUES (?, ?, 'x', NOW(3))",
-            [.text(email), .text(email)]).lastInsertID)
-    }
-
-    override func tearDownWithError() throws {
-        db?.close()
-    }
 
     private func todoCount() throws -> Int64 {
         try db.queryOne("SELECT COUNT(*) FROM todos WHERE user_id = ?", [.int(userID)])!.int64(0)!
@@ -44,7 +26,7 @@ final class DeadlineAndIdempotencyTests: XCTestCase {
     func testNoWriteStartsPastTheDeadline() throws {
         store.deadline = RequestDeadline(millisecondsSinceEpoch: Timestamp.now().millisecondsSinceEpoch - 1)
         XCTAssertThrowsError(try store.createTodo(userID: userID, TodoDraft(title: "late", deadline: day))) {
-            XCTAssertEqual(($0 as? APIError)?.status, 503)
+            XCTAssertEqual($0 as? DomainError, .unavailable)
         }
         XCTAssertEqual(try todoCount(), 0)
     }
@@ -53,7 +35,7 @@ final class DeadlineAndIdempotencyTests: XCTestCase {
         store.deadline = RequestDeadline(millisecondsSinceEpoch: Timestamp.now().millisecondsSinceEpoch + 100)
         XCTAssertThrowsError(try store.createTodoHoldingLock(
             userID: userID, TodoDraft(title: "slow", deadline: day), holdMilliseconds: 300)) {
-            XCTAssertEqual(($0 as? APIError)?.status, 503)
+            XCTAssertEqual($0 as? DomainError, .unavailable)
         }
         XCTAssertEqual(try todoCount(), 0)
         store.deadline = RequestDeadline(start: nil, budgetMilliseconds: 20_000)
@@ -70,7 +52,7 @@ final class DeadlineAndIdempotencyTests: XCTestCase {
         guard case .inProgress = try store.claimIdempotencyKey(userID: userID, key: key, fingerprint: print) else {
             return XCTFail("a running key is in progress")
         }
-        let answer = StoredResponse(status: 201, headers: [HTTPHeader("ETag", "\"7\"")], body: Array("{\"id\":1}".utf8))
+        let answer = StoredResponse(status: 201, headers: [.init("ETag", "\"7\"")], body: Array("{\"id\":1}".utf8))
         _ = try store.runIdempotent(ticket, {
             try store.createTodo(userID: userID, TodoDraft(title: "once", deadline: day))
         }, answer: { _ in answer })
@@ -93,7 +75,7 @@ final class DeadlineAndIdempotencyTests: XCTestCase {
         }
         XCTAssertThrowsError(try store.runIdempotent(ticket, { () throws -> Int in
             _ = try store.createTodo(userID: userID, TodoDraft(title: "undone", deadline: day))
-            throw APIError.badRequest("after the write")
+            throw DomainError.validation(field: "title", "fails after the write")
         }, answer: { _ in nil }))
         store.releaseIdempotencyKey(ticket)
         XCTAssertEqual(try todoCount(), 0, "the write inside rolls back with the request")

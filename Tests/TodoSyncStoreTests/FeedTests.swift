@@ -9,25 +9,7 @@ import XCTest
 /// `checkFeed` compares it with the tables: it passes after writes of every kind, and it finds a
 /// feed row that is wrong, missing or extra (so the integration suite's "check-feed passes" means
 /// something). `rebuildFeed` repairs it.
-final class FeedTests: XCTestCase {
-    private var db: Connection!
-    private var store: Store!
-    private var userID: Int64 = 0
-
-    override func setUpWithError() throws {
-        db = Connection(configuration: try StoreTestDatabase.configuration())
-        _ = try Migrator(connection: db, directory: StoreTestDatabase.sqlDirectory).run()
-        store = Store(connection: db)
-        let email = "feed-\(UUID().uuidString.lowercased())@example.com"
-        userID = Int64(try db.execute(
-            "INSERT INTO users (email, email_key, password_hash, created_at) VALUES (?, ?, 'x', NOW(3))",
-            [.text(email), .text(email)]).lastInsertID)
-    }
-
-    override func tearDownWithError() throws {
-        db?.close()
-    }
-
+final class FeedTests: StoreTestCase {
     private func push(_ json: String) throws {
         var reader = try FieldReader(try JSONParser.parse(Array(json.utf8)))
         _ = try store.push(userID: userID, try PushRequest.parse(&reader))
@@ -92,7 +74,7 @@ final class FeedTests: XCTestCase {
         try db.execute("DELETE FROM sync_feed WHERE user_id = ?", [.int(userID)])
         try db.execute("INSERT INTO sync_feed_backfill (user_id) VALUES (?)", [.int(userID)])
         XCTAssertThrowsError(try store.pull(userID: userID, cursor: nil, limit: 10)) {
-            XCTAssertEqual(($0 as? APIError)?.status, 503)
+            XCTAssertEqual($0 as? DomainError, .unavailable)
         }
         XCTAssertGreaterThanOrEqual(try store.backfillQueuedFeeds(), 1)
         XCTAssertEqual(try store.checkFeed(userID: userID).map(\.description), [])

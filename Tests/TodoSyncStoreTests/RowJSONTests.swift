@@ -10,23 +10,13 @@ import XCTest
 /// for `GET /daily-stats` must write exactly the bytes of the record path (`Todo(row:)` then
 /// `Todo.write(to:)`, likewise for stats), for every kind of value the records hold. Runs against
 /// the real schema (migrations from `Sql/`) and the real write path.
-final class RowJSONTests: XCTestCase {
-    private var db: Connection!
-    private var store: Store!
-    private var userID: Int64 = 0
+final class RowJSONTests: StoreTestCase {
     private var token = ""
     private let day = Day("2026-03-14")!
     private let emptyDay = Day("2026-03-15")!
 
     override func setUpWithError() throws {
-        let configuration = try StoreTestDatabase.configuration()
-        db = Connection(configuration: configuration)
-        _ = try Migrator(connection: db, directory: StoreTestDatabase.sqlDirectory).run()
-        store = Store(connection: db)
-        let email = "rowjson-\(UUID().uuidString.lowercased())@example.com"
-        userID = Int64(try db.execute(
-            "INSERT INTO users (email, email_key, password_hash, created_at) VALUES (?, ?, 'x', NOW(3))",
-            [.text(email), .text(email)]).lastInsertID)
+        try super.setUpWithError()
         token = try addToken(expiresInSeconds: 3600)
     }
 
@@ -37,10 +27,6 @@ final class RowJSONTests: XCTestCase {
             "INSERT INTO auth_tokens (token_hash, user_id, created_at, expires_at) VALUES (?, ?, NOW(3), NOW(3) + INTERVAL ? SECOND)",
             [.blob(BearerToken.hash(token)), .int(userID), .int(Int64(seconds))])
         return token
-    }
-
-    override func tearDownWithError() throws {
-        db?.close()
     }
 
     /// Todos covering every column shape: NULL and non-NULL clientId and tagId, escapes and
@@ -66,10 +52,10 @@ final class RowJSONTests: XCTestCase {
 
     func testListBodyIsTheContractShapeInOrder() throws {
         let ids = try seedTodos()
-        let body = try store.listTodosBody(token: token, from: day, to: day)
-        let parsed = try JSONParser.parse(body)
-        guard case .object(let object) = parsed, case .array(let items)? = object["items"]
-        else { return XCTFail("not {\"items\": [...]}: \(String(decoding: body, as: UTF8.self))") }
+        let body = try store.todoList(.token(token), from: day, to: day)
+        XCTAssertEqual(try store.todoList(.user(userID), from: day, to: day), body, "by user id or by token: the same list")
+        guard case .array(let items) = try JSONParser.parse(body)
+        else { return XCTFail("not a JSON array: \(String(decoding: body, as: UTF8.self))") }
         // The tombstone is not listed; important first, then newest first (all created in one
         // millisecond at most, so ties fall to title, then id).
         let listed = items.compactMap { item -> Int64? in
@@ -89,7 +75,7 @@ final class RowJSONTests: XCTestCase {
                 if ka != kb { return ka.lexicographicallyPrecedes(kb) }
                 return a.id < b.id
             }
-        XCTAssertEqual(body, itemsBody(reference) { $0.write(to: &$1) })
+        XCTAssertEqual(itemsBody(body), itemsBody(reference) { $0.write(to: &$1) })
     }
 
     /// Stats with a tag breakdown, balances in all three bands, fractional and negative centers,
@@ -124,35 +110,36 @@ final class RowJSONTests: XCTestCase {
         XCTAssertEqual(checked, 5, "the seeded day and four April days")
         XCTAssertEqual(tombstones, 1)
 
-        let body = try store.dailyStatsBody(token: token, from: days[0], to: days[3])
-        let reference = try db.query(
-            SQL.DailyStats.liveInRangeForToken, store.tokenParameters(token) + [.day(days[0]), .day(days[3])]
-        ).map(DailyStat.init(row:))
+        let body = try store.dailyStatList(.token(token), from: days[0], to: days[3])
+        XCTAssertEqual(try store.dailyStatList(.user(userID), from: days[0], to: days[3]), body)
+        let reference = try db.query(SQL.DailyStats.liveInRangeForUser, [.int(userID), .day(days[0]), .day(days[3])])
+            .map(DailyStat.init(row:))
         XCTAssertEqual(reference.count, 3)
-        XCTAssertEqual(String(decoding: body, as: UTF8.self), String(decoding: itemsBody(reference) { $0.write(to: &$1) }, as: UTF8.self))
+        XCTAssertEqual(String(decoding: itemsBody(body), as: UTF8.self), String(decoding: itemsBody(reference) { $0.write(to: &$1) }, as: UTF8.self))
     }
 
     func testEmptyListIsAnEmptyArray() throws {
-        let body = try store.listTodosBody(token: token, from: day, to: day)
-        XCTAssertEqual(String(decoding: body, as: UTF8.self), #"{"items":[]}"#)
-        XCTAssertEqual(String(decoding: try store.dailyStatsBody(token: token, from: day, to: day), as: UTF8.self), #"{"items":[]}"#)
+        for owner in [Authentication.token(token), .user(userID)] {
+            XCTAssertEqual(String(decoding: try store.todoList(owner, from: day, to: day), as: UTF8.self), "[]")
+            XCTAssertEqual(String(decoding: try store.dailyStatList(owner, from: day, to: day), as: UTF8.self), "[]")
+        }
     }
 
-    /// The list reads check the token in their own statement: a bad token is a 401 whether or not
+    /// The list reads given a token check it in their own statement: a bad token is `unauthenticated` whether or not
     /// the user has records in the range, and never shows them.
     func testListsRejectUnknownAndExpiredTokens() throws {
         _ = try seedTodos()
         XCTAssertNotEqual(
-            String(decoding: try store.dailyStatsBody(token: token, from: day, to: day), as: UTF8.self), #"{"items":[]}"#,
+            String(decoding: try store.dailyStatList(.token(token), from: day, to: day), as: UTF8.self), "[]",
             "a stat exists for the day")
         let expired = try addToken(expiresInSeconds: -1)
         for bad in [expired, "no-such-token", ""] {
             for range in [(day, day), (emptyDay, emptyDay)] {
-                XCTAssertThrowsError(try store.listTodosBody(token: bad, from: range.0, to: range.1)) {
-                    XCTAssertEqual($0 as? APIError, .unauthorized)
+                XCTAssertThrowsError(try store.todoList(.token(bad), from: range.0, to: range.1)) {
+                    XCTAssertEqual($0 as? DomainError, .unauthenticated)
                 }
-                XCTAssertThrowsError(try store.dailyStatsBody(token: bad, from: range.0, to: range.1)) {
-                    XCTAssertEqual($0 as? APIError, .unauthorized)
+                XCTAssertThrowsError(try store.dailyStatList(.token(bad), from: range.0, to: range.1)) {
+                    XCTAssertEqual($0 as? DomainError, .unauthenticated)
                 }
             }
         }
@@ -184,4 +171,9 @@ enum StoreTestDatabase {
         try bootstrap.execute("CREATE DATABASE IF NOT EXISTS `\(name)` CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci")
         return ConnectionConfiguration(unixSocket: socket, user: user, password: password, database: name)
     }
+}
+
+/// `{"items": <array>}`, as the API wraps a list the store rendered.
+private func itemsBody(_ array: [UInt8]) -> [UInt8] {
+    Array(#"{"items":"#.utf8) + array + Array("}".utf8)
 }

@@ -158,3 +158,60 @@ def test_a_request_behind_a_held_row_lock_gives_its_worker_back_quickly(client, 
         holder.wait()
     # 503 means nothing was applied.
     assert client.list_todos(date="2030-07-07") == []
+
+
+def live_counter(db, user_id: int) -> int:
+    return int(db(f"SELECT live_records FROM users WHERE id = {int(user_id)}").decode().strip())
+
+
+def exact_live(db, user_id: int) -> int:
+    uid = int(user_id)
+    return int(db(f"SELECT (SELECT COUNT(*) FROM todos WHERE user_id = {uid} AND deleted_at IS NULL)"
+                  f" + (SELECT COUNT(*) FROM tags WHERE user_id = {uid} AND deleted_at IS NULL)").decode().strip())
+
+
+def test_the_live_record_counter_follows_creates_deletes_and_restores(client, db):
+    uid = client.user["id"]
+    tag = client.create_tag("counted")
+    todos = [client.create_todo(f"c{i}") for i in range(3)]
+    assert client.delete(f"/todos/{todos[0]['id']}").status_code == 204
+    client.post("/todos/quick-add", {"text": "one\n\ntwo", "date": "2030-06-16"})
+    # A push: a create, a delete, and a client-wins update that restores a tombstone.
+    ops = [
+        {"opId": str(uuid.uuid4()), "entity": "todo", "action": "create", "clientId": str(uuid.uuid4()),
+         "data": {"title": "pushed", "deadline": "2030-06-16"}},
+        {"opId": str(uuid.uuid4()), "entity": "todo", "action": "delete", "id": todos[1]["id"]},
+        {"opId": str(uuid.uuid4()), "entity": "todo", "action": "update", "id": todos[0]["id"],
+         "data": {"title": "back"}},
+    ]
+    r = client.post("/sync/push", {"deviceId": "d", "conflictPolicy": "client-wins", "operations": ops})
+    assert r.status_code == 200, short(r)
+    assert [x["status"] for x in r.json()["results"]] == ["applied"] * 3, short(r)
+    assert client.delete(f"/tags/{tag['id']}").status_code == 204
+    # 3 todos - 1 + 2 quick-add + 1 pushed - 1 deleted + 1 restored = 5; the tag came and went.
+    assert exact_live(db, uid) == 5
+    assert live_counter(db, uid) == 5
+
+
+def test_a_drifted_record_counter_is_corrected_not_obeyed(client, db):
+    uid = client.user["id"]
+    set_quota(db, uid, records=4)
+    client.create_todo("a")
+    client.create_todo("b")
+    # Rows written around the app (or by a responder older than the counter) leave it wrong.
+    db(f"UPDATE users SET live_records = 40 WHERE id = {int(uid)}")
+    r = client.post("/todos", {"title": "fits", "deadline": "2030-06-15"})
+    assert r.status_code == 201, short(r)
+    assert live_counter(db, uid) == 3
+    client.create_todo("d")
+    assert_error(client.post("/todos", {"title": "over", "deadline": "2030-06-15"}), 429, "rate_limited")
+    assert exact_live(db, uid) == live_counter(db, uid) == 4
+
+
+def test_a_refused_write_costs_no_operation(client, db):
+    set_quota(db, client.user["id"], operations=2)
+    r = client.patch("/todos/999999999", {"title": "nobody"})
+    assert_error(r, 404, "not_found")
+    client.create_tag("one")
+    client.create_tag("two")
+    assert_error(client.post("/tags", {"name": "three", "color": "#112233"}), 429, "rate_limited")

@@ -17,6 +17,19 @@ public struct HTTPResponse: Sendable {
         HTTPResponse(status: status, headers: [HTTPHeader("Content-Type", "application/json")] + headers, body: body)
     }
 
+    /// `{"<key>": <json>}`: a JSON value the store rendered (such as a list of records) as the
+    /// member of a response body.
+    public static func json(_ status: Int, member key: String, _ json: [UInt8]) -> HTTPResponse {
+        var body: [UInt8] = []
+        body.reserveCapacity(json.count + key.utf8.count + 5)
+        body.append(contentsOf: #"{""#.utf8)
+        body.append(contentsOf: key.utf8)
+        body.append(contentsOf: #"":"#.utf8)
+        body.append(contentsOf: json)
+        body.append(UInt8(ascii: "}"))
+        return .json(status, body)
+    }
+
     /// 204 No Content.
     public static let noContent = HTTPResponse(status: 204)
 

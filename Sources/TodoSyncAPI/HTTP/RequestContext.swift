@@ -14,19 +14,21 @@ public final class RequestContext {
         self.store = store
     }
 
-    /// The bearer token's user, or 401.
+    /// Authentication, the step every route but register and login takes: the bearer token's
+    /// user, or `unauthenticated` (401).
     func requireUser() throws -> Int64 {
         guard let token = bearerToken(), let userID = try store.authenticate(token: token) else {
-            throw APIError.unauthorized
+            throw DomainError.unauthenticated
         }
         return userID
     }
 
-    /// The bearer token, or 401 when there is none; for routes whose store read checks it in the
-    /// same statement as it reads (see `SQL.tokenJoin`). Pair with `parseBeforeAuthentication`.
-    func requireBearerToken() throws -> String {
-        guard let token = bearerToken() else { throw APIError.unauthorized }
-        return token
+    /// Authentication left to the store's read, for the hot list reads: the bearer token, which
+    /// the read checks in the same statement as it reads (`Authentication.token`), or
+    /// `unauthenticated` at once when there is none. Pair with `parseBeforeAuthentication`.
+    func authenticationInRead() throws -> Authentication {
+        guard let token = bearerToken() else { throw DomainError.unauthenticated }
+        return .token(token)
     }
 
     /// Parses request input on a route that checks its token late (in its store read), keeping
@@ -51,11 +53,12 @@ public final class RequestContext {
         return token
     }
 
-    /// The path parameter at `index` as a record id; anything but a positive integer is a 404.
+    /// The path parameter at `index` as a record id; anything but a positive integer names no
+    /// record (404).
     func id(at index: Int = 0) throws -> Int64 {
         guard index < pathParameters.count, let id = Int64(pathParameters[index]), id > 0,
               pathParameters[index].allSatisfy(\.isASCII) else {
-            throw APIError.notFound
+            throw DomainError.notFound
         }
         return id
     }

@@ -3,21 +3,21 @@ import TodoSyncCore
 extension Application {
     func registerDailyStatRoutes() {
         router.add("GET", "/api/v1/daily-stats") { context in
-            let token = try context.requireBearerToken()
+            let owner = try context.authenticationInRead()
             let (from, to) = try context.parseBeforeAuthentication {
                 guard let month = context.request.query["month"], let range = MonthQuery.range(month) else {
                     throw APIError.badRequest("`month` must be YYYY-MM between 2000-01 and 2999-12.")
                 }
                 return range
             }
-            return .json(200, try context.store.dailyStatsBody(token: token, from: from, to: to))
+            return .json(200, member: "items", try context.store.dailyStatList(owner, from: from, to: to))
         }
         router.add("GET", "/api/v1/daily-stats/:date") { context in
             let userID = try context.requireUser()
             guard let day = Day(context.pathParameters[0]) else {
                 throw APIError.badRequest("The date must be a real date YYYY-MM-DD between 2000-01-01 and 2999-12-31.")
             }
-            guard let stat = try context.store.dailyStat(userID: userID, day: day) else { throw APIError.notFound }
+            guard let stat = try context.store.dailyStat(userID: userID, day: day) else { throw DomainError.notFound }
             return .record(200, version: stat.version, write: stat.write)
         }
     }

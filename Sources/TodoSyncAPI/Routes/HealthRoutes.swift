@@ -5,17 +5,29 @@ import TodoSyncCore
 
 extension Application {
     func registerHealthRoutes() {
-        router.add("GET", "/healthz") { [options] context in
-            if options.enableTestHooks, let delay = context.request.query["delay_ms"].flatMap(Int.init),
-               (1...10_000).contains(delay) {
+        let health: RouteHandler = { context in
+            try context.store.ping()
+            return .json(200, Array(#"{"status":"ok"}"#.utf8))
+        }
+        guard options.enableTestHooks else { return router.add("GET", "/healthz", health) }
+        registerTestHookRoutes(health: health)
+    }
+
+    /// The test and benchmark routes, registered only when the binary runs with test hooks on
+    /// (`ApplicationOptions.enableTestHooks`); without them these paths are 404 (`APIError.noRoute`)
+    /// and `/healthz` ignores the hooks' query parameters.
+    private func registerTestHookRoutes(health: @escaping RouteHandler) {
+        // `/healthz` with the lifecycle tests' hooks: `delay_ms` waits before answering,
+        // `die_mid_body_ms` kills the responder mid-body.
+        router.add("GET", "/healthz") { context in
+            if let delay = context.request.query["delay_ms"].flatMap(Int.init), (1...10_000).contains(delay) {
                 usleep(useconds_t(delay * 1000))
             }
-            try context.store.ping()
-            if options.enableTestHooks, let delay = context.request.query["die_mid_body_ms"].flatMap(Int.init),
-               (1...1_000).contains(delay) {
+            let response = try health(context)
+            if let delay = context.request.query["die_mid_body_ms"].flatMap(Int.init), (1...1_000).contains(delay) {
                 return Self.dieMidBody(afterMilliseconds: delay)
             }
-            return .json(200, Array(#"{"status":"ok"}"#.utf8))
+            return response
         }
         // The benchmark's FastCGI ceiling: a route that touches no database. nginx routes only
         // /api/ and /healthz to the responders, so this is reachable only through the bench
@@ -23,6 +35,7 @@ extension Application {
         router.add("GET", "/__bench/fastcgi") { _ in
             .json(200, Array(#"{"status":"ok"}"#.utf8))
         }
+        registerSlowWriteTestRoute()
     }
 
     /// Test hook: a 64 MiB JSON body, and the process killed (SIGKILL, like a crash) `milliseconds`

@@ -34,9 +34,7 @@ extension Application {
             let userID = try context.requireUser()
             var reader = try context.bodyReader()
             let request = try PushRequest.parse(&reader)
-            let creates = request.operations.count { $0.fields["action"] == .string("create") }
-            try context.store.chargeQuota(userID: userID, operations: request.operations.count, creates: creates)
-            return .json(200, try context.store.push(userID: userID, request))
+            return .json(200, member: "results", try context.store.push(userID: userID, request))
         }
     }
 }

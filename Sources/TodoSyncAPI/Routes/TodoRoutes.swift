@@ -3,15 +3,14 @@ import TodoSyncCore
 extension Application {
     func registerTodoRoutes() {
         router.add("GET", "/api/v1/todos") { context in
-            let token = try context.requireBearerToken()
+            let owner = try context.authenticationInRead()
             let (from, to) = try context.parseBeforeAuthentication { try DateRangeQuery.parse(context.request.query) }
-            return .json(200, try context.store.listTodosBody(token: token, from: from, to: to))
+            return .json(200, member: "items", try context.store.todoList(owner, from: from, to: to))
         }
         router.add("POST", "/api/v1/todos") { context in
             let userID = try context.requireUser()
             var reader = try context.bodyReader()
             let draft = try TodoDraft.parse(&reader)
-            try context.store.chargeQuota(userID: userID, operations: 1, creates: 1)
             let created = try context.store.createTodo(userID: userID, draft)
             return .record(created.isNew ? 201 : 200, version: created.record.version, write: created.record.write)
         }
@@ -21,14 +20,12 @@ extension Application {
             let text = reader.string("text", required: true, length: 0...200_000)
             let date = reader.day("date", required: true)
             try reader.finish()
-            let lines = text!.split(whereSeparator: \.isNewline).count { $0.contains { !$0.isWhitespace } }
-            try context.store.chargeQuota(userID: userID, operations: max(lines, 1), creates: lines)
             let todos = try context.store.quickAdd(userID: userID, text: text!, deadline: date!)
             return .json(201, itemsBody(todos) { $0.write(to: &$1) })
         }
         router.add("GET", "/api/v1/todos/:id") { context in
             let userID = try context.requireUser()
-            guard let todo = try context.store.todo(userID: userID, id: try context.id()) else { throw APIError.notFound }
+            guard let todo = try context.store.todo(userID: userID, id: try context.id()) else { throw DomainError.notFound }
             return .record(200, version: todo.version, write: todo.write)
         }
         router.add("PATCH", "/api/v1/todos/:id") { context in
@@ -36,13 +33,11 @@ extension Application {
             let id = try context.id()
             var reader = try context.bodyReader()
             let patch = try TodoPatch.parse(&reader)
-            try context.store.chargeQuota(userID: userID, operations: 1, creates: 0)
             let todo = try context.store.updateTodo(userID: userID, id: id, patch, ifMatch: context.ifMatch)
             return .record(200, version: todo.version, write: todo.write)
         }
         router.add("DELETE", "/api/v1/todos/:id") { context in
             let userID = try context.requireUser()
-            try context.store.chargeQuota(userID: userID, operations: 1, creates: 0)
             try context.store.deleteTodo(userID: userID, id: try context.id(), ifMatch: context.ifMatch)
             return .noContent
         }

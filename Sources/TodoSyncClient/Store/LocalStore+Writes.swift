@@ -73,7 +73,7 @@ extension LocalStore {
             let lines: [QuickAddLine]
             do {
                 lines = try QuickAddParser.parse(text) { tagsByName[$0] }
-            } catch let error as APIError {
+            } catch let error as DomainError {
                 let problem = error.details.first
                 throw LocalStoreError.validation(field: problem?.field ?? "text", problem: problem?.problem ?? error.message)
             }

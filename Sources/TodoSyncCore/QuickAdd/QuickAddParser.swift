@@ -30,21 +30,21 @@ public enum QuickAddParser {
 
     /// Parses `text`; `tagNamed` maps a lower-cased tag name to the user's tag id (first by id).
     /// Throws a 422 naming the first bad line if any line is invalid (nothing is created then).
-    public static func parse(_ text: String, tagNamed: (String) -> Int64?) throws(APIError) -> [QuickAddLine] {
+    public static func parse(_ text: String, tagNamed: (String) -> Int64?) throws(DomainError) -> [QuickAddLine] {
         let lines = text.split(omittingEmptySubsequences: false, whereSeparator: { $0 == "\n" || $0 == "\r\n" || $0 == "\r" })
             .map { $0.trimmingWhitespace() }
             .filter { !$0.isEmpty }
-        guard !lines.isEmpty else { throw APIError.validation(field: "text", "must contain at least one non-blank line") }
+        guard !lines.isEmpty else { throw DomainError.validation(field: "text", "must contain at least one non-blank line") }
         guard lines.count <= maximumLines else {
-            throw APIError.validation(field: "text", "must have at most \(maximumLines) non-blank lines (got \(lines.count))")
+            throw DomainError.validation(field: "text", "must have at most \(maximumLines) non-blank lines (got \(lines.count))")
         }
         var result: [QuickAddLine] = []
         for (index, line) in lines.enumerated() {
             let parsed = parseLine(line, tagNamed: tagNamed)
             let field = "text[\(index)]"
-            if parsed.title.isEmpty { throw APIError.validation(field: field, "leaves an empty title") }
-            if parsed.title.unicodeScalars.count > 200 { throw APIError.validation(field: field, "title is longer than 200 characters") }
-            if parsed.raw.unicodeScalars.count > 2000 { throw APIError.validation(field: field, "is longer than 2000 characters") }
+            if parsed.title.isEmpty { throw DomainError.validation(field: field, "leaves an empty title") }
+            if parsed.title.unicodeScalars.count > 200 { throw DomainError.validation(field: field, "title is longer than 200 characters") }
+            if parsed.raw.unicodeScalars.count > 2000 { throw DomainError.validation(field: field, "is longer than 2000 characters") }
             result.append(parsed)
         }
         return result

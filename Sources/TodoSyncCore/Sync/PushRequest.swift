@@ -16,7 +16,7 @@ public struct PushRequest: Sendable {
     public static let maximumOperations = 500
 
     /// Validates the envelope: deviceId, conflictPolicy, and operations (≤ 500 objects with an opId).
-    public static func parse(_ reader: inout FieldReader) throws(APIError) -> PushRequest {
+    public static func parse(_ reader: inout FieldReader) throws(DomainError) -> PushRequest {
         let deviceID = reader.string("deviceId", required: true, length: 1...100)
         var policy = ConflictPolicy.reject
         if let value = reader.value("conflictPolicy"), value != .null {
@@ -77,7 +77,7 @@ public struct PushOperation: Sendable {
     }
 
     /// Checks entity, action, addressing and the types of baseVersion, data and base.
-    public func parse() throws(APIError) -> Parsed {
+    public func parse() throws(DomainError) -> Parsed {
         var reader = FieldReader(object: fields)
         var entity: Entity?
         switch fields["entity"] {

@@ -10,10 +10,10 @@ public struct PushResult: Sendable {
     /// The server's full record after the operation, already encoded; nil → `null`.
     public var record: [UInt8]?
     public var conflictingFields: [String]?
-    public var error: APIError?
+    public var error: DomainError?
 
     public init(opID: String, status: Status, id: Int64? = nil, clientID: String? = nil, version: Int64? = nil,
-                record: [UInt8]? = nil, conflictingFields: [String]? = nil, error: APIError? = nil) {
+                record: [UInt8]? = nil, conflictingFields: [String]? = nil, error: DomainError? = nil) {
         self.opID = opID
         self.status = status
         self.id = id
@@ -25,7 +25,7 @@ public struct PushResult: Sendable {
     }
 
     /// A `rejected` result for `error`.
-    public static func rejected(_ opID: String, _ error: APIError, clientID: String? = nil) -> PushResult {
+    public static func rejected(_ opID: String, _ error: DomainError, clientID: String? = nil) -> PushResult {
         PushResult(opID: opID, status: .rejected, clientID: clientID, error: error)
     }
 

@@ -38,7 +38,7 @@ public struct CredentialsInput: Sendable {
     /// Validates register's body: the email in NFC with exactly one `@` (in Unicode scalars) and
     /// at most 254 characters (something on both sides of the `@`), password of 8–128 characters.
     /// The email is stored as normalised.
-    public static func parseForRegister(_ reader: inout FieldReader) throws(APIError) -> CredentialsInput {
+    public static func parseForRegister(_ reader: inout FieldReader) throws(DomainError) -> CredentialsInput {
         // Length is checked on the NFC form, which is what is stored (a decomposed input may be
         // longer than what it normalises to).
         var email = reader.string("email", required: true, length: 0...1000).map(nfc)
@@ -58,7 +58,7 @@ public struct CredentialsInput: Sendable {
 
     /// Reads login's body: any strings; a wrong shape is a 422, a wrong value a plain 401 later.
     /// The email is normalised to NFC, as at registration.
-    public static func parseForLogin(_ reader: inout FieldReader) throws(APIError) -> CredentialsInput {
+    public static func parseForLogin(_ reader: inout FieldReader) throws(DomainError) -> CredentialsInput {
         let email = reader.string("email", required: true, length: 0...1000)
         let password = reader.string("password", required: true, length: 0...1000)
         try reader.finish()

@@ -5,10 +5,10 @@ public struct FieldReader {
     /// Problems found so far, in the order the fields were read.
     public private(set) var problems: [FieldProblem] = []
 
-    /// Wraps a parsed body; anything but an object is a 422 naming the body.
-    public init(_ body: JSONValue) throws(APIError) {
+    /// Wraps a parsed body; anything but an object is a validation problem naming the body.
+    public init(_ body: JSONValue) throws(DomainError) {
         guard case .object(let object) = body else {
-            throw APIError.validation(field: "body", "must be a JSON object, not \(body.typeName)")
+            throw DomainError.validation(field: "body", "must be a JSON object, not \(body.typeName)")
         }
         self.object = object
     }
@@ -29,9 +29,9 @@ public struct FieldReader {
         problems.append(FieldProblem(field: field, problem: problem))
     }
 
-    /// Throws a 422 if any problem was recorded.
-    public func finish() throws(APIError) {
-        if !problems.isEmpty { throw APIError.validation(problems) }
+    /// Throws a validation error if any problem was recorded.
+    public func finish() throws(DomainError) {
+        if !problems.isEmpty { throw DomainError.validation(problems) }
     }
 
     /// A string of `length` characters (Unicode scalars, as MariaDB counts them). When `notBlank`,

@@ -12,7 +12,7 @@ public struct TagDraft: Sendable, Equatable {
     }
 
     /// Validates a create body.
-    public static func parse(_ reader: inout FieldReader) throws(APIError) -> TagDraft {
+    public static func parse(_ reader: inout FieldReader) throws(DomainError) -> TagDraft {
         let clientID = reader.clientID()
         let name = reader.string("name", required: true, length: 1...50, notBlank: true)
         let color = TagColor.read(&reader, required: true)
@@ -32,7 +32,7 @@ public struct TagPatch: Sendable, Equatable {
     }
 
     /// Validates an update body.
-    public static func parse(_ reader: inout FieldReader) throws(APIError) -> TagPatch {
+    public static func parse(_ reader: inout FieldReader) throws(DomainError) -> TagPatch {
         reader.rejectNulls(["name", "color"])
         let name = reader.value("name") == .null ? nil : reader.string("name", required: false, length: 1...50, notBlank: true)
         let color = reader.value("color") == .null ? nil : TagColor.read(&reader, required: false)

@@ -27,7 +27,7 @@ public struct TodoDraft: Sendable, Equatable {
     }
 
     /// Validates a create body. Whether `tagId` names a live tag is the store's check.
-    public static func parse(_ reader: inout FieldReader) throws(APIError) -> TodoDraft {
+    public static func parse(_ reader: inout FieldReader) throws(DomainError) -> TodoDraft {
         let clientID = reader.clientID()
         let title = reader.string("title", required: true, length: 1...200, notBlank: true)
         let raw = reader.string("raw", required: false, length: 0...2000)
@@ -72,7 +72,7 @@ public struct TodoPatch: Sendable, Equatable {
     }
 
     /// Validates an update body.
-    public static func parse(_ reader: inout FieldReader) throws(APIError) -> TodoPatch {
+    public static func parse(_ reader: inout FieldReader) throws(DomainError) -> TodoPatch {
         let nonNullable = ["title", "raw", "isImportant", "isLife", "difficulty", "estimatedTime", "deadline", "isCompleted"]
         reader.rejectNulls(nonNullable)
         func present(_ key: String) -> Bool { reader.has(key) && reader.value(key) != .null }

@@ -1,0 +1,122 @@
+import TodoSyncCore
+
+/// An error that knows its HTTP meaning: status, the contract's `code`, and a message that is safe
+/// to show a client. The API layer throws these for problems of the HTTP request itself (no
+/// route, wrong method, bad query, unreadable body); the domain's errors (`DomainError`) become
+/// one through `init(_:)`, the single place that gives each kind its status, headers and extra
+/// body members. Anything else becomes a 500 with a fixed body.
+public struct APIError: Error, Sendable, Equatable {
+    public let status: Int
+    public let code: String
+    public let message: String
+    public let details: [FieldProblem]
+    /// An extra top-level member of the body, such as `"current": <record>` on 412.
+    public let extra: ExtraMember?
+    /// Extra response headers, such as `Allow` on 405.
+    public let headers: [HTTPHeader]
+
+    /// A member of the error body beside `error`, already encoded.
+    public struct ExtraMember: Sendable, Equatable {
+        public let key: String
+        public let json: [UInt8]
+    }
+
+    public init(status: Int, code: String, message: String, details: [FieldProblem] = [],
+                extra: ExtraMember? = nil, headers: [HTTPHeader] = []) {
+        self.status = status
+        self.code = code
+        self.message = message
+        self.details = details
+        self.extra = extra
+        self.headers = headers
+    }
+
+    public static func malformedJSON(_ reason: String) -> APIError {
+        APIError(status: 400, code: "malformed_json", message: "The request body is not valid JSON: \(reason).")
+    }
+
+    public static func badRequest(_ message: String) -> APIError {
+        APIError(status: 400, code: "bad_request", message: message)
+    }
+
+    public static let noRoute = APIError(status: 404, code: "not_found", message: "No such route.")
+
+    public static func methodNotAllowed(allowed: [String]) -> APIError {
+        APIError(status: 405, code: "method_not_allowed", message: "This route does not support that method.",
+                 headers: [HTTPHeader("Allow", allowed.joined(separator: ", "))])
+    }
+
+    public static let payloadTooLarge = APIError(
+        status: 413, code: "payload_too_large", message: "The request body is larger than 1 MiB.")
+
+    public static let unsupportedMediaType = APIError(
+        status: 415, code: "unsupported_media_type", message: "The request body must be application/json.")
+
+    public static let internalError = APIError(
+        status: 500, code: "internal_error", message: "An unexpected error occurred.")
+
+    /// The HTTP meaning of a domain error: the one mapping from `DomainError` kinds to statuses,
+    /// headers (`WWW-Authenticate`, `ETag`, `Retry-After`) and extra body members (`current`).
+    public init(_ error: DomainError) {
+        let status: Int
+        var headers: [HTTPHeader] = []
+        var extra: ExtraMember?
+        switch error {
+        case .unauthenticated, .badCredentials:
+            status = 401
+            headers = [HTTPHeader("WWW-Authenticate", "Bearer")]
+        case .notFound:
+            status = 404
+        case .versionMismatch(let current, let version):
+            status = 412
+            extra = ExtraMember(key: "current", json: current)
+            headers = [HTTPHeader("ETag", "\"\(version)\"")]
+        case .validation:
+            status = 422
+        case .emailTaken:
+            status = 409
+        case .cursorExpired, .cursorFromAnotherHistory:
+            status = 410
+        case .throttled(_, let retryAfterSeconds):
+            // The contract's `Retry-After`: whole seconds, at least 1.
+            status = 429
+            headers = [HTTPHeader("Retry-After", "\(max(retryAfterSeconds, 1))")]
+        case .unavailable:
+            // Nothing was applied; retry after a second (the contract: 503 carries `Retry-After`).
+            status = 503
+            headers = [HTTPHeader("Retry-After", "1")]
+        }
+        self.init(status: status, code: error.code, message: error.message, details: error.details, extra: extra,
+                  headers: headers)
+    }
+
+    /// The contract's error body.
+    public var jsonBody: [UInt8] {
+        var writer = JSONWriter()
+        writer.beginObject()
+        writer.key("error")
+        writeErrorObject(to: &writer)
+        if let extra {
+            writer.key(extra.key)
+            writer.raw(extra.json)
+        }
+        writer.endObject()
+        return writer.bytes
+    }
+
+    /// `{"code", "message", "details"?}`: the error object of an error body or a push result.
+    public func writeErrorObject(to writer: inout JSONWriter) {
+        DomainError.writeErrorObject(code: code, message: message, details: details, to: &writer)
+    }
+}
+
+/// A response header.
+public struct HTTPHeader: Sendable, Equatable {
+    public let name: String
+    public let value: String
+
+    public init(_ name: String, _ value: String) {
+        self.name = name
+        self.value = value
+    }
+}

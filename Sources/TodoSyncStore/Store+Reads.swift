@@ -1,0 +1,70 @@
+import Credentials
+import MariaDB
+import TodoSyncCore
+
+/// Whom a hot list read is for. The API layer authenticates every request; for the hottest reads
+/// it may instead hand the store the bearer token, which the read resolves in the same statement
+/// as it reads the rows (`SQL.ReadOwner.token`), saving a round trip per request.
+public enum Authentication: Sendable, Equatable {
+    /// A user the API layer has already authenticated.
+    case user(Int64)
+    /// A bearer token, still to be checked: the read throws `DomainError.unauthenticated` when it
+    /// is unknown, revoked or expired.
+    case token(String)
+}
+
+extension Store {
+    /// The user's live todos whose deadlines lie from `from` to `to` inclusive, in the contract's
+    /// order, as a JSON array of records. The records are `todo_list`'s, rendered at write time:
+    /// the read copies bytes.
+    public func todoList(_ owner: Authentication, from: Day, to: Day) throws -> [UInt8] {
+        try renderedList(owner, user: SQL.TodoList.bodiesInRangeForUser, token: SQL.TodoList.bodiesInRangeForToken,
+                         [.day(from), .day(to)]) {
+            row, items throws(DatabaseError) in try RowJSON.write(to: &items) { bytes throws(DatabaseError) in
+                try RowJSON.appendStoredJSON(row, 0, to: &bytes)
+            }
+        }
+    }
+
+    /// The user's live daily stats from `from` to `to`, by date, as a JSON array of records
+    /// written straight from the rows.
+    public func dailyStatList(_ owner: Authentication, from: Day, to: Day) throws -> [UInt8] {
+        try renderedList(owner, user: SQL.DailyStats.liveInRangeForUser, token: SQL.DailyStats.liveInRangeForToken,
+                         [.day(from), .day(to)]) {
+            row, items throws(DatabaseError) in try DailyStatRowJSON.write(row, to: &items)
+        }
+    }
+
+    /// A JSON array from a list read by owner (`user` or `token` SQL, both taking the owner's
+    /// parameters and then `parameters`), each row written by `write` straight from the bind
+    /// buffers. With a token, `unauthenticated` when the read finds nothing and the token is bad.
+    /// A connection lost mid-result is retried from scratch.
+    private func renderedList(
+        _ owner: Authentication, user userSQL: String, token tokenSQL: String, _ parameters: [DatabaseValue],
+        write: (RowCursor, inout JSONWriter) throws(DatabaseError) -> Void
+    ) throws -> [UInt8] {
+        let sql: String, ownerParameters: [DatabaseValue]
+        switch owner {
+        case .user(let userID):
+            (sql, ownerParameters) = (userSQL, [.int(userID)])
+        case .token(let token):
+            (sql, ownerParameters) = (tokenSQL, [.blob(BearerToken.hash(token)), .timestamp(Timestamp.now())])
+        }
+        return try guarded {
+            func openArray() -> JSONWriter {
+                var items = JSONWriter(reservingCapacity: 8192)
+                items.beginArray()
+                return items
+            }
+            var items = openArray()
+            let rows = try db.forEachRow(sql, ownerParameters + parameters, restart: { items = openArray() }) {
+                row throws(DatabaseError) in try write(row, &items)
+            }
+            if rows == 0, case .token(let token) = owner, try authenticate(token: token) == nil {
+                throw DomainError.unauthenticated
+            }
+            items.endArray()
+            return items.bytes
+        }
+    }
+}
