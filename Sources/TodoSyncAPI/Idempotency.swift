@@ -71,7 +71,7 @@ extension Application {
                     return StoredResponse(
                         status: response.status,
                         headers: response.headers.filter { Self.replayedHeaders.contains($0.name.lowercased()) }
-                            .map { StoredResponse.Header($0.name, $0.value) },
+                            .map { ($0.name, $0.value) },
                         body: response.body)
                 })
                 if !(200..<300).contains(response.status) { store.releaseIdempotencyKey(ticket) }

@@ -3,27 +3,22 @@ import MariaDB
 import TodoSyncCore
 
 /// An answer kept for an `Idempotency-Key`: replayed byte for byte to a retry. The store knows
-/// no HTTP types: headers are (name, value) pairs, which the API layer turns into its own.
+/// no HTTP types: headers are (name, value) pairs, as in `FastCGIResponse`.
 public struct StoredResponse: Sendable, Equatable {
-    /// One header of the answer (Content-Type, ETag, Location).
-    public struct Header: Sendable, Equatable {
-        public let name: String
-        public let value: String
-
-        public init(_ name: String, _ value: String) {
-            self.name = name
-            self.value = value
-        }
-    }
-
     public var status: Int
-    public var headers: [Header]
+    /// The headers that belong to the answer (Content-Type, ETag, Location).
+    public var headers: [(name: String, value: String)]
     public var body: [UInt8]
 
-    public init(status: Int, headers: [Header], body: [UInt8]) {
+    public init(status: Int, headers: [(name: String, value: String)], body: [UInt8]) {
         self.status = status
         self.headers = headers
         self.body = body
+    }
+
+    public static func == (a: StoredResponse, b: StoredResponse) -> Bool {
+        a.status == b.status && a.body == b.body
+            && a.headers.elementsEqual(b.headers) { $0.name == $1.name && $0.value == $1.value }
     }
 
     /// Headers as stored: one `name: value` per line (values never contain line breaks).
@@ -31,10 +26,10 @@ public struct StoredResponse: Sendable, Equatable {
         headers.map { "\($0.name): \($0.value)" }.joined(separator: "\n")
     }
 
-    static func headers(fromText text: String) -> [Header] {
+    static func headers(fromText text: String) -> [(name: String, value: String)] {
         text.split(separator: "\n").compactMap { line in
             guard let colon = line.firstIndex(of: ":") else { return nil }
-            return Header(String(line[..<colon]), String(line[line.index(after: colon)...].dropFirst()))
+            return (String(line[..<colon]), String(line[line.index(after: colon)...].dropFirst()))
         }
     }
 }

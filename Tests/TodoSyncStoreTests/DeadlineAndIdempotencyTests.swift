@@ -52,7 +52,7 @@ final class DeadlineAndIdempotencyTests: StoreTestCase {
         guard case .inProgress = try store.claimIdempotencyKey(userID: userID, key: key, fingerprint: print) else {
             return XCTFail("a running key is in progress")
         }
-        let answer = StoredResponse(status: 201, headers: [.init("ETag", "\"7\"")], body: Array("{\"id\":1}".utf8))
+        let answer = StoredResponse(status: 201, headers: [("ETag", "\"7\"")], body: Array("{\"id\":1}".utf8))
         _ = try store.runIdempotent(ticket, {
             try store.createTodo(userID: userID, TodoDraft(title: "once", deadline: day))
         }, answer: { _ in answer })
