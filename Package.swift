@@ -28,23 +28,27 @@ let package = Package(
         .systemLibrary(name: "CMariaDB", pkgConfig: "libmariadb", providers: [.apt(["libmariadb-dev"])]),
         .systemLibrary(name: "CArgon2", pkgConfig: "libargon2", providers: [.apt(["libargon2-dev"])]),
         .systemLibrary(name: "COpenSSL", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
+        .systemLibrary(name: "CDeflate", pkgConfig: "libdeflate", providers: [.apt(["libdeflate-dev"])]),
 
         // Swift wrappers: the only importers of the C modules.
         .target(name: "FastCGI", dependencies: ["CFastCGI", .product(name: "Logging", package: "swift-log")]),
         .target(name: "MariaDB", dependencies: ["CMariaDB"]),
         .target(name: "Credentials", dependencies: ["CArgon2", "COpenSSL", "TodoSyncCore"]),
+        .target(name: "Deflate", dependencies: ["CDeflate"]),
 
         // The application: domain (no C, no HTTP), store (SQL), API (routes), executable.
         .target(name: "TodoSyncCore"),
+        // Configuration layering (defaults < config file < environment) for `todosync config`.
+        .target(name: "TodoSyncConfig"),
         .target(name: "TodoSyncStore", dependencies: ["TodoSyncCore", "MariaDB", "Credentials"]),
         .target(
             name: "TodoSyncAPI",
-            dependencies: ["TodoSyncCore", "TodoSyncStore", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["TodoSyncCore", "TodoSyncStore", "Deflate", .product(name: "Logging", package: "swift-log")]
         ),
         .executableTarget(
             name: "todosync",
             dependencies: [
-                "TodoSyncAPI", "TodoSyncStore", "FastCGI", "MariaDB", "CBuildInfo",
+                "TodoSyncAPI", "TodoSyncStore", "FastCGI", "MariaDB", "CBuildInfo", "TodoSyncConfig",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -59,9 +63,10 @@ let package = Package(
         ),
 
         .testTarget(name: "TodoSyncCoreTests", dependencies: ["TodoSyncCore"]),
+        .testTarget(name: "TodoSyncConfigTests", dependencies: ["TodoSyncConfig"]),
         .testTarget(
             name: "TodoSyncAPITests",
-            dependencies: ["TodoSyncAPI", "TodoSyncCore", "TodoSyncStore", "MariaDB",
+            dependencies: ["TodoSyncAPI", "TodoSyncCore", "TodoSyncStore", "MariaDB", "Deflate",
                            .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "MariaDBTests", dependencies: ["MariaDB"]),
         .testTarget(name: "TodoSyncStoreTests", dependencies: ["TodoSyncStore", "TodoSyncCore", "MariaDB", "Credentials"]),

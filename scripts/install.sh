@@ -23,6 +23,8 @@
 #   --db-socket PATH     MariaDB's unix socket (default /run/mysqld/mysqld.sock)
 #   --root DIR           only write the files, under DIR (for packaging and tests): no user, no
 #                        database, no systemctl, no nginx reload
+#   --dry-run            with --root: stage the files, then print each host step (users, database,
+#                        systemctl, nginx) instead of running it
 set -euo pipefail
 
 REPO_ROOT=$(dirname "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")")
@@ -33,6 +35,7 @@ TLS_CERT=/etc/ssl/certs/ssl-cert-snakeoil.pem
 TLS_KEY=/etc/ssl/private/ssl-cert-snakeoil.key
 DB_SOCKET=/run/mysqld/mysqld.sock
 ROOT=""
+DRY_RUN=0
 
 die() { echo "install.sh: $*" >&2; exit 1; }
 log() { echo "install.sh: $*"; }
@@ -46,12 +49,14 @@ while (($#)); do
         --tls-key) TLS_KEY=$2; shift 2 ;;
         --db-socket) DB_SOCKET=$2; shift 2 ;;
         --root) ROOT=$(realpath -m "$2"); shift 2 ;;
+        --dry-run) DRY_RUN=1; shift ;;
         -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
         *) die "unknown option $1 (see --help)" ;;
     esac
 done
 [[ $INSTANCES =~ ^[1-9][0-9]?$ ]] || die "--instances must be 1..99"
 [[ -n $ROOT || $EUID -eq 0 ]] || die "run as root (or stage files with --root DIR)"
+((!DRY_RUN)) || [[ -n $ROOT ]] || die "--dry-run needs --root DIR"
 
 if [[ -z $BINARY ]]; then
     "$REPO_ROOT/scripts/stack.sh" build
@@ -103,51 +108,44 @@ if [[ ! -f $ENV_FILE ]]; then
     new_password=$(head -c 24 /dev/urandom | base64 | tr -d '/+=' | head -c 32)
     umask 077
     cat > "$ENV_FILE" <<EOF
-# TodoSync configuration (shell syntax; read by the todosync binary, TODOSYNC_CONFIG).
-# Every variable and its default: README "Configuration"; restart the responders after a change:
-#   systemctl restart 'todosync@*.service'
+# TodoSync configuration: NAME=VALUE lines, read by the todosync binary (TODOSYNC_CONFIG).
+# Only what differs from the binary's defaults; every variable, its value and its source:
+#   TODOSYNC_CONFIG=/etc/todosync/todosync.env todosync config --verbose
+# Restart the responders after a change: systemctl restart 'todosync@*.service'
 TODOSYNC_DB_SOCKET=$DB_SOCKET
-TODOSYNC_DB_NAME=todosync
-TODOSYNC_DB_USER=todosync
 TODOSYNC_DB_PASSWORD=$new_password
-TODOSYNC_LOG_LEVEL=info
-TODOSYNC_TOMBSTONE_RETENTION_DAYS=90
 EOF
     umask 022
 fi
 
-if [[ -n $ROOT ]]; then
+if [[ -n $ROOT ]] && ((!DRY_RUN)); then
     log "files staged under $ROOT (no user, database or services touched)"
     exit 0
 fi
 
 # --- host --------------------------------------------------------------------------------------
-getent group todosync >/dev/null || groupadd --system todosync
-getent passwd todosync >/dev/null ||
-    useradd --system --gid todosync --home-dir /nonexistent --no-create-home --shell /usr/sbin/nologin todosync
-chown root:todosync "$ENV_FILE"
-chmod 0640 "$ENV_FILE"
+host() { if ((DRY_RUN)); then printf '+ %s\n' "$*"; else "$@"; fi; }
+getent group todosync >/dev/null || host groupadd --system todosync
+getent passwd todosync >/dev/null ||  # lookups run even in a dry run
+    host useradd --system --gid todosync --home-dir /nonexistent --no-create-home --shell /usr/sbin/nologin todosync
+host chown root:todosync "$ENV_FILE"
+host chmod 0640 "$ENV_FILE"
 
 if [[ -n $new_password ]]; then
     log "creating the database and its account (password in $ENV_FILE only)"
-    mariadb --protocol=socket -uroot <<EOF
-CREATE DATABASE IF NOT EXISTS todosync CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci;
-CREATE USER IF NOT EXISTS 'todosync'@'localhost' IDENTIFIED BY '$new_password';
-ALTER USER 'todosync'@'localhost' IDENTIFIED BY '$new_password';
-GRANT ALL PRIVILEGES ON todosync.* TO 'todosync'@'localhost';
-EOF
+    host env TODOSYNC_CONFIG="$ENV_FILE" "$ROOT/usr/local/bin/todosync" create-database --admin-user root
 fi
 
-systemctl daemon-reload
-systemctl restart todosync-migrate.service          # applies pending migrations, fails loudly
-systemctl enable todosync-migrate.service todosync-purge.timer
-systemctl start todosync-purge.timer
+host systemctl daemon-reload
+host systemctl restart todosync-migrate.service          # applies pending migrations, fails loudly
+host systemctl enable todosync-migrate.service todosync-purge.timer
+host systemctl start todosync-purge.timer
 for ((i = 1; i <= INSTANCES; i++)); do
-    systemctl enable --now "todosync@$i.socket"
-    systemctl enable "todosync@$i.service"
+    host systemctl enable --now "todosync@$i.socket"
+    host systemctl enable "todosync@$i.service"
     # A rolling restart: one instance at a time, its socket keeps queueing meanwhile.
-    systemctl restart "todosync@$i.service"
+    host systemctl restart "todosync@$i.service"
 done
-nginx -t
-systemctl reload nginx
+host nginx -t
+host systemctl reload nginx
 log "installed $("$ROOT/usr/local/bin/todosync" --version): https://$SERVER_NAME/healthz"

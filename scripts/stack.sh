@@ -4,85 +4,26 @@
 # Usage: scripts/stack.sh COMMAND
 #   deps            install missing Debian packages (apt-get; fast no-op when all are present)
 #   build           swift build -c release --static-swift-stdlib --product todosync
-#   up              start MariaDB, migrate, responders (supervised) and nginx; wait for /healthz
+#   up              start MariaDB, migrate, responders (under runsv) and nginx; wait for /healthz
 #   down            stop nginx, responders and MariaDB (idempotent)
 #   run             deps + build + up, then stay in the foreground until SIGINT/SIGTERM, then down
 #   status          show which parts are running
 #   migrate         run `todosync migrate` against the stack's database (MariaDB must be up)
-#   purge [ARGS]    run `todosync purge ARGS` (tombstone retention) against the stack's database
-#   new-epoch       run `todosync new-epoch` (after restoring the database from a backup)
-#   check-feed [ARGS]  run `todosync check-feed ARGS` (the sync change feed equals the tables)
+#   purge|new-epoch|check-feed [ARGS]  run that `todosync` command against the stack's database
 #   db-stop         stop MariaDB only (for tests)
 #   db-start        start MariaDB again on the same data dir and socket (no re-init)
 #   responder-pids  print the pids of the running responder processes, one per line
-#   env             print the effective configuration as KEY=VALUE lines
+#   env             print the effective configuration as KEY=VALUE lines (the stack's, then the binary's)
 #   nginx-config    render <state>/nginx/nginx.conf (and the TLS certificate) without starting
 #                   anything; prints the config's path
 #
-# Configuration: environment variables, then an optional config file, then defaults. The config
-# file is sourced as shell: TODOSYNC_CONFIG, default <repo>/todosync.env when it exists
-# (TODOSYNC_CONFIG=/dev/null disables it). Variables already in the environment win over the file.
-# Relative paths are resolved against the repository root.
-#
-#   TODOSYNC_STATE_DIR          .state/run   everything this stack writes: data, logs, pids, config
-#   TODOSYNC_SOCKET_DIR         <state>/sock unix sockets (MariaDB, responders); when that path is too
-#                                            long for a unix socket, /tmp/todosync-<hash of state dir>
-#   TODOSYNC_LISTEN_ADDRESS     127.0.0.1    IPv4 address nginx listens on
-#   TODOSYNC_HTTP_PORT          8080
-#   TODOSYNC_HTTPS_PORT         8443         self-signed certificate for localhost / 127.0.0.1
-#   TODOSYNC_HTTP_REDIRECT      auto         on: the plain-HTTP listener answers 308 to https://; off:
-#                                            it serves the API; auto: on unless the listen address
-#                                            is loopback (127.0.0.0/8, ::1), so tests and the dev
-#                                            stack keep plain HTTP
-#   TODOSYNC_RESPONDERS         1            number of `todosync serve` processes, each supervised
-#   TODOSYNC_WORKERS            4 x cores    worker threads per responder (--workers), 8..64
-#   TODOSYNC_NGINX_WORKERS      2            nginx worker_processes
-#   TODOSYNC_NGINX_USER         www-data     nginx worker user when started as root (workers get the
-#                                            service group, to reach the responder sockets)
-#   TODOSYNC_SERVICE_GROUP      todosync     when started as root: group of the service users; the
-#                                            socket directories are 0750 and reachable only by it
-#   TODOSYNC_APP_USER           todosync     when started as root: OS user of the responders
-#   TODOSYNC_DB_OS_USER         todosync-db  when started as root: OS user of mariadbd
-#   TODOSYNC_DROP_PRIVILEGES    auto         when started as root: on = daemons under the service
-#                                            users above (created if missing); auto = the same
-#                                            unless those users cannot reach the binary or state
-#                                            dir (then a warning and root); off = everything root
-#   TODOSYNC_AUTH_RATE          5            requests/second per client address on /api/v1/auth/: a
-#                                            login costs an Argon2 hash (~20 ms of a core; ~50/s on
-#                                            2 cores), so one address gets a tenth of that
-#   TODOSYNC_AUTH_BURST         10           burst allowance for the same limit (served without delay)
-#   TODOSYNC_HASH_CONCURRENCY   cores / 2    password hashes at once per responder (min 1); more
-#                                            logins/registers at that moment get 429 at once
-#   TODOSYNC_ACCOUNT_CONCURRENCY 4           requests in flight per bearer token (nginx limit_conn);
-#                                            more at once get 429 + Retry-After at once
-#   TODOSYNC_ENABLE_TEST_HOOKS  0            1: pass --enable-test-hooks to `todosync serve`
-#   TODOSYNC_BENCH_LOCATIONS    0            1: add `location = /__bench/nginx` (200 text from nginx)
-#   TODOSYNC_DB_NAME            todosync     database created for the app
-#   TODOSYNC_DB_USER            todosync     app user (all privileges on the app database)
-#   TODOSYNC_DB_PASSWORD        (generated)  empty: a random password generated on first run and
-#                                            kept in <state>/secrets/db-password (mode 0600); the
-#                                            responders read it from TODOSYNC_DB_PASSWORD_FILE
-#   TODOSYNC_DB_PORT            (unset)      set: MariaDB also listens on 127.0.0.1:PORT; unset:
-#                                            --skip-networking (unix socket only). The responders
-#                                            always use the unix socket.
-#   TODOSYNC_MARIADB_ARGS       (empty)      extra mariadbd options, split on whitespace
-#   TODOSYNC_SQL_DIR            Sql          migrations directory for `todosync migrate`
-#   TODOSYNC_LOG_LEVEL          info         passed through to the responders
-#   TODOSYNC_BIN                (swift build -c release --show-bin-path)/todosync
-#   TODOSYNC_NGINX_TEMPLATE     nginx/todosync.conf.template
-#   TODOSYNC_FASTCGI_PARAMS     /etc/nginx/fastcgi_params
-#   TODOSYNC_UP_TIMEOUT         60           seconds to wait for MariaDB, sockets and /healthz
-#   TODOSYNC_STOP_TIMEOUT       20           seconds between SIGTERM (or nginx QUIT) and SIGKILL
-#   TODOSYNC_SKIP_DEPS          0            1: `run` skips the deps step
-#   TODOSYNC_SKIP_BUILD         0            1: `run` skips the build step
-#
-# Derived, not configurable: TODOSYNC_DB_SOCKET=<socket dir>/db/mariadb.sock and
-# TODOSYNC_DB_PASSWORD_FILE (exported to the responders). MariaDB's root@localhost authenticates
-# by unix_socket only: OS root (or, started by another user, that user's own account) over the
-# socket, never by password; the socket directories keep every other user away from the sockets.
-#
-# Layout of the state dir: log/ (mariadb.log, responder-N.log, nginx-error.log, nginx-access.log),
-# pids/, mariadb/data, nginx/ (prefix, rendered nginx.conf, temp dirs), tls/ (cert.pem, key.pem).
+# Configuration (docs/OPERATIONS.md "Configuration"): a config file of NAME=VALUE lines,
+# TODOSYNC_CONFIG, default <repo>/todosync.env when it exists, then the environment, which wins.
+# The stack reads only its own variables below; the application's (workers, limits, database
+# name and user, log level, ...) and their defaults are the binary's: the file is passed to it as
+# TODOSYNC_CONFIG and `todosync config` shows what it uses. Relative paths are resolved against
+# the repository root. State dir layout: log/, pids/, sv/ (runit services), mariadb/data, nginx/,
+# tls/, secrets/.
 set -euo pipefail
 shopt -u patsub_replacement 2>/dev/null || true
 
@@ -93,72 +34,57 @@ export PATH="$PATH:/usr/local/sbin:/usr/sbin:/sbin"
 
 # --- configuration -----------------------------------------------------------------------------
 
-# Environment wins over the config file: remember exported TODOSYNC_* values, source the file,
-# then restore them (top level, so `declare` stays global).
-_config_file=${TODOSYNC_CONFIG-}
-if [[ -z $_config_file && -f $REPO_ROOT/todosync.env ]]; then
-    _config_file=$REPO_ROOT/todosync.env
-fi
+# The stack's variables from the config file, without overriding the environment (sourced at top
+# level so they stay global; nothing from the file is exported: the binary reads the file itself).
+_config_file=${TODOSYNC_CONFIG:-}
+[[ -n $_config_file || ! -f $REPO_ROOT/todosync.env ]] || _config_file=$REPO_ROOT/todosync.env
 if [[ -n $_config_file ]]; then
     [[ -r $_config_file ]] || { echo "stack.sh: config file $_config_file not readable" >&2; exit 1; }
-    _saved_env=""
-    while IFS= read -r _name; do
-        _saved_env+="$(declare -p "$_name")"$'\n'
-    done < <(compgen -e | grep '^TODOSYNC_' || true)
+    _saved_env=$(declare -px | grep -E '^declare -x TODOSYNC_' || true)
     # shellcheck disable=SC1090
     source "$_config_file"
     eval "$_saved_env"
-    unset _saved_env _name
-    # The file may also set what only the responders read (TODOSYNC_QUOTA_*, TODOSYNC_LOGIN_*, ...).
-    while IFS= read -r _name; do export "${_name?}"; done < <(compgen -v TODOSYNC_ || true)
-    unset _name
 fi
+export TODOSYNC_CONFIG=${_config_file:-/dev/null}
+unset _config_file _saved_env
 
-: "${TODOSYNC_STATE_DIR:=.state/run}"
-: "${TODOSYNC_LISTEN_ADDRESS:=127.0.0.1}"
+: "${TODOSYNC_STATE_DIR:=.state/run}"            # everything this stack writes
+: "${TODOSYNC_SOCKET_DIR:=}"                     # default <state>/sock (/tmp/todosync-<hash> if too long)
+: "${TODOSYNC_LISTEN_ADDRESS:=127.0.0.1}"        # nginx's IPv4 address
 : "${TODOSYNC_HTTP_PORT:=8080}"
-: "${TODOSYNC_HTTPS_PORT:=8443}"
-: "${TODOSYNC_HTTP_REDIRECT:=auto}"
-: "${TODOSYNC_RESPONDERS:=1}"
-# Four workers per core: on 2 cores, 8 beat 12 and 32 on throughput and tail latency (README).
-: "${TODOSYNC_WORKERS:=$(( $(nproc) * 4 < 8 ? 8 : ($(nproc) * 4 > 64 ? 64 : $(nproc) * 4) ))}"
+: "${TODOSYNC_HTTPS_PORT:=8443}"                 # self-signed certificate for localhost / 127.0.0.1
+: "${TODOSYNC_HTTP_REDIRECT:=auto}"              # on: plain HTTP answers 308; auto: on unless loopback
+: "${TODOSYNC_RESPONDERS:=1}"                    # `todosync serve` processes, each supervised
 : "${TODOSYNC_NGINX_WORKERS:=2}"
-: "${TODOSYNC_NGINX_USER:=www-data}"
-: "${TODOSYNC_SERVICE_GROUP:=todosync}"
-: "${TODOSYNC_APP_USER:=todosync}"
-: "${TODOSYNC_DB_OS_USER:=todosync-db}"
-: "${TODOSYNC_DROP_PRIVILEGES:=auto}"
-: "${TODOSYNC_AUTH_RATE:=5}"
+: "${TODOSYNC_NGINX_USER:=www-data}"             # as root: nginx's workers (with the service group)
+: "${TODOSYNC_SERVICE_GROUP:=todosync}"          # as root: the service users' group (socket dirs 0750)
+: "${TODOSYNC_APP_USER:=todosync}"               # as root: OS user of the responders
+: "${TODOSYNC_DB_OS_USER:=todosync-db}"          # as root: OS user of mariadbd
+: "${TODOSYNC_DROP_PRIVILEGES:=auto}"            # on | off | auto: service users unless they cannot reach the checkout
+: "${TODOSYNC_AUTH_RATE:=5}"                     # nginx: requests/s per address on /api/v1/auth/
 : "${TODOSYNC_AUTH_BURST:=10}"
-: "${TODOSYNC_HASH_CONCURRENCY:=$(( $(nproc) / 2 < 1 ? 1 : $(nproc) / 2 ))}"
-: "${TODOSYNC_ACCOUNT_CONCURRENCY:=4}"
-: "${TODOSYNC_ENABLE_TEST_HOOKS:=0}"
-: "${TODOSYNC_BENCH_LOCATIONS:=0}"
-: "${TODOSYNC_DB_NAME:=todosync}"
-: "${TODOSYNC_DB_USER:=todosync}"
-: "${TODOSYNC_DB_PASSWORD:=}"
-: "${TODOSYNC_DB_PORT:=}"
-: "${TODOSYNC_MARIADB_ARGS:=}"
-: "${TODOSYNC_SQL_DIR:=Sql}"
-: "${TODOSYNC_LOG_LEVEL:=info}"
-: "${TODOSYNC_BIN:=}"
+: "${TODOSYNC_ACCOUNT_CONCURRENCY:=4}"           # nginx: requests in flight per bearer token
+: "${TODOSYNC_ENABLE_TEST_HOOKS:=0}"             # 1: `serve --enable-test-hooks`
+: "${TODOSYNC_BENCH_LOCATIONS:=0}"               # 1: nginx's /__bench/ locations
+: "${TODOSYNC_DB_PORT:=}"                        # set: MariaDB also listens on 127.0.0.1:PORT
+: "${TODOSYNC_MARIADB_ARGS:=}"                   # extra mariadbd options, split on whitespace
+: "${TODOSYNC_BIN:=}"                            # default: the release build
 : "${TODOSYNC_NGINX_TEMPLATE:=nginx/todosync.conf.template}"
 : "${TODOSYNC_FASTCGI_PARAMS:=/etc/nginx/fastcgi_params}"
-: "${TODOSYNC_UP_TIMEOUT:=60}"
-: "${TODOSYNC_STOP_TIMEOUT:=20}"
-: "${TODOSYNC_SOCKET_DIR:=}"
-: "${TODOSYNC_SKIP_DEPS:=0}"
-: "${TODOSYNC_SKIP_BUILD:=0}"
+: "${TODOSYNC_UP_TIMEOUT:=60}"                   # seconds to wait for MariaDB, sockets and /healthz
+: "${TODOSYNC_STOP_TIMEOUT:=20}"                 # seconds between SIGTERM (or nginx QUIT) and SIGKILL
+: "${TODOSYNC_SKIP_DEPS:=0}"                     # 1: `run` skips deps
+: "${TODOSYNC_SKIP_BUILD:=0}"                    # 1: `run` skips build
 
-CONFIG_VARS=(
+# The stack's own variables (`env` prints them; the binary's follow from `todosync config`).
+STACK_VARS=(
     TODOSYNC_STATE_DIR TODOSYNC_SOCKET_DIR TODOSYNC_LISTEN_ADDRESS TODOSYNC_HTTP_PORT
-    TODOSYNC_HTTPS_PORT TODOSYNC_HTTP_REDIRECT TODOSYNC_RESPONDERS TODOSYNC_WORKERS TODOSYNC_NGINX_WORKERS
+    TODOSYNC_HTTPS_PORT TODOSYNC_HTTP_REDIRECT TODOSYNC_RESPONDERS TODOSYNC_NGINX_WORKERS
     TODOSYNC_NGINX_USER TODOSYNC_SERVICE_GROUP TODOSYNC_APP_USER TODOSYNC_DB_OS_USER
-    TODOSYNC_DROP_PRIVILEGES TODOSYNC_DB_PASSWORD_FILE TODOSYNC_AUTH_RATE TODOSYNC_AUTH_BURST TODOSYNC_HASH_CONCURRENCY TODOSYNC_ACCOUNT_CONCURRENCY TODOSYNC_ENABLE_TEST_HOOKS
-    TODOSYNC_BENCH_LOCATIONS TODOSYNC_DB_NAME TODOSYNC_DB_USER TODOSYNC_DB_PASSWORD
-    TODOSYNC_DB_PORT TODOSYNC_DB_SOCKET TODOSYNC_MARIADB_ARGS TODOSYNC_SQL_DIR
-    TODOSYNC_LOG_LEVEL TODOSYNC_BIN TODOSYNC_NGINX_TEMPLATE TODOSYNC_FASTCGI_PARAMS
-    TODOSYNC_UP_TIMEOUT TODOSYNC_STOP_TIMEOUT TODOSYNC_SKIP_DEPS TODOSYNC_SKIP_BUILD
+    TODOSYNC_DROP_PRIVILEGES TODOSYNC_AUTH_RATE TODOSYNC_AUTH_BURST TODOSYNC_ACCOUNT_CONCURRENCY
+    TODOSYNC_ENABLE_TEST_HOOKS TODOSYNC_BENCH_LOCATIONS TODOSYNC_DB_PORT TODOSYNC_MARIADB_ARGS
+    TODOSYNC_BIN TODOSYNC_NGINX_TEMPLATE TODOSYNC_FASTCGI_PARAMS TODOSYNC_UP_TIMEOUT
+    TODOSYNC_STOP_TIMEOUT TODOSYNC_SKIP_DEPS TODOSYNC_SKIP_BUILD TODOSYNC_CONFIG
 )
 
 log() { printf '[stack %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2 || true; } # never fatal (see cmd_run)
@@ -167,9 +93,8 @@ die() { log "ERROR: $*"; exit 1; }
 abspath() { realpath -m -- "$1"; }
 
 is_uint() { [[ $1 =~ ^[0-9]+$ ]]; }
-for _v in TODOSYNC_HTTP_PORT TODOSYNC_HTTPS_PORT TODOSYNC_RESPONDERS TODOSYNC_WORKERS \
-    TODOSYNC_NGINX_WORKERS TODOSYNC_AUTH_RATE TODOSYNC_AUTH_BURST TODOSYNC_HASH_CONCURRENCY TODOSYNC_ACCOUNT_CONCURRENCY TODOSYNC_UP_TIMEOUT \
-    TODOSYNC_STOP_TIMEOUT; do
+for _v in TODOSYNC_HTTP_PORT TODOSYNC_HTTPS_PORT TODOSYNC_RESPONDERS TODOSYNC_NGINX_WORKERS TODOSYNC_AUTH_RATE \
+    TODOSYNC_AUTH_BURST TODOSYNC_ACCOUNT_CONCURRENCY TODOSYNC_UP_TIMEOUT TODOSYNC_STOP_TIMEOUT; do
     is_uint "${!_v}" || die "$_v must be a non-negative integer (got '${!_v}')"
 done
 [[ -z $TODOSYNC_DB_PORT ]] || is_uint "$TODOSYNC_DB_PORT" || die "TODOSYNC_DB_PORT must be a port number"
@@ -186,7 +111,6 @@ case $TODOSYNC_HTTP_REDIRECT in
 esac
 
 TODOSYNC_STATE_DIR=$(abspath "$TODOSYNC_STATE_DIR")
-TODOSYNC_SQL_DIR=$(abspath "$TODOSYNC_SQL_DIR")
 TODOSYNC_NGINX_TEMPLATE=$(abspath "$TODOSYNC_NGINX_TEMPLATE")
 if [[ -z $TODOSYNC_SOCKET_DIR ]]; then
     TODOSYNC_SOCKET_DIR=$TODOSYNC_STATE_DIR/sock
@@ -197,8 +121,10 @@ if [[ -z $TODOSYNC_SOCKET_DIR ]]; then
 fi
 TODOSYNC_SOCKET_DIR=$(abspath "$TODOSYNC_SOCKET_DIR")
 TODOSYNC_DB_SOCKET=$TODOSYNC_SOCKET_DIR/db/mariadb.sock
+# What the stack decides for the binary: its database is the stack's, with a generated password
+# unless TODOSYNC_DB_PASSWORD is set (`todosync create-database` writes the file).
 TODOSYNC_DB_PASSWORD_FILE=$TODOSYNC_STATE_DIR/secrets/db-password
-export "${CONFIG_VARS[@]}"
+export "${STACK_VARS[@]}" TODOSYNC_DB_SOCKET TODOSYNC_DB_PASSWORD_FILE
 
 STATE=$TODOSYNC_STATE_DIR
 SOCK_DIR=$TODOSYNC_SOCKET_DIR
@@ -212,14 +138,14 @@ SECRETS_DIR=$STATE/secrets
 DB_SOCK=$TODOSYNC_DB_SOCKET
 NGINX_DIR=$STATE/nginx
 NGINX_CONF=$NGINX_DIR/nginx.conf
-NGINX_PIDFILE=$NGINX_DIR/nginx.pid
 TLS_DIR=$STATE/tls
 HTTP_BASE=http://$TODOSYNC_LISTEN_ADDRESS:$TODOSYNC_HTTP_PORT
 HTTPS_BASE=https://$TODOSYNC_LISTEN_ADDRESS:$TODOSYNC_HTTPS_PORT
 
 DEB_PACKAGES=(
-    mariadb-server mariadb-client nginx libfcgi-dev libmariadb-dev libargon2-dev libssl-dev
+    mariadb-server mariadb-client nginx libfcgi-dev libmariadb-dev libargon2-dev libssl-dev libdeflate-dev
     pkg-config openssl curl python3-venv systemd
+    runit  # runsv runs and restarts the dev stack's daemons (production: systemd units)
     libsqlite3-dev  # the client library (GRDB) uses the system SQLite
 )
 
@@ -249,24 +175,14 @@ require_cmd() {
     done
 }
 
-# Lock the state dir against a concurrent up/down of the same stack. Re-entrant within one
-# process; daemons are started through spawn_detached, which closes the lock descriptor.
-LOCK_DEPTH=0
+# Lock the state dir against a concurrent up/down of the same stack (not re-entrant); daemons are
+# started through spawn_detached, which closes the lock descriptor.
 lock_state() {
-    if ((LOCK_DEPTH == 0)); then
-        mkdir -p "$STATE"
-        exec 9>>"$STATE/.lock"
-        flock -w 120 9 || die "another stack.sh is working on $STATE (lock held for 120 s)"
-    fi
-    LOCK_DEPTH=$((LOCK_DEPTH + 1))
+    mkdir -p "$STATE"
+    exec 9>>"$STATE/.lock"
+    flock -w 120 9 || die "another stack.sh is working on $STATE (lock held for 120 s)"
 }
-unlock_state() {
-    LOCK_DEPTH=$((LOCK_DEPTH - 1))
-    if ((LOCK_DEPTH == 0)); then
-        flock -u 9
-        exec 9>&-
-    fi
-}
+unlock_state() { exec 9>&-; }
 
 read_pidfile() { # prints the pid in FILE, if any
     local pid=""
@@ -281,17 +197,6 @@ proc_matches() {
     [[ -n $pid && -r /proc/$pid/cmdline ]] || return 1
     cmdline=$(tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline") || return 1
     [[ -n $cmdline && $cmdline == *"$pattern"* ]]
-}
-
-children_of() { # direct children of PID, from /proc
-    local parent=$1 stat rest
-    for stat in /proc/[0-9]*/stat; do
-        read -r rest 2>/dev/null <"$stat" || continue
-        rest=${rest##*) }
-        set -- $rest
-        [[ ${2:-} == "$parent" ]] && { stat=${stat#/proc/}; printf '%s\n' "${stat%/stat}"; }
-    done
-    return 0
 }
 
 # wait_gone SECONDS PATTERN PID...: wait until none of the pids matches; 0 if all gone.
@@ -329,16 +234,6 @@ as_root() {
     fi
 }
 
-sql_string() { # single-quoted SQL string literal
-    local s=${1//\\/\\\\}
-    s=${s//\'/\'\'}
-    printf "'%s'" "$s"
-}
-
-sql_ident() { # backquoted SQL identifier
-    printf '`%s`' "${1//\`/\`\`}"
-}
-
 # Run CMD with stdin from /dev/null, output appended to LOG, in a new session (so terminal signals
 # never reach it), with every inherited descriptor above 2 closed (a daemon must not keep our
 # caller's pipes or the state lock open). Background: `spawn_detached LOG CMD... &` ($! is CMD).
@@ -356,15 +251,12 @@ spawn_detached() {
 # own unix_socket account (mariadb-install-db --auth-root-socket-user).
 DB_ADMIN=root
 ((EUID == 0)) || DB_ADMIN=$(id -un)
-db_client() { mariadb --no-defaults --socket="$DB_SOCK" --user="$DB_ADMIN" --connect-timeout=5 "$@"; }
 db_ping() { mariadb-admin --no-defaults --socket="$DB_SOCK" --user="$DB_ADMIN" --connect-timeout=1 ping >/dev/null 2>&1; }
 
 # --- least privilege -----------------------------------------------------------------------------
 
-# 1 when the daemons run under the service users (decided by ensure_service_users, exported so the
-# responder supervisors see the same answer).
-: "${TODOSYNC__SERVICE_USERS:=0}"
-export TODOSYNC__SERVICE_USERS
+# 1 when the daemons run under the service users (decided by ensure_service_users).
+TODOSYNC__SERVICE_USERS=0
 
 # Started as root: create the service group and users if missing, and check that they can reach
 # the binary and the state dir (a checkout under a 0700 home cannot be reached).
@@ -400,23 +292,6 @@ prepare_socket_dirs() {
     elif ((EUID == 0)); then
         chown root:root "$SOCK_DIR" "$DB_SOCK_DIR"
     fi
-}
-
-# The application's database password: TODOSYNC_DB_PASSWORD when set, else generated once into
-# <state>/secrets/db-password (0600, owned by the responders' user).
-db_password() {
-    if [[ -n $TODOSYNC_DB_PASSWORD ]]; then printf '%s' "$TODOSYNC_DB_PASSWORD"; return 0; fi
-    if [[ ! -s $TODOSYNC_DB_PASSWORD_FILE ]]; then
-        (umask 077 && mkdir -p "$SECRETS_DIR" &&
-            openssl rand -base64 48 | tr -dc 'A-Za-z0-9' | head -c 32 >"$TODOSYNC_DB_PASSWORD_FILE.tmp" &&
-            mv -f "$TODOSYNC_DB_PASSWORD_FILE.tmp" "$TODOSYNC_DB_PASSWORD_FILE") || die "could not write $TODOSYNC_DB_PASSWORD_FILE"
-    fi
-    chmod 700 "$SECRETS_DIR"
-    chmod 600 "$TODOSYNC_DB_PASSWORD_FILE"
-    if ((TODOSYNC__SERVICE_USERS)); then
-        chown "$TODOSYNC_APP_USER:$TODOSYNC_SERVICE_GROUP" "$SECRETS_DIR" "$TODOSYNC_DB_PASSWORD_FILE"
-    fi
-    cat "$TODOSYNC_DB_PASSWORD_FILE"
 }
 
 # --- deps / build ------------------------------------------------------------------------------
@@ -482,23 +357,11 @@ cmd_build() {
 
 # --- MariaDB -----------------------------------------------------------------------------------
 
-db_pid() {
-    local pid file
-    # pids/mariadbd.pid: where stacks before the service users kept it (an upgrade finds it there)
-    for file in "$DB_PIDFILE" "$PID_DIR/mariadbd.pid"; do
-        pid=$(read_pidfile "$file")
-        if proc_matches "$pid" "--datadir=$DB_DATA"; then printf '%s\n' "$pid"; return 0; fi
-    done
-}
-
 db_start() {
     require_cmd mariadbd mariadb-install-db mariadb mariadb-admin
     mkdir -p "$DB_DIR" "$LOG_DIR" "$PID_DIR"
     prepare_socket_dirs
-    local launched=""
-    if [[ -n $(db_pid) ]]; then
-        db_ping && { log "mariadb: already running"; return 0; }
-    else
+    if [[ -z $(runsv_pid mariadb) ]]; then
         local user_args=() socket_user
         socket_user=$(id -un)
         if ((TODOSYNC__SERVICE_USERS)); then
@@ -541,81 +404,47 @@ db_start() {
         # shellcheck disable=SC2206 # extra args are intentionally split on whitespace
         [[ -n $TODOSYNC_MARIADB_ARGS ]] && args+=($TODOSYNC_MARIADB_ARGS)
         log "mariadb: starting (socket $DB_SOCK${TODOSYNC_DB_PORT:+, tcp 127.0.0.1:$TODOSYNC_DB_PORT})"
-        rm -f "$DB_PIDFILE"
-        (spawn_detached "$LOG_DIR/mariadb.log" mariadbd "${args[@]}") &
-        launched=$!
+        write_service mariadb mariadbd "${args[@]}"
+        start_service mariadb
     fi
     local deadline=$((SECONDS + TODOSYNC_UP_TIMEOUT))
     until db_ping; do
-        if ((SECONDS >= deadline)) || { [[ -n $launched && -z $(db_pid) ]] && ! proc_matches "$launched" mariadbd; }; then
+        if ((SECONDS >= deadline)); then
             show_tail "$LOG_DIR/mariadb.log"
             die "mariadb did not become ready (log: $LOG_DIR/mariadb.log)"
         fi
         sleep 0.1
     done
-    log "mariadb: ready (pid $(db_pid))"
+    log "mariadb: ready (pid $(service_pid mariadb))"
 }
 
+# The app's database and account, by `todosync create-database` as the socket's admin; its password
+# is generated into <state>/secrets/ unless TODOSYNC_DB_PASSWORD is set. Then the secrets are the
+# responders' user's alone.
 db_setup() {
-    local db user pass host sql
-    db=$(sql_ident "$TODOSYNC_DB_NAME")
-    user=$(sql_string "$TODOSYNC_DB_USER")
-    local password
-    password=$(db_password)
-    pass=$(sql_string "$password")
-    sql="CREATE DATABASE IF NOT EXISTS $db CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci;"
-    if ((EUID == 0)); then
-        # Data dirs initialised before root went unix_socket-only (with no password).
-        sql+=" ALTER USER root@localhost IDENTIFIED VIA unix_socket;"
-        sql+=" DROP USER IF EXISTS root@'127.0.0.1', root@'::1', root@$(sql_string "$(hostname)");"
+    local args=(create-database --admin-user "$DB_ADMIN" --account-hosts localhost,127.0.0.1,::1)
+    ((EUID == 0)) && args+=(--socket-only-root)
+    if ! "$TODOSYNC_BIN" "${args[@]}" </dev/null >"$LOG_DIR/create-database.log" 2>&1 9>&-; then
+        show_tail "$LOG_DIR/create-database.log"
+        die "todosync create-database failed"
     fi
-    for host in localhost 127.0.0.1 ::1; do
-        host=$(sql_string "$host")
-        sql+=" CREATE USER IF NOT EXISTS $user@$host IDENTIFIED BY $pass;"
-        sql+=" ALTER USER $user@$host IDENTIFIED BY $pass;"
-        sql+=" GRANT ALL PRIVILEGES ON $db.* TO $user@$host;"
-    done
-    # via stdin so the password never shows up in a process list
-    db_client <<<"$sql" || die "could not create database/user"
-    log "mariadb: database '$TODOSYNC_DB_NAME' and user '$TODOSYNC_DB_USER' ready"
+    if [[ -d $SECRETS_DIR ]]; then
+        chmod 700 "$SECRETS_DIR"
+        ((TODOSYNC__SERVICE_USERS)) && chown -R "$TODOSYNC_APP_USER:$TODOSYNC_SERVICE_GROUP" "$SECRETS_DIR"
+    fi
+    log "mariadb: the application's database and account are ready"
 }
 
-db_stop() {
-    local pid
-    pid=$(db_pid)
-    if [[ -z $pid ]]; then
-        log "mariadb: not running"
-        rm -f "$DB_PIDFILE"
-        return 0
-    fi
-    log "mariadb: stopping (pid $pid)"
-    timeout 30 mariadb-admin --no-defaults --socket="$DB_SOCK" --user=root shutdown >/dev/null 2>&1 ||
-        kill -TERM "$pid" 2>/dev/null || true
-    if ! wait_gone "$TODOSYNC_STOP_TIMEOUT" "--datadir=$DB_DATA" "$pid"; then
-        log "mariadb: still running after ${TODOSYNC_STOP_TIMEOUT}s, sending SIGKILL"
-        kill -KILL "$pid" 2>/dev/null || true
-        wait_gone 5 "--datadir=$DB_DATA" "$pid" || true
-    fi
-    rm -f "$DB_PIDFILE"
-    log "mariadb: stopped"
-}
+db_stop() { stop_services mariadb; }
 
 cmd_migrate() {
     require_bin
-    [[ -d $TODOSYNC_SQL_DIR ]] || die "migrations directory $TODOSYNC_SQL_DIR not found"
-    log "migrate: $TODOSYNC_BIN migrate --sql-dir $TODOSYNC_SQL_DIR"
-    if ! "$TODOSYNC_BIN" migrate --sql-dir "$TODOSYNC_SQL_DIR" </dev/null >"$LOG_DIR/migrate.log" 2>&1 9>&-; then
+    log "migrate: $TODOSYNC_BIN migrate"
+    if ! "$TODOSYNC_BIN" migrate </dev/null >"$LOG_DIR/migrate.log" 2>&1 9>&-; then
         show_tail "$LOG_DIR/migrate.log" 40
         die "todosync migrate failed"
     fi
     sed 's/^/  migrate: /' "$LOG_DIR/migrate.log" | tail -n 20 >&2
-}
-
-# Removes tombstones and push results past the retention horizon (arguments go to `todosync purge`,
-# e.g. --retention-days 90 or --retention-seconds 0 in tests). Run it daily against a live stack.
-cmd_purge() {
-    require_bin
-    "$TODOSYNC_BIN" purge "$@" </dev/null 9>&-
 }
 
 # --- TLS ---------------------------------------------------------------------------------------
@@ -636,138 +465,125 @@ ensure_cert() {
     chmod 644 "$TLS_DIR/cert.pem"
 }
 
+# --- services (runit) --------------------------------------------------------------------------
+
+# Each daemon is a runit service in <state>/sv/NAME (mariadb, responder-N, nginx): runsv (Debian's
+# runit) runs ./run, restarts it when it exits (at most once a second), and `sv` stops it with
+# one SIGTERM (nginx: QUIT, graceful), SIGKILL after TODOSYNC_STOP_TIMEOUT. Production: systemd.
+service_dir() { printf '%s/sv/%s\n' "$STATE" "$1"; }
+
+service_pattern() { # a string in the daemon's command line (guards against stale pid files)
+    case $1 in
+        mariadb) printf '%s\n' "--datadir=$DB_DATA" ;;
+        nginx) printf '%s\n' "$NGINX_CONF" ;;
+        responder-*) responder_sock "${1#responder-}" ;;
+    esac
+}
+
+runsv_pid() {
+    local pid
+    pid=$(read_pidfile "$PID_DIR/runsv-$1.pid")
+    if proc_matches "$pid" "runsv $(service_dir "$1")"; then printf '%s\n' "$pid"; fi
+}
+
+service_pid() { # the daemon's own pid, as runsv records it
+    local pid
+    pid=$(read_pidfile "$(service_dir "$1")/supervise/pid")
+    if proc_matches "$pid" "$(service_pattern "$1")"; then printf '%s\n' "$pid"; fi
+}
+
+# write_service NAME CMD...: ./run execs CMD, its output appended to <log>/NAME.log; ./finish
+# logs each exit there.
+write_service() {
+    local name=$1 dir log
+    shift
+    dir=$(service_dir "$name")
+    log=$(printf '%q' "$LOG_DIR/$name.log")
+    mkdir -p "$dir"
+    cat >"$dir/run.tmp" <<RUN
+#!/bin/bash
+exec </dev/null >>$log 2>&1
+echo "[runsv $name \$(date '+%F %T')] starting"
+exec $(printf '%q ' "$@")
+RUN
+    cat >"$dir/finish.tmp" <<FINISH
+#!/bin/bash
+echo "[runsv $name \$(date '+%F %T')] exited (exit code \$1, wait status \$2)" >>$log
+FINISH
+    chmod 755 "$dir/run.tmp" "$dir/finish.tmp"
+    mv -f "$dir/run.tmp" "$dir/run"
+    mv -f "$dir/finish.tmp" "$dir/finish"
+}
+
+start_service() { # NAME: runsv for its dir, unless one runs
+    [[ -z $(runsv_pid "$1") ]] || return 0
+    stop_services "$1" # a daemon left by a killed runsv would hold its socket
+    (spawn_detached "$LOG_DIR/$1.log" runsv "$(service_dir "$1")") &
+    echo "$!" >"$PID_DIR/runsv-$1.pid"
+}
+
+stop_services() { # NAME...: the daemons stop (no restart) and their runsv exit
+    local name pid dirs=() kids=() entry
+    for name in "$@"; do
+        pid=$(service_pid "$name")
+        [[ -n $pid ]] && kids+=("$pid:$(service_pattern "$name")")
+        if [[ -n $(runsv_pid "$name") ]]; then
+            dirs+=("$(service_dir "$name")")
+        elif [[ -n $pid ]]; then
+            kill -TERM "$pid" 2>/dev/null || true # orphaned: its runsv is gone
+        fi
+    done
+    ((${#dirs[@]} + ${#kids[@]})) || return 0
+    log "stopping $*"
+    ((${#dirs[@]} == 0)) || sv -w "$TODOSYNC_STOP_TIMEOUT" force-shutdown "${dirs[@]}" >/dev/null 2>&1 ||
+        log "not stopped within ${TODOSYNC_STOP_TIMEOUT}s: SIGKILL sent"
+    for entry in "${kids[@]}"; do
+        wait_gone "$TODOSYNC_STOP_TIMEOUT" "${entry#*:}" "${entry%%:*}" || kill -KILL "${entry%%:*}" 2>/dev/null || true
+    done
+    for name in "$@"; do
+        pid=$(runsv_pid "$name")
+        [[ -z $pid ]] || wait_gone 5 runsv "$pid" || kill -KILL "$pid" 2>/dev/null || true
+        rm -f "$PID_DIR/runsv-$name.pid"
+    done
+}
+
 # --- responders --------------------------------------------------------------------------------
 
 responder_sock() { printf '%s/fcgi-%s.sock\n' "$SOCK_DIR" "$1"; }
-supervisor_pattern() { printf '__supervise %s %s' "$1" "$STATE"; }
 
-supervisor_pid() {
-    local pid
-    pid=$(read_pidfile "$PID_DIR/supervisor-$1.pid")
-    if proc_matches "$pid" "$(supervisor_pattern "$1")"; then printf '%s\n' "$pid"; fi
-}
-
-responder_pid() {
-    local pid
-    pid=$(read_pidfile "$PID_DIR/responder-$1.pid")
-    if proc_matches "$pid" "$(responder_sock "$1")"; then printf '%s\n' "$pid"; fi
-}
-
-responder_indexes() { # every index that has a pid file, plus 1..TODOSYNC_RESPONDERS
+responder_indexes() { # 1..TODOSYNC_RESPONDERS, plus every index that has a service dir
     {
         seq 1 "$TODOSYNC_RESPONDERS"
-        local f
-        for f in "$PID_DIR"/supervisor-*.pid "$PID_DIR"/responder-*.pid; do
-            [[ -e $f ]] || continue
-            f=${f##*-}
-            printf '%s\n' "${f%.pid}"
-        done
+        local d
+        for d in "$STATE"/sv/responder-*; do [[ -d $d ]] && printf '%s\n' "${d##*-}"; done
     } | grep -E '^[0-9]+$' | sort -nu
-}
-
-# Runs in its own session (setsid): starts `todosync serve`, restarts it with exponential backoff
-# when it exits, forwards SIGTERM/SIGINT to it and then stops restarting.
-SUP_STOP=0 SUP_CHILD="" SUP_SLEEPER=""
-supervise() {
-    set +e # a supervisor must not die of a transient error
-    local idx=$1 sock pidfile started rc uptime restarts=0 backoff_ms=250
-    sock=$(responder_sock "$idx")
-    pidfile=$PID_DIR/responder-$idx.pid
-    local args=(serve --socket "$sock" --workers "$TODOSYNC_WORKERS")
-    [[ $TODOSYNC_ENABLE_TEST_HOOKS == 1 ]] && args+=(--enable-test-hooks)
-    # Under the service user, its socket 0660 in the service group (nginx's workers have it).
-    local run_as=()
-    if ((TODOSYNC__SERVICE_USERS)); then
-        args+=(--socket-group "$TODOSYNC_SERVICE_GROUP")
-        run_as=(setpriv --reuid="$TODOSYNC_APP_USER" --regid="$TODOSYNC_SERVICE_GROUP" --init-groups --)
-    fi
-    slog() { printf '[supervisor %s %s] %s\n' "$idx" "$(date '+%Y-%m-%d %H:%M:%S')" "$*"; }
-    on_stop() {
-        SUP_STOP=1
-        slog "stop requested"
-        if [[ -n $SUP_CHILD ]]; then kill -TERM "$SUP_CHILD" 2>/dev/null || true; fi
-        if [[ -n $SUP_SLEEPER ]]; then kill -TERM "$SUP_SLEEPER" 2>/dev/null || true; fi
-        return 0
-    }
-    trap on_stop TERM INT
-    trap '' HUP
-    echo "$$" >"$PID_DIR/supervisor-$idx.pid"
-    resolve_bin
-    slog "supervising: $TODOSYNC_BIN ${args[*]}"
-    while ((!SUP_STOP)); do
-        started=$SECONDS
-        # Two malloc arenas: glibc otherwise gives each busy worker thread its own arena and keeps
-        # what it frees, which grows RSS by tens of MB under load (see bench/README.md). A fixed
-        # mmap threshold: Argon2's 19 MiB blocks are then always mmapped and returned on free
-        # (glibc's dynamic threshold would keep ~19 MiB per worker after its first login).
-        MALLOC_ARENA_MAX=${MALLOC_ARENA_MAX:-2} MALLOC_MMAP_THRESHOLD_=${MALLOC_MMAP_THRESHOLD_:-1048576} \
-            "${run_as[@]}" "$TODOSYNC_BIN" "${args[@]}" </dev/null &
-        SUP_CHILD=$!
-        # a stop request that arrived between fork and the assignment above
-        if ((SUP_STOP)); then kill -TERM "$SUP_CHILD" 2>/dev/null || true; fi
-        echo "$SUP_CHILD" >"$pidfile.tmp" && mv -f "$pidfile.tmp" "$pidfile"
-        slog "responder started (pid $SUP_CHILD)"
-        rc=0
-        wait "$SUP_CHILD" || rc=$?
-        # `wait` returns early when a trapped signal arrives: keep waiting until the child is gone
-        # (kill -0 also sees it while it is an unreaped zombie).
-        while kill -0 "$SUP_CHILD" 2>/dev/null; do
-            rc=0
-            wait "$SUP_CHILD" || rc=$?
-        done
-        rm -f "$pidfile"
-        uptime=$((SECONDS - started))
-        SUP_CHILD=""
-        if ((SUP_STOP)); then
-            slog "responder exited (status $rc) after stop request"
-            break
-        fi
-        ((uptime >= 30)) && backoff_ms=250
-        restarts=$((restarts + 1))
-        slog "responder exited with status $rc after ${uptime}s; restart #$restarts in $((backoff_ms / 1000)).$(printf '%03d' $((backoff_ms % 1000)))s"
-        sleep "$((backoff_ms / 1000)).$(printf '%03d' $((backoff_ms % 1000)))" &
-        SUP_SLEEPER=$!
-        wait "$SUP_SLEEPER" 2>/dev/null || true
-        SUP_SLEEPER=""
-        backoff_ms=$((backoff_ms * 2))
-        ((backoff_ms > 10000)) && backoff_ms=10000
-    done
-    rm -f "$pidfile"
-    [[ $(read_pidfile "$PID_DIR/supervisor-$idx.pid") == "$$" ]] && rm -f "$PID_DIR/supervisor-$idx.pid"
-    slog "supervisor exiting"
 }
 
 responders_start() {
     require_bin
+    require_cmd runsv sv
     mkdir -p "$PID_DIR" "$LOG_DIR"
     prepare_socket_dirs
-    local idx sock
+    local idx args run_as=() missing extra=()
+    # Under the service user, its socket 0660 in the service group (nginx's workers have it).
+    if ((TODOSYNC__SERVICE_USERS)); then
+        run_as=(setpriv --reuid="$TODOSYNC_APP_USER" --regid="$TODOSYNC_SERVICE_GROUP" --init-groups --)
+    fi
     for ((idx = 1; idx <= TODOSYNC_RESPONDERS; idx++)); do
-        if [[ -n $(supervisor_pid "$idx") ]]; then
-            log "responder $idx: supervisor already running"
-            continue
-        fi
-        sock=$(responder_sock "$idx")
-        # an orphaned responder (supervisor killed) would otherwise lose its socket to the new one
-        local orphan
-        orphan=$(responder_pid "$idx")
-        if [[ -n $orphan ]]; then
-            kill -TERM "$orphan" 2>/dev/null || true
-            wait_gone "$TODOSYNC_STOP_TIMEOUT" "$sock" "$orphan" || kill -KILL "$orphan" 2>/dev/null || true
-        fi
-        rm -f "$sock"
-        log "responder $idx: starting supervisor (socket $sock, $TODOSYNC_WORKERS workers)"
-        (spawn_detached "$LOG_DIR/responder-$idx.log" "$SELF" __supervise "$idx" "$STATE") &
-        echo "$!" >"$PID_DIR/supervisor-$idx.pid"
+        args=(serve --socket "$(responder_sock "$idx")")
+        [[ $TODOSYNC_ENABLE_TEST_HOOKS == 1 ]] && args+=(--enable-test-hooks)
+        ((TODOSYNC__SERVICE_USERS)) && args+=(--socket-group "$TODOSYNC_SERVICE_GROUP")
+        write_service "responder-$idx" "${run_as[@]}" "$TODOSYNC_BIN" "${args[@]}"
+        [[ -n $(runsv_pid "responder-$idx") ]] || log "responder $idx: starting (socket $(responder_sock "$idx"))"
+        start_service "responder-$idx"
     done
     # responders beyond the configured count (count was lowered): stop them
-    local extra=()
     for idx in $(responder_indexes); do
         ((idx > TODOSYNC_RESPONDERS)) && extra+=("$idx")
     done
     ((${#extra[@]} == 0)) || responders_stop "${extra[@]}"
 
-    local deadline=$((SECONDS + TODOSYNC_UP_TIMEOUT)) missing
+    local deadline=$((SECONDS + TODOSYNC_UP_TIMEOUT))
     while :; do
         missing=""
         for ((idx = 1; idx <= TODOSYNC_RESPONDERS; idx++)); do
@@ -784,66 +600,22 @@ responders_start() {
 }
 
 responders_stop() { # [INDEX...] (default: all)
-    local indexes=("$@") idx pid entry sups=() kids=()
+    local indexes=("$@") idx
     ((${#indexes[@]})) || mapfile -t indexes < <(responder_indexes)
-    local sup
+    stop_services "${indexes[@]/#/responder-}"
     for idx in "${indexes[@]}"; do
-        sup=$(supervisor_pid "$idx")
-        pid=$(responder_pid "$idx")
-        [[ -n $pid ]] && kids+=("$pid:$(responder_sock "$idx")")
-        # The supervisor forwards SIGTERM to its responder and stops restarting it. Exactly one
-        # SIGTERM reaches the responder: directly only when its supervisor is gone.
-        if [[ -n $sup ]]; then
-            sups+=("$sup:$(supervisor_pattern "$idx")")
-            kill -TERM "$sup" 2>/dev/null || true
-        elif [[ -n $pid ]]; then
-            kill -TERM "$pid" 2>/dev/null || true
-        fi
-    done
-    if ((${#sups[@]} + ${#kids[@]} > 0)); then
-        log "responders: stopping ${#kids[@]} responder(s), ${#sups[@]} supervisor(s)"
-        local deadline=$((SECONDS + TODOSYNC_STOP_TIMEOUT)) alive
-        while :; do
-            alive=()
-            for entry in "${sups[@]}" "${kids[@]}"; do
-                proc_matches "${entry%%:*}" "${entry#*:}" && alive+=("$entry")
-            done
-            ((${#alive[@]} == 0)) && break
-            if ((SECONDS >= deadline)); then
-                log "responders: ${#alive[@]} process(es) still running after ${TODOSYNC_STOP_TIMEOUT}s, sending SIGKILL"
-                for entry in "${alive[@]}"; do
-                    kill -KILL "${entry%%:*}" 2>/dev/null || true
-                done
-                for entry in "${sups[@]}"; do # the supervisor's session: its child and a backoff sleep
-                    kill -KILL -- "-${entry%%:*}" 2>/dev/null || true
-                done
-                sleep 0.2
-                break
-            fi
-            sleep 0.1
-        done
-    fi
-    for idx in "${indexes[@]}"; do
-        rm -f "$PID_DIR/supervisor-$idx.pid" "$PID_DIR/responder-$idx.pid" "$(responder_sock "$idx")"
+        rm -f "$(responder_sock "$idx")"
+        ((idx <= TODOSYNC_RESPONDERS)) || rm -rf "$(service_dir "responder-$idx")"
     done
 }
 
 cmd_responder_pids() {
-    local idx pid
-    for idx in $(responder_indexes); do
-        pid=$(responder_pid "$idx")
-        [[ -n $pid ]] && printf '%s\n' "$pid"
-    done
+    local idx
+    for idx in $(responder_indexes); do service_pid "responder-$idx"; done
     return 0
 }
 
 # --- nginx -------------------------------------------------------------------------------------
-
-nginx_pid() {
-    local pid
-    pid=$(read_pidfile "$NGINX_PIDFILE")
-    if proc_matches "$pid" "$NGINX_CONF"; then printf '%s\n' "$pid"; fi
-}
 
 render_nginx_conf() {
     [[ -r $TODOSYNC_NGINX_TEMPLATE ]] || die "nginx template $TODOSYNC_NGINX_TEMPLATE not found"
@@ -918,45 +690,18 @@ nginx_start() {
         cat "$LOG_DIR/nginx-start.log" >&2
         die "nginx configuration test failed ($NGINX_CONF)"
     fi
-    local pid
-    pid=$(nginx_pid)
-    if [[ -n $pid ]]; then
-        log "nginx: reloading configuration (pid $pid)"
-        kill -HUP "$pid"
+    if [[ -n $(runsv_pid nginx) ]]; then
+        log "nginx: reloading configuration"
+        sv hup "$(service_dir nginx)" >/dev/null
         return 0
     fi
     log "nginx: starting on $HTTP_BASE and $HTTPS_BASE"
-    rm -f "$NGINX_PIDFILE"
-    : >"$LOG_DIR/nginx-start.log"
-    if ! (spawn_detached "$LOG_DIR/nginx-start.log" nginx -p "$NGINX_DIR/" -c "$NGINX_CONF" -e "$LOG_DIR/nginx-error.log"); then
-        cat "$LOG_DIR/nginx-start.log" >&2
-        show_tail "$LOG_DIR/nginx-error.log" 10
-        die "nginx failed to start"
-    fi
-}
-
-nginx_stop() {
-    local pid workers
-    pid=$(nginx_pid)
-    if [[ -z $pid ]]; then
-        log "nginx: not running"
-        rm -f "$NGINX_PIDFILE"
-        return 0
-    fi
-    mapfile -t workers < <(children_of "$pid")
-    log "nginx: stopping (pid $pid, graceful)"
-    kill -QUIT "$pid" 2>/dev/null || true
-    if ! wait_gone "$TODOSYNC_STOP_TIMEOUT" "$NGINX_CONF" "$pid"; then
-        log "nginx: still running after ${TODOSYNC_STOP_TIMEOUT}s, sending SIGKILL"
-        kill -KILL "$pid" 2>/dev/null || true
-    fi
-    # workers notice a dead master only lazily; make sure none is left serving
-    local w
-    for w in "${workers[@]}"; do
-        proc_matches "$w" "nginx" && kill -KILL "$w" 2>/dev/null || true
-    done
-    rm -f "$NGINX_PIDFILE"
-    log "nginx: stopped"
+    write_service nginx nginx -p "$NGINX_DIR/" -c "$NGINX_CONF" -e "$LOG_DIR/nginx-error.log" -g "daemon off;"
+    # `sv down`/`exit` send QUIT instead of TERM: nginx finishes the requests in flight.
+    mkdir -p "$(service_dir nginx)/control"
+    printf '#!/bin/sh\nkill -QUIT "$(cat supervise/pid)"\n' >"$(service_dir nginx)/control/t"
+    chmod 755 "$(service_dir nginx)/control/t"
+    start_service nginx
 }
 
 wait_healthy() {
@@ -996,37 +741,36 @@ cmd_up() {
 
 cmd_down() {
     lock_state
-    nginx_stop
+    stop_services nginx
     responders_stop
     db_stop
     unlock_state
 }
 
 cmd_status() { # exit status 0 only when every part is running
-    local pid idx sp rp rc=0
-    pid=$(db_pid)
-    if [[ -n $pid ]]; then echo "mariadb       running (pid $pid, socket $DB_SOCK)"; else echo "mariadb       stopped"; rc=1; fi
-    for idx in $(responder_indexes); do
-        sp=$(supervisor_pid "$idx")
-        rp=$(responder_pid "$idx")
-        if [[ -n $sp || -n $rp ]]; then
-            printf 'responder %-3s supervisor %s, responder %s\n' "$idx" "${sp:-none}" "${rp:-none}"
+    local name pid rc=0
+    for name in mariadb $(responder_indexes | sed 's/^/responder-/') nginx; do
+        pid=$(service_pid "$name")
+        if [[ -n $pid ]]; then
+            printf '%-13s running (pid %s, runsv %s)\n' "$name" "$pid" "$(runsv_pid "$name")"
         else
-            printf 'responder %-3s stopped\n' "$idx"
+            printf '%-13s stopped\n' "$name"
+            rc=1
         fi
-        [[ -n $rp ]] || rc=1
     done
-    pid=$(nginx_pid)
-    if [[ -n $pid ]]; then echo "nginx         running (pid $pid, config $NGINX_CONF)"; else echo "nginx         stopped"; rc=1; fi
     return "$rc"
 }
 
-cmd_env() {
+cmd_env() { # the stack's variables, then the binary's effective ones (secrets left out)
     resolve_bin
     local v
-    for v in "${CONFIG_VARS[@]}"; do
-        printf '%s=%s\n' "$v" "${!v}"
-    done
+    for v in "${STACK_VARS[@]}"; do printf '%s=%s\n' "$v" "${!v}"; done
+    if [[ -x $TODOSYNC_BIN ]]; then # the stack's own TODOSYNC_DB_PORT (MariaDB's TCP port) wins
+        "$TODOSYNC_BIN" config --assignments </dev/null 9>&- | grep -v '^TODOSYNC_DB_PORT='
+    else
+        log "env: no binary at $TODOSYNC_BIN: only the stack's variables"
+        printf '%s=%s\n' TODOSYNC_DB_SOCKET "$TODOSYNC_DB_SOCKET" TODOSYNC_DB_PASSWORD_FILE "$TODOSYNC_DB_PASSWORD_FILE"
+    fi
 }
 
 print_urls() {
@@ -1067,7 +811,7 @@ cmd_run() {
 }
 
 usage() {
-    sed -n '2,21p' "$SELF" | sed 's/^# \{0,1\}//' >&2
+    sed -n '2,17p' "$SELF" | sed 's/^# \{0,1\}//' >&2
     exit 2
 }
 
@@ -1082,15 +826,12 @@ main() {
         run) cmd_run ;;
         status) cmd_status ;;
         migrate) lock_state; cmd_migrate; unlock_state ;;
-        purge) cmd_purge "$@" ;;
-        new-epoch) require_bin; "$TODOSYNC_BIN" new-epoch </dev/null 9>&- ;;
-        check-feed) require_bin; "$TODOSYNC_BIN" check-feed "$@" </dev/null 9>&- ;;
+        purge | new-epoch | check-feed) require_bin; "$TODOSYNC_BIN" "$cmd" "$@" </dev/null 9>&- ;;
         db-start) lock_state; ensure_service_users; db_start; unlock_state ;;
         db-stop) lock_state; db_stop; unlock_state ;;
         responder-pids) cmd_responder_pids ;;
         env) cmd_env ;;
         nginx-config) lock_state; ensure_service_users; mkdir -p "$NGINX_DIR/tmp" "$LOG_DIR"; ensure_cert; render_nginx_conf; unlock_state; printf '%s\n' "$NGINX_CONF" ;;
-        __supervise) supervise "$1" ;;
         -h | --help | help | "") usage ;;
         *) log "unknown command: $cmd"; usage ;;
     esac

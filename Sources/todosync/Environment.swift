@@ -1,28 +1,38 @@
 import Foundation
 import MariaDB
+import TodoSyncConfig
 import TodoSyncStore
 
-/// Configuration read from `TODOSYNC_*` environment variables, with defaults that just work
-/// with the run script's private stack.
+/// The configuration every command reads: the defaults in ``Settings``, then the config file
+/// named by `TODOSYNC_CONFIG`, then the environment (`todosync config` prints the result).
 struct Environment {
-    private let values: [String: String]
+    let configuration: LayeredConfiguration
 
+    /// A config file that cannot be read or parsed stops the process (exit 78, EX_CONFIG).
     init(_ values: [String: String] = ProcessInfo.processInfo.environment) {
-        self.values = values
+        do {
+            configuration = try LayeredConfiguration(settings: Settings.all, environment: values)
+        } catch {
+            FileHandle.standardError.write(Data("todosync: \(error)\n".utf8))
+            exit(78)
+        }
     }
 
-    func string(_ name: String, default fallback: String) -> String {
-        if let value = values[name], !value.isEmpty { return value }
-        return fallback
+    /// The effective value; `fallback` only for a variable that is not in ``Settings``.
+    func string(_ name: String, default fallback: String = "") -> String {
+        configuration.value(name) ?? fallback
     }
 
-    /// The variable's value, nil when unset or empty.
+    /// The effective value, nil when unset or empty.
     func optionalString(_ name: String) -> String? {
-        values[name].flatMap { $0.isEmpty ? nil : $0 }
+        configuration.value(name)
     }
 
-    func int(_ name: String, default fallback: Int) throws -> Int {
-        guard let text = values[name], !text.isEmpty else { return fallback }
+    func int(_ name: String, default fallback: Int? = nil) throws -> Int {
+        guard let text = configuration.value(name) else {
+            guard let fallback else { throw ConfigurationError(name: name, value: "") }
+            return fallback
+        }
         guard let value = Int(text) else { throw ConfigurationError(name: name, value: text) }
         return value
     }
@@ -30,19 +40,19 @@ struct Environment {
     var database: ConnectionConfiguration {
         get throws {
             var configuration = ConnectionConfiguration(
-                host: string("TODOSYNC_DB_HOST", default: "127.0.0.1"),
-                port: try int("TODOSYNC_DB_PORT", default: 3306),
-                unixSocket: values["TODOSYNC_DB_SOCKET"].flatMap { $0.isEmpty ? nil : $0 },
-                user: string("TODOSYNC_DB_USER", default: "todosync"),
+                host: string("TODOSYNC_DB_HOST"),
+                port: try int("TODOSYNC_DB_PORT"),
+                unixSocket: optionalString("TODOSYNC_DB_SOCKET"),
+                user: string("TODOSYNC_DB_USER"),
                 password: try databasePassword,
-                database: string("TODOSYNC_DB_NAME", default: "todosync"),
+                database: string("TODOSYNC_DB_NAME"),
                 // Short lock waits: a request queued behind its own account's row lock gives its
                 // worker back quickly (503, nothing applied) instead of parking it.
-                lockWaitTimeoutSeconds: UInt32(clamping: max(1, try int("TODOSYNC_DB_LOCK_WAIT_TIMEOUT", default: 1))))
-            configuration.transactionAttempts = max(try int("TODOSYNC_DB_TRANSACTION_ATTEMPTS", default: 5), 1)
+                lockWaitTimeoutSeconds: UInt32(clamping: max(1, try int("TODOSYNC_DB_LOCK_WAIT_TIMEOUT"))))
+            configuration.transactionAttempts = max(try int("TODOSYNC_DB_TRANSACTION_ATTEMPTS"), 1)
             // TODOSYNC_DB_HOSTS=h1:3306,h2:3306,...: several servers (Galera nodes), tried in this
             // order for each new session; the first is this host's preferred node.
-            let hosts = string("TODOSYNC_DB_HOSTS", default: "")
+            let hosts = string("TODOSYNC_DB_HOSTS")
             if !hosts.isEmpty {
                 var endpoints: [(host: String, port: Int)] = []
                 for entry in hosts.split(separator: ",") {
@@ -61,12 +71,13 @@ struct Environment {
         }
     }
 
-    /// TODOSYNC_DB_PASSWORD when set and not empty, else the first line of
-    /// TODOSYNC_DB_PASSWORD_FILE (the stack generates one on first run), else "todosync".
+    /// TODOSYNC_DB_PASSWORD when set (file or environment), else the first line of
+    /// TODOSYNC_DB_PASSWORD_FILE (the stack generates one on first run), else the default.
     var databasePassword: String {
         get throws {
-            if let password = optionalString("TODOSYNC_DB_PASSWORD") { return password }
-            guard let path = optionalString("TODOSYNC_DB_PASSWORD_FILE") else { return "todosync" }
+            let (password, source) = configuration.lookup("TODOSYNC_DB_PASSWORD")
+            if source != .defaultValue, let password { return password }
+            guard let path = optionalString("TODOSYNC_DB_PASSWORD_FILE") else { return password ?? "" }
             guard let data = FileManager.default.contents(atPath: path) else {
                 throw ConfigurationError(name: "TODOSYNC_DB_PASSWORD_FILE", value: path)
             }
@@ -77,31 +88,30 @@ struct Environment {
     var store: StoreConfiguration {
         get throws {
             var configuration = StoreConfiguration()
-            configuration.tokenLifetimeSeconds = Int64(try int("TODOSYNC_TOKEN_TTL_DAYS", default: 90)) * 86400
-            configuration.loginMaxFailures = try int("TODOSYNC_LOGIN_MAX_FAILURES", default: 10)
-            configuration.loginLockoutSeconds = Int64(try int("TODOSYNC_LOGIN_LOCKOUT_SECONDS", default: 900))
+            configuration.tokenLifetimeSeconds = Int64(try int("TODOSYNC_TOKEN_TTL_DAYS")) * 86400
+            configuration.loginMaxFailures = try int("TODOSYNC_LOGIN_MAX_FAILURES")
+            configuration.loginLockoutSeconds = Int64(try int("TODOSYNC_LOGIN_LOCKOUT_SECONDS"))
             // Half the cores by default: hashing alone can then never take every core.
-            let slots = try int("TODOSYNC_HASH_CONCURRENCY", default: max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))) / 2))
+            let slots = try int("TODOSYNC_HASH_CONCURRENCY")
             guard slots >= 1 else {
                 throw ConfigurationError(name: "TODOSYNC_HASH_CONCURRENCY", value: "\(slots)")
             }
             configuration.hashConcurrency = slots
-            configuration.quotaRecords = try int("TODOSYNC_QUOTA_RECORDS", default: configuration.quotaRecords)
-            configuration.quotaOperationsPerHour = try int(
-                "TODOSYNC_QUOTA_OPERATIONS_PER_HOUR", default: configuration.quotaOperationsPerHour)
-            configuration.requestBudgetMilliseconds = Int64(try int("TODOSYNC_REQUEST_BUDGET_MS", default: 20_000))
+            configuration.quotaRecords = try int("TODOSYNC_QUOTA_RECORDS")
+            configuration.quotaOperationsPerHour = try int("TODOSYNC_QUOTA_OPERATIONS_PER_HOUR")
+            configuration.requestBudgetMilliseconds = Int64(try int("TODOSYNC_REQUEST_BUDGET_MS"))
             guard configuration.requestBudgetMilliseconds >= 100 else {
                 throw ConfigurationError(name: "TODOSYNC_REQUEST_BUDGET_MS", value: "\(configuration.requestBudgetMilliseconds)")
             }
             // At least the contract's 24 hours.
             configuration.idempotencyRetentionSeconds =
-                Int64(max(try int("TODOSYNC_IDEMPOTENCY_RETENTION_HOURS", default: 24), 24)) * 3600
+                Int64(max(try int("TODOSYNC_IDEMPOTENCY_RETENTION_HOURS"), 24)) * 3600
             return configuration
         }
     }
 }
 
-/// An environment variable that does not parse.
+/// A configuration variable that does not parse.
 struct ConfigurationError: Error, CustomStringConvertible {
     let name: String
     let value: String

@@ -17,7 +17,7 @@ struct Purge: ParsableCommand {
         let environment = Environment()
         let logger = bootstrapLogging(environment)
         MariaDBLibrary.initialize()
-        let days = try retentionDays ?? environment.int("TODOSYNC_TOMBSTONE_RETENTION_DAYS", default: 90)
+        let days = try retentionDays ?? environment.int("TODOSYNC_TOMBSTONE_RETENTION_DAYS")
         let store = Store(connection: Connection(configuration: try environment.database), configuration: try environment.store)
         let report = try store.purge(retentionSeconds: retentionSeconds ?? Int64(days) * 86400)
         logger.info("purged", metadata: [

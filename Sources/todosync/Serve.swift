@@ -37,28 +37,22 @@ struct Serve: ParsableCommand {
     @Flag(help: "Enable test-only hooks (GET /healthz?delay_ms=N). Never in production.")
     var enableTestHooks = false
 
-    /// Four workers per online core, 8 to 64. Requests wait in the listen queue when all workers
-    /// are busy; more threads than that only add scheduling and InnoDB contention (measured on
-    /// 2 cores: 8 workers beat 12 and 32 on throughput and p99, see README "Benchmarks").
-    static var defaultWorkerCount: Int {
-        min(max(4 * max(sysconf(Int32(_SC_NPROCESSORS_ONLN)), 1), 8), 64)
-    }
-
     func run() throws {
+        MallocTuning.apply(environment: ProcessInfo.processInfo.environment)
         let environment = Environment()
         let logger = bootstrapLogging(environment)
         let database = try environment.database
         let storeConfiguration = try environment.store
         let options = ApplicationOptions(enableTestHooks: enableTestHooks)
         var configuration = FastCGIServerConfiguration(
-            socketPath: socket ?? environment.string("TODOSYNC_SOCKET", default: "/tmp/todosync.sock"))
+            socketPath: socket ?? environment.string("TODOSYNC_SOCKET"))
         configuration.listenAddress = try listenAddress(environment)
-        let allowList = allow ?? environment.string("TODOSYNC_ALLOW", default: "")
+        let allowList = allow ?? environment.string("TODOSYNC_ALLOW")
         guard let allowedPeers = PeerAllowList(list: allowList) else {
             throw ValidationError("--allow / TODOSYNC_ALLOW: \(allowList) is not a list of IP addresses or CIDR ranges")
         }
         configuration.allowedPeers = allowedPeers
-        configuration.workerCount = try workers ?? environment.int("TODOSYNC_WORKERS", default: Self.defaultWorkerCount)
+        configuration.workerCount = try workers ?? environment.int("TODOSYNC_WORKERS")
         // The socket is 0660: nginx reaches it as its owner or through this group.
         if let group = socketGroup ?? environment.optionalString("TODOSYNC_SOCKET_GROUP") {
             guard let entry = getgrnam(group) else {
@@ -67,7 +61,7 @@ struct Serve: ParsableCommand {
             configuration.socketGroupID = entry.pointee.gr_gid
         }
         configuration.readTimeoutSeconds = Double(
-            try environment.int("TODOSYNC_FASTCGI_READ_TIMEOUT", default: Int(configuration.readTimeoutSeconds)))
+            try environment.int("TODOSYNC_FASTCGI_READ_TIMEOUT"))
 
         MariaDBLibrary.initialize()
         logger.info("starting", metadata: [
@@ -76,7 +70,7 @@ struct Serve: ParsableCommand {
         ])
         let server = FastCGIServer(configuration: configuration, logger: logger)
         let retryLog = Self.logTransactionRetries(
-            every: max(try environment.int("TODOSYNC_RETRY_LOG_SECONDS", default: 30), 1), logger: logger)
+            every: max(try environment.int("TODOSYNC_RETRY_LOG_SECONDS"), 1), logger: logger)
         defer {
             retryLog.cancel()
             let counts = TransactionRetryStatistics.current
@@ -87,8 +81,11 @@ struct Serve: ParsableCommand {
             workerLogger[metadataKey: "worker"] = "\(workerIndex)"
             let store = Store(connection: Connection(configuration: database), configuration: storeConfiguration)
             let application = Application(store: store, logger: workerLogger, options: options)
+            let encoder = ResponseEncoder()
             return { request in
-                let response = application.handle(HTTPRequest(request), requestID: request.header("X-Request-Id"))
+                let response = encoder.encode(
+                    application.handle(HTTPRequest(request), requestID: request.header("X-Request-Id")),
+                    acceptEncoding: request.header("Accept-Encoding"))
                 return FastCGIResponse(
                     status: response.status,
                     headers: response.headers.map { (name: $0.name, value: $0.value) },
@@ -124,7 +121,7 @@ struct Serve: ParsableCommand {
         if socket != nil { return nil }
         if let systemd = FastCGIListenAddress.systemdSocket() { return systemd }
         if let spawned = FastCGIListenAddress.inheritedStandardInput() { return spawned }
-        let configured = environment.string("TODOSYNC_LISTEN", default: "")
+        let configured = environment.string("TODOSYNC_LISTEN")
         if !configured.isEmpty { return try Self.parseListen(configured, source: "TODOSYNC_LISTEN") }
         return nil
     }

@@ -11,14 +11,14 @@ struct TodoSyncCommand: ParsableCommand {
         commandName: "todosync",
         abstract: "TodoSync server: FastCGI responder for the TodoSync HTTP API.",
         version: todosyncVersionDescription,
-        subcommands: [Serve.self, Migrate.self, Purge.self, RecomputeStats.self, NewEpoch.self,
+        subcommands: [Serve.self, Config.self, CreateDatabase.self, Migrate.self, Purge.self, RecomputeStats.self, NewEpoch.self,
                       CheckFeed.self, RebuildFeed.self],
         defaultSubcommand: Serve.self)
 }
 
 /// Bootstraps swift-log once, at the level of `TODOSYNC_LOG_LEVEL` (default info), on stderr.
 func bootstrapLogging(_ environment: Environment) -> Logger {
-    let level = Logger.Level(rawValue: environment.string("TODOSYNC_LOG_LEVEL", default: "info")) ?? .info
+    let level = Logger.Level(rawValue: environment.string("TODOSYNC_LOG_LEVEL")) ?? .info
     LoggingSystem.bootstrap { label in
         var handler = StreamLogHandler.standardError(label: label)
         handler.logLevel = level
@@ -44,17 +44,8 @@ struct Migrate: ParsableCommand {
         let logger = bootstrapLogging(environment)
         MariaDBLibrary.initialize()
         let connection = Connection(configuration: try environment.database)
-        let deadline = Date().addingTimeInterval(TimeInterval(waitSeconds))
-        while true {
-            do {
-                try connection.connect()
-                break
-            } catch let error as DatabaseError where error.isConnectionError && Date() < deadline {
-                logger.info("waiting for the database", metadata: ["error": "\(error)"])
-                Thread.sleep(forTimeInterval: 0.5)
-            }
-        }
-        let directory = URL(fileURLWithPath: sqlDir ?? environment.string("TODOSYNC_SQL_DIR", default: "Sql"))
+        try connection.connectWaiting(seconds: waitSeconds, logger: logger)
+        let directory = URL(fileURLWithPath: sqlDir ?? environment.string("TODOSYNC_SQL_DIR"))
         let migrator = Migrator(connection: connection, directory: directory)
         if status {
             print(try migrator.status().report, terminator: "")

@@ -170,6 +170,34 @@ def test_large_json_is_gzipped_when_accepted(big_list_client):
     assert r.json() == plain.json()
 
 
+def test_gzip_refused_by_quality_zero_is_not_used_and_vary_is_said_once(big_list_client):
+    client, date = big_list_client
+    path = f"/api/v1/todos?date={date}"
+    auth = {"Authorization": f"Bearer {client.token}"}
+    refused = raw_request("GET", path, {**auth, "Accept-Encoding": "gzip;q=0, identity"})
+    assert refused.status_code == 200
+    assert refused.headers.get("Content-Encoding") in (None, "identity"), dict(refused.headers)
+    assert refused.json()["items"], refused.raw_content[:200]
+    for accept in ("gzip", "br, gzip;q=0.8"):
+        r = raw_request("GET", path, {**auth, "Accept-Encoding": accept})
+        assert r.headers.get("Content-Encoding", "").lower() == "gzip", (accept, dict(r.headers))
+        vary = [v.strip().lower() for v in r.headers.get("Vary", "").split(",") if v.strip()]
+        assert vary == ["accept-encoding"], (accept, r.headers.get("Vary"))
+        assert r.json() == refused.json()
+
+
+def test_a_pull_page_is_gzipped_and_equals_the_identity_page(big_list_client):
+    client, _ = big_list_client
+    plain = client.get("/sync/pull", params={"limit": 500}, headers={"Accept-Encoding": "identity"})
+    assert plain.status_code == 200 and len(plain.content) > 20_000
+    r = raw_request("GET", "/api/v1/sync/pull?limit=500",
+                    {"Authorization": f"Bearer {client.token}", "Accept-Encoding": "gzip"})
+    assert r.status_code == 200
+    assert r.headers.get("Content-Encoding", "").lower() == "gzip", dict(r.headers)
+    assert len(r.raw_content) < len(plain.content) / 3
+    assert r.json() == plain.json()
+
+
 # --------------------------------------------------------------------------- security headers
 
 def _sample_responses(shared_client):

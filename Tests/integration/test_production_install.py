@@ -256,3 +256,40 @@ def test_socket_activation_serves_from_the_passed_socket(conf, tmp_path):
     finally:
         os.killpg(first.pid, 15)
         first.wait(timeout=20)
+
+
+def test_installed_configuration_is_what_the_binary_reads(staged):
+    """The staged binary, pointed at the staged todosync.env as the units do (TODOSYNC_CONFIG in
+    hardening.conf), takes the socket and password from it; the password is never printed."""
+    env_file = staged / "etc/todosync/todosync.env"
+    assert "Environment=TODOSYNC_CONFIG=/etc/todosync/todosync.env" in (
+        staged / "etc/systemd/system/todosync@.service.d/hardening.conf").read_text()
+    password = re.search(r"^TODOSYNC_DB_PASSWORD=(\S+)$", env_file.read_text(), re.M).group(1)
+    proc = subprocess.run([str(staged / "usr/local/bin/todosync"), "config"], capture_output=True, text=True,
+                          timeout=30, env={"PATH": "/usr/bin:/bin", "TODOSYNC_CONFIG": str(env_file)})
+    assert proc.returncode == 0, proc.stderr
+    assert password not in proc.stdout
+    assert re.search(rf"^TODOSYNC_DB_PASSWORD=<redacted>\s+# file {re.escape(str(env_file))}$", proc.stdout, re.M), proc.stdout
+    assert re.search(r"^TODOSYNC_DB_SOCKET=/run/mysqld/mysqld.sock\s+# file ", proc.stdout, re.M), proc.stdout
+
+
+def test_host_steps_in_a_dry_run(conf, tmp_path):
+    """The real-host path (not --root alone), as far as it can run here: `--dry-run` stages the
+    files and prints each host step. On a first install the database is created by the installed
+    binary from the installed configuration, migrations run before any responder restarts, every
+    instance's socket is enabled, and nginx is tested before it is reloaded."""
+    proc = install(tmp_path, "--dry-run", "--instances", "2", binary=conf["TODOSYNC_BIN"])
+    steps = [line[2:] for line in proc.stdout.splitlines() if line.startswith("+ ")]
+    env_file, binary = tmp_path / "etc/todosync/todosync.env", tmp_path / "usr/local/bin/todosync"
+    create = f"env TODOSYNC_CONFIG={env_file} {binary} create-database --admin-user root"
+    assert create in steps, steps
+    assert f"chmod 0640 {env_file}" in steps and f"chown root:todosync {env_file}" in steps, steps
+    migrate = steps.index("systemctl restart todosync-migrate.service")
+    restarts = [steps.index(f"systemctl restart todosync@{i}.service") for i in (1, 2)]
+    assert steps.index(create) < migrate < min(restarts), steps
+    assert {"systemctl enable --now todosync@1.socket", "systemctl enable --now todosync@2.socket"} <= set(steps)
+    assert "systemctl restart todosync@3.service" not in steps
+    assert steps.index("nginx -t") < steps.index("systemctl reload nginx") and steps[-1] == "systemctl reload nginx"
+    # an upgrade keeps the configuration: no second database step
+    proc = install(tmp_path, "--dry-run", "--instances", "2", binary=conf["TODOSYNC_BIN"])
+    assert not any("create-database" in line for line in proc.stdout.splitlines()), proc.stdout

@@ -1,0 +1,58 @@
+import Deflate
+
+/// Compresses JSON responses for clients that accept gzip (URLSession always does), in the
+/// responder rather than in nginx: libdeflate at level 1 costs about 460 µs of CPU for a
+/// 160 KB pull page where nginx's zlib at level 1 costs about 790 µs, and yields fewer bytes
+/// (20.3 % of the size against 21.6 %). nginx passes a response that already has a
+/// `Content-Encoding` through untouched, and still compresses anything this leaves alone.
+/// One encoder per worker thread.
+public final class ResponseEncoder {
+    /// Bodies shorter than this are sent as they are (gzip's header and trailer would eat the
+    /// gain); nginx's `gzip_min_length` is the same.
+    public static let minimumLength = 1000
+
+    private let compressor = GzipCompressor(level: 1)
+
+    public init() {}
+
+    /// `response`, gzip-compressed when `acceptEncoding` (the request's `Accept-Encoding`)
+    /// accepts gzip and the response is JSON of at least `minimumLength` bytes. Responses with
+    /// an `ETag` (single records, small) keep their identity encoding, so the tag names the bytes.
+    public func encode(_ response: HTTPResponse, acceptEncoding: String?) -> HTTPResponse {
+        guard response.body.count >= Self.minimumLength,
+              response.headers.contains(where: { $0.name == "Content-Type" && $0.value.hasPrefix("application/json") }),
+              !response.headers.contains(where: { $0.name == "ETag" || $0.name == "Content-Encoding" })
+        else { return response }
+        guard let acceptEncoding, Self.acceptsGzip(acceptEncoding) else { return response }
+        var encoded = response
+        encoded.body = compressor.gzip(response.body)
+        // nginx's `gzip_vary` adds `Vary` to the identity responses; it leaves encoded ones alone.
+        encoded.headers += [HTTPHeader("Content-Encoding", "gzip"), HTTPHeader("Vary", "Accept-Encoding")]
+        return encoded
+    }
+
+    /// Whether an `Accept-Encoding` value (RFC 9110 §12.5.3) accepts gzip: `gzip`, `x-gzip` or
+    /// `*` with a quality above zero, and gzip not refused by name.
+    static func acceptsGzip(_ header: String) -> Bool {
+        var byName: Double?
+        var wildcard: Double?
+        for item in header.split(separator: ",") {
+            let parts = item.split(separator: ";")
+            guard let first = parts.first else { continue }
+            let coding = first.trimmingWhitespace().lowercased()
+            var quality = 1.0
+            for parameter in parts.dropFirst() {
+                let pair = parameter.split(separator: "=", maxSplits: 1)
+                if pair.count == 2, pair[0].trimmingWhitespace().lowercased() == "q" {
+                    quality = Double(pair[1].trimmingWhitespace()) ?? 0
+                }
+            }
+            switch coding {
+            case "gzip", "x-gzip": byName = max(byName ?? 0, quality)
+            case "*": wildcard = quality
+            default: break
+            }
+        }
+        return (byName ?? wildcard ?? 0) > 0
+    }
+}

@@ -1,0 +1,54 @@
+import FastCGI
+import Foundation
+import TodoSyncConfig
+import TodoSyncStore
+
+/// Every variable the `todosync` binary reads, with its default: the one place defaults live.
+/// `todosync config` prints them with their effective values; scripts pass only what an operator
+/// set. A new `TODOSYNC_*` variable belongs here (Tests/integration/test_config_cli.py checks).
+enum Settings {
+    static var onlineCores: Int { max(Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))), 1) }
+
+    static let all: [Setting] = [
+        // the responder
+        Setting("TODOSYNC_SOCKET", default: "/tmp/todosync.sock", "unix socket `serve` listens on (mode 0660)"),
+        Setting("TODOSYNC_SOCKET_GROUP", "group given to the socket file (default: the process's)"),
+        Setting("TODOSYNC_LISTEN", "IP:PORT or [IPV6]:PORT: listen on TCP instead of the unix socket"),
+        Setting("TODOSYNC_ALLOW", "TCP peers allowed to connect: addresses or CIDR ranges, comma-separated (unset: everyone)"),
+        // Four per core: on 2 cores, 8 beat 12 and 32 on throughput and p99 (README "Benchmarks").
+        Setting("TODOSYNC_WORKERS", default: "\(min(max(4 * onlineCores, 8), 64))",
+                "worker threads per responder, each with its own database connection (4 per core, 8 to 64)"),
+        Setting("TODOSYNC_FASTCGI_READ_TIMEOUT", default: "\(Int(FastCGIServerConfiguration().readTimeoutSeconds))",
+                "seconds each read of a request from nginx may wait before the connection is dropped"),
+        Setting("TODOSYNC_RETRY_LOG_SECONDS", default: "30", "interval of the transaction-retry counter log line"),
+        Setting("TODOSYNC_LOG_LEVEL", default: "info", "trace, debug, info, notice, warning, error, critical"),
+        // the database
+        Setting("TODOSYNC_DB_SOCKET", "MariaDB unix socket (wins over host and port)"),
+        Setting("TODOSYNC_DB_HOST", default: "127.0.0.1", "MariaDB host"),
+        Setting("TODOSYNC_DB_PORT", default: "3306", "MariaDB port"),
+        Setting("TODOSYNC_DB_HOSTS", "h1:3306,h2:3306,...: Galera nodes tried in this order (replaces host and port)"),
+        Setting("TODOSYNC_DB_NAME", default: "todosync", "the application's database"),
+        Setting("TODOSYNC_DB_USER", default: "todosync", "the application's database account"),
+        Setting("TODOSYNC_DB_PASSWORD", default: "todosync", secret: true,
+                "its password; when not set, the first line of TODOSYNC_DB_PASSWORD_FILE"),
+        Setting("TODOSYNC_DB_PASSWORD_FILE", "file holding the password (first line), read when TODOSYNC_DB_PASSWORD is not set"),
+        Setting("TODOSYNC_DB_LOCK_WAIT_TIMEOUT", default: "1", "seconds a statement waits for a row lock"),
+        Setting("TODOSYNC_DB_TRANSACTION_ATTEMPTS", default: "5", "runs of a transaction that deadlocks or loses certification"),
+        Setting("TODOSYNC_SQL_DIR", default: "Sql", "migrations directory of `todosync migrate`"),
+        // accounts and limits
+        Setting("TODOSYNC_TOKEN_TTL_DAYS", default: "90", "bearer token lifetime"),
+        Setting("TODOSYNC_LOGIN_MAX_FAILURES", default: "10", "failed logins per email before the lockout"),
+        Setting("TODOSYNC_LOGIN_LOCKOUT_SECONDS", default: "900", "length of the failed-login lockout"),
+        Setting("TODOSYNC_HASH_CONCURRENCY", default: "\(max(1, onlineCores / 2))",
+                "password hashes at once per responder (half the cores); more get 429 at once"),
+        Setting("TODOSYNC_QUOTA_RECORDS", default: "\(StoreConfiguration().quotaRecords)",
+                "live tags + todos per account"),
+        Setting("TODOSYNC_QUOTA_OPERATIONS_PER_HOUR", default: "\(StoreConfiguration().quotaOperationsPerHour)",
+                "write operations per account per clock hour"),
+        Setting("TODOSYNC_REQUEST_BUDGET_MS", default: "\(StoreConfiguration().requestBudgetMilliseconds)",
+                "a request's deadline from nginx's handover ($msec): not started, not committed past it (503); keep it inside nginx's 30 s"),
+        Setting("TODOSYNC_TOMBSTONE_RETENTION_DAYS", default: "90", "`todosync purge`: tombstones and push results kept this long"),
+        Setting("TODOSYNC_IDEMPOTENCY_RETENTION_HOURS", default: "\(StoreConfiguration().idempotencyRetentionSeconds / 3600)",
+                "`todosync purge`: Idempotency-Key records kept this long (at least 24)"),
+    ]
+}

@@ -1,0 +1,57 @@
+import Deflate
+import XCTest
+@testable import TodoSyncAPI
+
+final class ResponseEncoderTests: XCTestCase {
+    private let encoder = ResponseEncoder()
+
+    private func jsonResponse(bytes count: Int, headers: [HTTPHeader] = []) -> HTTPResponse {
+        var body = Array(#"{"items":["#.utf8)
+        while body.count < count { body += Array(#"{"title":"Write the report","isCompleted":false},"#.utf8) }
+        body[body.count - 1] = UInt8(ascii: "]")
+        body.append(UInt8(ascii: "}"))
+        return .json(200, body, headers: headers)
+    }
+
+    private func header(_ response: HTTPResponse, _ name: String) -> [String] {
+        response.headers.filter { $0.name == name }.map(\.value)
+    }
+
+    func testALargeJSONBodyIsGzippedWhenAcceptedAndDecodesToTheSameBytes() throws {
+        let plain = jsonResponse(bytes: 50_000)
+        let encoded = encoder.encode(plain, acceptEncoding: "gzip, deflate, br")
+        XCTAssertEqual(header(encoded, "Content-Encoding"), ["gzip"])
+        XCTAssertEqual(header(encoded, "Vary"), ["Accept-Encoding"])
+        XCTAssertEqual(header(encoded, "Content-Type"), ["application/json"])
+        XCTAssertLessThan(encoded.body.count, plain.body.count / 5)
+        XCTAssertEqual(Array(encoded.body.prefix(2)), [0x1f, 0x8b], "a gzip member")
+        XCTAssertEqual(gunzip(encoded.body), plain.body)
+    }
+
+    func testBodiesAreLeftAloneWhenGzipIsNotAcceptedOrNotWorthIt() {
+        let large = jsonResponse(bytes: 50_000)
+        for refusal in [nil, "", "identity", "gzip;q=0", "br, gzip; q=0.0", "deflate", "*;q=0", "gzip;q=0, *"] {
+            let encoded = encoder.encode(large, acceptEncoding: refusal)
+            XCTAssertEqual(encoded.body, large.body, "Accept-Encoding: \(refusal ?? "(none)")")
+            XCTAssertEqual(header(encoded, "Content-Encoding"), [], "Accept-Encoding: \(refusal ?? "(none)")")
+        }
+        let small = jsonResponse(bytes: ResponseEncoder.minimumLength - 60)
+        XCTAssertLessThan(small.body.count, ResponseEncoder.minimumLength)
+        XCTAssertEqual(encoder.encode(small, acceptEncoding: "gzip").body, small.body)
+        // A record keeps the bytes its ETag names.
+        let tagged = jsonResponse(bytes: 5_000, headers: [HTTPHeader("ETag", "\"7\"")])
+        XCTAssertEqual(encoder.encode(tagged, acceptEncoding: "gzip").body, tagged.body)
+        let notJSON = HTTPResponse(status: 200, headers: [HTTPHeader("Content-Type", "text/plain")],
+                                   body: Array(repeating: UInt8(ascii: "a"), count: 5_000))
+        XCTAssertEqual(encoder.encode(notJSON, acceptEncoding: "gzip").body, notJSON.body)
+    }
+
+    func testAcceptEncodingIsReadAsRFC9110Says() {
+        for accepted in ["gzip", "GZIP", "x-gzip", "br;q=1.0, gzip;q=0.5", " deflate , gzip ", "*", "*;q=0.1", "identity, *;q=0.5"] {
+            XCTAssertTrue(ResponseEncoder.acceptsGzip(accepted), accepted)
+        }
+        for refused in ["", "identity", "br", "gzip;q=0", "gzip;q=0.000", "*;q=0", "gzip;q=0, *;q=1", "gzipx"] {
+            XCTAssertFalse(ResponseEncoder.acceptsGzip(refused), refused)
+        }
+    }
+}
