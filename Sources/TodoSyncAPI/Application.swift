@@ -39,6 +39,7 @@ public final class Application {
     /// Answers one request. Never throws: unexpected errors become a logged 500 with a fixed body.
     public func handle(_ request: HTTPRequest, requestID: String? = nil) -> HTTPResponse {
         observed = RequestObservation()
+        if let late = startRequest(request) { return late }
         switch router.match(method: request.method, path: request.path) {
         case .notFound:
             return .error(.noRoute)
@@ -49,7 +50,7 @@ public final class Application {
             observed.route = pattern
             defer { observed.userID = context.userID }
             do {
-                return try handler(context)
+                return try run(handler, context)
             } catch let error as DomainError {
                 return failed(APIError(error), requestID: requestID)
             } catch let error as APIError {

@@ -50,6 +50,10 @@ enum Settings {
                 "live tags + todos per account"),
         Setting("TODOSYNC_QUOTA_OPERATIONS_PER_HOUR", default: "\(StoreConfiguration().quotaOperationsPerHour)",
                 "write operations per account per clock hour"),
+        Setting("TODOSYNC_REQUEST_BUDGET_MS", default: "\(StoreConfiguration().requestBudgetMilliseconds)",
+                "a request's deadline from nginx's handover ($msec): not started, not committed past it (503); keep it inside nginx's 30 s"),
         Setting("TODOSYNC_TOMBSTONE_RETENTION_DAYS", default: "90", "`todosync purge`: tombstones and push results kept this long"),
+        Setting("TODOSYNC_IDEMPOTENCY_RETENTION_HOURS", default: "\(StoreConfiguration().idempotencyRetentionSeconds / 3600)",
+                "`todosync purge`: Idempotency-Key records kept this long (at least 24)"),
     ]
 }
