@@ -1,6 +1,9 @@
 // swift-tools-version:6.0
 import PackageDescription
 
+// The metrics API (swift-metrics): the libraries record, only the executable picks the backend.
+let coreMetrics: Target.Dependency = .product(name: "CoreMetrics", package: "swift-metrics")
+
 let package = Package(
     name: "TodoSync",
     // The server (libfcgi, Connector/C) runs on Linux. The client library builds for Apple
@@ -21,6 +24,10 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-openapi-urlsession", from: "1.4.0"),
         .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
         // --- end docs helper ---
+        // --- ops (issue 14): metrics. Neither package pulls in NIO (swift-prometheus 2.x needs
+        // only swift-atomics and CoreMetrics). ---
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
     ],
     targets: [
         // C libraries: one system-library target each, imported by exactly one Swift module.
@@ -31,19 +38,19 @@ let package = Package(
         .systemLibrary(name: "CDeflate", pkgConfig: "libdeflate", providers: [.apt(["libdeflate-dev"])]),
 
         // Swift wrappers: the only importers of the C modules.
-        .target(name: "FastCGI", dependencies: ["CFastCGI", .product(name: "Logging", package: "swift-log")]),
-        .target(name: "MariaDB", dependencies: ["CMariaDB"]),
-        .target(name: "Credentials", dependencies: ["CArgon2", "COpenSSL", "TodoSyncCore"]),
+        .target(name: "FastCGI", dependencies: ["CFastCGI", .product(name: "Logging", package: "swift-log"), coreMetrics]),
+        .target(name: "MariaDB", dependencies: ["CMariaDB", .product(name: "Logging", package: "swift-log"), coreMetrics]),
+        .target(name: "Credentials", dependencies: ["CArgon2", "COpenSSL", "TodoSyncCore", coreMetrics]),
         .target(name: "Deflate", dependencies: ["CDeflate"]),
 
         // The application: domain (no C, no HTTP), store (SQL), API (routes), executable.
         .target(name: "TodoSyncCore"),
         // Configuration layering (defaults < config file < environment) for `todosync config`.
         .target(name: "TodoSyncConfig"),
-        .target(name: "TodoSyncStore", dependencies: ["TodoSyncCore", "MariaDB", "Credentials"]),
+        .target(name: "TodoSyncStore", dependencies: ["TodoSyncCore", "MariaDB", "Credentials", coreMetrics]),
         .target(
             name: "TodoSyncAPI",
-            dependencies: ["TodoSyncCore", "TodoSyncStore", "Deflate", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["TodoSyncCore", "TodoSyncStore", "Deflate", .product(name: "Logging", package: "swift-log"), coreMetrics]
         ),
         .executableTarget(
             name: "todosync",
@@ -51,6 +58,7 @@ let package = Package(
                 "TodoSyncAPI", "TodoSyncStore", "FastCGI", "MariaDB", "CBuildInfo", "TodoSyncConfig",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
             ]
         ),
 
@@ -68,7 +76,7 @@ let package = Package(
             name: "TodoSyncAPITests",
             dependencies: ["TodoSyncAPI", "TodoSyncCore", "TodoSyncStore", "MariaDB", "Deflate",
                            .product(name: "Logging", package: "swift-log")]),
-        .testTarget(name: "MariaDBTests", dependencies: ["MariaDB"]),
+        .testTarget(name: "MariaDBTests", dependencies: ["MariaDB", .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "TodoSyncStoreTests", dependencies: ["TodoSyncStore", "TodoSyncCore", "MariaDB", "Credentials"]),
         .testTarget(name: "TodoSyncClientTests", dependencies: ["TodoSyncClient", "TodoSyncCore"]),
         .testTarget(

@@ -8,7 +8,8 @@
 #   /etc/systemd/system/todosync@.socket, todosync@.service, todosync-migrate.service,
 #     todosync-purge.service, todosync-purge.timer, and hardening.conf as the drop-in of
 #     todosync@.service.d/ and todosync-.service.d/
-#   /etc/nginx/sites-available/todosync (+ sites-enabled link)
+#   /etc/nginx/sites-available/todosync (+ sites-enabled link), with /metrics for loopback
+#   /etc/logrotate.d/todosync                       rotates /var/log/todosync/ (responder and nginx logs)
 #
 # and then (not with --root): creates the `todosync` system user, the database and its account
 # (a generated password, only in todosync.env), applies the migrations, starts N responder
@@ -21,6 +22,8 @@
 #   --tls-cert PATH      certificate and key for nginx (default: Debian's snakeoil pair, from
 #   --tls-key PATH         the ssl-cert package; use real ones in production)
 #   --db-socket PATH     MariaDB's unix socket (default /run/mysqld/mysqld.sock)
+#   --metrics-allow LIST addresses or CIDR ranges (comma-separated) that may read /metrics besides
+#                        loopback, e.g. the Prometheus server (default: none)
 #   --root DIR           only write the files, under DIR (for packaging and tests): no user, no
 #                        database, no systemctl, no nginx reload
 #   --dry-run            with --root: stage the files, then print each host step (users, database,
@@ -35,6 +38,7 @@ TLS_CERT=/etc/ssl/certs/ssl-cert-snakeoil.pem
 TLS_KEY=/etc/ssl/private/ssl-cert-snakeoil.key
 DB_SOCKET=/run/mysqld/mysqld.sock
 ROOT=""
+METRICS_ALLOW=""
 DRY_RUN=0
 
 die() { echo "install.sh: $*" >&2; exit 1; }
@@ -48,6 +52,7 @@ while (($#)); do
         --tls-cert) TLS_CERT=$2; shift 2 ;;
         --tls-key) TLS_KEY=$2; shift 2 ;;
         --db-socket) DB_SOCKET=$2; shift 2 ;;
+        --metrics-allow) METRICS_ALLOW=$2; shift 2 ;;
         --root) ROOT=$(realpath -m "$2"); shift 2 ;;
         --dry-run) DRY_RUN=1; shift ;;
         -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
@@ -68,7 +73,10 @@ fi
 SYSTEMD=$ROOT/etc/systemd/system
 install -d -m 0755 "$ROOT/usr/local/bin" "$ROOT/usr/local/share/todosync" "$ROOT/usr/local/share/doc/todosync" \
     "$SYSTEMD/todosync@.service.d" "$SYSTEMD/todosync-.service.d" \
-    "$ROOT/etc/nginx/sites-available" "$ROOT/etc/nginx/sites-enabled"
+    "$ROOT/etc/nginx/sites-available" "$ROOT/etc/nginx/sites-enabled" "$ROOT/etc/logrotate.d"
+# The responders' (systemd appends their stderr) and the site's access log; root's, like /var/log.
+install -d -m 0755 "$ROOT/var/log/todosync"
+install -m 0644 "$REPO_ROOT/scripts/logrotate/todosync" "$ROOT/etc/logrotate.d/todosync"
 install -m 0755 "$BINARY" "$ROOT/usr/local/bin/todosync.new"
 mv -f "$ROOT/usr/local/bin/todosync.new" "$ROOT/usr/local/bin/todosync"   # atomic: running responders keep the old inode
 rm -rf "$ROOT/usr/local/share/todosync/Sql.new"
@@ -96,6 +104,10 @@ site=${site//'${UPSTREAM_SERVERS}'/${upstream%$'\n'}}
 site=${site//'${AUTH_RATE}'/5}
 site=${site//'${AUTH_BURST}'/20}
 site=${site//'${ACCOUNT_CONCURRENCY}'/4}
+IFS=, read -r -a metrics_allow <<<"$METRICS_ALLOW"
+metrics=$("$REPO_ROOT/scripts/nginx-metrics-locations.sh" "$INSTANCES" /run/todosync/responder-%d.sock \
+    "${metrics_allow[@]}" | sed 's/^/    /') || die "--metrics-allow: $METRICS_ALLOW"
+site=${site//'${METRICS_LOCATIONS}'/$metrics}
 [[ $site != *'${'* ]] || die "nginx/todosync-site.conf.template has a placeholder install.sh does not fill"
 printf '%s\n' "$site" > "$ROOT/etc/nginx/sites-available/todosync"
 ln -sfn ../sites-available/todosync "$ROOT/etc/nginx/sites-enabled/todosync"

@@ -146,6 +146,7 @@ DEB_PACKAGES=(
     mariadb-server mariadb-client nginx libfcgi-dev libmariadb-dev libargon2-dev libssl-dev libdeflate-dev
     pkg-config openssl curl python3-venv systemd
     runit  # runsv runs and restarts the dev stack's daemons (production: systemd units)
+    logrotate  # ops (issue 14): test_logrotate.py checks the installed config with a real rotation
     libsqlite3-dev  # the client library (GRDB) uses the system SQLite
 )
 
@@ -573,7 +574,8 @@ responders_start() {
         args=(serve --socket "$(responder_sock "$idx")")
         [[ $TODOSYNC_ENABLE_TEST_HOOKS == 1 ]] && args+=(--enable-test-hooks)
         ((TODOSYNC__SERVICE_USERS)) && args+=(--socket-group "$TODOSYNC_SERVICE_GROUP")
-        write_service "responder-$idx" "${run_as[@]}" "$TODOSYNC_BIN" "${args[@]}"
+        # TODOSYNC_INSTANCE: the `responder` label of its metrics (ops, issue 14).
+        write_service "responder-$idx" "${run_as[@]}" env TODOSYNC_INSTANCE="$idx" "$TODOSYNC_BIN" "${args[@]}"
         [[ -n $(runsv_pid "responder-$idx") ]] || log "responder $idx: starting (socket $(responder_sock "$idx"))"
         start_service "responder-$idx"
     done
@@ -678,6 +680,9 @@ render_nginx_conf() {
     fi
     printf '%s\n' "$text" >"$NGINX_CONF.tmp"
     mv -f "$NGINX_CONF.tmp" "$NGINX_CONF"
+    # ops (issue 14): /metrics and /metrics/N, loopback only (the template includes conf.d/*.conf).
+    mkdir -p "$NGINX_DIR/conf.d"
+    "$REPO_ROOT/scripts/nginx-metrics-locations.sh" "$TODOSYNC_RESPONDERS" "$SOCK_DIR/fcgi-%d.sock" >"$NGINX_DIR/conf.d/metrics.conf"
 }
 
 nginx_cmd() { nginx -p "$NGINX_DIR/" -c "$NGINX_CONF" -e "$LOG_DIR/nginx-error.log" "$@"; }

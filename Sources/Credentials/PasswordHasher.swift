@@ -28,8 +28,10 @@ public struct PasswordHasher: Sendable {
         let encodedLength = argon2_encodedlen(iterations, memoryKiB, parallelism, UInt32(salt.count),
                                               UInt32(hashLength), Argon2_id)
         var encoded = [CChar](repeating: 0, count: encodedLength)
-        let code = argon2id_hash_encoded(iterations, memoryKiB, parallelism, passwordBytes, passwordBytes.count,
-                                         salt, salt.count, hashLength, &encoded, encodedLength)
+        let code = HashMetrics.measure(verify: false) {
+            argon2id_hash_encoded(iterations, memoryKiB, parallelism, passwordBytes, passwordBytes.count,
+                                  salt, salt.count, hashLength, &encoded, encodedLength)
+        }
         guard code == ARGON2_OK.rawValue else { throw HashingError(code: code) }
         return String(decoding: encoded.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
@@ -37,7 +39,9 @@ public struct PasswordHasher: Sendable {
     /// Whether `password` matches an encoded hash made by `hash(_:)`.
     public func verify(_ password: String, against encodedHash: String) -> Bool {
         let passwordBytes = Array(password.utf8)
-        return argon2id_verify(encodedHash, passwordBytes, passwordBytes.count) == ARGON2_OK.rawValue
+        return HashMetrics.measure(verify: true) {
+            argon2id_verify(encodedHash, passwordBytes, passwordBytes.count) == ARGON2_OK.rawValue
+        }
     }
 
     /// A hash of a random password, to verify against when the account does not exist, so that

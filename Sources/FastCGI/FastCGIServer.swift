@@ -86,6 +86,7 @@ public final class FastCGIServer: Sendable {
             }
         }
 
+        WorkerMetrics.total.set(workers.count)
         logger.info(
             "FastCGI server listening",
             metadata: [

@@ -67,6 +67,8 @@ struct Worker: Sendable {
     }
 
     private func serve(slot: RequestSlot, handler: (FastCGIRequest) -> FastCGIResponse) {
+        WorkerMetrics.busy.increment()
+        defer { WorkerMetrics.busy.decrement() }
         let parameters = slot.parameters()
         let contentLength = parameters["CONTENT_LENGTH"].flatMap { Int($0) }.map { max($0, 0) } ?? 0
         var keepConnection = slot.keepConnectionRequested

@@ -37,6 +37,7 @@ extension Connection {
             do {
                 let result = try work(statement)
                 touch()
+                DatabaseDiagnostics.statementFinished(sql, nanoseconds: lastActivity &- started)
                 if inTransaction { try checkTransactionStillOpen(sql: sql) }
                 return result
             } catch {

@@ -33,6 +33,7 @@ extension Connection {
     /// sets ``lastLossWasSlow``, which disables retries: reconnecting would add the connect
     /// timeout to the time already spent.
     func connectionLost(_ error: DatabaseError, startedAt: UInt64? = nil) {
+        DatabaseDiagnostics.connectionLost(error)
         lastLossWasSlow = startedAt.map { Self.now() &- $0 >= Self.quickFailureNanoseconds } ?? false
         closeHandle()
         if case .active = transaction { transaction = .doomed(error) }
@@ -61,7 +62,7 @@ extension Connection {
         isGaleraSession = false
         if configuration.unixSocket != nil {
             handle = try connect(host: configuration.host, port: configuration.port)
-            touch()
+            sessionOpened(host: configuration.unixSocket ?? configuration.host)
             return
         }
         var lastError: DatabaseError?
@@ -74,7 +75,7 @@ extension Connection {
                     if let fallback { mysql_close(fallback.handle) }
                     handle = mysql
                     isGaleraSession = state.galera
-                    touch()
+                    sessionOpened(host: "\(host):\(port)")
                     return
                 }
                 if fallback == nil { fallback = (mysql, state.galera) } else { mysql_close(mysql) }
@@ -85,12 +86,19 @@ extension Connection {
         if let fallback {
             handle = fallback.handle
             isGaleraSession = fallback.galera
-            touch()
+            sessionOpened(host: "\(configuration.host)")
             return
         }
         throw lastError ?? DatabaseError(
             code: UInt32(CR_CONN_HOST_ERROR), sqlState: "HY000", message: "no database server configured", sql: nil,
             isConnectFailure: true)
+    }
+
+    /// Marks the new session as in use and reports it (a reconnect when there was one before).
+    private func sessionOpened(host: String) {
+        touch()
+        DatabaseDiagnostics.sessionOpened(reconnect: hasOpenedSession, host: host)
+        hasOpenedSession = true
     }
 
     /// Whether the server is a Galera node (`wsrep_ready` exists), and whether it can serve:

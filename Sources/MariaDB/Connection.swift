@@ -51,6 +51,8 @@ public final class Connection {
     var lastActivity: UInt64 = 0
     /// Whether the open session is on a Galera node (checked at connect for TCP sessions).
     var isGaleraSession = false
+    /// Whether this connection has opened a session before (the next one is a reconnect).
+    var hasOpenedSession = false
 
     /// State of ``inTransaction(maxAttempts:_:)``.
     enum TransactionState {

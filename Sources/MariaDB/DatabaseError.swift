@@ -35,10 +35,10 @@ public struct DatabaseError: Error, Sendable, CustomStringConvertible {
 
     /// A Galera node that left the primary component (a view change after another node died)
     /// fails COMMIT with 1180 "Error while appending streaming replication fragment (provider
-    /// status: Not connected to Primary Component)". Like 1047, another node must be used: the
-    /// session is dropped like a lost one, and at COMMIT the outcome counts as unknown (503; a
-    /// pushed batch is resent and answered from its stored results). Other 1180s (a storage
-    /// engine's error during COMMIT) stay ordinary errors.
+    /// status: Not connected to Primary Component)": the provider could not replicate the write
+    /// set, so it was rolled back and applied nowhere. Like 1047, another node must be used: the
+    /// session is dropped like a lost one (the API answers 503). Other 1180s (a storage engine's
+    /// error during COMMIT) stay ordinary errors.
     var isOutsidePrimaryComponent: Bool {
         code == Self.errorDuringCommit && message.contains("Primary Component")
     }

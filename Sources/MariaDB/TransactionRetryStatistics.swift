@@ -47,15 +47,26 @@ public enum TransactionRetryStatistics {
     }
 
     static func record(_ error: DatabaseError, atCommit: Bool, retried: Bool) {
-        counts.withLock { counts in
+        let cause = counts.withLock { counts in
             if !retried { counts.givenUp += 1 }
             switch error.code {
-            case 1213 where atCommit: counts.certificationFailures += 1
-            case 1213: counts.deadlocks += 1
-            case 1205: counts.lockWaitTimeouts += 1
-            case 1062: counts.duplicateKeyConflicts += 1
-            default: counts.connectionLosses += 1
+            case 1213 where atCommit:
+                counts.certificationFailures += 1
+                return "certification_failure"
+            case 1213:
+                counts.deadlocks += 1
+                return "deadlock"
+            case 1205:
+                counts.lockWaitTimeouts += 1
+                return "lock_wait_timeout"
+            case 1062:
+                counts.duplicateKeyConflicts += 1
+                return "duplicate_key_conflict"
+            default:
+                counts.connectionLosses += 1
+                return "connection_loss"
             }
         }
+        DatabaseDiagnostics.transactionFailed(cause: cause, retried: retried, error: error)
     }
 }

@@ -21,6 +21,8 @@ public final class Application {
     let logger: Logger
     let options: ApplicationOptions
     let router = Router()
+    /// The route and user of the request being (or last) handled, for logs and metrics.
+    public internal(set) var observed = RequestObservation()
 
     public init(store: Store, logger: Logger, options: ApplicationOptions = ApplicationOptions()) {
         self.store = store
@@ -36,15 +38,19 @@ public final class Application {
 
     /// Answers one request. Never throws: unexpected errors become a logged 500 with a fixed body.
     public func handle(_ request: HTTPRequest, requestID: String? = nil) -> HTTPResponse {
+        observed = RequestObservation()
+        if let late = startRequest(request) { return late }
         switch router.match(method: request.method, path: request.path) {
         case .notFound:
             return .error(.noRoute)
         case .methodNotAllowed(let allowed):
             return .error(.methodNotAllowed(allowed: allowed))
-        case .found(let handler, let parameters):
+        case .found(let handler, let parameters, let pattern):
             let context = RequestContext(request: request, pathParameters: parameters, store: store)
+            observed.route = pattern
+            defer { observed.userID = context.userID }
             do {
-                return try handler(context)
+                return try run(handler, context)
             } catch let error as DomainError {
                 return failed(APIError(error), requestID: requestID)
             } catch let error as APIError {

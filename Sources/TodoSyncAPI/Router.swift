@@ -13,12 +13,14 @@ final class Router {
 
     private struct Route {
         let method: String
+        /// As registered (`/api/v1/tags/:id`): the route's name in logs and metrics.
+        let pattern: String
         let segments: [Segment]
         let handler: RouteHandler
     }
 
     enum Match {
-        case found(RouteHandler, parameters: [String])
+        case found(RouteHandler, parameters: [String], pattern: String)
         case methodNotAllowed(allowed: [String])
         case notFound
     }
@@ -30,7 +32,7 @@ final class Router {
         let segments = pattern.split(separator: "/").map { part -> Segment in
             part.hasPrefix(":") ? .parameter : .literal(String(part))
         }
-        routes.append(Route(method: method, segments: segments, handler: handler))
+        routes.append(Route(method: method, pattern: pattern, segments: segments, handler: handler))
     }
 
     /// HEAD is answered by the GET handler (nginx sends the headers only). When several
@@ -60,7 +62,7 @@ final class Router {
             best.append((route, parameters))
         }
         if let found = best.first(where: { $0.route.method == method }) {
-            return .found(found.route.handler, parameters: found.parameters)
+            return .found(found.route.handler, parameters: found.parameters, pattern: found.route.pattern)
         }
         guard !best.isEmpty else { return .notFound }
         var allowed: [String] = []

@@ -405,4 +405,37 @@ enum SQL {
             SELECT day FROM daily_stats WHERE user_id = ?
             """
     }
+
+    /// `Idempotency-Key` records (Store+Idempotency.swift, Sql/013).
+    enum Idempotency {
+        /// Claims a new key (status 0 = running); 0 rows affected when the key exists.
+        static let claim = """
+            INSERT INTO idempotency_keys (user_id, idem_key, fingerprint, claim, status, created_at)
+            VALUES (?, ?, ?, ?, 0, ?) ON DUPLICATE KEY UPDATE user_id = user_id
+            """
+        /// An existing key: its request, whether it is still running, whether that run is older
+        /// than the parameter (abandoned), and the stored answer.
+        static let byKey = """
+            SELECT fingerprint, status, claim, created_at < ?, response_headers, response_body
+              FROM idempotency_keys WHERE user_id = ? AND idem_key = ?
+            """
+        /// Takes over an abandoned claim (compare-and-set on the old claim).
+        static let takeOver = """
+            UPDATE idempotency_keys SET claim = ?, created_at = ?
+             WHERE user_id = ? AND idem_key = ? AND claim = ? AND status = 0
+            """
+        /// Stores the answer, in the transaction of the write; 0 rows when the claim was lost.
+        static let complete = """
+            UPDATE idempotency_keys SET status = ?, response_headers = ?, response_body = ?
+             WHERE user_id = ? AND idem_key = ? AND claim = ? AND status = 0
+            """
+        /// Drops a claim whose request applied nothing (the key can be used again).
+        static let release = """
+            DELETE FROM idempotency_keys WHERE user_id = ? AND idem_key = ? AND claim = ? AND status = 0
+            """
+        /// The user's row lock, taken first by a keyed request's transaction, so that its reads see
+        /// every earlier write of the user (the route's own `write` takes it again, a no-op).
+        static let lockUser = "SELECT id FROM users WHERE id = ? FOR UPDATE"
+        static let purge = "DELETE FROM idempotency_keys WHERE created_at < ?"
+    }
 }

@@ -8,6 +8,8 @@ public struct PullPage: Sendable {
     private var arrays: [[UInt8]] = Array(repeating: [], count: 6)
     public var cursor: SyncCursor
     public var hasMore: Bool
+    /// Records and tombstones in the page.
+    public private(set) var recordCount = 0
 
     init(cursor: SyncCursor, hasMore: Bool) {
         self.cursor = cursor
@@ -22,6 +24,7 @@ public struct PullPage: Sendable {
     /// in version order.
     mutating func append(_ kind: FeedKind, deleted: Bool, _ json: UnsafeRawBufferPointer) {
         let index = PullPage.slot(kind, deleted: deleted)
+        recordCount += 1
         if !arrays[index].isEmpty { arrays[index].append(UInt8(ascii: ",")) }
         arrays[index].append(contentsOf: json)
     }
@@ -66,7 +69,7 @@ extension Store {
     /// are left out (the device holds them from its push results). They still count toward
     /// `limit`, so paging and `hasMore` are the same with or without it.
     public func pull(userID: Int64, cursor: SyncCursor?, limit: Int, deviceID: String? = nil) throws -> PullPage {
-        try guarded {
+        let page = try guarded {
             try db.inTransaction {
                 // The first read fixes the snapshot that every query below sees.
                 guard let state = try db.queryOne(SQL.Pull.syncState, [.text(deviceID ?? ""), .int(userID)]) else {
@@ -124,6 +127,8 @@ extension Store {
                 return page
             }
         }
+        SyncMetrics.pulled(records: page.recordCount)
+        return page
     }
 
     /// Makes the page referentially complete: a live tag that a todo or stat in the page refers to,

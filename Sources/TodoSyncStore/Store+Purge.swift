@@ -6,13 +6,15 @@ public struct PurgeReport: Sendable, CustomStringConvertible {
     public var tombstones = 0
     public var operations = 0
     public var tokens = 0
+    public var idempotencyKeys = 0
 
-    public var description: String { "tombstones=\(tombstones) operations=\(operations) expiredTokens=\(tokens)" }
+    public var description: String { "tombstones=\(tombstones) operations=\(operations) expiredTokens=\(tokens) idempotencyKeys=\(idempotencyKeys)" }
 }
 
 extension Store {
-    /// Removes tombstones and stored push results older than `retentionSeconds`, and expired
-    /// tokens. Each user's `purged_through` is raised first, in the same transaction, so a pull
+    /// Removes tombstones and stored push results older than `retentionSeconds`, expired tokens,
+    /// and `Idempotency-Key` records older than `StoreConfiguration.idempotencyRetentionSeconds`.
+    /// Each user's `purged_through` is raised first, in the same transaction, so a pull
     /// cursor that could have missed a purged deletion gets 410 `cursor_expired`.
     public func purge(retentionSeconds: Int64) throws -> PurgeReport {
         let now = Timestamp.now()
@@ -33,6 +35,10 @@ extension Store {
             // Failed-login counters whose window has passed (they no longer throttle anything).
             let loginWindow = DatabaseValue.timestamp(now.adding(seconds: -configuration.loginLockoutSeconds))
             try db.execute(SQL.Logins.deleteExpired, [loginWindow])
+            // Idempotency-Key records past their own retention (at least 24 h, not the tombstones').
+            report.idempotencyKeys = Int(try db.execute(SQL.Idempotency.purge, [
+                .timestamp(now.adding(seconds: -configuration.idempotencyRetentionSeconds)),
+            ]).affectedRows)
             // Operation counts of past hours (only the current hour is ever charged or checked).
             try db.execute(SQL.Quotas.deletePastHours, [.timestamp(now.adding(seconds: -3600))])
         }

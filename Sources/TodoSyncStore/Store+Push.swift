@@ -7,7 +7,9 @@ extension Store {
     /// A replayed opId returns its stored result and changes nothing. Returns the results, in the
     /// operations' order, as a JSON array.
     public func push(userID: Int64, _ request: PushRequest) throws -> [UInt8] {
-        try write(userID: userID, operations: request.operations.count) { transaction in
+        var tally = PushTally()
+        let body = try write(userID: userID, operations: request.operations.count) { transaction in
+            tally = PushTally()
             transaction.device = try deviceNumber(userID: userID, deviceID: request.deviceID, at: transaction.now)
             // Results already stored for these opIds (replays), found in batches up front.
             var known = try storedResults(userID: userID, keys: request.operations.map(\.key))
@@ -17,6 +19,7 @@ extension Store {
                 if index > 0 { body.append(UInt8(ascii: ",")) }
                 if let stored = known[operation.key] {
                     body.append(contentsOf: stored.utf8)
+                    tally.replayed += 1
                     continue
                 }
                 let result: PushResult
@@ -29,6 +32,7 @@ extension Store {
                     // rejected. Any other kind of error fails the whole push.
                     result = .rejected(operation.opID, error, clientID: operation.clientIDText)
                 }
+                tally.add(result.status)
                 let json = String(decoding: result.json, as: UTF8.self)
                 known[operation.key] = json  // an opId repeated in this request replays too
                 newResults.append((operation.key, json))
@@ -39,6 +43,8 @@ extension Store {
             try storeResults(newResults, userID: userID, deviceID: request.deviceID, at: transaction.now)
             return body
         }
+        SyncMetrics.pushed(tally)
+        return body
     }
 
     private func storedResults(userID: Int64, keys: [String]) throws -> [String: String] {

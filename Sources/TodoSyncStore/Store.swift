@@ -10,6 +10,8 @@ public final class Store {
     let db: Connection
     let configuration: StoreConfiguration
     lazy var decoyPasswordHash: String = configuration.passwordHasher.decoyHash()
+    /// The current request's deadline (`RequestDeadline`): set per request by the API layer.
+    public var deadline: RequestDeadline?
 
     public init(connection: Connection, configuration: StoreConfiguration = StoreConfiguration()) {
         self.db = connection
@@ -35,10 +37,13 @@ public final class Store {
     /// The single write path: one transaction per call, serialised per user. `operations`: what
     /// the request costs against the account's write operations per hour (0 for maintenance);
     /// charged under the user's row lock in the same transaction, so a refused or failed write
-    /// costs nothing and the charge needs no commit of its own.
+    /// costs nothing and the charge needs no commit of its own. Nothing is started, and nothing
+    /// committed, past the request's deadline (`unavailable`, 503). Inside an `Idempotency-Key`
+    /// request's transaction (`runIdempotent`) it is a savepoint of that one.
     func write<T>(userID: Int64, operations: Int, _ body: (WriteTransaction) throws -> T) throws -> T {
         try guarded {
-            try db.inTransaction {
+            try db.inSavepoint {
+                try checkDeadline()
                 guard let locked = try db.queryOne(SQL.Users.lockForWrite, [
                     .int(Int64(configuration.quotaRecords)), .int(Int64(configuration.quotaOperationsPerHour)),
                     .int(userID),
@@ -52,6 +57,7 @@ public final class Store {
                 try checkRecordQuota(userID: userID, live: locked.int64(1)!, adding: transaction.liveRecordsDelta,
                                      quota: locked.int64(2)!)
                 try transaction.finish()
+                try checkDeadline()
                 return result
             }
         }

@@ -12,6 +12,12 @@ public struct StoreConfiguration: Sendable {
     public var quotaRecords: Int = 100_000
     /// Write operations one account may make per clock hour (`users.quota_operations_per_hour`).
     public var quotaOperationsPerHour: Int = 100_000
+    /// Time a request may take, counted from when nginx handed it over: no work is started and
+    /// no transaction committed past it (503). Keep it well inside nginx's
+    /// `fastcgi_read_timeout` (30 s) minus a lock wait (`TODOSYNC_DB_LOCK_WAIT_TIMEOUT`).
+    public var requestBudgetMilliseconds: Int64 = 20_000
+    /// `Idempotency-Key` records are kept this long at least (contract: 24 hours), then purged.
+    public var idempotencyRetentionSeconds: Int64 = 24 * 3600
     /// Password hashing parameters.
     public var passwordHasher = PasswordHasher()
     /// Password hashes allowed at once in this process (shared by every worker's store); a login

@@ -99,6 +99,13 @@ struct Environment {
             configuration.hashConcurrency = slots
             configuration.quotaRecords = try int("TODOSYNC_QUOTA_RECORDS")
             configuration.quotaOperationsPerHour = try int("TODOSYNC_QUOTA_OPERATIONS_PER_HOUR")
+            configuration.requestBudgetMilliseconds = Int64(try int("TODOSYNC_REQUEST_BUDGET_MS"))
+            guard configuration.requestBudgetMilliseconds >= 100 else {
+                throw ConfigurationError(name: "TODOSYNC_REQUEST_BUDGET_MS", value: "\(configuration.requestBudgetMilliseconds)")
+            }
+            // At least the contract's 24 hours.
+            configuration.idempotencyRetentionSeconds =
+                Int64(max(try int("TODOSYNC_IDEMPOTENCY_RETENTION_HOURS"), 24)) * 3600
             return configuration
         }
     }

@@ -5,7 +5,7 @@ import TodoSyncStore
 
 struct Purge: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Remove tombstones and push results older than the retention horizon, and expired tokens.")
+        abstract: "Remove tombstones and push results older than the retention horizon, expired tokens and old Idempotency-Keys.")
 
     @Option(help: "Retention in days (default: $TODOSYNC_TOMBSTONE_RETENTION_DAYS or 90).")
     var retentionDays: Int?
@@ -18,10 +18,11 @@ struct Purge: ParsableCommand {
         let logger = bootstrapLogging(environment)
         MariaDBLibrary.initialize()
         let days = try retentionDays ?? environment.int("TODOSYNC_TOMBSTONE_RETENTION_DAYS")
-        let store = Store(connection: Connection(configuration: try environment.database))
+        let store = Store(connection: Connection(configuration: try environment.database), configuration: try environment.store)
         let report = try store.purge(retentionSeconds: retentionSeconds ?? Int64(days) * 86400)
         logger.info("purged", metadata: [
             "tombstones": "\(report.tombstones)", "operations": "\(report.operations)", "tokens": "\(report.tokens)",
+            "idempotencyKeys": "\(report.idempotencyKeys)",
         ])
         print(report)
     }

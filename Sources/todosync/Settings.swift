@@ -22,6 +22,11 @@ enum Settings {
                 "seconds each read of a request from nginx may wait before the connection is dropped"),
         Setting("TODOSYNC_RETRY_LOG_SECONDS", default: "30", "interval of the transaction-retry counter log line"),
         Setting("TODOSYNC_LOG_LEVEL", default: "info", "trace, debug, info, notice, warning, error, critical"),
+        // logs and metrics (docs/OPERATIONS.md, "Reading metrics and logs")
+        Setting("TODOSYNC_LOG_FORMAT", default: "json", "log lines: json (one object per line) or text"),
+        Setting("TODOSYNC_LOG_REQUESTS", default: "1", "1: one `request served` line per request; 0: none"),
+        Setting("TODOSYNC_SLOW_STATEMENT_MS", default: "250", "log and count SQL statements at least this slow (0: off)"),
+        Setting("TODOSYNC_INSTANCE", "the `responder` label on this process's metrics (the stack and systemd set it)"),
         // the database
         Setting("TODOSYNC_DB_SOCKET", "MariaDB unix socket (wins over host and port)"),
         Setting("TODOSYNC_DB_HOST", default: "127.0.0.1", "MariaDB host"),
@@ -45,6 +50,10 @@ enum Settings {
                 "live tags + todos per account"),
         Setting("TODOSYNC_QUOTA_OPERATIONS_PER_HOUR", default: "\(StoreConfiguration().quotaOperationsPerHour)",
                 "write operations per account per clock hour"),
+        Setting("TODOSYNC_REQUEST_BUDGET_MS", default: "\(StoreConfiguration().requestBudgetMilliseconds)",
+                "a request's deadline from nginx's handover ($msec): not started, not committed past it (503); keep it inside nginx's 30 s"),
         Setting("TODOSYNC_TOMBSTONE_RETENTION_DAYS", default: "90", "`todosync purge`: tombstones and push results kept this long"),
+        Setting("TODOSYNC_IDEMPOTENCY_RETENTION_HOURS", default: "\(StoreConfiguration().idempotencyRetentionSeconds / 3600)",
+                "`todosync purge`: Idempotency-Key records kept this long (at least 24)"),
     ]
 }

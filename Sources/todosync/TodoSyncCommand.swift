@@ -16,14 +16,12 @@ struct TodoSyncCommand: ParsableCommand {
         defaultSubcommand: Serve.self)
 }
 
-/// Bootstraps swift-log once, at the level of `TODOSYNC_LOG_LEVEL` (default info), on stderr.
+/// Bootstraps swift-log once, at the level of `TODOSYNC_LOG_LEVEL` (default info), on stderr, as
+/// JSON lines or plain text (`TODOSYNC_LOG_FORMAT`, default json; see JSONLogHandler).
 func bootstrapLogging(_ environment: Environment) -> Logger {
     let level = Logger.Level(rawValue: environment.string("TODOSYNC_LOG_LEVEL")) ?? .info
-    LoggingSystem.bootstrap { label in
-        var handler = StreamLogHandler.standardError(label: label)
-        handler.logLevel = level
-        return handler
-    }
+    let format = environment.string("TODOSYNC_LOG_FORMAT")
+    LoggingSystem.bootstrap { label in makeLogHandler(label: label, level: level, format: format) }
     return Logger(label: "todosync")
 }
 

@@ -22,15 +22,7 @@ final class ReconnectTests: XCTestCase {
     }
 
     private func kill(_ connection: Connection) throws {
-        let id = try XCTUnwrap(connection.connectionID)
-        try admin.execute("KILL \(id)")  // KILL takes no placeholder; the id is ours
-        // Wait until the server has really dropped the session.
-        for _ in 0..<100 {
-            let alive = try admin.queryOne("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = ?", [.int(Int64(id))])
-            if alive?.int(0) == 0 { return }
-            usleep(10_000)
-        }
-        XCTFail("connection \(id) was not killed")
+        try TestDatabase.kill(connection, from: admin)
     }
 
     func testQueryReconnectsAfterKillAndRepreparesStatements() throws {

@@ -29,6 +29,18 @@ enum TestDatabase {
             validateAfterIdleSeconds: validateAfterIdleSeconds)
     }
 
+    /// Kills `connection`'s session from `admin` and waits until the server has dropped it.
+    static func kill(_ connection: Connection, from admin: Connection) throws {
+        let id = try XCTUnwrap(connection.connectionID)
+        try admin.execute("KILL \(id)")  // KILL takes no placeholder; the id is ours
+        for _ in 0..<100 {
+            let alive = try admin.queryOne("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = ?", [.int(Int64(id))])
+            if alive?.int(0) == 0 { return }
+            usleep(10_000)
+        }
+        XCTFail("connection \(id) was not killed")
+    }
+
     private static func createDatabaseIfNeeded(socket: String, user: String, password: String, name: String) throws {
         let bootstrap = Connection(
             configuration: ConnectionConfiguration(unixSocket: socket, user: user, password: password, database: "mysql"))

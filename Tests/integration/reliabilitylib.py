@@ -10,8 +10,9 @@ What lives here
   proc_alive / rss_kb               /proc facts about a responder process
   require_responders / wait_responders / PidGuard
                                     responder pids: how many, replaced after a kill, unchanged
-  send_until_ok                     one request, resent unchanged until acknowledged; 503 is the
-                                    only acceptable failure (a 500 or another status fails)
+  send_until_ok                     one request, resent unchanged until acknowledged; 503 (and,
+                                    for a write, 504 outcome_unknown) are the only acceptable
+                                    failures (a 500 or another status fails)
   pull_to_end                       a device's incremental pull that rides out 503s
   PushDevice                        a device that pushes batches of operations on its own records,
                                     retrying each batch with the same opIds, with a model of what
@@ -190,9 +191,11 @@ RETRY_SLEEP_S = 0.05
 
 def send_until_ok(call: Callable[[], Any], counters: Counters, deadline: float, ok: Iterable[int] = (200,),
                   what: str = "request", max_latency_s: float | None = None):
-    """Send one request (`call`) until its status is in `ok`.  Connection errors and 503
-    `unavailable` are retried with the *same* request; anything else (a 500, a 4xx) fails.
-    Counts attempts, 503s, connection errors and the slowest answer."""
+    """Send one request (`call`) until its status is in `ok`.  Connection errors, 503
+    `unavailable` and, for a write, 504 `outcome_unknown` (nginx lost the responder it had handed
+    the write to: the contract's "retry only with the same opId/clientId", which this does) are
+    retried with the *same* request; anything else (a 500, a 4xx, a 504 on a read) fails.
+    Counts attempts, 503s, 504s, connection errors and the slowest answer."""
     ok = tuple(ok)
     while True:
         t0 = time.monotonic()
@@ -211,9 +214,13 @@ def send_until_ok(call: Callable[[], Any], counters: Counters, deadline: float, 
                 assert took <= max_latency_s, f"{what}: answered after {took:.1f}s (> {max_latency_s}s): {short(r)}"
             if r.status_code in ok:
                 return r
-            assert r.status_code == 503, f"{what}: unexpected answer (only 503 may be retried): {short(r)}"
-            assert_error(r, 503, "unavailable")
-            counters.inc("status_503")
+            if r.status_code == 504 and r.request.method not in ("GET", "HEAD"):
+                assert_error(r, 504, "outcome_unknown")
+                counters.inc("status_504")
+            else:
+                assert r.status_code == 503, f"{what}: unexpected answer (only 503 may be retried): {short(r)}"
+                assert_error(r, 503, "unavailable")
+                counters.inc("status_503")
             last = short(r)
         if time.monotonic() > deadline:
             raise AssertionError(f"{what}: still not acknowledged at the deadline; last: {last}")

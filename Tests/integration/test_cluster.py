@@ -16,6 +16,7 @@ Skipped unless the cluster runner started the suite (see clusterlib.py).
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 import uuid
@@ -48,7 +49,7 @@ def test_every_node_is_synced_and_requests_reach_every_responder_host(base_url):
     with open(f"{clusterlib.LOG_DIR}/nginx-access.log", errors="replace") as f:
         for line in f:
             if marker in line:
-                upstreams.add(line.split(" up=", 1)[1].split(" ", 1)[0])
+                upstreams.add(json.loads(line)["upstream"])  # the access log is JSON lines
     want = {f"{clusterlib.NET}.{20 + n}:9000" for n in range(1, clusterlib.APPS + 1)}
     assert upstreams == want, f"requests went to {upstreams}, expected every responder host {want}"
 

@@ -6,8 +6,9 @@
   purge and its timer) with no warning, and `systemd-analyze security --offline` rates every
   service's sandbox (the hardening.conf drop-in) "OK" (exposure ≤ 2.0; 9.6 without it);
 - the site file, rendered by install.sh and run by a real nginx in front of the test stack's
-  responders, serves the API over TLS, redirects plain HTTP, and answers its own errors with
-  the contract's JSON body.
+  responders, serves the API over TLS, redirects plain HTTP, answers its own errors with
+  the contract's JSON body, and serves every responder's metrics to loopback only (403 from
+  127.0.0.2; `--metrics-allow` adds addresses and refuses anything else).
 
 - socket activation as todosync@.socket does it: `systemd-socket-activate` opens the listening
   socket and starts the unit's command line (`todosync serve`) on the first connection; the
@@ -133,6 +134,7 @@ def site_nginx(conf, tmp_path_factory):
     site = (root / "etc/nginx/sites-available/todosync").read_text()
     for i, sock in enumerate(sockets, start=1):
         site = site.replace(f"unix:/run/todosync/responder-{i}.sock", f"unix:{sock}")
+    site = site.replace("/var/log/todosync/", f"{root}/logs/")  # the site's JSON access log
     http, https = free_port(), free_port()
     site = re.sub(r"listen 80;\n\s*listen \[::\]:80;", f"listen 127.0.0.1:{http};", site)
     site = re.sub(r"listen 443 ssl http2;\n\s*listen \[::\]:443 ssl http2;", f"listen 127.0.0.1:{https} ssl http2;", site)
@@ -219,6 +221,33 @@ def test_site_redirects_plain_http(site_nginx):
     r = requests.get(site_nginx["http"] + "/api/v1/tags?x=1", allow_redirects=False, timeout=10)
     assert r.status_code == 308
     assert r.headers["Location"].startswith("https://") and r.headers["Location"].endswith("/api/v1/tags?x=1")
+
+
+def test_site_serves_metrics_to_loopback_only(site_nginx):
+    from test_metrics import _get_from
+    base = site_nginx["https"]
+    responders = len(sorted(Path(os.environ.get("TODOSYNC_TEST_STATE_DIR", "")).glob("sock/fcgi-*.sock"))) or 1
+    status, body = _get_from("127.0.0.1", base + "/metrics")
+    assert status == 200, body[:300]
+    labelled = set(re.findall(rb'^todosync_fastcgi_workers\{responder="(\d+)"\}', body, re.M))
+    assert labelled == {str(i).encode() for i in range(1, responders + 1)}, body[:500]
+    status, body = _get_from("127.0.0.1", base + "/metrics/1")
+    assert status == 200 and b'responder="1"' in body and b'responder="2"' not in body, body[:300]
+    for path in ("/metrics", "/metrics/1"):
+        status, body = _get_from("127.0.0.2", base + path)   # _get_from checks the 403 is the JSON body
+        assert status == 403 and b"todosync_" not in body, (path, status, body[:200])
+
+
+def test_install_adds_metrics_allow_list_and_rejects_garbage(conf, tmp_path):
+    install(tmp_path / "a", "--server-name", "x.example", "--instances", "2", "--metrics-allow", "10.0.0.5,10.1.0.0/16",
+            binary=conf["TODOSYNC_BIN"])
+    site = (tmp_path / "a/etc/nginx/sites-available/todosync").read_text()
+    for path in ("/metrics", "/metrics/1", "/metrics/2"):
+        block = site.split(f"location = {path} {{", 1)[1].split("}", 1)[0]
+        assert re.search(r"allow 127\.0\.0\.1; allow ::1; allow 10\.0\.0\.5; allow 10\.1\.0\.0/16; deny all;", block), block
+    proc = subprocess.run(["bash", str(INSTALL), "--root", str(tmp_path / "b"), "--binary", conf["TODOSYNC_BIN"],
+                           "--metrics-allow", "10.0.0.5; allow all"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0 and "--metrics-allow" in proc.stderr, proc.stdout + proc.stderr
 
 
 # --------------------------------------------------------------------------- socket activation

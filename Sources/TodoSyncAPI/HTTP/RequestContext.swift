@@ -7,6 +7,8 @@ public final class RequestContext {
     public let request: HTTPRequest
     public let pathParameters: [String]
     let store: Store
+    /// The user whose token ``requireUser()`` accepted (for the request log; nil before).
+    public private(set) var userID: Int64?
 
     init(request: HTTPRequest, pathParameters: [String], store: Store) {
         self.request = request
@@ -20,6 +22,7 @@ public final class RequestContext {
         guard let token = bearerToken(), let userID = try store.authenticate(token: token) else {
             throw DomainError.unauthenticated
         }
+        self.userID = userID
         return userID
     }
 

@@ -35,6 +35,7 @@ extension Application {
         router.add("GET", "/__bench/fastcgi") { _ in
             .json(200, Array(#"{"status":"ok"}"#.utf8))
         }
+        registerSlowWriteTestRoute()
     }
 
     /// Test hook: a 64 MiB JSON body, and the process killed (SIGKILL, like a crash) `milliseconds`

@@ -50,9 +50,11 @@ import HTTPTypes
 /// 412 `version_mismatch`; 413 `payload_too_large` (body over 1 MiB; nginx may answer);
 /// 415 `unsupported_media_type`; 422 `validation_failed` (`details` names each field) /
 /// `idempotency_key_reused`; 429 `rate_limited`; 503 `unavailable` (**nothing was
-/// applied**; also nginx's answer when no responder answers; the server recovers by itself
-/// when the database returns); 504 `outcome_unknown` (the server cannot tell whether a write
-/// was applied: retry only with the same `clientId`, `opId` or `Idempotency-Key`).
+/// applied**; also nginx's answer when no responder took the request, and to a read that
+/// timed out; a request past its deadline is not started and not committed; the server
+/// recovers by itself when the database returns); 504 `outcome_unknown` (the server cannot
+/// tell whether a write was applied, e.g. a write handed to a responder that then timed out
+/// or died: retry only with the same `clientId`, `opId` or `Idempotency-Key`).
 /// 429 and 503 carry `Retry-After` (seconds). nginx may also answer, for
 /// requests it cannot accept at the HTTP level, 408 `request_timeout`, 411
 /// `length_required`, 414 `uri_too_long` or 505 `http_version_not_supported`, in the same
@@ -820,6 +822,11 @@ internal struct Client: APIProtocol {
                         body: body
                     ))
                 case 409:
+                    let headers: Components.Responses.RequestInProgress.Headers = .init(retryAfter: try converter.getRequiredHeaderFieldAsURI(
+                        in: response.headerFields,
+                        name: "Retry-After",
+                        as: Components.Headers.RetryAfter.self
+                    ))
                     let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
                     let body: Components.Responses.RequestInProgress.Body
                     let chosenContentType = try converter.bestContentType(
@@ -840,7 +847,10 @@ internal struct Client: APIProtocol {
                     default:
                         preconditionFailure("bestContentType chose an invalid content type.")
                     }
-                    return .conflict(.init(body: body))
+                    return .conflict(.init(
+                        headers: headers,
+                        body: body
+                    ))
                 case 422:
                     let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
                     let body: Components.Responses.IdempotencyKeyReused.Body
@@ -1268,6 +1278,11 @@ internal struct Client: APIProtocol {
                         body: body
                     ))
                 case 409:
+                    let headers: Components.Responses.RequestInProgress.Headers = .init(retryAfter: try converter.getRequiredHeaderFieldAsURI(
+                        in: response.headerFields,
+                        name: "Retry-After",
+                        as: Components.Headers.RetryAfter.self
+                    ))
                     let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
                     let body: Components.Responses.RequestInProgress.Body
                     let chosenContentType = try converter.bestContentType(
@@ -1288,7 +1303,10 @@ internal struct Client: APIProtocol {
                     default:
                         preconditionFailure("bestContentType chose an invalid content type.")
                     }
-                    return .conflict(.init(body: body))
+                    return .conflict(.init(
+                        headers: headers,
+                        body: body
+                    ))
                 case 413:
                     let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
                     let body: Components.Responses.PayloadTooLarge.Body
@@ -2554,6 +2572,11 @@ internal struct Client: APIProtocol {
                         body: body
                     ))
                 case 409:
+                    let headers: Components.Responses.RequestInProgress.Headers = .init(retryAfter: try converter.getRequiredHeaderFieldAsURI(
+                        in: response.headerFields,
+                        name: "Retry-After",
+                        as: Components.Headers.RetryAfter.self
+                    ))
                     let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
                     let body: Components.Responses.RequestInProgress.Body
                     let chosenContentType = try converter.bestContentType(
@@ -2574,7 +2597,10 @@ internal struct Client: APIProtocol {
                     default:
                         preconditionFailure("bestContentType chose an invalid content type.")
                     }
-                    return .conflict(.init(body: body))
+                    return .conflict(.init(
+                        headers: headers,
+                        body: body
+                    ))
                 case 413:
                     let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
                     let body: Components.Responses.PayloadTooLarge.Body
@@ -2866,6 +2892,11 @@ internal struct Client: APIProtocol {
                         body: body
                     ))
                 case 409:
+                    let headers: Components.Responses.RequestInProgress.Headers = .init(retryAfter: try converter.getRequiredHeaderFieldAsURI(
+                        in: response.headerFields,
+                        name: "Retry-After",
+                        as: Components.Headers.RetryAfter.self
+                    ))
                     let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
                     let body: Components.Responses.RequestInProgress.Body
                     let chosenContentType = try converter.bestContentType(
@@ -2886,7 +2917,10 @@ internal struct Client: APIProtocol {
                     default:
                         preconditionFailure("bestContentType chose an invalid content type.")
                     }
-                    return .conflict(.init(body: body))
+                    return .conflict(.init(
+                        headers: headers,
+                        body: body
+                    ))
                 case 413:
                     let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
                     let body: Components.Responses.PayloadTooLarge.Body
@@ -4564,6 +4598,11 @@ internal struct Client: APIProtocol {
                         body: body
                     ))
                 case 409:
+                    let headers: Components.Responses.RequestInProgress.Headers = .init(retryAfter: try converter.getRequiredHeaderFieldAsURI(
+                        in: response.headerFields,
+                        name: "Retry-After",
+                        as: Components.Headers.RetryAfter.self
+                    ))
                     let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
                     let body: Components.Responses.RequestInProgress.Body
                     let chosenContentType = try converter.bestContentType(
@@ -4584,7 +4623,10 @@ internal struct Client: APIProtocol {
                     default:
                         preconditionFailure("bestContentType chose an invalid content type.")
                     }
-                    return .conflict(.init(body: body))
+                    return .conflict(.init(
+                        headers: headers,
+                        body: body
+                    ))
                 case 413:
                     let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
                     let body: Components.Responses.PayloadTooLarge.Body

@@ -40,10 +40,12 @@ extension Components {
         /// Makes this POST exactly-once for this user: a repeat with the same key and the same
         /// method, path and body gets the stored status and body and changes nothing. The same key
         /// with a different request is 422 `idempotency_key_reused`; a repeat while the first
-        /// request is still running is 409 `request_in_progress`. Keys are kept at least 24 hours.
-        /// A key is 1–100 printable ASCII characters (a UUID is a good key); what the server does
-        /// with a malformed key (400 `bad_request`, or no exactly-once guarantee) is not pinned
-        /// here, so the schema leaves the header unconstrained. Push needs none (opIds do this).
+        /// request is still running is 409 `request_in_progress` (with `Retry-After`). Keys are
+        /// kept at least 24 hours and belong to one user. A key is 1–100 printable ASCII characters
+        /// (U+0020–U+007E; a UUID is a good key); any other value is 400 `bad_request` and nothing
+        /// is done. Only answers of a request that was applied (2xx) are kept: after an error
+        /// (4xx, 503) the key is free again and a retry runs afresh. On logout a repeat is 401, as
+        /// the token is gone. Push needs none (opIds do this).
         ///
         ///
         /// - Remark: Generated from `#/components/parameters/IdempotencyKey`.

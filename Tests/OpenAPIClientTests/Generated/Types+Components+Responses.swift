@@ -1270,6 +1270,22 @@ extension Components {
             }
         }
         internal struct RequestInProgress: Sendable, Hashable {
+            /// - Remark: Generated from `#/components/responses/RequestInProgress/headers`.
+            internal struct Headers: Sendable, Hashable {
+                /// Seconds to wait before retrying.
+                ///
+                /// - Remark: Generated from `#/components/responses/RequestInProgress/headers/Retry-After`.
+                internal var retryAfter: Components.Headers.RetryAfter
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - retryAfter: Seconds to wait before retrying.
+                internal init(retryAfter: Components.Headers.RetryAfter) {
+                    self.retryAfter = retryAfter
+                }
+            }
+            /// Received HTTP response headers
+            internal var headers: Components.Responses.RequestInProgress.Headers
             /// - Remark: Generated from `#/components/responses/RequestInProgress/content`.
             internal enum Body: Sendable, Hashable {
                 /// - Remark: Generated from `#/components/responses/RequestInProgress/content/json`.
@@ -1349,8 +1365,13 @@ extension Components {
             /// Creates a new `RequestInProgress`.
             ///
             /// - Parameters:
+            ///   - headers: Received HTTP response headers
             ///   - body: Received HTTP response body
-            internal init(body: Components.Responses.RequestInProgress.Body) {
+            internal init(
+                headers: Components.Responses.RequestInProgress.Headers,
+                body: Components.Responses.RequestInProgress.Body
+            ) {
+                self.headers = headers
                 self.body = body
             }
         }

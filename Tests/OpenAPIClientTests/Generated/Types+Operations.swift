@@ -761,10 +761,12 @@ internal enum Operations {
                 /// Makes this POST exactly-once for this user: a repeat with the same key and the same
                 /// method, path and body gets the stored status and body and changes nothing. The same key
                 /// with a different request is 422 `idempotency_key_reused`; a repeat while the first
-                /// request is still running is 409 `request_in_progress`. Keys are kept at least 24 hours.
-                /// A key is 1–100 printable ASCII characters (a UUID is a good key); what the server does
-                /// with a malformed key (400 `bad_request`, or no exactly-once guarantee) is not pinned
-                /// here, so the schema leaves the header unconstrained. Push needs none (opIds do this).
+                /// request is still running is 409 `request_in_progress` (with `Retry-After`). Keys are
+                /// kept at least 24 hours and belong to one user. A key is 1–100 printable ASCII characters
+                /// (U+0020–U+007E; a UUID is a good key); any other value is 400 `bad_request` and nothing
+                /// is done. Only answers of a request that was applied (2xx) are kept: after an error
+                /// (4xx, 503) the key is free again and a retry runs afresh. On logout a repeat is 401, as
+                /// the token is gone. Push needs none (opIds do this).
                 ///
                 ///
                 /// - Remark: Generated from `#/paths/api/v1/auth/logout/POST/header/Idempotency-Key`.
@@ -877,7 +879,7 @@ internal enum Operations {
                     }
                 }
             }
-            /// A request with this `Idempotency-Key` is still running; retry later with the same key.
+            /// A request with this `Idempotency-Key` is still running; retry after `Retry-After` seconds with the same key.
             ///
             /// - Remark: Generated from `#/paths//api/v1/auth/logout/post(logout)/responses/409`.
             ///
@@ -976,7 +978,7 @@ internal enum Operations {
                     }
                 }
             }
-            /// The server cannot tell whether the write was applied (e.g. a timeout after it was handed over). Retry only with the same `clientId`, `opId` or `Idempotency-Key`, which is always safe.
+            /// The server cannot tell whether the write was applied: nginx handed it to a responder, then timed out waiting (fastcgi_read_timeout) or lost the responder. Retry only with the same `clientId`, `opId` or `Idempotency-Key`, which is always safe.
             ///
             /// - Remark: Generated from `#/paths//api/v1/auth/logout/post(logout)/responses/504`.
             ///
@@ -1236,10 +1238,12 @@ internal enum Operations {
                 /// Makes this POST exactly-once for this user: a repeat with the same key and the same
                 /// method, path and body gets the stored status and body and changes nothing. The same key
                 /// with a different request is 422 `idempotency_key_reused`; a repeat while the first
-                /// request is still running is 409 `request_in_progress`. Keys are kept at least 24 hours.
-                /// A key is 1–100 printable ASCII characters (a UUID is a good key); what the server does
-                /// with a malformed key (400 `bad_request`, or no exactly-once guarantee) is not pinned
-                /// here, so the schema leaves the header unconstrained. Push needs none (opIds do this).
+                /// request is still running is 409 `request_in_progress` (with `Retry-After`). Keys are
+                /// kept at least 24 hours and belong to one user. A key is 1–100 printable ASCII characters
+                /// (U+0020–U+007E; a UUID is a good key); any other value is 400 `bad_request` and nothing
+                /// is done. Only answers of a request that was applied (2xx) are kept: after an error
+                /// (4xx, 503) the key is free again and a retry runs afresh. On logout a repeat is 401, as
+                /// the token is gone. Push needs none (opIds do this).
                 ///
                 ///
                 /// - Remark: Generated from `#/paths/api/v1/tags/POST/header/Idempotency-Key`.
@@ -1472,7 +1476,7 @@ internal enum Operations {
                     }
                 }
             }
-            /// A request with this `Idempotency-Key` is still running; retry later with the same key.
+            /// A request with this `Idempotency-Key` is still running; retry after `Retry-After` seconds with the same key.
             ///
             /// - Remark: Generated from `#/paths//api/v1/tags/post(createTag)/responses/409`.
             ///
@@ -1622,7 +1626,7 @@ internal enum Operations {
                     }
                 }
             }
-            /// The server cannot tell whether the write was applied (e.g. a timeout after it was handed over). Retry only with the same `clientId`, `opId` or `Idempotency-Key`, which is always safe.
+            /// The server cannot tell whether the write was applied: nginx handed it to a responder, then timed out waiting (fastcgi_read_timeout) or lost the responder. Retry only with the same `clientId`, `opId` or `Idempotency-Key`, which is always safe.
             ///
             /// - Remark: Generated from `#/paths//api/v1/tags/post(createTag)/responses/504`.
             ///
@@ -2298,7 +2302,7 @@ internal enum Operations {
                     }
                 }
             }
-            /// The server cannot tell whether the write was applied (e.g. a timeout after it was handed over). Retry only with the same `clientId`, `opId` or `Idempotency-Key`, which is always safe.
+            /// The server cannot tell whether the write was applied: nginx handed it to a responder, then timed out waiting (fastcgi_read_timeout) or lost the responder. Retry only with the same `clientId`, `opId` or `Idempotency-Key`, which is always safe.
             ///
             /// - Remark: Generated from `#/paths//api/v1/tags/{id}/patch(updateTag)/responses/504`.
             ///
@@ -2578,7 +2582,7 @@ internal enum Operations {
                     }
                 }
             }
-            /// The server cannot tell whether the write was applied (e.g. a timeout after it was handed over). Retry only with the same `clientId`, `opId` or `Idempotency-Key`, which is always safe.
+            /// The server cannot tell whether the write was applied: nginx handed it to a responder, then timed out waiting (fastcgi_read_timeout) or lost the responder. Retry only with the same `clientId`, `opId` or `Idempotency-Key`, which is always safe.
             ///
             /// - Remark: Generated from `#/paths//api/v1/tags/{id}/delete(deleteTag)/responses/504`.
             ///
@@ -2911,10 +2915,12 @@ internal enum Operations {
                 /// Makes this POST exactly-once for this user: a repeat with the same key and the same
                 /// method, path and body gets the stored status and body and changes nothing. The same key
                 /// with a different request is 422 `idempotency_key_reused`; a repeat while the first
-                /// request is still running is 409 `request_in_progress`. Keys are kept at least 24 hours.
-                /// A key is 1–100 printable ASCII characters (a UUID is a good key); what the server does
-                /// with a malformed key (400 `bad_request`, or no exactly-once guarantee) is not pinned
-                /// here, so the schema leaves the header unconstrained. Push needs none (opIds do this).
+                /// request is still running is 409 `request_in_progress` (with `Retry-After`). Keys are
+                /// kept at least 24 hours and belong to one user. A key is 1–100 printable ASCII characters
+                /// (U+0020–U+007E; a UUID is a good key); any other value is 400 `bad_request` and nothing
+                /// is done. Only answers of a request that was applied (2xx) are kept: after an error
+                /// (4xx, 503) the key is free again and a retry runs afresh. On logout a repeat is 401, as
+                /// the token is gone. Push needs none (opIds do this).
                 ///
                 ///
                 /// - Remark: Generated from `#/paths/api/v1/todos/POST/header/Idempotency-Key`.
@@ -3147,7 +3153,7 @@ internal enum Operations {
                     }
                 }
             }
-            /// A request with this `Idempotency-Key` is still running; retry later with the same key.
+            /// A request with this `Idempotency-Key` is still running; retry after `Retry-After` seconds with the same key.
             ///
             /// - Remark: Generated from `#/paths//api/v1/todos/post(createTodo)/responses/409`.
             ///
@@ -3297,7 +3303,7 @@ internal enum Operations {
                     }
                 }
             }
-            /// The server cannot tell whether the write was applied (e.g. a timeout after it was handed over). Retry only with the same `clientId`, `opId` or `Idempotency-Key`, which is always safe.
+            /// The server cannot tell whether the write was applied: nginx handed it to a responder, then timed out waiting (fastcgi_read_timeout) or lost the responder. Retry only with the same `clientId`, `opId` or `Idempotency-Key`, which is always safe.
             ///
             /// - Remark: Generated from `#/paths//api/v1/todos/post(createTodo)/responses/504`.
             ///
@@ -3379,10 +3385,12 @@ internal enum Operations {
                 /// Makes this POST exactly-once for this user: a repeat with the same key and the same
                 /// method, path and body gets the stored status and body and changes nothing. The same key
                 /// with a different request is 422 `idempotency_key_reused`; a repeat while the first
-                /// request is still running is 409 `request_in_progress`. Keys are kept at least 24 hours.
-                /// A key is 1–100 printable ASCII characters (a UUID is a good key); what the server does
-                /// with a malformed key (400 `bad_request`, or no exactly-once guarantee) is not pinned
-                /// here, so the schema leaves the header unconstrained. Push needs none (opIds do this).
+                /// request is still running is 409 `request_in_progress` (with `Retry-After`). Keys are
+                /// kept at least 24 hours and belong to one user. A key is 1–100 printable ASCII characters
+                /// (U+0020–U+007E; a UUID is a good key); any other value is 400 `bad_request` and nothing
+                /// is done. Only answers of a request that was applied (2xx) are kept: after an error
+                /// (4xx, 503) the key is free again and a retry runs afresh. On logout a repeat is 401, as
+                /// the token is gone. Push needs none (opIds do this).
                 ///
                 ///
                 /// - Remark: Generated from `#/paths/api/v1/todos/quick-add/POST/header/Idempotency-Key`.
@@ -3522,7 +3530,7 @@ internal enum Operations {
                     }
                 }
             }
-            /// A request with this `Idempotency-Key` is still running; retry later with the same key.
+            /// A request with this `Idempotency-Key` is still running; retry after `Retry-After` seconds with the same key.
             ///
             /// - Remark: Generated from `#/paths//api/v1/todos/quick-add/post(quickAddTodos)/responses/409`.
             ///
@@ -3672,7 +3680,7 @@ internal enum Operations {
                     }
                 }
             }
-            /// The server cannot tell whether the write was applied (e.g. a timeout after it was handed over). Retry only with the same `clientId`, `opId` or `Idempotency-Key`, which is always safe.
+            /// The server cannot tell whether the write was applied: nginx handed it to a responder, then timed out waiting (fastcgi_read_timeout) or lost the responder. Retry only with the same `clientId`, `opId` or `Idempotency-Key`, which is always safe.
             ///
             /// - Remark: Generated from `#/paths//api/v1/todos/quick-add/post(quickAddTodos)/responses/504`.
             ///
@@ -4348,7 +4356,7 @@ internal enum Operations {
                     }
                 }
             }
-            /// The server cannot tell whether the write was applied (e.g. a timeout after it was handed over). Retry only with the same `clientId`, `opId` or `Idempotency-Key`, which is always safe.
+            /// The server cannot tell whether the write was applied: nginx handed it to a responder, then timed out waiting (fastcgi_read_timeout) or lost the responder. Retry only with the same `clientId`, `opId` or `Idempotency-Key`, which is always safe.
             ///
             /// - Remark: Generated from `#/paths//api/v1/todos/{id}/patch(updateTodo)/responses/504`.
             ///
@@ -4628,7 +4636,7 @@ internal enum Operations {
                     }
                 }
             }
-            /// The server cannot tell whether the write was applied (e.g. a timeout after it was handed over). Retry only with the same `clientId`, `opId` or `Idempotency-Key`, which is always safe.
+            /// The server cannot tell whether the write was applied: nginx handed it to a responder, then timed out waiting (fastcgi_read_timeout) or lost the responder. Retry only with the same `clientId`, `opId` or `Idempotency-Key`, which is always safe.
             ///
             /// - Remark: Generated from `#/paths//api/v1/todos/{id}/delete(deleteTodo)/responses/504`.
             ///
@@ -5553,10 +5561,12 @@ internal enum Operations {
                 /// Makes this POST exactly-once for this user: a repeat with the same key and the same
                 /// method, path and body gets the stored status and body and changes nothing. The same key
                 /// with a different request is 422 `idempotency_key_reused`; a repeat while the first
-                /// request is still running is 409 `request_in_progress`. Keys are kept at least 24 hours.
-                /// A key is 1–100 printable ASCII characters (a UUID is a good key); what the server does
-                /// with a malformed key (400 `bad_request`, or no exactly-once guarantee) is not pinned
-                /// here, so the schema leaves the header unconstrained. Push needs none (opIds do this).
+                /// request is still running is 409 `request_in_progress` (with `Retry-After`). Keys are
+                /// kept at least 24 hours and belong to one user. A key is 1–100 printable ASCII characters
+                /// (U+0020–U+007E; a UUID is a good key); any other value is 400 `bad_request` and nothing
+                /// is done. Only answers of a request that was applied (2xx) are kept: after an error
+                /// (4xx, 503) the key is free again and a retry runs afresh. On logout a repeat is 401, as
+                /// the token is gone. Push needs none (opIds do this).
                 ///
                 ///
                 /// - Remark: Generated from `#/paths/api/v1/sync/push/POST/header/Idempotency-Key`.
@@ -5696,7 +5706,7 @@ internal enum Operations {
                     }
                 }
             }
-            /// A request with this `Idempotency-Key` is still running; retry later with the same key.
+            /// A request with this `Idempotency-Key` is still running; retry after `Retry-After` seconds with the same key.
             ///
             /// - Remark: Generated from `#/paths//api/v1/sync/push/post(syncPush)/responses/409`.
             ///
@@ -5846,7 +5856,7 @@ internal enum Operations {
                     }
                 }
             }
-            /// The server cannot tell whether the write was applied (e.g. a timeout after it was handed over). Retry only with the same `clientId`, `opId` or `Idempotency-Key`, which is always safe.
+            /// The server cannot tell whether the write was applied: nginx handed it to a responder, then timed out waiting (fastcgi_read_timeout) or lost the responder. Retry only with the same `clientId`, `opId` or `Idempotency-Key`, which is always safe.
             ///
             /// - Remark: Generated from `#/paths//api/v1/sync/push/post(syncPush)/responses/504`.
             ///

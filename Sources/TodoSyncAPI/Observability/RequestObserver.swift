@@ -1,0 +1,91 @@
+import CoreMetrics
+import Dispatch
+import Logging
+import TodoSyncCore
+
+/// Wraps one worker's ``Application``: times each request, counts it by route and status, records
+/// its latency by route, and writes one log line per request (`request served`: nginx's request
+/// id, user id, method, route, status, duration). Also answers the internal metrics path.
+///
+/// Confined to its worker thread, like the application it wraps: the per-route metric handles are
+/// cached in plain dictionaries, so the hot path takes no lock beyond the backend's own.
+public final class RequestObserver {
+    /// Renders this process's metrics (Prometheus text format); nil: no metrics path.
+    public typealias MetricsPage = () -> [UInt8]
+
+    private let application: Application
+    private let logger: Logger
+    private let logRequests: Bool
+    private let metricsPage: MetricsPage?
+    private var requestCounters: [RouteStatus: Counter] = [:]
+    private var latencyTimers: [String: Timer] = [:]
+
+    private struct RouteStatus: Hashable {
+        let route: String
+        let status: Int
+    }
+
+    /// `logRequests`: write the per-request line (info level). `metricsPage`: what `GET /metrics`
+    /// (and `/metrics/<anything>`, the per-responder paths of the nginx site) answers.
+    public init(application: Application, logger: Logger, logRequests: Bool = true, metricsPage: MetricsPage? = nil) {
+        self.application = application
+        self.logger = logger
+        self.logRequests = logRequests
+        self.metricsPage = metricsPage
+    }
+
+    /// The path nginx's internal location passes (`/metrics`, `/metrics/<n>`); the public
+    /// locations never pass it (only `/api/` and `/healthz` reach the responders).
+    static func isMetricsPath(_ path: String) -> Bool {
+        path == "/metrics" || path.hasPrefix("/metrics/")
+    }
+
+    public func handle(_ request: HTTPRequest, requestID: String?) -> HTTPResponse {
+        if let metricsPage, Self.isMetricsPath(request.path) {
+            guard request.method == "GET" || request.method == "HEAD" else {
+                return .error(.methodNotAllowed(allowed: ["GET", "HEAD"]))
+            }
+            return HTTPResponse(
+                status: 200, headers: [HTTPHeader("Content-Type", "text/plain; version=0.0.4; charset=utf-8")],
+                body: metricsPage())
+        }
+        let start = DispatchTime.now().uptimeNanoseconds
+        let response = application.handle(request, requestID: requestID)
+        let elapsed = DispatchTime.now().uptimeNanoseconds &- start
+        let observed = application.observed
+        record(route: observed.route, status: response.status, nanoseconds: elapsed)
+        if logRequests {
+            var metadata: Logger.Metadata = [
+                "request_id": .string(requestID ?? "-"),
+                "method": .string(request.method),
+                "route": .string(observed.route),
+                "status": .stringConvertible(response.status),
+                "duration_ms": .stringConvertible(Double(elapsed / 1000) / 1000),
+            ]
+            if let user = observed.userID { metadata["user_id"] = .stringConvertible(user) }
+            logger.info("request served", metadata: metadata, source: "todosync")
+        }
+        return response
+    }
+
+    private func record(route: String, status: Int, nanoseconds: UInt64) {
+        let key = RouteStatus(route: route, status: status)
+        let counter: Counter
+        if let cached = requestCounters[key] {
+            counter = cached
+        } else {
+            counter = Counter(
+                label: "todosync_http_requests_total", dimensions: [("route", route), ("status", String(status))])
+            requestCounters[key] = counter
+        }
+        counter.increment()
+        let timer: Timer
+        if let cached = latencyTimers[route] {
+            timer = cached
+        } else {
+            timer = Timer(label: "todosync_http_request_duration_seconds", dimensions: [("route", route)])
+            latencyTimers[route] = timer
+        }
+        timer.recordNanoseconds(Int64(nanoseconds))
+    }
+}

@@ -1,0 +1,60 @@
+import TodoSyncCore
+
+/// When a request must be finished: the moment nginx handed it to the responders plus the
+/// configured budget (`StoreConfiguration.requestBudgetMilliseconds`), on the wall clock.
+///
+/// nginx stops waiting `fastcgi_read_timeout` (30 s) after handing a request over and then
+/// answers 504 `outcome_unknown`. A request whose work is not started and whose transaction is
+/// not committed past its deadline can therefore only be applied while nginx still waits for
+/// it: a 503 from the responder always means nothing was applied, and a timeout only happens
+/// when a commit that began in time ran very late. The budget must leave room for one lock
+/// wait, one statement and the COMMIT inside nginx's timeout (README, "Deadlines").
+///
+/// The handover time is nginx's `$msec`, so the nginx and responder hosts' clocks must agree
+/// (NTP) to well within the margin; a responder clock that runs ahead only shortens budgets.
+public struct RequestDeadline: Sendable, Equatable {
+    public let millisecondsSinceEpoch: Int64
+
+    public init(millisecondsSinceEpoch: Int64) {
+        self.millisecondsSinceEpoch = millisecondsSinceEpoch
+    }
+
+    /// The deadline of a request handed over at `start` (nil: now, for a caller without nginx).
+    public init(start: Timestamp?, budgetMilliseconds: Int64) {
+        self.init(millisecondsSinceEpoch: (start ?? Timestamp.now()).millisecondsSinceEpoch + budgetMilliseconds)
+    }
+
+    public var hasPassed: Bool { Timestamp.now().millisecondsSinceEpoch >= millisecondsSinceEpoch }
+
+    /// nginx's `$msec` ("1764000000.123": seconds and milliseconds since the epoch) as a
+    /// timestamp; nil when it is not that.
+    public static func parseMsec(_ text: String) -> Timestamp? {
+        let parts = text.split(separator: ".", omittingEmptySubsequences: false)
+        guard (1...2).contains(parts.count), let seconds = Int64(parts[0]), seconds >= 0,
+              parts[0].allSatisfy(\.isASCII) else { return nil }
+        var milliseconds: Int64 = 0
+        if parts.count == 2 {
+            let fraction = parts[1]
+            guard (1...3).contains(fraction.count), fraction.allSatisfy({ $0.isASCII && $0.isNumber }),
+                  var value = Int64(fraction) else { return nil }
+            for _ in fraction.count..<3 { value *= 10 }
+            milliseconds = value
+        }
+        let (total, overflow) = seconds.multipliedReportingOverflow(by: 1000)
+        guard !overflow else { return nil }
+        return Timestamp(millisecondsSinceEpoch: total + milliseconds)
+    }
+}
+
+extension Store {
+    /// `unavailable` (503, nothing applied) once the current request's deadline has passed.
+    /// `Store.write` calls it before it starts (each attempt) and right before COMMIT.
+    func checkDeadline() throws {
+        if let deadline, deadline.hasPassed { throw DomainError.unavailable }
+    }
+}
+
+extension Store {
+    /// `StoreConfiguration.requestBudgetMilliseconds`.
+    public var requestBudgetMilliseconds: Int64 { configuration.requestBudgetMilliseconds }
+}

@@ -1,0 +1,86 @@
+import Foundation
+import MariaDB
+import XCTest
+
+@testable import TodoSyncCore
+@testable import TodoSyncStore
+
+/// `RequestDeadline` (nginx's `$msec`), the store's deadline checks in `Store.write`, and the
+/// `Idempotency-Key` records, against the real schema.
+final class DeadlineAndIdempotencyTests: StoreTestCase {
+    private let day = Day("2026-04-01")!
+
+    private func todoCount() throws -> Int64 {
+        try db.queryOne("SELECT COUNT(*) FROM todos WHERE user_id = ?", [.int(userID)])!.int64(0)!
+    }
+
+    func testParsesNginxMsec() {
+        XCTAssertEqual(RequestDeadline.parseMsec("1764000000.123")?.millisecondsSinceEpoch, 1_764_000_000_123)
+        XCTAssertEqual(RequestDeadline.parseMsec("1764000000.1")?.millisecondsSinceEpoch, 1_764_000_000_100)
+        XCTAssertEqual(RequestDeadline.parseMsec("1764000000")?.millisecondsSinceEpoch, 1_764_000_000_000)
+        for bad in ["", ".", "-1.000", "1764000000.1234", "17x.000", "1.2.3", "1764000000.", "９.000"] {
+            XCTAssertNil(RequestDeadline.parseMsec(bad), bad)
+        }
+    }
+
+    func testNoWriteStartsPastTheDeadline() throws {
+        store.deadline = RequestDeadline(millisecondsSinceEpoch: Timestamp.now().millisecondsSinceEpoch - 1)
+        XCTAssertThrowsError(try store.createTodo(userID: userID, TodoDraft(title: "late", deadline: day))) {
+            XCTAssertEqual($0 as? DomainError, .unavailable)
+        }
+        XCTAssertEqual(try todoCount(), 0)
+    }
+
+    func testAWriteThatRunsPastItsDeadlineIsRolledBack() throws {
+        store.deadline = RequestDeadline(millisecondsSinceEpoch: Timestamp.now().millisecondsSinceEpoch + 100)
+        XCTAssertThrowsError(try store.createTodoHoldingLock(
+            userID: userID, TodoDraft(title: "slow", deadline: day), holdMilliseconds: 300)) {
+            XCTAssertEqual($0 as? DomainError, .unavailable)
+        }
+        XCTAssertEqual(try todoCount(), 0)
+        store.deadline = RequestDeadline(start: nil, budgetMilliseconds: 20_000)
+        _ = try store.createTodo(userID: userID, TodoDraft(title: "in time", deadline: day))
+        XCTAssertEqual(try todoCount(), 1)
+    }
+
+    func testKeyIsClaimedCompletedReplayedAndReusedOnlyForTheSameRequest() throws {
+        let key = "key-\(UUID().uuidString)"
+        let print = Store.idempotencyFingerprint(method: "POST", path: "/api/v1/todos", body: Array("{}".utf8))
+        guard case .claimed(let ticket) = try store.claimIdempotencyKey(userID: userID, key: key, fingerprint: print) else {
+            return XCTFail("a new key is claimed")
+        }
+        guard case .inProgress = try store.claimIdempotencyKey(userID: userID, key: key, fingerprint: print) else {
+            return XCTFail("a running key is in progress")
+        }
+        let answer = StoredResponse(status: 201, headers: [("ETag", "\"7\"")], body: Array("{\"id\":1}".utf8))
+        _ = try store.runIdempotent(ticket, {
+            try store.createTodo(userID: userID, TodoDraft(title: "once", deadline: day))
+        }, answer: { _ in answer })
+        guard case .completed(let stored) = try store.claimIdempotencyKey(userID: userID, key: key, fingerprint: print) else {
+            return XCTFail("a completed key replays")
+        }
+        XCTAssertEqual(stored, answer)
+        let other = Store.idempotencyFingerprint(method: "POST", path: "/api/v1/todos", body: Array("{ }".utf8))
+        guard case .reused = try store.claimIdempotencyKey(userID: userID, key: key, fingerprint: other) else {
+            return XCTFail("another request with the key is reused")
+        }
+        XCTAssertEqual(try todoCount(), 1)
+    }
+
+    func testAFailedRunStoresNothingAndFreesTheKey() throws {
+        let key = "key-\(UUID().uuidString)"
+        let print = Store.idempotencyFingerprint(method: "POST", path: "/x", body: [])
+        guard case .claimed(let ticket) = try store.claimIdempotencyKey(userID: userID, key: key, fingerprint: print) else {
+            return XCTFail("claimed")
+        }
+        XCTAssertThrowsError(try store.runIdempotent(ticket, { () throws -> Int in
+            _ = try store.createTodo(userID: userID, TodoDraft(title: "undone", deadline: day))
+            throw DomainError.validation(field: "title", "fails after the write")
+        }, answer: { _ in nil }))
+        store.releaseIdempotencyKey(ticket)
+        XCTAssertEqual(try todoCount(), 0, "the write inside rolls back with the request")
+        guard case .claimed = try store.claimIdempotencyKey(userID: userID, key: key, fingerprint: print) else {
+            return XCTFail("the key is free again")
+        }
+    }
+}
