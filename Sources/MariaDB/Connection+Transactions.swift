@@ -72,6 +72,13 @@ extension Connection {
                 // A deadlock at COMMIT is how Galera reports a failed certification: nothing
                 // was applied anywhere, so the whole body runs again.
                 abandonTransaction()
+                if error.isConnectionError, !error.isOutsidePrimaryComponent {
+                    // (A Galera node outside the primary component replicated nothing: that
+                    // COMMIT certainly failed, like a 1047.)
+                    var unknown = error
+                    unknown.isCommitOutcomeUnknown = true
+                    throw unknown
+                }
                 if !error.isConnectionError, error.isRetryableTransactionError {
                     let retry = attempt < maxAttempts
                     TransactionRetryStatistics.record(error, atCommit: true, retried: retry)

@@ -13,6 +13,10 @@ public struct DatabaseError: Error, Sendable, CustomStringConvertible {
     public let sql: String?
     /// Set when establishing a connection failed, whatever the code (bad credentials included).
     let isConnectFailure: Bool
+    /// Set when the connection was lost during COMMIT: the transaction may or may not have been
+    /// applied, and nothing here can tell (`inTransaction` never retries it). The API answers
+    /// 504 `outcome_unknown`, not 503 (which promises that nothing was applied).
+    public internal(set) var isCommitOutcomeUnknown = false
 
     /// Creates an error (mainly for tests and fakes of other layers).
     public init(code: UInt32, sqlState: String = "HY000", message: String, sql: String? = nil) {

@@ -29,6 +29,8 @@ public final class Store {
     func guarded<T>(_ body: () throws -> T) throws -> T {
         do {
             return try body()
+        } catch let error as DatabaseError where error.isCommitOutcomeUnknown {
+            throw DomainError.outcomeUnknown
         } catch let error as DatabaseError where error.isConnectionError || error.isRetryableTransactionError {
             throw DomainError.unavailable
         }

@@ -131,6 +131,43 @@ final class TransactionTests: XCTestCase {
         XCTAssertEqual(try balances(), [70, 130])
     }
 
+    /// A connection lost during COMMIT leaves the outcome unknown: the body is not run again (it
+    /// might have been applied) and the error says so, for the API's 504 `outcome_unknown`.
+    /// Simulated by killing the session as the body's last step, so COMMIT is what meets it.
+    func testConnectionLostAtCommitIsAnUnknownOutcomeAndNotRetried() throws {
+        let admin = Connection(configuration: try TestDatabase.configuration())
+        var runs = 0
+        XCTAssertThrowsError(
+            try db.inTransaction {
+                runs += 1
+                try db.execute("UPDATE tx_accounts SET balance = balance - 30 WHERE id = 1")
+                try TestDatabase.kill(db, from: admin)
+            }
+        ) { error in
+            let error = error as? DatabaseError
+            XCTAssertEqual(error?.isConnectionError, true, "\(String(describing: error))")
+            XCTAssertEqual(error?.isCommitOutcomeUnknown, true, "\(String(describing: error))")
+        }
+        XCTAssertEqual(runs, 1, "never run again: the first COMMIT may have been applied")
+        XCTAssertFalse(db.isInTransaction)
+        XCTAssertEqual(try balances(), [100, 100], "the killed session's transaction was rolled back")
+    }
+
+    /// A connection lost before COMMIT is a plain lost connection: nothing was applied, and the
+    /// body runs again on a new connection.
+    func testConnectionLostBeforeCommitIsRetriedAsAWhole() throws {
+        let admin = Connection(configuration: try TestDatabase.configuration())
+        var runs = 0
+        try db.inTransaction {
+            runs += 1
+            try db.execute("UPDATE tx_accounts SET balance = balance - 30 WHERE id = 1")
+            if runs == 1 { try TestDatabase.kill(db, from: admin) }
+            try db.execute("UPDATE tx_accounts SET balance = balance + 30 WHERE id = 2")
+        }
+        XCTAssertEqual(runs, 2)
+        XCTAssertEqual(try balances(), [70, 130])
+    }
+
     func testLockWaitTimeoutIsRetried() throws {
         let configuration = try TestDatabase.configuration(lockWaitTimeoutSeconds: 1)
         let holder = Connection(configuration: configuration)

@@ -33,6 +33,7 @@ final class ErrorMappingTests: XCTestCase {
             (.cursorFromAnotherHistory, 410, "cursor_expired"),
             (.throttled(message: "slow down", retryAfterSeconds: 7), 429, "rate_limited"),
             (.unavailable, 503, "unavailable"),
+            (.outcomeUnknown, 504, "outcome_unknown"),
         ]
         for (error, status, code) in cases {
             let mapped = APIError(error)
@@ -89,7 +90,7 @@ final class ErrorMappingTests: XCTestCase {
         let rejected: [DomainError] = [.validation(field: "f", "p"), .notFound,
                                        .versionMismatch(current: [], version: 1), .emailTaken]
         let fatal: [DomainError] = [.unauthenticated, .badCredentials, .cursorExpired, .cursorFromAnotherHistory,
-                                    .throttled(message: "m", retryAfterSeconds: 1), .unavailable]
+                                    .throttled(message: "m", retryAfterSeconds: 1), .unavailable, .outcomeUnknown]
         for error in rejected { XCTAssertTrue(error.rejectsPushOperation, "\(error)") }
         for error in fatal { XCTAssertFalse(error.rejectsPushOperation, "\(error)") }
     }

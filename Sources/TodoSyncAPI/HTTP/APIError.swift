@@ -85,6 +85,8 @@ public struct APIError: Error, Sendable, Equatable {
             // Nothing was applied; retry after a second (the contract: 503 carries `Retry-After`).
             status = 503
             headers = [HTTPHeader("Retry-After", "1")]
+        case .outcomeUnknown:
+            status = 504
         }
         self.init(status: status, code: error.code, message: error.message, details: error.details, extra: extra,
                   headers: headers)

@@ -35,6 +35,9 @@ public enum DomainError: Error, Sendable, Equatable {
     case throttled(message: String, retryAfterSeconds: Int64)
     /// The database is unreachable or busy; nothing was applied.
     case unavailable
+    /// The connection to the database was lost while it committed: the write may or may not have
+    /// been applied. Safe to retry only with the same `clientId`, `opId` or `Idempotency-Key`.
+    case outcomeUnknown
 
     /// A single-field validation problem.
     public static func validation(field: String, _ problem: String) -> DomainError {
@@ -53,7 +56,8 @@ public enum DomainError: Error, Sendable, Equatable {
     public var rejectsPushOperation: Bool {
         switch self {
         case .validation, .notFound, .versionMismatch, .emailTaken: true
-        case .unauthenticated, .badCredentials, .cursorExpired, .cursorFromAnotherHistory, .throttled, .unavailable:
+        case .unauthenticated, .badCredentials, .cursorExpired, .cursorFromAnotherHistory, .throttled, .unavailable,
+             .outcomeUnknown:
             false
         }
     }
@@ -69,6 +73,7 @@ public enum DomainError: Error, Sendable, Equatable {
         case .cursorExpired, .cursorFromAnotherHistory: "cursor_expired"
         case .throttled: "rate_limited"
         case .unavailable: "unavailable"
+        case .outcomeUnknown: "outcome_unknown"
         }
     }
 
@@ -88,6 +93,9 @@ public enum DomainError: Error, Sendable, Equatable {
                 + "pull again without a cursor."
         case .throttled(let message, _): message
         case .unavailable: "The service is temporarily unavailable; try again shortly."
+        case .outcomeUnknown:
+            "The server cannot tell whether this write was applied; retry it with the same clientId, opId or "
+                + "Idempotency-Key."
         }
     }
 
