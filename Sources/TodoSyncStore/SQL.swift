@@ -136,6 +136,15 @@ enum SQL {
             }
         }
 
+        /// The owner's user id, selected as each row's last column (the request log names the
+        /// user even when the read checked the token).
+        func userID(alias: String) -> String {
+            switch self {
+            case .user: "\(alias).user_id"
+            case .token: "a.user_id"
+            }
+        }
+
         /// The WHERE condition that picks the owner's rows.
         func condition(alias: String) -> String {
             switch self {
@@ -208,7 +217,8 @@ enum SQL {
         /// key (user_id, day), no lookup per row, no filesort. Parameters: the owner's, from, to.
         static func liveInRange(_ owner: ReadOwner) -> String {
             """
-            SELECT \(qualified(columns, "s")) FROM \(owner.from("daily_stats s FORCE INDEX (PRIMARY)", alias: "s"))
+            SELECT \(qualified(columns, "s")), \(owner.userID(alias: "s"))
+              FROM \(owner.from("daily_stats s FORCE INDEX (PRIMARY)", alias: "s"))
              WHERE \(owner.condition(alias: "s")) AND s.day BETWEEN ? AND ? AND s.deleted_at IS NULL
              ORDER BY s.day
             """
@@ -270,7 +280,7 @@ enum SQL {
         /// primary key's order, one range read. Parameters: the owner's, from, to.
         static func bodiesInRange(_ owner: ReadOwner) -> String {
             """
-            SELECT l.body FROM \(owner.from("todo_list l", alias: "l"))
+            SELECT l.body, \(owner.userID(alias: "l")) FROM \(owner.from("todo_list l", alias: "l"))
              WHERE \(owner.condition(alias: "l")) AND l.deadline BETWEEN ? AND ?
              ORDER BY l.deadline, l.is_important DESC, l.created_at DESC, l.title_key, l.id
             """

@@ -13,11 +13,17 @@ public enum Authentication: Sendable, Equatable {
     case token(String)
 }
 
+/// A hot list read: whose list it was (the request log names the user) and the JSON array.
+public struct RenderedList: Sendable {
+    public let userID: Int64
+    public let json: [UInt8]
+}
+
 extension Store {
     /// The user's live todos whose deadlines lie from `from` to `to` inclusive, in the contract's
     /// order, as a JSON array of records. The records are `todo_list`'s, rendered at write time:
     /// the read copies bytes.
-    public func todoList(_ owner: Authentication, from: Day, to: Day) throws -> [UInt8] {
+    public func todoList(_ owner: Authentication, from: Day, to: Day) throws -> RenderedList {
         try renderedList(owner, user: SQL.TodoList.bodiesInRangeForUser, token: SQL.TodoList.bodiesInRangeForToken,
                          [.day(from), .day(to)]) {
             row, items throws(DatabaseError) in try RowJSON.write(to: &items) { bytes throws(DatabaseError) in
@@ -28,7 +34,7 @@ extension Store {
 
     /// The user's live daily stats from `from` to `to`, by date, as a JSON array of records
     /// written straight from the rows.
-    public func dailyStatList(_ owner: Authentication, from: Day, to: Day) throws -> [UInt8] {
+    public func dailyStatList(_ owner: Authentication, from: Day, to: Day) throws -> RenderedList {
         try renderedList(owner, user: SQL.DailyStats.liveInRangeForUser, token: SQL.DailyStats.liveInRangeForToken,
                          [.day(from), .day(to)]) {
             row, items throws(DatabaseError) in try DailyStatRowJSON.write(row, to: &items)
@@ -36,13 +42,14 @@ extension Store {
     }
 
     /// A JSON array from a list read by owner (`user` or `token` SQL, both taking the owner's
-    /// parameters and then `parameters`), each row written by `write` straight from the bind
-    /// buffers. With a token, `unauthenticated` when the read finds nothing and the token is bad.
+    /// parameters and then `parameters`, both ending each row with the owner's user id), each row
+    /// written by `write` straight from the bind buffers. With a token, `unauthenticated` when the
+    /// read finds nothing and the token is bad.
     /// A connection lost mid-result is retried from scratch.
     private func renderedList(
         _ owner: Authentication, user userSQL: String, token tokenSQL: String, _ parameters: [DatabaseValue],
         write: (RowCursor, inout JSONWriter) throws(DatabaseError) -> Void
-    ) throws -> [UInt8] {
+    ) throws -> RenderedList {
         let sql: String, ownerParameters: [DatabaseValue]
         switch owner {
         case .user(let userID):
@@ -57,14 +64,18 @@ extension Store {
                 return items
             }
             var items = openArray()
+            var userID: Int64? = if case .user(let id) = owner { id } else { nil }
             let rows = try db.forEachRow(sql, ownerParameters + parameters, restart: { items = openArray() }) {
-                row throws(DatabaseError) in try write(row, &items)
+                row throws(DatabaseError) in
+                if userID == nil { userID = try row.int64(row.count - 1) }
+                try write(row, &items)
             }
-            if rows == 0, case .token(let token) = owner, try authenticate(token: token) == nil {
-                throw DomainError.unauthenticated
+            if rows == 0, case .token(let token) = owner {
+                guard let id = try authenticate(token: token) else { throw DomainError.unauthenticated }
+                userID = id
             }
             items.endArray()
-            return items.bytes
+            return RenderedList(userID: userID!, json: items.bytes)
         }
     }
 }

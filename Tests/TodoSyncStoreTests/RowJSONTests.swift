@@ -52,8 +52,10 @@ final class RowJSONTests: StoreTestCase {
 
     func testListBodyIsTheContractShapeInOrder() throws {
         let ids = try seedTodos()
-        let body = try store.todoList(.token(token), from: day, to: day)
-        XCTAssertEqual(try store.todoList(.user(userID), from: day, to: day), body, "by user id or by token: the same list")
+        let list = try store.todoList(.token(token), from: day, to: day)
+        let body = list.json
+        XCTAssertEqual(list.userID, userID, "the token's owner, for the request log")
+        XCTAssertEqual(try store.todoList(.user(userID), from: day, to: day).json, body, "by user id or by token: the same list")
         guard case .array(let items) = try JSONParser.parse(body)
         else { return XCTFail("not a JSON array: \(String(decoding: body, as: UTF8.self))") }
         // The tombstone is not listed; important first, then newest first (all created in one
@@ -110,8 +112,10 @@ final class RowJSONTests: StoreTestCase {
         XCTAssertEqual(checked, 5, "the seeded day and four April days")
         XCTAssertEqual(tombstones, 1)
 
-        let body = try store.dailyStatList(.token(token), from: days[0], to: days[3])
-        XCTAssertEqual(try store.dailyStatList(.user(userID), from: days[0], to: days[3]), body)
+        let list = try store.dailyStatList(.token(token), from: days[0], to: days[3])
+        let body = list.json
+        XCTAssertEqual(list.userID, userID, "the token's owner, for the request log")
+        XCTAssertEqual(try store.dailyStatList(.user(userID), from: days[0], to: days[3]).json, body)
         let reference = try db.query(SQL.DailyStats.liveInRangeForUser, [.int(userID), .day(days[0]), .day(days[3])])
             .map(DailyStat.init(row:))
         XCTAssertEqual(reference.count, 3)
@@ -120,8 +124,8 @@ final class RowJSONTests: StoreTestCase {
 
     func testEmptyListIsAnEmptyArray() throws {
         for owner in [Authentication.token(token), .user(userID)] {
-            XCTAssertEqual(String(decoding: try store.todoList(owner, from: day, to: day), as: UTF8.self), "[]")
-            XCTAssertEqual(String(decoding: try store.dailyStatList(owner, from: day, to: day), as: UTF8.self), "[]")
+            XCTAssertEqual(String(decoding: try store.todoList(owner, from: day, to: day).json, as: UTF8.self), "[]")
+            XCTAssertEqual(String(decoding: try store.dailyStatList(owner, from: day, to: day).json, as: UTF8.self), "[]")
         }
     }
 
@@ -130,7 +134,7 @@ final class RowJSONTests: StoreTestCase {
     func testListsRejectUnknownAndExpiredTokens() throws {
         _ = try seedTodos()
         XCTAssertNotEqual(
-            String(decoding: try store.dailyStatList(.token(token), from: day, to: day), as: UTF8.self), "[]",
+            String(decoding: try store.dailyStatList(.token(token), from: day, to: day).json, as: UTF8.self), "[]",
             "a stat exists for the day")
         let expired = try addToken(expiresInSeconds: -1)
         for bad in [expired, "no-such-token", ""] {

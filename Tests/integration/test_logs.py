@@ -82,6 +82,20 @@ def test_one_request_is_in_both_logs_with_the_same_id():
     assert abs((logged - datetime.now(timezone.utc)).total_seconds()) < 60, entry
 
 
+def test_hot_list_reads_name_their_user_though_the_read_checks_the_token():
+    api = tsapi.new_user()
+    api.create_todo(deadline="2030-02-03")
+    for path, params, route in (("/todos", {"date": "2030-02-03"}, "/api/v1/todos"),
+                                ("/todos", {"date": "2030-02-04"}, "/api/v1/todos"),  # an empty list
+                                ("/daily-stats", {"month": "2030-02"}, "/api/v1/daily-stats")):
+        r = api.get(path, params=params)
+        assert r.status_code == 200, r.text
+        request_id = r.headers["X-Request-Id"]
+        entry = wait_for(lambda: [e for e in responder_lines() if e.get("request_id") == request_id],
+                         "the responder's request line")[0]
+        assert entry["route"] == route and entry.get("user_id") == api.user["id"], entry
+
+
 def test_a_refused_token_logs_no_user_and_the_status():
     r = tsapi.Api("not-a-real-token-0123456789abcdef").get("/tags")
     assert r.status_code == 401

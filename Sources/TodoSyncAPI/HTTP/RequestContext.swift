@@ -34,6 +34,13 @@ public final class RequestContext {
         return .token(token)
     }
 
+    /// The list a hot read returned, as the response's `items`; its owner becomes the request's
+    /// user (for the request log).
+    func items(_ list: RenderedList) -> HTTPResponse {
+        userID = list.userID
+        return .json(200, member: "items", list.json)
+    }
+
     /// Parses request input on a route that checks its token late (in its store read), keeping
     /// the order clients see everywhere else: an unknown token is a 401 even when the input is
     /// also bad. Only a failed parse costs the separate token check.

@@ -10,7 +10,7 @@ extension Application {
                 }
                 return range
             }
-            return .json(200, member: "items", try context.store.dailyStatList(owner, from: from, to: to))
+            return context.items(try context.store.dailyStatList(owner, from: from, to: to))
         }
         router.add("GET", "/api/v1/daily-stats/:date") { context in
             let userID = try context.requireUser()
