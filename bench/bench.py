@@ -127,7 +127,7 @@ class Stack:
     def server_pids(self):
         """The stack's processes by part: {"nginx": {...}, "app": {...}, "db": {...}}."""
         groups = {"nginx": set(), "app": set(self.responder_pids()), "db": set()}
-        db = self._read_pid(os.path.join(self.state, "pids", "mariadbd.pid"))
+        db = self._read_pid(os.path.join(self.state, "mariadb", "mariadbd.pid"))  # mariadbd's own --pid-file
         if db:
             groups["db"].add(db)
         nginx = self._read_pid(os.path.join(self.state, "nginx", "nginx.pid"))
