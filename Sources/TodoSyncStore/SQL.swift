@@ -372,7 +372,7 @@ enum SQL {
         /// lookup slots repeat a key; a short tail is written by the smaller statements).
         static let batch = 32
         static let storedResults = """
-            SELECT op_key, result FROM sync_operations
+            SELECT op_key, result, lowercased_key FROM sync_operations
              WHERE user_id = ? AND op_key IN (\(Array(repeating: "?", count: batch).joined(separator: ", ")))
             """
         static func storeResults(rows: Int) -> String {

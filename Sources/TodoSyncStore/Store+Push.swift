@@ -12,11 +12,25 @@ extension Store {
             tally = PushTally()
             transaction.device = try deviceNumber(userID: userID, deviceID: request.deviceID, at: transaction.now)
             // Results already stored for these opIds (replays), found in batches up front.
-            var known = try storedResults(userID: userID, keys: request.operations.map(\.key))
-            var newResults: [(key: String, json: String)] = []
+            let known = try storedResults(userID: userID, keys: request.operations.map(\.key))
+            var seen = Set<OpKey>()
+            var newResults: [(key: OpKey, json: String)] = []
             var body: [UInt8] = [UInt8(ascii: "[")]
             for (index, operation) in request.operations.enumerated() {
                 if index > 0 { body.append(UInt8(ascii: ",")) }
+                // Neither of these rejections is stored: the first has no usable key, the second's
+                // key belongs to the earlier operation of the request.
+                if let problem = operation.opIDProblem {
+                    body.append(contentsOf: PushResult.rejected(operation.opID, .validation(field: "opId", problem)).json)
+                    tally.add(.rejected)
+                    continue
+                }
+                guard seen.insert(operation.key).inserted else {
+                    let duplicate = DomainError.validation(field: "opId", "repeats the opId of an earlier operation in this request")
+                    body.append(contentsOf: PushResult.rejected(operation.opID, duplicate).json)
+                    tally.add(.rejected)
+                    continue
+                }
                 if let stored = known[operation.key] {
                     body.append(contentsOf: stored.utf8)
                     tally.replayed += 1
@@ -34,7 +48,6 @@ extension Store {
                 }
                 tally.add(result.status)
                 let json = String(decoding: result.json, as: UTF8.self)
-                known[operation.key] = json  // an opId repeated in this request replays too
                 newResults.append((operation.key, json))
                 body.append(contentsOf: json.utf8)
             }
@@ -47,20 +60,34 @@ extension Store {
         return body
     }
 
-    private func storedResults(userID: Int64, keys: [String]) throws -> [String: String] {
-        var found: [String: String] = [:]
-        let unique = Array(Set(keys))
-        for start in stride(from: 0, to: unique.count, by: SQL.Push.batch) {
-            let chunk = Array(unique[start..<min(start + SQL.Push.batch, unique.count)])
+    /// The stored results of these opIds, by exact key. A result stored before opIds were compared
+    /// exactly (Sql/018: `lowercased_key`) is filed under the lower-cased opId and still answers
+    /// for any opId that lower-cases to it, as it did then, until retention removes it.
+    private func storedResults(userID: Int64, keys: [OpKey]) throws -> [OpKey: String] {
+        var wanted = Set<OpKey>()
+        var lookups: [String] = []
+        for key in keys where wanted.insert(key).inserted {
+            lookups.append(key.text)
+            if let legacy = key.legacyText { lookups.append(legacy) }
+        }
+        var exact: [OpKey: String] = [:]
+        var legacy: [OpKey: String] = [:]
+        for start in stride(from: 0, to: lookups.count, by: SQL.Push.batch) {
+            let chunk = Array(lookups[start..<min(start + SQL.Push.batch, lookups.count)])
             let slots = (0..<SQL.Push.batch).map { DatabaseValue.text(chunk[min($0, chunk.count - 1)]) }
             for row in try db.query(SQL.Push.storedResults, [.int(userID)] + slots) {
-                found[row.string(0)!] = row.string(1)!
+                let key = OpKey(row.string(0)!)
+                if row.bool(2) == true { legacy[key] = row.string(1)! } else { exact[key] = row.string(1)! }
             }
+        }
+        var found: [OpKey: String] = [:]
+        for key in wanted {
+            if let result = exact[key] ?? legacy[OpKey(key.legacyText ?? key.text)] { found[key] = result }
         }
         return found
     }
 
-    private func storeResults(_ results: [(key: String, json: String)], userID: Int64, deviceID: String,
+    private func storeResults(_ results: [(key: OpKey, json: String)], userID: Int64, deviceID: String,
                               at now: Timestamp) throws {
         var remaining = results[...]
         while !remaining.isEmpty {
@@ -69,7 +96,7 @@ extension Store {
             var values: [DatabaseValue] = []
             values.reserveCapacity(size * 5)
             for result in remaining.prefix(size) {
-                values += [.int(userID), .text(result.key), .text(deviceID), .text(result.json), .timestamp(now)]
+                values += [.int(userID), .text(result.key.text), .text(deviceID), .text(result.json), .timestamp(now)]
             }
             try db.execute(sql, values)
             remaining = remaining.dropFirst(size)

@@ -95,6 +95,31 @@ final class ValidationTests: XCTestCase {
         }
     }
 
+    func testSurroundingWhitespaceIsRemovedBeforeAnythingElse() throws {
+        for spelling in ["victim@example.com   ", "  victim@example.com", "\\tVictim@Example.com\\n", "victim@example.com\\u00a0"] {
+            var login = try reader(#"{"email": "\#(spelling)", "password": "x"}"#)
+            let email = try CredentialsInput.parseForLogin(&login).email
+            XCTAssertEqual(CredentialsInput.emailKey(email), "victim@example.com", spelling)
+            var register = try reader(#"{"email": "\#(spelling)", "password": "long enough"}"#)
+            XCTAssertEqual(CredentialsInput.emailKey(try CredentialsInput.parseForRegister(&register).email),
+                           "victim@example.com", spelling)
+        }
+    }
+
+    func testInvisibleCharactersInEmailsAre422() throws {
+        // zero-width space, zero-width joiner, soft hyphen, right-to-left override, BOM
+        for invisible in ["\\u200b", "\\u200d", "\\u00ad", "\\u202e", "\\ufeff"] {
+            var register = try reader(#"{"email": "vic\#(invisible)tim@example.com", "password": "long enough"}"#)
+            XCTAssertThrowsError(try CredentialsInput.parseForRegister(&register), invisible) {
+                XCTAssertEqual(self.fields(of: $0), ["email"])
+            }
+            var login = try reader(#"{"email": "vic\#(invisible)tim@example.com", "password": "x"}"#)
+            XCTAssertThrowsError(try CredentialsInput.parseForLogin(&login), invisible) {
+                XCTAssertEqual(self.fields(of: $0), ["email"])
+            }
+        }
+    }
+
     func testIfMatchForms() {
         XCTAssertTrue(IfMatch(header: "\"7\"")!.matches(7))
         XCTAssertTrue(IfMatch(header: "7")!.matches(7))

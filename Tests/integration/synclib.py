@@ -395,7 +395,7 @@ def check_result(res: dict, op_: dict | None = None) -> dict:
     assert extra <= {"conflictingFields", "error"}, f"unexpected result keys {sorted(extra)}"
     assert res["status"] in STATUSES, res
     if op_ is not None and isinstance(op_.get("opId"), str):
-        assert res["opId"].lower() == op_["opId"].lower(), (res["opId"], op_["opId"])
+        assert res["opId"] == op_["opId"], (res["opId"], op_["opId"])
     if res["status"] == "merged":
         cf = res.get("conflictingFields")
         assert isinstance(cf, list) and cf and cf == sorted(cf), f"merged needs sorted conflictingFields: {res}"
@@ -419,6 +419,15 @@ def check_result(res: dict, op_: dict | None = None) -> dict:
         elif entity == "todo":
             assert_todo(rec, live=False)
     return res
+
+
+def rejected(res: dict, code: str = "validation_failed", field: str | None = None) -> None:
+    """Asserts a `rejected` result with this error code (and a `details` entry naming `field`)."""
+    assert res["status"] == "rejected", res
+    assert res["error"]["code"] == code, res
+    if field is not None:
+        named = {d["field"] for d in res["error"].get("details") or []}
+        assert field in named, f"details must name {field}: {res}"
 
 
 def op(entity: str, action: str, *, op_id: str | None = None, **fields) -> dict:

@@ -57,6 +57,47 @@ def test_throttle_is_per_email_not_per_spelling_of_it():
     assert_error(login(user.email.lower(), user.password, retry_429=False), 429, "rate_limited")
 
 
+@pytest.mark.parametrize("spelling", ["{e}   ", "  {e}", "\t{E}\n", "{e}\u00a0", "{e} \u3000"])
+def test_a_locked_account_stays_locked_under_every_spelling_with_spaces(spelling):
+    """Round 3, item 1 (high): MariaDB compared email_key ignoring trailing spaces while the
+    failed-login counter was keyed on the exact text, so `victim@example.com   ` logged in to a
+    locked account with the right password, and every spelling had ten more guesses."""
+    user = tsapi.new_user(email=unique_email("victim"))
+    assert_error(fail_until_throttled(user.email), 429, "rate_limited")
+    other = spelling.format(e=user.email, E=user.email.upper())
+    assert_error(login(other, user.password, retry_429=False), 429, "rate_limited")
+    assert_error(login(other, "wrong-" + user.password, retry_429=False), 429, "rate_limited")
+
+
+def test_spellings_with_spaces_share_one_counter_of_failures():
+    user = tsapi.new_user(email=unique_email("shared"))
+    for i in range(MAX_FAILURES):
+        email = [user.email + " " * (i % 4 + 1), "\t" + user.email.upper()][i % 2]
+        assert_error(login(email, "wrong-password-" + uuid.uuid4().hex, retry_429=False), 401, "unauthorized")
+    assert_error(login(user.email, user.password, retry_429=False), 429, "rate_limited")
+
+
+def test_surrounding_whitespace_is_removed_at_register_and_login():
+    email = unique_email("spaced")
+    password = tsapi.new_password()
+    body = assert_auth_body(register(f"  {email}\t", password), 201)
+    assert body["user"]["email"] == email
+    assert_auth_body(login(f"{email}   ", password), 200)
+    assert_error(register(f"{email} ", password), 409, "email_taken")
+
+
+@pytest.mark.parametrize("invisible", ["\u200b", "\u200d", "\u00ad", "\u202e", "\u2066", "\ufeff"])
+def test_an_invisible_character_in_an_email_is_422_and_creates_nothing(invisible):
+    """Round 3, item 2: zero-width space and joiner, soft hyphen, bidi overrides and isolates."""
+    email = unique_email("invis")
+    local, domain = email.split("@")
+    spoof = f"{local[:3]}{invisible}{local[3:]}@{domain}"
+    assert_error(register(spoof, tsapi.new_password()), 422, "validation_failed", fields=["email"])
+    assert_error(login(spoof, "whatever-password"), 422, "validation_failed", fields=["email"])
+    password = tsapi.new_password()
+    assert_auth_body(register(email, password), 201)  # the visible address was not taken
+
+
 def test_email_is_nfc_normalised_for_comparison_and_storage():
     local = "jos\u0065\u0301-" + uuid.uuid4().hex[:10]  # e + combining acute
     decomposed = f"{local}@example.test"

@@ -144,3 +144,13 @@ def test_device_ids_are_per_user(client, other_client):
     # user 2's own op is left out for user 2 only.
     assert pull(other_client, device=device)["changes"]["todos"]["upserted"] == []
     assert [t["title"] for t in pull(other_client)["changes"]["todos"]["upserted"]] == ["user 2"]
+
+
+def test_device_ids_compare_exactly_trailing_spaces_included(client):
+    """A deviceId names one local store exactly as sent: `tab` and `tab ` are two devices (MariaDB's
+    PAD SPACE comparison once made them one, so each hid the other's changes from it)."""
+    device = f"tab-{uid()}"
+    mine = push(client, [create_todo_op("padded device", deadline=DATE)], device=device + " ")[0]["record"]
+    plain = push(client, [create_todo_op("plain device", deadline=DATE)], device=device)[0]["record"]
+    assert ids(pull_all(client, limit=1000, device=device), "todos") == {mine["id"]}
+    assert ids(pull_all(client, limit=1000, device=device + " "), "todos") == {plain["id"]}

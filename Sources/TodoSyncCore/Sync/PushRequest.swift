@@ -37,8 +37,10 @@ public struct PushRequest: Sendable {
                         reader.report("operations[\(index)]", "must be an object")
                         continue
                     }
-                    guard case .string(let opID)? = object["opId"], (1...100).contains(opID.unicodeScalars.count) else {
-                        reader.report("operations[\(index)].opId", "must be a string of 1–100 characters (a UUID)")
+                    // An opId of the wrong length rejects only its operation (`PushOperation.opIDProblem`);
+                    // one that is missing or not a string leaves nothing to answer it by.
+                    guard case .string(let opID)? = object["opId"] else {
+                        reader.report("operations[\(index)].opId", "must be a string of 1–\(PushOperation.maximumOpIDLength) characters (a UUID)")
                         continue
                     }
                     operations.append(PushOperation(opID: opID, fields: object))
@@ -59,8 +61,19 @@ public struct PushOperation: Sendable {
     public let opID: String
     public let fields: [String: JSONValue]
 
-    /// The key under which the result is stored (opIds compare case-insensitively, like UUIDs).
-    public var key: String { opID.lowercased() }
+    /// The opId's identity: its exact UTF-8 bytes. opIds compare code point for code point (case,
+    /// spaces and Unicode form all count), which Swift's `String` equality does not do: it treats
+    /// canonically equivalent strings (`é` and `e` + U+0301) as equal.
+    public var key: OpKey { OpKey(opID) }
+
+    /// Why this opId cannot name an operation (`validation_failed`, field `opId`), or nil.
+    public var opIDProblem: String? {
+        (1...Self.maximumOpIDLength).contains(opID.unicodeScalars.count)
+            ? nil : "must be a string of 1–\(Self.maximumOpIDLength) characters (a UUID)"
+    }
+
+    /// The longest opId, in Unicode code points.
+    public static let maximumOpIDLength = 100
 
     public enum Entity: String, Sendable { case tag, todo }
     public enum Action: String, Sendable { case create, update, delete }
@@ -121,4 +134,26 @@ public struct PushOperation: Sendable {
             return [:]
         }
     }
+}
+
+/// An opId as the server compares it: its exact UTF-8 bytes (see `PushOperation.key`).
+public struct OpKey: Hashable, Sendable {
+    public let bytes: [UInt8]
+    /// The text, exactly as sent: what the database stores and compares (`utf8mb4_nopad_bin`).
+    public let text: String
+
+    public init(_ text: String) {
+        self.text = text
+        self.bytes = Array(text.utf8)
+    }
+
+    /// The key a result stored before opIds were compared exactly was filed under (the opId
+    /// lower-cased; Sql/018), or nil when that is the exact text anyway.
+    public var legacyText: String? {
+        let lowered = text.lowercased()
+        return Array(lowered.utf8) == bytes ? nil : lowered
+    }
+
+    public static func == (lhs: OpKey, rhs: OpKey) -> Bool { lhs.bytes == rhs.bytes }
+    public func hash(into hasher: inout Hasher) { hasher.combine(bytes) }
 }

@@ -22,6 +22,21 @@ public struct CredentialsInput: Sendable {
         String(decoding: text._nfcCodeUnits, as: UTF8.self)
     }
 
+    /// The email as every later step sees it: surrounding whitespace removed first (contract,
+    /// Auth), then NFC. Register and login both start here, so every spelling that names one
+    /// account reaches one `emailKey`, and with it one failed-login counter.
+    public static func normalizedEmail(_ raw: String) -> String {
+        nfc(raw.trimmingWhitespace())
+    }
+
+    /// Whether `email` holds an invisible format character (Unicode general category Cf: zero-width
+    /// space and joiner, soft hyphen, bidirectional overrides, …), which the contract refuses (422).
+    static func hasInvisibleCharacter(_ email: String) -> Bool {
+        email.unicodeScalars.contains { $0.properties.generalCategory == .format }
+    }
+
+    static let invisibleCharacterProblem = "must not contain invisible characters (zero-width, soft hyphen, bidi controls)"
+
     /// The address rules, on the NFC form: exactly one `@` counted in Unicode scalars (a
     /// combining mark after `@` does not hide it) with something on both sides, no whitespace or
     /// control characters. Problems are reported against `email`.
@@ -32,6 +47,8 @@ public struct CredentialsInput: Sendable {
             reader.report("email", "must contain exactly one @ with text on both sides")
         } else if scalars.contains(where: { $0.properties.isWhitespace || $0.value < 0x20 || (0x7F...0x9F).contains($0.value) }) {
             reader.report("email", "must not contain whitespace or control characters")
+        } else if hasInvisibleCharacter(email) {
+            reader.report("email", invisibleCharacterProblem)
         }
     }
 
@@ -41,7 +58,7 @@ public struct CredentialsInput: Sendable {
     public static func parseForRegister(_ reader: inout FieldReader) throws(DomainError) -> CredentialsInput {
         // Length is checked on the NFC form, which is what is stored (a decomposed input may be
         // longer than what it normalises to).
-        var email = reader.string("email", required: true, length: 0...1000).map(nfc)
+        var email = reader.string("email", required: true, length: 0...1000).map(normalizedEmail)
         if let address = email {
             let count = address.unicodeScalars.count
             if !(3...254).contains(count) {
@@ -56,13 +73,14 @@ public struct CredentialsInput: Sendable {
         return CredentialsInput(email: email!, password: password!)
     }
 
-    /// Reads login's body: any strings; a wrong shape is a 422, a wrong value a plain 401 later.
-    /// The email is normalised to NFC, as at registration.
+    /// Reads login's body: any strings; a wrong shape or an invisible character in the email is a
+    /// 422, a wrong value a plain 401 later. The email is normalised as at registration.
     public static func parseForLogin(_ reader: inout FieldReader) throws(DomainError) -> CredentialsInput {
-        let email = reader.string("email", required: true, length: 0...1000)
+        let email = reader.string("email", required: true, length: 0...1000).map(normalizedEmail)
+        if let email, hasInvisibleCharacter(email) { reader.report("email", invisibleCharacterProblem) }
         let password = reader.string("password", required: true, length: 0...1000)
         try reader.finish()
-        return CredentialsInput(email: nfc(email!), password: password!)
+        return CredentialsInput(email: email!, password: password!)
     }
 
     public init(email: String, password: String) {

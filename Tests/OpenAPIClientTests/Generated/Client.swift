@@ -98,15 +98,19 @@ import HTTPTypes
 ///   not issued by this database for this user's current history (e.g. after a restore).
 /// - **Push** request: `{deviceId (1–100 chars, required), conflictPolicy: reject |
 ///   client-wins | merge (default reject; null = default), operations: [≤ 500]}`; each
-///   operation needs an `opId` string of 1–100 characters. Problems with that envelope are 422
-///   for the whole request and nothing is applied. Everything else about an operation
-///   (entity, action, id/clientId, baseVersion, data, base) is checked when it runs: a bad
-///   one gets its own `rejected` result. A todo's `data` may name its tag by `tagClientId`
-///   instead of `tagId`. opIds are remembered per user (compared case-insensitively);
-///   replaying one returns the stored result.
+///   operation needs a string `opId`. Problems with that envelope are 422 for the whole
+///   request and nothing is applied. Everything else about an operation (an empty, over-long
+///   (> 100 characters) or repeated opId, entity, action, id/clientId, baseVersion, data,
+///   base) is checked when it runs: a bad one gets its own `rejected` result. A todo's
+///   `data` may name its tag by `tagClientId` instead of `tagId`. opIds are remembered per
+///   user and compared exactly, code point for code point (case, spaces and Unicode form
+///   count); replaying one returns the stored result.
 /// - **Auth**: 401 always carries `WWW-Authenticate: Bearer`. All login failures get the same
 ///   401 message whether or not the email exists. Too many failed logins for one account
-///   (default 10, then a 900 s lockout) is 429 `rate_limited` from the application; too many
+///   (default 10, then a 900 s lockout; every spelling of the email — case, Unicode form,
+///   surrounding whitespace — shares one counter) is 429 `rate_limited` from the application;
+///   emails are trimmed of surrounding whitespace first, and one holding an invisible format
+///   character (Unicode Cf) is 422; too many
 ///   requests to `/api/v1/auth/*` from one address is 429 `rate_limited` from nginx.
 /// - **Methods**: every GET route also answers HEAD (headers only). A method a path does not
 ///   list is 405 `method_not_allowed` with an `Allow` header; a literal path such as
@@ -4459,9 +4463,10 @@ internal struct Client: APIProtocol {
     /// Operations run in order, each atomically; one that fails does not stop the rest. One
     /// result per operation, in the same order. Envelope problems (missing or bad `deviceId`,
     /// bad `conflictPolicy`, `operations` not an array or longer than 500, an operation that
-    /// is not an object or lacks a 1–100 character string `opId`) are 422 for the whole
-    /// request and nothing is applied. Everything else about an operation is checked when it
-    /// runs and yields a `rejected` result (e.g. `entity: dailyStat`: stats are derived).
+    /// is not an object or lacks a string `opId`) are 422 for the whole request and nothing
+    /// is applied. Everything else about an operation is checked when it runs and yields a
+    /// `rejected` result (e.g. `entity: dailyStat`: stats are derived; an opId that is empty,
+    /// longer than 100 characters, or repeats an earlier opId of the same request).
     ///
     /// - `create`: `data` as for POST. A `clientId` that already exists for this user and
     ///   kind returns the existing record as `applied` (a tombstone if it was deleted since).

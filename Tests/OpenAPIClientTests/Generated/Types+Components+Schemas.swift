@@ -1495,28 +1495,31 @@ extension Components {
                 case operations
             }
         }
-        /// What the envelope check requires of every operation: an object with an `opId`
-        /// string of 1–100 characters. The rest is checked when the operation runs.
+        /// What the envelope check requires of every operation: an object with a string
+        /// `opId`. The rest, the opId's length (`OpId`) and uniqueness within the request
+        /// included, is checked when the operation runs.
         ///
         ///
         /// - Remark: Generated from `#/components/schemas/PushOperationEnvelope`.
         internal struct PushOperationEnvelope: Codable, Hashable, Sendable {
             /// - Remark: Generated from `#/components/schemas/PushOperationEnvelope/opId`.
-            internal var opId: Components.Schemas.OpId
+            internal var opId: Swift.String
             /// Creates a new `PushOperationEnvelope`.
             ///
             /// - Parameters:
             ///   - opId:
-            internal init(opId: Components.Schemas.OpId) {
+            internal init(opId: Swift.String) {
                 self.opId = opId
             }
             internal enum CodingKeys: String, CodingKey {
                 case opId
             }
         }
-        /// The client's id for this operation (a UUID is recommended), 1–100 characters. Results
-        /// are remembered per user and opId (compared case-insensitively); a replay returns the
-        /// stored result and changes nothing.
+        /// The client's id for this operation (a UUID is recommended), 1–100 characters, compared
+        /// exactly as sent, code point for code point (case, spaces and Unicode form all count).
+        /// Results are remembered per user and opId; a replay returns the stored result and
+        /// changes nothing. An empty or longer opId, or one that repeats an earlier opId of the
+        /// same request, rejects that operation (`validation_failed`, field `opId`).
         ///
         ///
         /// - Remark: Generated from `#/components/schemas/OpId`.

@@ -5525,9 +5525,10 @@ internal enum Operations {
     /// Operations run in order, each atomically; one that fails does not stop the rest. One
     /// result per operation, in the same order. Envelope problems (missing or bad `deviceId`,
     /// bad `conflictPolicy`, `operations` not an array or longer than 500, an operation that
-    /// is not an object or lacks a 1–100 character string `opId`) are 422 for the whole
-    /// request and nothing is applied. Everything else about an operation is checked when it
-    /// runs and yields a `rejected` result (e.g. `entity: dailyStat`: stats are derived).
+    /// is not an object or lacks a string `opId`) are 422 for the whole request and nothing
+    /// is applied. Everything else about an operation is checked when it runs and yields a
+    /// `rejected` result (e.g. `entity: dailyStat`: stats are derived; an opId that is empty,
+    /// longer than 100 characters, or repeats an earlier opId of the same request).
     ///
     /// - `create`: `data` as for POST. A `clientId` that already exists for this user and
     ///   kind returns the existing record as `applied` (a tombstone if it was deleted since).
