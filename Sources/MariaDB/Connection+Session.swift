@@ -155,6 +155,7 @@ extension Connection {
         if connected == nil {
             let error = DatabaseError.lastError(of: mysql, sql: nil, isConnectFailure: true)
             mysql_close(mysql)
+            DatabaseDiagnostics.connectFailed(error, host: socket ?? "\(host):\(port)")
             throw error
         }
         do {

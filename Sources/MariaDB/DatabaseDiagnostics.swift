@@ -1,5 +1,7 @@
 import CoreMetrics
+import Glibc
 import Logging
+import Synchronization
 
 /// What the database layer tells operators: session (re)connects, lost connections, transaction
 /// retries and slow statements, as log lines (swift-log) and metrics (swift-metrics; the
@@ -17,6 +19,7 @@ public enum DatabaseDiagnostics {
     public static func configure(logger: Logger, slowStatementMilliseconds: Int) {
         self.logger = logger
         slowStatementNanoseconds = UInt64(max(slowStatementMilliseconds, 0)) * 1_000_000
+        lastConnectFailureLog.withLock { $0 = -.infinity }
     }
 
     private static let connects = Counter(label: "todosync_db_connects_total", dimensions: [("kind", "initial")])
@@ -32,6 +35,30 @@ public enum DatabaseDiagnostics {
         } else {
             connects.increment()
         }
+    }
+
+    private static let connectFailures = Counter(label: "todosync_db_connect_failures_total")
+    /// When the last connect failure was logged (monotonic seconds): at most one line per
+    /// `connectFailureLogInterval`, or a database that is down would log once per request.
+    private static let lastConnectFailureLog = Mutex<Double>(-.infinity)
+    static let connectFailureLogInterval = 10.0
+
+    /// A session could not be opened: counted always, logged with the server's error (code and
+    /// text, which name the account and host but never a value) at most every 10 s per process.
+    static func connectFailed(_ error: DatabaseError, host: String) {
+        connectFailures.increment()
+        var clock = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &clock)
+        let now = Double(clock.tv_sec) + Double(clock.tv_nsec) / 1e9
+        let due = lastConnectFailureLog.withLock { last in
+            guard now - last >= connectFailureLogInterval else { return false }
+            last = now
+            return true
+        }
+        guard due else { return }
+        logger?.error("database connect failed", metadata: [
+            "db.host": "\(host)", "db.error": "\(error.code)", "db.message": "\(error.message)",
+        ])
     }
 
     static func connectionLost(_ error: DatabaseError) {

@@ -8,12 +8,41 @@ public struct Setting: Sendable {
     public let defaultValue: String
     public let meaning: String
     public let isSecret: Bool
+    /// What a set value must look like (`todosync config --check`, and every command at start).
+    public let rule: Rule
 
-    public init(_ name: String, default defaultValue: String = "", secret: Bool = false, _ meaning: String) {
+    /// The shape of a valid value. An unset (empty) value is always valid: the program falls back
+    /// to its documented behaviour.
+    public enum Rule: Sendable {
+        case any
+        /// A decimal integer in this range.
+        case integer(ClosedRange<Int>)
+        /// One of these words, exactly.
+        case oneOf([String])
+
+        /// Why `value` breaks the rule, or nil.
+        public func problem(with value: String) -> String? {
+            switch self {
+            case .any:
+                return nil
+            case .integer(let range):
+                guard let number = Int(value), range.contains(number) else {
+                    return "must be an integer from \(range.lowerBound) to \(range.upperBound)"
+                }
+                return nil
+            case .oneOf(let words):
+                return words.contains(value) ? nil : "must be one of \(words.joined(separator: ", "))"
+            }
+        }
+    }
+
+    public init(_ name: String, default defaultValue: String = "", secret: Bool = false, rule: Rule = .any,
+                _ meaning: String) {
         self.name = name
         self.defaultValue = defaultValue
         self.meaning = meaning
         self.isSecret = secret
+        self.rule = rule
     }
 }
 
@@ -149,6 +178,16 @@ public struct LayeredConfiguration: Sendable {
     }
 
     public func value(_ name: String) -> String? { lookup(name).value }
+
+    /// Every setting whose effective value breaks its rule, as `NAME=VALUE (source): problem`
+    /// (secret values are not shown). Empty when the configuration is valid.
+    public func problems() -> [String] {
+        settings.compactMap { setting in
+            let (value, source) = lookup(setting.name)
+            guard let value, let problem = setting.rule.problem(with: value) else { return nil }
+            return "\(setting.name)=\(Self.shown(value, secret: setting.isSecret)) (\(source)): \(problem)"
+        }
+    }
 
     /// One line of `todosync config`.
     public struct Entry: Equatable, Sendable {

@@ -1,14 +1,23 @@
+import Credentials
 import Foundation
 import MariaDB
 
 /// Applies `Sql/NNN_name.sql` files in version order, once each, recording them in
-/// `schema_migrations`. Safe to run concurrently (a named lock serialises migrators) and
-/// idempotent (applied versions are skipped).
+/// `schema_migrations` with a checksum of their statements. Safe to run concurrently (a named
+/// lock serialises migrators) and idempotent (applied versions are skipped). Refuses to run when
+/// a file already applied was edited since (comments and blank lines aside): the database would
+/// otherwise differ from what the files say, silently. A row recorded before checksums existed
+/// takes the file's checksum the first time it is seen.
 public struct Migrator {
     public struct Migration: Sendable, Equatable {
         public let version: Int
         public let name: String
         public let statements: [String]
+
+        /// SHA-256 (hex) of the statements, so editing a comment does not count as a change.
+        public var checksum: String {
+            BearerToken.sha256(Array(statements.joined(separator: ";\n").utf8)).map { String(format: "%02x", $0) }.joined()
+        }
     }
 
     /// A migration directory or file that cannot be used.
@@ -35,17 +44,33 @@ public struct Migrator {
                 applied_at DATETIME(3) NOT NULL
             ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4
             """)
+        try db.execute("ALTER TABLE schema_migrations ADD COLUMN IF NOT EXISTS checksum CHAR(64) CHARACTER SET ascii NULL")
         guard try db.queryOne("SELECT GET_LOCK('todosync_migrate', 60)")?.int(0) == 1 else {
             throw Failure(description: "another migrator holds the lock for over 60 s")
         }
         defer { _ = try? db.query("SELECT RELEASE_LOCK('todosync_migrate')") }
-        let applied = Set(try db.query("SELECT version FROM schema_migrations").compactMap { $0.int(0) })
+        var applied = Set<Int>()
+        let files = Dictionary(migrations.map { ($0.version, $0) }, uniquingKeysWith: { first, _ in first })
+        for row in try db.query("SELECT version, checksum FROM schema_migrations") {
+            guard let version = row.int(0) else { continue }
+            applied.insert(version)
+            guard let file = files[version] else { continue }
+            if let recorded = row.string(1) {
+                guard recorded == file.checksum else {
+                    throw Failure(description: "migration \(file.name) was edited after it was applied (checksum \(recorded.prefix(12))… recorded, \(file.checksum.prefix(12))… now): restore the file, and put the change in a new migration")
+                }
+            } else {
+                try db.execute("UPDATE schema_migrations SET checksum = ? WHERE version = ? AND checksum IS NULL",
+                               [.text(file.checksum), .int(Int64(version))])
+            }
+        }
         var appliedNow: [Int] = []
         for migration in migrations where !applied.contains(migration.version) {
             // DDL commits implicitly in MariaDB, so a migration is recorded after all its statements.
             for statement in migration.statements { try db.execute(statement) }
-            try db.execute("INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, UTC_TIMESTAMP(3))",
-                           [.int(Int64(migration.version)), .text(migration.name)])
+            try db.execute(
+                "INSERT INTO schema_migrations (version, name, applied_at, checksum) VALUES (?, ?, UTC_TIMESTAMP(3), ?)",
+                [.int(Int64(migration.version)), .text(migration.name), .text(migration.checksum)])
             appliedNow.append(migration.version)
         }
         return appliedNow

@@ -12,8 +12,15 @@ struct Config: ParsableCommand {
     @Flag(help: "Print only NAME=VALUE lines of the variables todosync reads, secrets left out (for scripts).")
     var assignments = false
 
+    @Flag(help: "Check every value and exit: 0 and 'configuration ok' when valid, else 78 (EX_CONFIG) with each problem on stderr.")
+    var check = false
+
     func run() {
-        let configuration = Environment().configuration
+        let configuration = Environment(validating: check).configuration
+        if check {
+            print("configuration ok")
+            return
+        }
         print(assignments ? configuration.renderAssignments() : configuration.render(verbose: verbose), terminator: "")
     }
 }

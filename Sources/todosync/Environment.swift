@@ -8,13 +8,19 @@ import TodoSyncStore
 struct Environment {
     let configuration: LayeredConfiguration
 
-    /// A config file that cannot be read or parsed stops the process (exit 78, EX_CONFIG).
-    init(_ values: [String: String] = ProcessInfo.processInfo.environment) {
+    /// A config file that cannot be read or parsed stops the process (exit 78, EX_CONFIG), and
+    /// so does any value that breaks its setting's rule unless `validating` is false (plain
+    /// `todosync config`, which shows what is set). Every command thus fails at start, like
+    /// `nginx -t`, instead of falling back silently (an unknown log level used to mean `info`).
+    init(_ values: [String: String] = ProcessInfo.processInfo.environment, validating: Bool = true) {
         do {
             configuration = try LayeredConfiguration(settings: Settings.all, environment: values)
         } catch {
-            FileHandle.standardError.write(Data("todosync: \(error)\n".utf8))
-            exit(78)
+            ExitStatus.fail(.configuration, "\(error)")
+        }
+        if validating {
+            let problems = configuration.problems()
+            if !problems.isEmpty { ExitStatus.fail(.configuration, problems.joined(separator: "\ntodosync: ")) }
         }
     }
 
@@ -69,6 +75,19 @@ struct Environment {
             }
             return configuration
         }
+    }
+
+    /// A store on a connection opened now, so that a database that cannot be reached stops the
+    /// command with the server's own error (code and text) and an exit status that tells retry
+    /// (75) from fix the configuration (78), instead of a bare "unavailable" at the first query.
+    func connectedStore(withStoreConfiguration: Bool = false) throws -> Store {
+        let connection = Connection(configuration: try database)
+        do {
+            try connection.connect()
+        } catch let error as DatabaseError {
+            ExitStatus.fail(.forConnectFailure(error), "cannot open a database session: \(error)")
+        }
+        return withStoreConfiguration ? Store(connection: connection, configuration: try store) : Store(connection: connection)
     }
 
     /// TODOSYNC_DB_PASSWORD when set (file or environment), else the first line of

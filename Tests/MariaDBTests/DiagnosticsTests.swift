@@ -51,6 +51,26 @@ final class DiagnosticsTests: XCTestCase {
         XCTAssertEqual(lines("database reconnected").count, 1, "\(entries.withValue { $0 })")
     }
 
+    /// Round 3, item 9: a wrong password gave 503s logged only as `unavailable`. The server's
+    /// error (code and text, never the password) is logged, at most once per 10 s.
+    func testAFailedConnectIsLoggedWithTheServersErrorButNotThePassword() throws {
+        var configuration = try TestDatabase.configuration()
+        configuration.password = "wrong-secret-\(UInt32.random(in: 0...UInt32.max))"
+        configuration.user = "todosync_nobody"
+        let denied = Connection(configuration: configuration)
+        for _ in 0..<3 {
+            XCTAssertThrowsError(try denied.queryOne("SELECT 1")) {
+                XCTAssertEqual(($0 as? DatabaseError)?.code, 1045, "\($0)")
+            }
+        }
+        let failed = lines("database connect failed")
+        XCTAssertEqual(failed.count, 1, "logged once, then rate-limited: \(failed)")
+        XCTAssertEqual(failed.first?.level, .error)
+        XCTAssertEqual(failed.first?.metadata["db.error"], "1045")
+        XCTAssertTrue(failed.first?.metadata["db.message"]?.contains("Access denied") == true, "\(failed)")
+        XCTAssertFalse(entries.withValue { $0.contains { "\($0)".contains("wrong-secret") } }, "never the password")
+    }
+
     func testRetriedAndAbandonedTransactionsAreLoggedWithTheirCause() throws {
         var runs = 0
         try db.inTransaction(maxAttempts: 2) {

@@ -92,3 +92,38 @@ final class LayeredConfigurationTests: XCTestCase {
         }
     }
 }
+
+final class SettingRuleTests: XCTestCase {
+    let settings = [
+        Setting("TODOSYNC_WORKERS", default: "8", rule: .integer(1...1024), "workers"),
+        Setting("TODOSYNC_LOG_LEVEL", default: "info", rule: .oneOf(["debug", "info"]), "level"),
+        Setting("TODOSYNC_DB_PASSWORD", secret: true, rule: .oneOf(["never-shown"]), "password"),
+        Setting("TODOSYNC_LISTEN", "anything"),
+    ]
+
+    func problems(_ environment: [String: String]) throws -> [String] {
+        try LayeredConfiguration(settings: settings, environment: environment).problems()
+    }
+
+    func testDefaultsAndUnsetValuesAreValid() throws {
+        XCTAssertEqual(try problems([:]), [])
+        XCTAssertEqual(try problems(["TODOSYNC_WORKERS": "12", "TODOSYNC_LOG_LEVEL": "debug", "TODOSYNC_LISTEN": "x"]), [])
+    }
+
+    func testEachBadValueIsNamedWithItsSource() throws {
+        let found = try problems(["TODOSYNC_WORKERS": "abc", "TODOSYNC_LOG_LEVEL": "verbose"])
+        XCTAssertEqual(found, [
+            "TODOSYNC_WORKERS=abc (environment): must be an integer from 1 to 1024",
+            "TODOSYNC_LOG_LEVEL=verbose (environment): must be one of debug, info",
+        ])
+        XCTAssertEqual(try problems(["TODOSYNC_WORKERS": "0"]).count, 1)
+        XCTAssertEqual(try problems(["TODOSYNC_WORKERS": "1025"]).count, 1)
+        XCTAssertEqual(try problems(["TODOSYNC_WORKERS": " 8"]).count, 1)
+    }
+
+    func testASecretIsNotPrintedInAProblem() throws {
+        let found = try problems(["TODOSYNC_DB_PASSWORD": "hunter2hunter2"])
+        XCTAssertEqual(found.count, 1)
+        XCTAssertFalse(found[0].contains("hunter2"), found[0])
+    }
+}

@@ -125,3 +125,40 @@ def test_stack_takes_its_application_defaults_from_the_binary(conf):
     # so the responders' is the binary's default.
     assert conf["TODOSYNC_WORKERS"] == parse(todosync(conf, ["config"], {}).stdout)["TODOSYNC_WORKERS"][0]
     assert conf["TODOSYNC_CONFIG"] == "/dev/null"
+
+
+@pytest.mark.parametrize("name,value", [("TODOSYNC_WORKERS", "abc"), ("TODOSYNC_LOG_LEVEL", "verbose"),
+                                        ("TODOSYNC_DB_PORT", "70000"), ("TODOSYNC_LOG_REQUESTS", "yes"),
+                                        ("TODOSYNC_REQUEST_BUDGET_MS", "5")])
+def test_config_check_refuses_an_invalid_value_like_nginx_t(conf, tmp_path, name, value):
+    """Round 3, item 13: `todosync config --check` exits 78 (EX_CONFIG) naming the value; every other
+    command refuses to start with it too (an unknown log level used to mean `info`, silently)."""
+    assert todosync(conf, ["config", "--check"], {}).returncode == 0
+    out = todosync(conf, ["config", "--check"], {name: value})
+    assert out.returncode == 78, (out.returncode, out.stdout, out.stderr)
+    assert f"{name}={value}" in out.stderr, out.stderr
+    cfg = tmp_path / "bad.env"
+    cfg.write_text(f"{name}={value}\n")
+    out = todosync(conf, ["migrate", "--status", "--wait-seconds", "0"], {"TODOSYNC_CONFIG": str(cfg)})
+    assert out.returncode == 78 and f"{name}={value} (file {cfg})" in out.stderr, out.stderr
+    # plain `config` still shows what is set, so an operator can see the bad value
+    assert todosync(conf, ["config"], {name: value}).returncode == 0
+
+
+def test_no_default_database_password(conf):
+    out = todosync(conf, ["config"], {})
+    assert parse(out.stdout)["TODOSYNC_DB_PASSWORD"] == ("", "unset"), out.stdout
+
+
+def test_maintenance_commands_name_the_database_error_and_exit_for_retry_or_fix(conf, tmp_path):
+    """Round 3, item 9: `purge`, `new-epoch` and `check-feed` printed only `Error: unavailable`."""
+    wrong_password = {"TODOSYNC_DB_SOCKET": conf["TODOSYNC_DB_SOCKET"], "TODOSYNC_DB_PASSWORD": "not-the-password"}
+    for command in (["purge"], ["new-epoch"], ["check-feed"]):
+        out = todosync(conf, command, wrong_password)
+        assert out.returncode == 78, (command, out.returncode, out.stderr)
+        assert "1045" in out.stderr and "Access denied" in out.stderr, (command, out.stderr)
+        assert "not-the-password" not in out.stderr + out.stdout
+    no_server = {"TODOSYNC_DB_SOCKET": str(tmp_path / "no-such.sock"), "TODOSYNC_DB_PASSWORD": "x"}
+    out = todosync(conf, ["purge"], no_server)
+    assert out.returncode == 75, (out.returncode, out.stderr)
+    assert "2002" in out.stderr and "Can't connect" in out.stderr, out.stderr

@@ -89,6 +89,22 @@ def test_every_responder_is_scraped_and_labelled():
                 assert sample.labels.get("responder") == responder, (responder, sample)
 
 
+def test_every_series_has_help_and_the_page_has_build_and_process_series():
+    """Round 3, item 14: `# HELP` on every series, a build-info series, process metrics."""
+    tsapi.new_user()  # some requests, so the request and hash families exist
+    r = requests.get(f"{tsapi.BASE_URL}/metrics/1", timeout=tsapi.TIMEOUT)
+    assert r.status_code == 200, tsapi.short(r)
+    types = re.findall(r"^# TYPE (\S+) ", r.text, re.M)
+    helps = set(re.findall(r"^# HELP (\S+) \S", r.text, re.M))
+    assert types and set(types) <= helps, set(types) - helps
+    families = {f.name: f for f in text_string_to_metric_families(r.text)}
+    build = families["todosync_build_info"].samples[0]
+    assert build.value == 1 and build.labels["version"] and build.labels["commit"], build
+    assert families["process_resident_memory_bytes"].samples[0].value > 1_000_000
+    assert families["process_cpu_seconds"].samples[0].value > 0
+    assert 0 < families["process_open_fds"].samples[0].value < families["process_max_fds"].samples[0].value
+
+
 def test_counters_move_with_real_requests():
     before = scrape()
     api = tsapi.new_user()                                     # one Argon2 hash
@@ -213,6 +229,9 @@ def test_dashboard_and_docs_name_only_metrics_the_responder_defines():
     defined = set()
     for source in (root / "Sources").rglob("*.swift"):
         defined |= set(re.findall(r'(?:Counter|Timer|Meter|Recorder)\(\s*label: "(todosync_[a-z0-9_]+)"', source.read_text()))
+    # series the exposition writes itself (build info)
+    exposition = (root / "Sources/todosync/Observability/MetricsExposition.swift").read_text()
+    defined |= {name for name in re.findall(r'"(todosync_[a-z0-9_]+)":', exposition)}
     assert {"todosync_http_requests_total", "todosync_db_connects_total"} <= defined, defined
 
     def base(name: str) -> str:
@@ -224,3 +243,5 @@ def test_dashboard_and_docs_name_only_metrics_the_responder_defines():
     assert queried and queried <= defined, queried - defined
     documented = set(re.findall(r"`(todosync_[a-z0-9_]+)`", (root / "docs/OPERATIONS.md").read_text()))
     assert documented == defined, (defined - documented, documented - defined)
+    alerted = {base(n) for n in re.findall(r"todosync_[a-z0-9_]+", (root / "docs/alert-rules.yml").read_text())}
+    assert alerted and alerted <= defined, alerted - defined

@@ -13,17 +13,21 @@ import TodoSyncAPI
 struct Observability: Sendable {
     let registry: PrometheusCollectorRegistry
     let logRequests: Bool
+    /// This process's constant labels as rendered in a sample (`responder="1"`), or "".
+    let constantLabels: String
 
     init(_ environment: Environment, logger: Logger) throws {
-        registry = ProcessMetrics.bootstrap(instance: environment.optionalString("TODOSYNC_INSTANCE"))
+        let instance = environment.optionalString("TODOSYNC_INSTANCE")
+        registry = ProcessMetrics.bootstrap(instance: instance)
+        constantLabels = instance.map { "responder=\"\($0)\"" } ?? ""
         logRequests = try environment.int("TODOSYNC_LOG_REQUESTS") != 0
         DatabaseDiagnostics.configure(
             logger: logger, slowStatementMilliseconds: try environment.int("TODOSYNC_SLOW_STATEMENT_MS"))
     }
 
     func observer(for application: Application, logger: Logger) -> RequestObserver {
-        RequestObserver(application: application, logger: logger, logRequests: logRequests) { [registry] in
-            registry.emitToBuffer()
+        RequestObserver(application: application, logger: logger, logRequests: logRequests) { [registry, constantLabels] in
+            MetricsExposition.page(registryText: registry.emitToBuffer(), labels: constantLabels)
         }
     }
 }
