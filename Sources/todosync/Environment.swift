@@ -71,6 +71,15 @@ struct Environment {
         }
     }
 
+    /// A store on a connection opened now, so that a database that cannot be reached stops the
+    /// command with the server's own error (code and text, naming the socket or host it tried)
+    /// instead of a bare "unavailable" at the first query.
+    func connectedStore(withStoreConfiguration: Bool = false) throws -> Store {
+        let connection = Connection(configuration: try database)
+        try connection.connect()
+        return withStoreConfiguration ? Store(connection: connection, configuration: try store) : Store(connection: connection)
+    }
+
     /// TODOSYNC_DB_PASSWORD when set (file or environment), else the first line of
     /// TODOSYNC_DB_PASSWORD_FILE (the stack generates one on first run), else the default.
     var databasePassword: String {

@@ -14,7 +14,7 @@ struct MaintenanceRun {
         let environment = Environment()
         logger = bootstrapLogging(environment)
         MariaDBLibrary.initialize()
-        store = Store(connection: Connection(configuration: try environment.database))
+        store = try environment.connectedStore()
         users = try user.map { [$0] } ?? store.allUserIDs()
     }
 }

@@ -19,7 +19,7 @@ struct NewEpoch: ParsableCommand {
         let environment = Environment()
         let logger = bootstrapLogging(environment)
         MariaDBLibrary.initialize()
-        let store = Store(connection: Connection(configuration: try environment.database))
+        let store = try environment.connectedStore()
         let previous = try store.epoch()
         let epoch = try store.renewEpoch()
         logger.notice("new sync epoch", metadata: ["previous": "\(String(previous, radix: 16))",

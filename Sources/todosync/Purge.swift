@@ -18,7 +18,7 @@ struct Purge: ParsableCommand {
         let logger = bootstrapLogging(environment)
         MariaDBLibrary.initialize()
         let days = try retentionDays ?? environment.int("TODOSYNC_TOMBSTONE_RETENTION_DAYS")
-        let store = Store(connection: Connection(configuration: try environment.database), configuration: try environment.store)
+        let store = try environment.connectedStore(withStoreConfiguration: true)
         let report = try store.purge(retentionSeconds: retentionSeconds ?? Int64(days) * 86400)
         logger.info("purged", metadata: [
             "tombstones": "\(report.tombstones)", "operations": "\(report.operations)", "tokens": "\(report.tokens)",
