@@ -2,18 +2,22 @@
 # Installs TodoSync on a Debian host that already runs MariaDB and nginx (docs/OPERATIONS.md):
 #
 #   /usr/local/bin/todosync                         the release binary (static Swift runtime)
+#   /usr/local/bin/todosync-backup                  backup and restore (scripts/backup.sh)
 #   /usr/local/share/todosync/Sql/                  migrations (todosync-migrate.service)
 #   /usr/local/share/doc/todosync/                  API.md, OPERATIONS.md, openapi.yaml
 #   /etc/todosync/todosync.env                      configuration, 0640 root:todosync (kept if present)
 #   /etc/systemd/system/todosync@.socket, todosync@.service, todosync-migrate.service,
-#     todosync-purge.service, todosync-purge.timer, and hardening.conf as the drop-in of
-#     todosync@.service.d/ and todosync-.service.d/
+#     todosync-purge.service, todosync-purge.timer, todosync-backup.service, todosync-backup.timer,
+#     and hardening.conf as the drop-in of todosync@.service.d/ and todosync-.service.d/
+#   /var/backups/todosync/                          the daily backups, 0700 todosync
+#   /etc/mysql/mariadb.conf.d/60-todosync-binlog.cnf  binary log for point-in-time recovery (only
+#                                                   when absent; MariaDB reads it at its next restart)
 #   /etc/nginx/sites-available/todosync (+ sites-enabled link), with /metrics for loopback
 #   /etc/logrotate.d/todosync                       rotates /var/log/todosync/ (responder and nginx logs)
 #
 # and then (not with --root): creates the `todosync` system user, the database and its account
 # (a generated password, only in todosync.env), applies the migrations, starts N responder
-# instances by socket activation and the daily purge timer, and reloads nginx.
+# instances by socket activation and the daily purge and backup timers, and reloads nginx.
 #
 # Usage: scripts/install.sh [options]
 #   --binary PATH        the todosync binary (default: build it with `scripts/stack.sh build`)
@@ -78,6 +82,16 @@ install -d -m 0755 "$ROOT/usr/local/bin" "$ROOT/usr/local/share/todosync" "$ROOT
 install -d -m 0755 "$ROOT/var/log/todosync"
 install -m 0644 "$REPO_ROOT/scripts/logrotate/todosync" "$ROOT/etc/logrotate.d/todosync"
 install -m 0755 "$BINARY" "$ROOT/usr/local/bin/todosync.new"
+install -m 0755 "$REPO_ROOT/scripts/backup.sh" "$ROOT/usr/local/bin/todosync-backup"
+install -d -m 0700 "$ROOT/var/backups/todosync"
+# Point-in-time recovery needs MariaDB's binary log; the file is the administrator's once there.
+install -d -m 0755 "$ROOT/etc/mysql/mariadb.conf.d"
+BINLOG_CNF=$ROOT/etc/mysql/mariadb.conf.d/60-todosync-binlog.cnf
+new_binlog_cnf=0
+if [[ ! -f $BINLOG_CNF ]]; then
+    install -m 0644 "$REPO_ROOT/scripts/mariadb/60-todosync-binlog.cnf" "$BINLOG_CNF"
+    new_binlog_cnf=1
+fi
 mv -f "$ROOT/usr/local/bin/todosync.new" "$ROOT/usr/local/bin/todosync"   # atomic: running responders keep the old inode
 rm -rf "$ROOT/usr/local/share/todosync/Sql.new"
 cp -r "$REPO_ROOT/Sql" "$ROOT/usr/local/share/todosync/Sql.new"
@@ -85,7 +99,8 @@ rm -rf "$ROOT/usr/local/share/todosync/Sql"
 mv "$ROOT/usr/local/share/todosync/Sql.new" "$ROOT/usr/local/share/todosync/Sql"
 install -m 0644 "$REPO_ROOT/docs/API.md" "$REPO_ROOT/docs/OPERATIONS.md" "$REPO_ROOT/openapi.yaml" \
     "$ROOT/usr/local/share/doc/todosync/"
-for unit in todosync@.socket todosync@.service todosync-migrate.service todosync-purge.service todosync-purge.timer; do
+for unit in todosync@.socket todosync@.service todosync-migrate.service todosync-purge.service todosync-purge.timer \
+    todosync-backup.service todosync-backup.timer; do
     install -m 0644 "$REPO_ROOT/scripts/systemd/$unit" "$SYSTEMD/$unit"
 done
 install -m 0644 "$REPO_ROOT/scripts/systemd/hardening.conf" "$SYSTEMD/todosync@.service.d/hardening.conf"
@@ -142,6 +157,7 @@ getent passwd todosync >/dev/null ||  # lookups run even in a dry run
     host useradd --system --gid todosync --home-dir /nonexistent --no-create-home --shell /usr/sbin/nologin todosync
 host chown root:todosync "$ENV_FILE"
 host chmod 0640 "$ENV_FILE"
+host chown todosync:todosync "$ROOT/var/backups/todosync"
 
 if [[ -n $new_password ]]; then
     log "creating the database and its account (password in $ENV_FILE only)"
@@ -150,8 +166,8 @@ fi
 
 host systemctl daemon-reload
 host systemctl restart todosync-migrate.service          # applies pending migrations, fails loudly
-host systemctl enable todosync-migrate.service todosync-purge.timer
-host systemctl start todosync-purge.timer
+host systemctl enable todosync-migrate.service todosync-purge.timer todosync-backup.timer
+host systemctl start todosync-purge.timer todosync-backup.timer
 for ((i = 1; i <= INSTANCES; i++)); do
     host systemctl enable --now "todosync@$i.socket"
     host systemctl enable "todosync@$i.service"
@@ -161,3 +177,6 @@ done
 host nginx -t
 host systemctl reload nginx
 log "installed $("$ROOT/usr/local/bin/todosync" --version): https://$SERVER_NAME/healthz"
+if ((new_binlog_cnf)); then
+    log "MariaDB's binary log (point-in-time recovery) starts at its next restart: systemctl restart mariadb"
+fi

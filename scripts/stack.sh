@@ -10,6 +10,11 @@
 #   status          show which parts are running
 #   migrate         run `todosync migrate` against the stack's database (MariaDB must be up)
 #   purge|new-epoch|check-feed [ARGS]  run that `todosync` command against the stack's database
+#   backup [ARGS]   scripts/backup.sh against the stack's database while it serves: a consistent
+#                   dump in <state>/backups/ (keeps the newest 14); prints the file's path
+#   restore FILE [ARGS]  stop the responders, scripts/backup.sh restore FILE (the database replaced
+#                   by the dump's, migrations, a new sync epoch; ARGS e.g. --until-time for a
+#                   point-in-time recovery), start the responders again
 #   db-stop         stop MariaDB only (for tests)
 #   db-start        start MariaDB again on the same data dir and socket (no re-init)
 #   responder-pids  print the pids of the running responder processes, one per line
@@ -29,6 +34,7 @@ shopt -u patsub_replacement 2>/dev/null || true
 
 SELF=$(readlink -f "${BASH_SOURCE[0]}")
 REPO_ROOT=$(dirname "$(dirname "$SELF")")
+CALLER_DIR=$PWD # a FILE argument is relative to where the caller is
 cd "$REPO_ROOT"
 export PATH="$PATH:/usr/local/sbin:/usr/sbin:/sbin"
 
@@ -778,6 +784,34 @@ cmd_env() { # the stack's variables, then the binary's effective ones (secrets l
     fi
 }
 
+# Backup and restore of the stack's database, by the same script a production host runs
+# (scripts/backup.sh, installed as todosync-backup), with the stack's configuration.
+cmd_backup() {
+    require_bin
+    db_ping || die "MariaDB is not running (scripts/stack.sh up first)"
+    TODOSYNC_BIN=$TODOSYNC_BIN "$REPO_ROOT/scripts/backup.sh" --dir "$STATE/backups" "$@" </dev/null 9>&-
+}
+
+cmd_restore() {
+    local file=${1:-}
+    [[ -n $file ]] || die "restore: which file? (scripts/stack.sh restore FILE)"
+    shift
+    file=$(cd "$CALLER_DIR" && abspath "$file")
+    [[ -r $file ]] || die "restore: cannot read $file"
+    lock_state
+    require_bin
+    ensure_service_users
+    db_ping || die "MariaDB is not running (scripts/stack.sh up first): the restore needs it, not the responders"
+    log "restore: stopping the responders (nginx answers 503 meanwhile)"
+    responders_stop
+    TODOSYNC_BIN=$TODOSYNC_BIN "$REPO_ROOT/scripts/backup.sh" restore "$file" "$@" </dev/null 9>&- ||
+        die "restore failed: the responders stay stopped (scripts/stack.sh up starts them)"
+    responders_start
+    wait_healthy
+    unlock_state
+    log "restore: done, the responders serve the restored database"
+}
+
 print_urls() {
     cat <<EOF
 
@@ -816,7 +850,7 @@ cmd_run() {
 }
 
 usage() {
-    sed -n '2,17p' "$SELF" | sed 's/^# \{0,1\}//' >&2
+    sed -n '2,/^# Configuration/p' "$SELF" | sed '$d; s/^# \{0,1\}//' >&2
     exit 2
 }
 
@@ -832,6 +866,8 @@ main() {
         status) cmd_status ;;
         migrate) lock_state; cmd_migrate; unlock_state ;;
         purge | new-epoch | check-feed) require_bin; "$TODOSYNC_BIN" "$cmd" "$@" </dev/null 9>&- ;;
+        backup) cmd_backup "$@" ;;
+        restore) cmd_restore "$@" ;;
         db-start) lock_state; ensure_service_users; db_start; unlock_state ;;
         db-stop) lock_state; db_stop; unlock_state ;;
         responder-pids) cmd_responder_pids ;;

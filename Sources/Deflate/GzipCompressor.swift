@@ -1,7 +1,7 @@
 import CDeflate
 
 /// Whole-buffer gzip (RFC 1952) through libdeflate: about 40 % less CPU than zlib at the same
-/// level for a smaller result (measured on pull pages, see README "Where the microseconds go").
+/// level for a smaller result (measured on pull pages, see docs/BENCHMARKS.md "Where the microseconds go").
 /// One compressor per thread: libdeflate's compressors are not safe to share.
 public final class GzipCompressor {
     private let compressor: OpaquePointer

@@ -8,7 +8,7 @@ import TodoSyncCore
 /// not committed past its deadline can therefore only be applied while nginx still waits for
 /// it: a 503 from the responder always means nothing was applied, and a timeout only happens
 /// when a commit that began in time ran very late. The budget must leave room for one lock
-/// wait, one statement and the COMMIT inside nginx's timeout (README, "Deadlines").
+/// wait, one statement and the COMMIT inside nginx's timeout (docs/OPERATIONS.md, "Timeouts and budgets").
 ///
 /// The handover time is nginx's `$msec`, so the nginx and responder hosts' clocks must agree
 /// (NTP) to well within the margin; a responder clock that runs ahead only shortens budgets.

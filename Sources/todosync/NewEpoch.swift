@@ -3,7 +3,7 @@ import Logging
 import MariaDB
 import TodoSyncStore
 
-/// Part of every restore from backup: see README "Backup and restore".
+/// Part of every restore from backup: see docs/OPERATIONS.md "Restore".
 struct NewEpoch: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "new-epoch",

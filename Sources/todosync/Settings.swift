@@ -15,7 +15,7 @@ enum Settings {
         Setting("TODOSYNC_SOCKET_GROUP", "group given to the socket file (default: the process's)"),
         Setting("TODOSYNC_LISTEN", "IP:PORT or [IPV6]:PORT: listen on TCP instead of the unix socket"),
         Setting("TODOSYNC_ALLOW", "TCP peers allowed to connect: addresses or CIDR ranges, comma-separated (unset: everyone)"),
-        // Four per core: on 2 cores, 8 beat 12 and 32 on throughput and p99 (README "Benchmarks").
+        // Four per core: on 2 cores, 8 beat 12 and 32 on throughput and p99 (docs/BENCHMARKS.md, the 2026-11-22 run).
         Setting("TODOSYNC_WORKERS", default: "\(min(max(4 * onlineCores, 8), 64))", rule: .integer(1...1024),
                 "worker threads per responder, each with its own database connection (4 per core, 8 to 64)"),
         Setting("TODOSYNC_FASTCGI_READ_TIMEOUT", default: "\(Int(FastCGIServerConfiguration().readTimeoutSeconds))", rule: .integer(1...3600),

@@ -11,7 +11,7 @@ struct TodoSyncCommand: ParsableCommand {
         commandName: "todosync",
         abstract: "TodoSync server: FastCGI responder for the TodoSync HTTP API.",
         version: todosyncVersionDescription,
-        subcommands: [Serve.self, Config.self, CreateDatabase.self, Migrate.self, Purge.self, RecomputeStats.self, NewEpoch.self,
+        subcommands: [Serve.self, Config.self, ClientOptions.self, CreateDatabase.self, Migrate.self, Purge.self, RecomputeStats.self, NewEpoch.self,
                       CheckFeed.self, RebuildFeed.self],
         defaultSubcommand: Serve.self)
 }

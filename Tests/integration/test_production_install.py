@@ -1,9 +1,10 @@
 """The production install path (scripts/install.sh, scripts/systemd/, nginx/todosync-site.conf.template).
 
 - `scripts/install.sh --root DIR` stages every file, keeps an existing configuration (and its
-  generated database password) on a second run, and fills every placeholder of the nginx site;
+  generated database password) and binlog settings on a second run, makes the backup directory
+  0700, and fills every placeholder of the nginx site;
 - `systemd-analyze verify` accepts the units as installed (template instance, socket, migrate,
-  purge and its timer) with no warning, and `systemd-analyze security --offline` rates every
+  purge and backup with their timers) with no warning, and `systemd-analyze security --offline` rates every
   service's sandbox (the hardening.conf drop-in) "OK" (exposure ≤ 2.0; 9.6 without it);
 - the site file, rendered by install.sh and run by a real nginx in front of the test stack's
   responders, serves the API over TLS, redirects plain HTTP, answers its own errors with
@@ -36,7 +37,7 @@ from test_release_binary import db_env, fastcgi_get, stack_env
 REPO_ROOT = Path(__file__).resolve().parents[2]
 INSTALL = REPO_ROOT / "scripts/install.sh"
 UNITS = ["todosync@1.service", "todosync@1.socket", "todosync-migrate.service", "todosync-purge.service",
-         "todosync-purge.timer"]
+         "todosync-purge.timer", "todosync-backup.service", "todosync-backup.timer"]
 
 
 def install(root: Path, *args: str, binary: str) -> subprocess.CompletedProcess:
@@ -63,7 +64,9 @@ def test_install_stages_every_file_and_keeps_the_configuration(staged, conf):
                  "usr/local/share/doc/todosync/API.md", "etc/todosync/todosync.env",
                  "etc/systemd/system/todosync@.service.d/hardening.conf",
                  "etc/systemd/system/todosync-.service.d/hardening.conf",
-                 "etc/nginx/sites-available/todosync"] + [f"etc/systemd/system/{u.replace('@1', '@')}" for u in UNITS]:
+                 "etc/nginx/sites-available/todosync", "usr/local/bin/todosync-backup",
+                 "etc/mysql/mariadb.conf.d/60-todosync-binlog.cnf"] + [
+                     f"etc/systemd/system/{u.replace('@1', '@')}" for u in UNITS]:
         assert (staged / path).exists(), f"install.sh did not stage {path}"
     assert os.readlink(staged / "etc/nginx/sites-enabled/todosync") == "../sites-available/todosync"
     sql = sorted(p.name for p in (REPO_ROOT / "Sql").glob("*.sql"))
@@ -73,8 +76,13 @@ def test_install_stages_every_file_and_keeps_the_configuration(staged, conf):
     assert env_file.stat().st_mode & 0o077 == 0, "the configuration holds a password: not world- or group-readable"
     password = re.search(r"^TODOSYNC_DB_PASSWORD=(\S{24,})$", env_file.read_text(), re.M)
     assert password, env_file.read_text()
+    backups = staged / "var/backups/todosync"
+    assert backups.is_dir() and backups.stat().st_mode & 0o077 == 0, "backups hold every user's data: 0700"
+    binlog_cnf = staged / "etc/mysql/mariadb.conf.d/60-todosync-binlog.cnf"
+    binlog_cnf.write_text(binlog_cnf.read_text() + "# edited by the administrator\n")
     install(staged, "--server-name", "api.example.com", "--instances", "3", binary=conf["TODOSYNC_BIN"])
     assert password.group(1) in env_file.read_text(), "a second install replaced the configuration"
+    assert "edited by the administrator" in binlog_cnf.read_text(), "a second install replaced the binlog settings"
 
     site = (staged / "etc/nginx/sites-available/todosync").read_text()
     assert "${" not in site
@@ -101,7 +109,8 @@ def test_systemd_units_verify_without_warnings(systemd_root):
         f"systemd-analyze verify (exit {proc.returncode}):\n{proc.stdout}{proc.stderr}")
 
 
-@pytest.mark.parametrize("unit", ["todosync@1.service", "todosync-migrate.service", "todosync-purge.service"])
+@pytest.mark.parametrize("unit", ["todosync@1.service", "todosync-migrate.service", "todosync-purge.service",
+                                  "todosync-backup.service"])
 def test_every_service_runs_in_a_sandbox(systemd_root, unit):
     proc = subprocess.run(["systemd-analyze", "security", f"--root={systemd_root}", "--offline=true", unit],
                           capture_output=True, text=True, timeout=60, cwd=systemd_root)
@@ -317,6 +326,8 @@ def test_host_steps_in_a_dry_run(conf, tmp_path):
     restarts = [steps.index(f"systemctl restart todosync@{i}.service") for i in (1, 2)]
     assert steps.index(create) < migrate < min(restarts), steps
     assert {"systemctl enable --now todosync@1.socket", "systemctl enable --now todosync@2.socket"} <= set(steps)
+    assert "systemctl enable todosync-migrate.service todosync-purge.timer todosync-backup.timer" in steps, steps
+    assert f"chown todosync:todosync {tmp_path}/var/backups/todosync" in steps, steps
     assert "systemctl restart todosync@3.service" not in steps
     assert steps.index("nginx -t") < steps.index("systemctl reload nginx") and steps[-1] == "systemctl reload nginx"
     # an upgrade keeps the configuration: no second database step

@@ -6,7 +6,7 @@ change") or will reach again with *other* changes once writes resume (caught onl
 that `todosync new-epoch` renews as part of the restore). Both get 410 `cursor_expired`.
 
 Real backup and restore of the test stack's whole database: `mariadb-dump --single-transaction`,
-then the dump replayed with the `mariadb` client, as the README's procedure says.
+then the dump replayed with the `mariadb` client, as docs/DEVELOPMENT.md's procedure says.
 """
 
 from __future__ import annotations
