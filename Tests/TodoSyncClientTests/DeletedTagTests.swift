@@ -64,7 +64,7 @@ final class DeletedTagTests: StackTestCase {
         try await phone.client.sync()
         try laptop.store.updateTodo(laptopTodo.localID, TodoChanges(title: "Plan the week", tag: .some(laptopWork.localID)))
         let report = try await laptop.client.sync()
-        XCTAssertEqual(report.results[.rejected], nil, "\(try laptop.store.operations())")
+        XCTAssertEqual(report.results[.rejected], nil, "\(String(describing: try? laptop.store.operations()))")
         XCTAssertEqual(report.results[.applied], 1)
 
         let after = try XCTUnwrap(laptop.store.todo(laptopTodo.localID))
@@ -94,7 +94,7 @@ final class DeletedTagTests: StackTestCase {
         try await phone.client.sync()
         try laptop.store.updateTodo(laptopTodo.localID, TodoChanges(title: "Kept", tag: .some(laptopWork.localID)))
         let report = try await laptop.client.sync(policy: .clientWins)
-        XCTAssertEqual(report.results[.rejected], nil, "\(try laptop.store.operations())")
+        XCTAssertEqual(report.results[.rejected], nil, "\(String(describing: try? laptop.store.operations()))")
         XCTAssertEqual(report.results[.applied], 1)
 
         let restored = try XCTUnwrap(laptop.store.todo(laptopTodo.localID))
