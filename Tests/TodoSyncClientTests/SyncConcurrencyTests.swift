@@ -103,6 +103,26 @@ final class SyncConcurrencyTests: XCTestCase {
         XCTAssertEqual(seen[0].value, seen[1].value, "the same reports reach both callers")
     }
 
+    /// Cancelling the only caller of a sync cancels the sync at once, even mid-request; the
+    /// change stays queued.
+    func testCancellingTheOnlyCallerCancelsTheSync() async throws {
+        let server = FakeServer(.hang)
+        let store = try openStore()
+        let phone = client(store, server)
+        try store.addTodo(NewTodo(title: "Queued", deadline: day))
+        let started = Date()
+        let running = Task { try await phone.sync() }
+        let sent = await eventually { !server.requests.isEmpty }
+        XCTAssertTrue(sent)
+        running.cancel()
+        do {
+            _ = try await running.value
+            XCTFail("expected cancellation")
+        } catch is CancellationError {}
+        XCTAssertLessThan(Date().timeIntervalSince(started), 5, "not held until the 30 s request timeout")
+        XCTAssertEqual(try store.pendingCount(), 1)
+    }
+
     /// A sync of the same file in another process (here: its lock held through another open
     /// file) makes this one fail at once, sending nothing; once it ends, syncing works.
     func testASyncInAnotherProcessIsReportedNotRaced() async throws {

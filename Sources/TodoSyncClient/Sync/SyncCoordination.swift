@@ -52,7 +52,7 @@ struct SyncDeadline: Sendable {
 /// flight does not start a second push of the same operations. It joins the one follow-up sync
 /// queued to run when the current one ends (all callers that arrive meanwhile share it and its
 /// report); callers with other settings (policy, page size) wait for that follow-up to end and
-/// then queue their own.
+/// then queue their own. A sync is cancelled when every caller waiting for it is.
 actor SyncRunner {
     struct Settings: Hashable, Sendable {
         var policy: ConflictStrategy
@@ -69,6 +69,7 @@ actor SyncRunner {
         private let lock = NSLock()
         private var listeners: [Progress] = []
         private var joined = 0
+        private var waiting = 0
 
         /// Callers waiting for this flight (the one that started it included).
         var callers: Int {
@@ -82,8 +83,23 @@ actor SyncRunner {
         func join(_ listener: Progress?) {
             lock.lock()
             joined += 1
+            waiting += 1
             if let listener { listeners.append(listener) }
             lock.unlock()
+        }
+
+        /// The flight's report. A cancelled caller stops waiting for it only when it was the
+        /// last one waiting: then the sync itself is cancelled (and ends at once).
+        func outcome() async throws -> SyncReport {
+            try await withTaskCancellationHandler {
+                try await task.value
+            } onCancel: {
+                lock.lock()
+                waiting -= 1
+                let last = waiting == 0
+                lock.unlock()
+                if last { task.cancel() }
+            }
         }
 
         func report(_ progress: SyncProgress) {
@@ -99,13 +115,14 @@ actor SyncRunner {
 
     func run(_ settings: Settings, progress: Progress?, body: @escaping Body) async throws -> SyncReport {
         while true {
+            try Task.checkCancellation()
             if let next {
                 guard next.settings == settings else {
                     _ = await next.task.result
                     continue
                 }
                 next.join(progress)
-                return try await next.task.value
+                return try await next.outcome()
             }
             let flight = Flight(settings)
             flight.join(progress)
@@ -116,10 +133,11 @@ actor SyncRunner {
                 if let previous { _ = await previous.result }
                 begin(flight)
                 defer { end(flight) }
+                try Task.checkCancellation()
                 return try await body(flight.report)
             }
             if current == nil { current = flight } else { next = flight }
-            return try await flight.task.value
+            return try await flight.outcome()
         }
     }
 
