@@ -114,7 +114,7 @@ extension Store {
             let created = try createTag(try TagDraft.parse(&reader), in: transaction)
             return .applied(operation, created.record)
         case (.todo, .create):
-            var data = try resolveTagClientID(parsed.data, in: transaction)
+            var data = try resolveTagReference(parsed.data, in: transaction)
             if let clientID = parsed.clientID { data["clientId"] = .string(clientID) }
             var reader = FieldReader(object: data)
             let created = try createTodo(try TodoDraft.parse(&reader), in: transaction)
@@ -128,13 +128,13 @@ extension Store {
                                      restrict: { $0.restricted(to: $1) })
         case (.todo, .update):
             let current = try locateTodo(parsed, in: transaction)
-            let data = try resolveTagClientID(parsed.data, in: transaction)
+            let data = try resolveTagReference(parsed.data, in: transaction)
             var reader = FieldReader(object: data)
             let patch = try TodoPatch.parse(&reader)
             return try resolveUpdate(operation, parsed, policy: policy, current: current, patch: patch,
                                      apply: { try updateTodo(current, $0.applied(to: current), in: transaction) },
                                      restrict: { $0.restricted(to: $1) },
-                                     base: try resolveTagClientID(parsed.base, in: transaction, lenient: true))
+                                     base: try resolveBaseTagClientID(parsed.base, in: transaction))
         case (.tag, .delete):
             let current = try locateTag(parsed, in: transaction)
             if current.deletedAt != nil { return .applied(operation, current) }
@@ -215,27 +215,61 @@ extension Store {
         return Todo(row: row)
     }
 
-    /// Replaces `tagClientId` with the `tagId` of the user's live tag of that clientId (a validation error when
-    /// there is none). With `lenient` (for `base`), an unknown clientId is simply dropped.
-    private func resolveTagClientID(_ data: [String: JSONValue], in transaction: WriteTransaction,
-                                    lenient: Bool = false) throws -> [String: JSONValue] {
-        guard let value = data["tagClientId"] else { return data }
+    /// A todo's tag as a push names it (API.md "Sync: push", `create`): `tagClientId` becomes the
+    /// `tagId` of the user's tag of that clientId, and a `tagId` or `tagClientId` naming one of the
+    /// user's tags deleted since counts as `null`, so an edit made offline is never lost to a tag
+    /// deleted on another device (the todo ends untagged, as the delete left the todos it had). A
+    /// tag that was never the user's stays a validation error (a `tagId`: when the draft or patch is
+    /// written); so do both names in one `data`. REST writes do not come here: they still answer 422.
+    private func resolveTagReference(_ data: [String: JSONValue], in transaction: WriteTransaction) throws -> [String: JSONValue] {
         var result = data
+        if let value = data["tagClientId"] {
+            guard data["tagId"] == nil else {
+                throw DomainError.validation(field: "tagClientId", "give tagId or tagClientId, not both")
+            }
+            result.removeValue(forKey: "tagClientId")
+            switch value {
+            case .null:
+                result["tagId"] = .null
+            case .string(let clientID) where ClientID.isValid(clientID):
+                guard let tag = try tagOfUser(clientID: clientID, in: transaction) else {
+                    throw DomainError.validation(field: "tagClientId", "must be the clientId of one of your tags")
+                }
+                result["tagId"] = tag.deletedAt == nil ? .number(JSONNumber(literal: String(tag.id))) : .null
+            default:
+                throw DomainError.validation(field: "tagClientId", "must be a UUID string or null")
+            }
+        } else if case .number(let number)? = data["tagId"], let id = number.int64, id > 0,
+                  let row = try db.queryOne(SQL.Push.tagByID, [.int(id), .int(transaction.userID)]),
+                  Tag(row: row).deletedAt != nil {
+            result["tagId"] = .null
+        }
+        return result
+    }
+
+    /// `base` names the values the client saw: a `tagClientId` becomes the `tagId` of the user's
+    /// live tag of that clientId; one the server cannot place is dropped (the field then counts as
+    /// lacking a base).
+    private func resolveBaseTagClientID(_ base: [String: JSONValue], in transaction: WriteTransaction) throws -> [String: JSONValue] {
+        guard let value = base["tagClientId"] else { return base }
+        var result = base
         result.removeValue(forKey: "tagClientId")
         switch value {
         case .null:
             result["tagId"] = .null
         case .string(let clientID) where ClientID.isValid(clientID):
-            if let row = try db.queryOne(SQL.Tags.byClientKey, [.int(transaction.userID), .text(ClientID.key(clientID))]),
-               row.string(7) == nil {
-                result["tagId"] = .number(JSONNumber(literal: String(row.int64(0)!)))
-            } else if !lenient {
-                throw DomainError.validation(field: "tagClientId", "must be the clientId of one of your tags")
+            if let tag = try tagOfUser(clientID: clientID, in: transaction), tag.deletedAt == nil {
+                result["tagId"] = .number(JSONNumber(literal: String(tag.id)))
             }
         default:
-            if !lenient { throw DomainError.validation(field: "tagClientId", "must be a UUID string or null") }
+            break
         }
         return result
+    }
+
+    /// The user's tag of that clientId, live or deleted; nil when the user never had one.
+    private func tagOfUser(clientID: String, in transaction: WriteTransaction) throws -> Tag? {
+        try db.queryOne(SQL.Tags.byClientKey, [.int(transaction.userID), .text(ClientID.key(clientID))]).map(Tag.init(row:))
     }
 }
 

@@ -12,7 +12,9 @@ struct TodoSyncClientCommand: AsyncParsableCommand {
         abstract: "An offline-first todo list that syncs with a TodoSync server.",
         discussion: """
             Records are addressed by the number `list` shows (a local id, stable for this store).
-            Environment: TODOSYNC_CLIENT_DB (store file), TODOSYNC_SERVER (base URL), TODOSYNC_PASSWORD.
+            Environment: TODOSYNC_CLIENT_DB (store file), TODOSYNC_SERVER (base URL), TODOSYNC_PASSWORD,
+            TODOSYNC_CLIENT_RETRIES, TODOSYNC_CLIENT_REQUEST_TIMEOUT, TODOSYNC_CLIENT_SYNC_TIMEOUT
+            (every setting and its default: docs/CLIENT-SETTINGS.md).
             """,
         subcommands: [
             Register.self, Login.self, Logout.self, Add.self, List.self, Done.self, Edit.self, Remove.self,
@@ -37,10 +39,30 @@ struct StoreOptions: ParsableArguments {
         if server != nil { try store.setServerURL(url) }
         let environment = ProcessInfo.processInfo.environment
         let attempts = environment["TODOSYNC_CLIENT_RETRIES"].flatMap(Int.init) ?? 4
+        var timeouts = SyncTimeouts()
+        if let seconds = try Self.seconds(environment, "TODOSYNC_CLIENT_REQUEST_TIMEOUT") { timeouts.request = seconds }
+        if let seconds = try Self.seconds(environment, "TODOSYNC_CLIENT_SYNC_TIMEOUT") { timeouts.sync = seconds }
         return TodoSyncClient(
             store: store, baseURL: baseURL, retry: RetryPolicy(maxAttempts: attempts, initialDelay: 0.2, maxDelay: 5),
-            hooks: CrashHooks.fromEnvironment())
+            timeouts: timeouts, hooks: CrashHooks.fromEnvironment())
     }
+
+    /// A positive number of seconds from the environment, or nil when the variable is unset.
+    static func seconds(_ environment: [String: String], _ name: String) throws -> Double? {
+        guard let text = environment[name] else { return nil }
+        guard let seconds = Double(text), seconds > 0, seconds.isFinite else {
+            throw ValidationError("\(name) must be a positive number of seconds, not \(text)")
+        }
+        return seconds
+    }
+}
+
+/// The terminal client's exit codes (docs/CLIENT-SETTINGS.md, "Exit codes").
+enum ClientExit {
+    /// The server could not be reached, kept answering 429/5xx, or did not answer in time.
+    static let offline = ExitCode(3)
+    /// Another process is syncing the same store file.
+    static let syncRunning = ExitCode(4)
 }
 
 /// `TODOSYNC_CLIENT_CRASH_AT=push-response:N | page-written:N | page-committed:N` makes the
@@ -268,7 +290,14 @@ struct TagRemove: ParsableCommand {
 }
 
 struct Sync: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Push queued changes, then pull everything new.")
+    static let configuration = CommandConfiguration(
+        abstract: "Push queued changes, then pull everything new.",
+        discussion: """
+            Exit codes: 0 synced; 1 error; 3 offline (not reachable, busy, or no answer within \
+            TODOSYNC_CLIENT_REQUEST_TIMEOUT, default 30 s); 4 another process is syncing this \
+            store (it says "Sync already running on STORE" and changes nothing; run it again \
+            later); 64 usage. Changes stay queued in every case but 0.
+            """)
     @OptionGroup var options: StoreOptions
     @Option(help: "merge, reject, client-wins, or ask (conflicts go to `conflicts`).") var policy: String = "merge"
     @Option(help: "Records per pull page (1 to 1000).") var pageSize: Int = 1000
@@ -300,9 +329,15 @@ struct Sync: AsyncParsableCommand {
             bar.finish()
             let pending = try store.pendingCount()
             switch error {
+            case .alreadyRunning:
+                print("Sync already running on \(options.db)")
+                throw ClientExit.syncRunning
+            case .timedOut:
+                print("Not synced: \(error).")
+                throw ClientExit.offline
             case .offline, .unavailable:
                 print("Not synced: \(error). \(pending) change(s) stay queued and go out with the next sync.")
-                throw ExitCode(3)
+                throw ClientExit.offline
             default:
                 print("Not synced: \(error). \(pending) change(s) stay queued.")
                 throw ExitCode(1)

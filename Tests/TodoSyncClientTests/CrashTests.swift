@@ -10,16 +10,6 @@ import XCTest
 final class CrashTests: StackTestCase {
     let day = Day("2026-11-24")!
 
-    func cli(_ arguments: [String], path: String, crashAt: String? = nil) throws -> ProcessResult {
-        var environment = ["TODOSYNC_SERVER": baseURL.absoluteString]
-        if let crashAt { environment["TODOSYNC_CLIENT_CRASH_AT"] = crashAt }
-        let binary = Stack.clientBinary
-        guard FileManager.default.isExecutableFile(atPath: binary) else {
-            throw TestFailure("todosync-client is not built at \(binary) (swift build builds it with the tests)")
-        }
-        return try runProcess(binary, arguments + ["--db", path], environment: environment)
-    }
-
     func testACrashAfterThePushWasSentAndBeforeItsResultsWereStored() async throws {
         let phone = try await device("phone")
         let tag = try phone.store.addTag(name: "Crash", color: "#ABCDEF")

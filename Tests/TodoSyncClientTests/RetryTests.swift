@@ -34,19 +34,22 @@ final class RetryTests: XCTestCase {
 
     func testRetryAfterIsAFloorForTheBackoff() async throws {
         let transport = ScriptedTransport([(429, ["Retry-After": "1"]), (503, [:]), (200, [:])])
+        let clock = TestClock()
         let api = APIClient(baseURL: URL(string: "http://127.0.0.1:9")!, transport: transport,
-                            retry: RetryPolicy(maxAttempts: 5, initialDelay: 0.01, maxDelay: 2))
+                            retry: RetryPolicy(maxAttempts: 5, initialDelay: 0.01, maxDelay: 2), clock: clock)
         let response = try await api.send("GET", "/api/v1/sync/pull", token: "t")
         XCTAssertEqual(response.status, 200)
         XCTAssertEqual(transport.times.count, 3)
-        XCTAssertGreaterThanOrEqual(transport.times[1].timeIntervalSince(transport.times[0]), 0.99, "waited Retry-After")
-        XCTAssertLessThan(transport.times[2].timeIntervalSince(transport.times[1]), 0.5, "503 without Retry-After: short backoff")
+        XCTAssertEqual(clock.sleeps.count, 2)
+        XCTAssertEqual(clock.sleeps[0], 1, "waited Retry-After")
+        XCTAssertLessThan(clock.sleeps[1], 0.5, "503 without Retry-After: short backoff")
     }
 
     func testNetworkErrorsAreRetriedThenReportedAsOffline() async throws {
         let transport = ScriptedTransport([(0, [:]), (0, [:]), (0, [:])])
+        let clock = TestClock()
         let api = APIClient(baseURL: URL(string: "http://127.0.0.1:9")!, transport: transport,
-                            retry: RetryPolicy(maxAttempts: 3, initialDelay: 0.01, maxDelay: 0.05))
+                            retry: RetryPolicy(maxAttempts: 3, initialDelay: 0.01, maxDelay: 0.05), clock: clock)
         do {
             _ = try await api.send("GET", "/api/v1/tags", token: "t")
             XCTFail("expected offline")
@@ -54,11 +57,12 @@ final class RetryTests: XCTestCase {
             guard case .offline = error else { return XCTFail("\(error)") }
         }
         XCTAssertEqual(transport.times.count, 3)
+        XCTAssertEqual(clock.sleeps.count, 2)
     }
 
     func testOtherErrorsAreNotRetried() async throws {
         let transport = ScriptedTransport([(422, [:]), (200, [:])])
-        let api = APIClient(baseURL: URL(string: "http://127.0.0.1:9")!, transport: transport, retry: RetryPolicy())
+        let api = APIClient(baseURL: URL(string: "http://127.0.0.1:9")!, transport: transport, retry: RetryPolicy(), clock: TestClock())
         let response = try await api.send("POST", "/api/v1/sync/push", body: Data("{}".utf8), token: "t")
         XCTAssertEqual(response.status, 422)
         XCTAssertEqual(transport.times.count, 1)
@@ -80,7 +84,7 @@ final class RetryTests: XCTestCase {
     func testALongRetryAfterEndsTheAttemptInsteadOfSleeping() async throws {
         let transport = ScriptedTransport([(429, ["Retry-After": "3600"]), (200, [:])])
         let api = APIClient(baseURL: URL(string: "http://127.0.0.1:9")!, transport: transport,
-                            retry: RetryPolicy(maxAttempts: 5, initialDelay: 0.01, maxDelay: 10))
+                            retry: RetryPolicy(maxAttempts: 5, initialDelay: 0.01, maxDelay: 10), clock: TestClock())
         let response = try await api.send("POST", "/api/v1/sync/push", body: Data("{}".utf8), token: "t")
         XCTAssertEqual(response.status, 429)
         XCTAssertEqual(transport.times.count, 1)

@@ -87,18 +87,26 @@ class Oracle:
     def values(self, entity, rec):
         return {f: norm(entity, f, rec[f]) for f in FIELDS[entity]}
 
-    def resolve(self, entity, data):
-        """Server-side field values of `data`; ('reject', field) when a tagClientId is unknown."""
+    def resolve(self, entity, data, base=False):
+        """Server-side field values of `data`; ('reject', field) when a tagClientId is unknown.
+        A tag of the user deleted since counts as null (API.md push `create`). In a `base`, a
+        tagClientId the server cannot place (deleted or unknown) is dropped."""
         out = {}
+        dead_tag_ids = {t["id"] for t in self.tombs["tag"].values()}
         for k, v in data.items():
             if k == "tagClientId":
                 if v is None:
                     out["tagId"] = None
+                elif v.lower() in self.live["tag"]:
+                    out["tagId"] = self.live["tag"][v.lower()]["id"]
+                elif base:
+                    continue
+                elif v.lower() in self.tombs["tag"]:
+                    out["tagId"] = None
                 else:
-                    tag = self.live["tag"].get(v.lower())
-                    if tag is None:
-                        return None, "tagClientId"
-                    out["tagId"] = tag["id"]
+                    return None, "tagClientId"
+            elif k == "tagId" and not base and v in dead_tag_ids:
+                out["tagId"] = None
             else:
                 out[k] = norm(entity, k, v)
         return out, None
@@ -155,7 +163,7 @@ class Oracle:
         elif policy == "reject":
             return {"status": "conflict", "same_as": S}
         else:
-            base, _ = self.resolve(entity, o.get("base") or {})
+            base, _ = self.resolve(entity, o.get("base") or {}, base=True)
             base = base or {}
             final = dict(current)
             for f in sorted(fields):
@@ -418,7 +426,8 @@ class Device:
         ctx = f"op {o} policy {policy}: {res}"
         assert res["status"] in self.ALLOWED[policy], ctx
         if res["status"] == "rejected":
-            # only a tag deleted meanwhile by another device can make these operations invalid
+            # only a tag this user never had can make these operations invalid (one deleted
+            # meanwhile by another device counts as null)
             assert res["error"]["code"] == "validation_failed", ctx
             fields = {d["field"] for d in res["error"].get("details") or []}
             assert fields & {"tagId", "tagClientId"}, ctx
@@ -428,7 +437,7 @@ class Device:
         if o["action"] == "create":
             assert res["status"] == "applied" and rec["deletedAt"] is None, ctx
             for k, v in o["data"].items():
-                if k in rec:
+                if k in rec and not (k == "tagId" and rec[k] is None):  # None: the tag was deleted meanwhile
                     assert rec[k] == norm(o["entity"], k, v), ctx
         elif res["status"] == "conflict":
             assert o.get("baseVersion") is not None or rec["deletedAt"] is not None, ctx
@@ -437,7 +446,8 @@ class Device:
         else:
             assert rec["deletedAt"] is None, ctx
             for k, v in o["data"].items():
-                if k in rec and k not in (res.get("conflictingFields") or []) and policy != "merge":
+                if k in rec and k not in (res.get("conflictingFields") or []) and policy != "merge" \
+                        and not (k == "tagId" and rec[k] is None):
                     assert rec[k] == norm(o["entity"], k, v), ctx
 
 

@@ -169,20 +169,111 @@ def test_tag_client_id_resolves_tag_created_earlier_in_same_push(client):
     assert res[0]["status"] == "applied" and res[0]["record"]["tagId"] is None
 
 
-def test_unknown_or_deleted_tag_client_id_rejected_and_later_ops_run(client):
-    tcid = uid()
-    tag = push(client, [create_tag_op("gone", client_id=tcid)])[0]["record"]
-    assert client.delete(f"/tags/{tag['id']}").status_code == 204
+def test_unknown_tag_client_id_rejected_and_later_ops_run(client):
     res = push(client, [
         create_todo_op("unknown tag", tagClientId=uid()),
-        create_todo_op("deleted tag", tagClientId=tcid),
         create_todo_op("not a uuid", tagClientId="nope"),
         create_todo_op("fine"),
     ])
-    for r in res[:3]:
+    for r in res[:2]:
         rejected(r, field="tagClientId")
-    assert res[3]["status"] == "applied"
+    assert res[2]["status"] == "applied"
     assert [t["title"] for t in fresh_state(client).todos.values()] == ["fine"]
+
+
+def test_tag_id_and_tag_client_id_together_are_rejected(client):
+    tcid = uid()
+    tag = push(client, [create_tag_op("Both", client_id=tcid)])[0]["record"]
+    res = push(client, [create_todo_op("both names", tagId=tag["id"], tagClientId=tcid)])
+    rejected(res[0], field="tagClientId")
+    assert n_todos(client) == 0
+
+
+def deleted_tag(client, name="Gone"):
+    """A tag of this user, deleted (by REST, as another device would); returns its record."""
+    tag = push(client, [create_tag_op(name, client_id=uid())])[0]["record"]
+    assert client.delete(f"/tags/{tag['id']}").status_code == 204
+    return tag
+
+
+def test_create_naming_a_deleted_tag_lands_untagged(client):
+    """API.md push `create`: a tagId or tagClientId naming one of the user's deleted tags counts
+    as null, so an offline create is never lost to a tag deleted on another device."""
+    tag = deleted_tag(client)
+    res = push(client, [
+        create_todo_op("by clientId", tagClientId=tag["clientId"].upper()),
+        create_todo_op("by id", tagId=tag["id"]),
+    ])
+    for r in res:
+        assert r["status"] == "applied", r
+        assert r["record"]["tagId"] is None, r
+        assert client.get_todo(r["id"]) == r["record"]
+    assert sorted(t["title"] for t in fresh_state(client).todos.values()) == ["by clientId", "by id"]
+
+
+def test_rest_still_refuses_a_deleted_tag(client):
+    tag = deleted_tag(client)
+    r = client.post("/todos", {"title": "rest", "deadline": D, "tagId": tag["id"]})
+    assert_error(r, 422, "validation_failed")
+    todo = push(client, [create_todo_op("untagged")])[0]["record"]
+    assert_error(client.patch(f"/todos/{todo['id']}", {"tagId": tag["id"]}), 422, "validation_failed")
+
+
+def test_another_users_tag_is_still_rejected(client, other_client):
+    """Only the user's own deleted tags count as null: another user's (deleted) tag never existed
+    for this user."""
+    theirs = deleted_tag(other_client, "Theirs")
+    res = push(client, [create_todo_op("their id", tagId=theirs["id"]),
+                        create_todo_op("their clientId", tagClientId=theirs["clientId"])])
+    rejected(res[0], field="tagId")
+    rejected(res[1], field="tagClientId")
+    assert n_todos(client) == 0
+
+
+@pytest.mark.parametrize("policy", ["reject", "merge", "client-wins"])
+def test_update_naming_a_tag_deleted_meanwhile_applies_untagged(client, policy):
+    """An update made offline that moves a todo to a tag deleted meanwhile keeps its other fields."""
+    todo = push(client, [create_todo_op("mine")])[0]["record"]
+    tag = deleted_tag(client)
+    for name, value in (("tagId", tag["id"]), ("tagClientId", tag["clientId"])):
+        res = push(client, [op("todo", "update", id=todo["id"], baseVersion=todo["version"],
+                               data={name: value, "title": f"edited {name}"},
+                               base={"tagId": None, "title": todo["title"]})], policy=policy)
+        assert res[0]["status"] == "applied", res
+        rec = res[0]["record"]
+        assert (rec["title"], rec["tagId"]) == (f"edited {name}", None), rec
+        todo = rec
+
+
+def test_update_of_a_todo_whose_tag_was_deleted_meanwhile_merges(client):
+    """The tag's delete un-tagged the todo (a new version); the offline edit re-names the same
+    deleted tag: with merge the server and client agree (no tag), and the title goes through."""
+    tag = push(client, [create_tag_op("Work", client_id=uid())])[0]["record"]
+    todo = push(client, [create_todo_op("tagged", tagId=tag["id"])])[0]["record"]
+    assert client.delete(f"/tags/{tag['id']}").status_code == 204
+    res = push(client, [op("todo", "update", id=todo["id"], baseVersion=todo["version"],
+                           data={"tagId": tag["id"], "title": "edited"},
+                           base={"tagId": tag["id"], "title": "tagged"})], policy="merge")
+    assert res[0]["status"] == "applied", res
+    assert (res[0]["record"]["title"], res[0]["record"]["tagId"]) == ("edited", None)
+
+
+def test_client_wins_restore_of_a_todo_whose_tag_is_gone(client):
+    """A device re-tagged a todo offline while another deleted both the todo and the tag:
+    client-wins restores the todo, untagged, with the device's other fields."""
+    tag = push(client, [create_tag_op("Work", client_id=uid())])[0]["record"]
+    todo = push(client, [create_todo_op("tagged", tagId=tag["id"])])[0]["record"]
+    assert client.delete(f"/todos/{todo['id']}").status_code == 204
+    assert client.delete(f"/tags/{tag['id']}").status_code == 204
+    update = op("todo", "update", id=todo["id"], baseVersion=todo["version"],
+                data={"tagClientId": tag["clientId"], "title": "restored"}, base={"tagId": tag["id"], "title": "tagged"})
+    res = push(client, [update], policy="reject")
+    assert res[0]["status"] == "conflict" and res[0]["record"]["deletedAt"] is not None, res
+    res = push(client, [dict(update, opId=uid())], policy="client-wins")
+    assert res[0]["status"] == "applied", res
+    rec = res[0]["record"]
+    assert (rec["title"], rec["tagId"], rec["deletedAt"]) == ("restored", None, None), rec
+    assert client.get_todo(todo["id"]) == rec
 
 
 # --------------------------------------------------------------------------- conflicts

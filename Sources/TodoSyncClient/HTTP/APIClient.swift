@@ -46,6 +46,17 @@ public enum SyncError: Error, Equatable, Sendable, CustomStringConvertible {
     case server(status: Int, code: String, message: String)
     /// The answer did not have the contract's shape.
     case protocolError(String)
+    /// The server did not answer a request within `SyncTimeouts.request` (`.request`), or the
+    /// call did not finish within `SyncTimeouts.sync` (`.sync`); `queued` is how many changes
+    /// stay in the outbox (nil when unknown).
+    case timedOut(TimeoutKind, seconds: Double, queued: Int?)
+    /// Another process is syncing the same store file; this sync did nothing.
+    case alreadyRunning(store: String)
+
+    /// Which bound a `timedOut` sync hit.
+    public enum TimeoutKind: String, Sendable {
+        case request, sync
+    }
 
     public var description: String {
         switch self {
@@ -55,6 +66,25 @@ public enum SyncError: Error, Equatable, Sendable, CustomStringConvertible {
         case .unauthorized: return "the server refused the login token; log in again (changes stay queued)"
         case .server(let status, let code, let message): return "server error \(status) \(code): \(message)"
         case .protocolError(let reason): return "unexpected answer from the server: \(reason)"
+        case .timedOut(let kind, let seconds, let queued):
+            let what = kind == .request ? "the server did not answer within" : "the sync did not finish within"
+            let stay = queued.map { "\($0) change(s) stay queued" } ?? "changes stay queued"
+            return "\(what) \(Self.seconds(seconds)) s; \(stay)"
+        case .alreadyRunning(let store): return "Sync already running on \(store)"
+        }
+    }
+
+    /// `30`, `0.5`: seconds as a person writes them.
+    static func seconds(_ value: Double) -> String {
+        value == value.rounded() && abs(value) < 1e15 ? String(Int64(value)) : String(value)
+    }
+
+    /// Whether the server could not be reached or did not answer in time (the terminal
+    /// client's "offline" exit code): nothing was lost, the next sync sends everything.
+    public var isOffline: Bool {
+        switch self {
+        case .offline, .unavailable, .timedOut: return true
+        default: return false
         }
     }
 }
@@ -63,6 +93,8 @@ public enum SyncError: Error, Equatable, Sendable, CustomStringConvertible {
 /// every request safe to resend). Exponential with jitter; `Retry-After` is a floor, and an
 /// answer that asks for a longer wait than `maxDelay` ends the attempt at once (the sync fails
 /// with `.unavailable(retryAfter:)`, so the app can schedule the next one) instead of sleeping.
+/// A request that timed out is not retried (see `SyncTimeouts`), and no wait runs past the
+/// call's overall bound.
 public struct RetryPolicy: Sendable {
     public var maxAttempts: Int
     public var initialDelay: Double
@@ -103,15 +135,20 @@ struct APIResponse: Sendable {
     }
 }
 
-/// The contract's HTTP calls, with retries. Stateless: the token comes from the caller.
+/// The contract's HTTP calls, with retries and timeouts. Stateless: the token comes from the caller.
 struct APIClient: Sendable {
     let baseURL: URL
     let transport: any HTTPTransport
     let retry: RetryPolicy
+    var timeouts = SyncTimeouts()
+    var clock: any SyncClock = SystemSyncClock()
 
     /// Sends a request, retrying retryable failures; returns the final answer (any status).
+    /// Each attempt gets `timeouts.request` seconds (less when `deadline` is nearer); a timed-out
+    /// attempt ends the call with `SyncError.timedOut`.
     func send(_ method: String, _ path: String, query: [URLQueryItem] = [], body: Data? = nil,
-              token: String?) async throws -> APIResponse {
+              token: String?, deadline: SyncDeadline? = nil) async throws -> APIResponse {
+        let deadline = deadline ?? SyncDeadline(clock: clock, seconds: timeouts.sync)
         var components = URLComponents(url: baseURL.appendingPathComponent(path), resolvingAgainstBaseURL: false)!
         if !query.isEmpty { components.queryItems = query }
         var request = URLRequest(url: components.url!)
@@ -125,9 +162,15 @@ struct APIClient: Sendable {
         var attempt = 0
         while true {
             attempt += 1
+            let remaining = deadline.at - clock.now
+            guard remaining > 0 else { throw SyncError.timedOut(.sync, seconds: deadline.seconds, queued: nil) }
+            let (limit, kind) = remaining < timeouts.request ? (remaining, SyncError.TimeoutKind.sync)
+                : (timeouts.request, SyncError.TimeoutKind.request)
+            // URLSession's own timer is a backstop behind the race below.
+            request.timeoutInterval = limit + 1
             let response: APIResponse
             do {
-                let (data, http) = try await transport.send(request)
+                let (data, http) = try await Self.send(request, over: transport, within: limit)
                 var headers: [String: String] = [:]
                 for (name, value) in http.allHeaderFields {
                     if let name = name as? String, let value = value as? String { headers[name.lowercased()] = value }
@@ -135,20 +178,102 @@ struct APIClient: Sendable {
                 response = APIResponse(status: http.statusCode, headers: headers, body: data)
             } catch is CancellationError {
                 throw CancellationError()
+            } catch let error where error is RequestTimedOut || (error as? URLError)?.code == .timedOut {
+                throw SyncError.timedOut(kind, seconds: kind == .request ? timeouts.request : deadline.seconds, queued: nil)
             } catch {
                 guard attempt < retry.maxAttempts else { throw SyncError.offline(Self.describe(error)) }
-                try await Task.sleep(nanoseconds: UInt64(retry.delay(afterAttempt: attempt, retryAfter: nil) * 1e9))
+                try await wait(retry.delay(afterAttempt: attempt, retryAfter: nil), before: deadline)
                 continue
             }
             guard [429, 502, 503, 504].contains(response.status) else { return response }
             let retryAfter = response.headers["retry-after"].flatMap(Double.init)
             guard attempt < retry.maxAttempts, (retryAfter ?? 0) <= retry.maxDelay else { return response }
-            try await Task.sleep(nanoseconds: UInt64(retry.delay(afterAttempt: attempt, retryAfter: retryAfter) * 1e9))
+            try await wait(retry.delay(afterAttempt: attempt, retryAfter: retryAfter), before: deadline)
+        }
+    }
+
+    /// A backoff wait; one that would end past the deadline ends the call now instead.
+    private func wait(_ seconds: Double, before deadline: SyncDeadline) async throws {
+        guard clock.now + seconds < deadline.at else {
+            throw SyncError.timedOut(.sync, seconds: deadline.seconds, queued: nil)
+        }
+        try await clock.sleep(seconds: seconds)
+    }
+
+    struct RequestTimedOut: Error {}
+
+    /// `transport.send` raced against a timer of `seconds` real time. The loser is cancelled and
+    /// not waited for (a transport that ignores cancellation cannot hold the caller).
+    static func send(_ request: URLRequest, over transport: any HTTPTransport,
+                     within seconds: Double) async throws -> (Data, HTTPURLResponse) {
+        let race = Race<(Data, HTTPURLResponse)>()
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                race.start(continuation)
+                race.add(Task {
+                    do {
+                        race.finish(.success(try await transport.send(request)))
+                    } catch {
+                        race.finish(.failure(error))
+                    }
+                })
+                race.add(Task {
+                    try? await Task.sleep(nanoseconds: UInt64(max(seconds, 0) * 1e9))
+                    race.finish(.failure(RequestTimedOut()))
+                })
+            }
+        } onCancel: {
+            race.finish(.failure(CancellationError()))
         }
     }
 
     static func describe(_ error: Error) -> String {
         if let urlError = error as? URLError { return "\(urlError.code.rawValue): \(urlError.localizedDescription)" }
         return String(describing: error)
+    }
+}
+
+/// The first result of several tasks resumes one continuation; then every task is cancelled.
+private final class Race<Value: Sendable>: @unchecked Sendable {
+    private let lock = NSLock()
+    private var continuation: CheckedContinuation<Value, Error>?
+    private var pending: Result<Value, Error>?
+    private var tasks: [Task<Void, Never>] = []
+    private var done = false
+
+    func start(_ continuation: CheckedContinuation<Value, Error>) {
+        lock.lock()
+        if let pending {
+            lock.unlock()
+            continuation.resume(with: pending)
+            return
+        }
+        self.continuation = continuation
+        lock.unlock()
+    }
+
+    func add(_ task: Task<Void, Never>) {
+        lock.lock()
+        let cancel = done
+        if !cancel { tasks.append(task) }
+        lock.unlock()
+        if cancel { task.cancel() }
+    }
+
+    func finish(_ result: Result<Value, Error>) {
+        lock.lock()
+        guard !done else {
+            lock.unlock()
+            return
+        }
+        done = true
+        let continuation = self.continuation
+        self.continuation = nil
+        if continuation == nil { pending = result }
+        let losers = tasks
+        tasks = []
+        lock.unlock()
+        continuation?.resume(with: result)
+        for task in losers { task.cancel() }
     }
 }

@@ -25,9 +25,15 @@ public enum LocalStoreError: Error, Equatable, Sendable, CustomStringConvertible
 /// reads while a sync writes). Every local write is one short transaction that needs no network.
 public final class LocalStore: Sendable {
     let pool: DatabasePool
+    /// The store file, as opened.
+    public let path: String
+    /// One sync at a time on this file in this process, whichever `LocalStore` opened it.
+    let syncRunner: SyncRunner
 
     /// Opens (creating if needed) the store at `path`.
     public init(path: String) throws {
+        self.path = path
+        syncRunner = SyncRunner.forStore(atPath: path)
         var configuration = Configuration()
         configuration.busyMode = .timeout(10)
         configuration.prepareDatabase { db in

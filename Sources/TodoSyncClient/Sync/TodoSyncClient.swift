@@ -54,21 +54,29 @@ public struct SyncHooks: Sendable {
 /// applies every result, then pulls every page, each page with its cursor in one transaction.
 /// It is safe to kill the process at any instant: the next `sync()` resends what was in flight
 /// with the same opIds and resumes the pull from the last stored cursor.
+///
+/// One sync runs at a time per store file: concurrent `sync()` calls in one process (through
+/// any client on that file) share one follow-up sync, and a sync in another process on the same
+/// file makes this one fail at once with `SyncError.alreadyRunning`. Every request and every
+/// sync is bounded in time (`SyncTimeouts`). Every setting: docs/CLIENT-SETTINGS.md.
 public final class TodoSyncClient: Sendable {
     public let store: LocalStore
     let api: APIClient
     let tokenRefresh: (@Sendable () async throws -> String?)?
     let hooks: SyncHooks
-    private let gate = SyncGate()
 
     /// - Parameters:
+    ///   - retry: backoff for network errors and 429/502/503/504 answers.
+    ///   - timeouts: how long one request, and one whole sync, may take.
+    ///   - clock: the clock of backoff waits and of the sync's bound (tests pass a fake one).
     ///   - tokenRefresh: called when the server answers 401; return a new token (e.g. by logging
     ///     in again) or nil to give up. The outbox is kept either way.
     public init(store: LocalStore, baseURL: URL, transport: any HTTPTransport = URLSessionTransport(),
-                retry: RetryPolicy = RetryPolicy(), tokenRefresh: (@Sendable () async throws -> String?)? = nil,
+                retry: RetryPolicy = RetryPolicy(), timeouts: SyncTimeouts = SyncTimeouts(),
+                clock: any SyncClock = SystemSyncClock(), tokenRefresh: (@Sendable () async throws -> String?)? = nil,
                 hooks: SyncHooks = SyncHooks()) {
         self.store = store
-        self.api = APIClient(baseURL: baseURL, transport: transport, retry: retry)
+        self.api = APIClient(baseURL: baseURL, transport: transport, retry: retry, timeouts: timeouts, clock: clock)
         self.tokenRefresh = tokenRefresh
         self.hooks = hooks
     }
@@ -111,31 +119,51 @@ public final class TodoSyncClient: Sendable {
 
     // MARK: Sync
 
-    /// Pushes the outbox, then pulls everything new. One sync runs at a time per client.
+    /// Pushes the outbox, then pulls everything new.
+    ///
+    /// Called while a sync of the same store file is in flight in this process, it waits for
+    /// the one follow-up sync that starts when the current one ends, shared by every caller that
+    /// arrives meanwhile with the same `policy` and `pageSize` (each gets its report and its
+    /// progress). Throws `SyncError.alreadyRunning` when another process is syncing the file,
+    /// and `SyncError.timedOut` when the server does not answer within `SyncTimeouts.request`
+    /// or the sync does not end within `SyncTimeouts.sync`. The outbox keeps every change on
+    /// every error.
     @discardableResult
     public func sync(policy: ConflictStrategy = .merge, pageSize: Int = 1000,
                      progress: (@Sendable (SyncProgress) -> Void)? = nil) async throws -> SyncReport {
-        try await gate.run {
-            var report = SyncReport()
-            do {
-                try await self.push(policy: policy, report: &report, progress: progress)
-                let resynced = try await self.pull(pageSize: pageSize, report: &report, progress: progress)
-                let stillPending = try self.store.pendingCount()
-                if resynced && stillPending > 0 {
-                    // After a resync the device's unsynced changes go out, then their results come back.
-                    try await self.push(policy: policy, report: &report, progress: progress)
-                    _ = try await self.pull(pageSize: pageSize, report: &report, progress: progress)
-                }
-                try self.store.recordSync(error: nil)
-                return report
-            } catch {
-                try? self.store.recordSync(error: String(describing: error))
-                throw error
-            }
+        try await store.syncRunner.run(SyncRunner.Settings(policy: policy, pageSize: pageSize), progress: progress) { progress in
+            try await self.runSync(policy: policy, pageSize: pageSize, progress: progress)
         }
     }
 
-    private func push(policy: ConflictStrategy, report: inout SyncReport,
+    private func runSync(policy: ConflictStrategy, pageSize: Int,
+                         progress: @escaping @Sendable (SyncProgress) -> Void) async throws -> SyncReport {
+        let lock = try SyncFileLock(storePath: store.path)
+        defer { lock.release() }
+        let deadline = SyncDeadline(clock: api.clock, seconds: api.timeouts.sync)
+        var report = SyncReport()
+        do {
+            try await push(policy: policy, report: &report, deadline: deadline, progress: progress)
+            let resynced = try await pull(pageSize: pageSize, report: &report, deadline: deadline, progress: progress)
+            let stillPending = try store.pendingCount()
+            if resynced && stillPending > 0 {
+                // After a resync the device's unsynced changes go out, then their results come back.
+                try await push(policy: policy, report: &report, deadline: deadline, progress: progress)
+                _ = try await pull(pageSize: pageSize, report: &report, deadline: deadline, progress: progress)
+            }
+            try store.recordSync(error: nil)
+            return report
+        } catch SyncError.timedOut(let kind, let seconds, _) {
+            let error = SyncError.timedOut(kind, seconds: seconds, queued: try? store.pendingCount())
+            try? store.recordSync(error: String(describing: error))
+            throw error
+        } catch {
+            try? store.recordSync(error: String(describing: error))
+            throw error
+        }
+    }
+
+    private func push(policy: ConflictStrategy, report: inout SyncReport, deadline: SyncDeadline,
                       progress: (@Sendable (SyncProgress) -> Void)?) async throws {
         let deviceID = try store.deviceID
         let total = try store.pendingCount()
@@ -153,7 +181,7 @@ public final class TodoSyncClient: Sendable {
                 body.append(contentsOf: op.payload.utf8)
             }
             body.append(contentsOf: Array("]}".utf8))
-            let response = try await authorized("POST", "/api/v1/sync/push", body: body)
+            let response = try await authorized("POST", "/api/v1/sync/push", body: body, deadline: deadline)
             guard response.status == 200 else { throw Self.failure(response) }
             guard let results = try response.json()["results"]?.arrayValue, results.count == batch.operations.count else {
                 throw SyncError.protocolError("push answer without one result per operation")
@@ -169,7 +197,7 @@ public final class TodoSyncClient: Sendable {
     }
 
     /// Pulls every page; returns true when the pull had to start over after 410.
-    private func pull(pageSize: Int, report: inout SyncReport,
+    private func pull(pageSize: Int, report: inout SyncReport, deadline: SyncDeadline,
                       progress: (@Sendable (SyncProgress) -> Void)?) async throws -> Bool {
         let deviceID = try store.deviceID
         var resynced = false
@@ -182,7 +210,7 @@ public final class TodoSyncClient: Sendable {
             if let cursor { query.append(URLQueryItem(name: "cursor", value: cursor)) }
             // A full pull must bring this device's own records too: no echo suppression.
             if !full { query.append(URLQueryItem(name: "deviceId", value: deviceID)) }
-            return Task { try await self.authorized("GET", "/api/v1/sync/pull", query: query) }
+            return Task { try await self.authorized("GET", "/api/v1/sync/pull", query: query, deadline: deadline) }
         }
 
         // The next page is fetched while the current one is written to the store.
@@ -236,13 +264,14 @@ public final class TodoSyncClient: Sendable {
     }
 
     /// Sends with the stored token; on 401 asks the app for a new one, once.
-    func authorized(_ method: String, _ path: String, query: [URLQueryItem] = [], body: Data? = nil) async throws -> APIResponse {
+    func authorized(_ method: String, _ path: String, query: [URLQueryItem] = [], body: Data? = nil,
+                    deadline: SyncDeadline) async throws -> APIResponse {
         guard let token = try store.token() else { throw SyncError.notLoggedIn }
-        let response = try await api.send(method, path, query: query, body: body, token: token)
+        let response = try await api.send(method, path, query: query, body: body, token: token, deadline: deadline)
         guard response.status == 401 else { return response }
         guard let tokenRefresh, let fresh = try await tokenRefresh() else { throw SyncError.unauthorized }
         try store.setToken(fresh)
-        let retried = try await api.send(method, path, query: query, body: body, token: fresh)
+        let retried = try await api.send(method, path, query: query, body: body, token: fresh, deadline: deadline)
         if retried.status == 401 { throw SyncError.unauthorized }
         return retried
     }
@@ -254,23 +283,5 @@ public final class TodoSyncClient: Sendable {
             return .unavailable(status: response.status, retryAfter: response.headers["retry-after"].flatMap(Double.init))
         default: return response.error
         }
-    }
-}
-
-/// Runs one operation at a time (one sync per client), in call order.
-private actor SyncGate {
-    private var busy = false
-    private var waiters: [CheckedContinuation<Void, Never>] = []
-
-    func run<T: Sendable>(_ body: @Sendable () async throws -> T) async throws -> T {
-        while busy {
-            await withCheckedContinuation { waiters.append($0) }
-        }
-        busy = true
-        defer {
-            busy = false
-            if !waiters.isEmpty { waiters.removeFirst().resume() }
-        }
-        return try await body()
     }
 }

@@ -4470,7 +4470,10 @@ internal struct Client: APIProtocol {
     ///
     /// - `create`: `data` as for POST. A `clientId` that already exists for this user and
     ///   kind returns the existing record as `applied` (a tombstone if it was deleted since).
-    ///   A todo's `data` may name its tag by `tagClientId` instead of `tagId`.
+    ///   A todo's `data` may name its tag by `tagClientId` instead of `tagId`. In a push, a
+    ///   `tagId` or `tagClientId` naming one of this user's tags that has since been deleted
+    ///   counts as `null` (the todo ends untagged, as the tag's delete left the todos it had;
+    ///   REST writes still answer 422); a tag that never existed for this user is `rejected`.
     /// - `update`/`delete` address the record by `id` or by `clientId`. `data` holds only the
     ///   changed fields; `base` (optional) holds those fields' values at `baseVersion`.
     /// - Conflict: the record's current version is greater than `baseVersion`. Then by

@@ -1695,14 +1695,16 @@ extension Components {
             internal var value1: Components.Schemas.TodoPatch
             /// - Remark: Generated from `#/components/schemas/PushTodoData/value2`.
             internal struct Value2Payload: Codable, Hashable, Sendable {
-                /// The clientId of one of this user's live tags (instead of `tagId`), or null.
+                /// The clientId of one of this user's tags (instead of `tagId`), or null. A tag
+                /// deleted since counts as null; one the user never had rejects the operation.
+                ///
                 ///
                 /// - Remark: Generated from `#/components/schemas/PushTodoData/value2/tagClientId`.
                 internal var tagClientId: Components.Schemas.ClientId?
                 /// Creates a new `Value2Payload`.
                 ///
                 /// - Parameters:
-                ///   - tagClientId: The clientId of one of this user's live tags (instead of `tagId`), or null.
+                ///   - tagClientId: The clientId of one of this user's tags (instead of `tagId`), or null. A tag
                 internal init(tagClientId: Components.Schemas.ClientId? = nil) {
                     self.tagClientId = tagClientId
                 }

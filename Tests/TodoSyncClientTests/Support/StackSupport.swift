@@ -151,6 +151,20 @@ class StackTestCase: XCTestCase {
         return device
     }
 
+    /// Runs the terminal client on the store at `path` against the stack (`crashAt`:
+    /// `TODOSYNC_CLIENT_CRASH_AT`).
+    func cli(_ arguments: [String], path: String, crashAt: String? = nil,
+             environment extra: [String: String] = [:]) throws -> ProcessResult {
+        var environment = ["TODOSYNC_SERVER": baseURL.absoluteString, "TODOSYNC_PASSWORD": password]
+        if let crashAt { environment["TODOSYNC_CLIENT_CRASH_AT"] = crashAt }
+        environment.merge(extra) { $1 }
+        let binary = Stack.clientBinary
+        guard FileManager.default.isExecutableFile(atPath: binary) else {
+            throw TestFailure("todosync-client is not built at \(binary) (swift build builds it with the tests)")
+        }
+        return try runProcess(binary, arguments + ["--db", path], environment: environment)
+    }
+
     // MARK: The server's view, through REST
 
     func get(_ path: String, token: String) async throws -> JSONObject {
