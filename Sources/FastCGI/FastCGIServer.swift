@@ -104,8 +104,11 @@ public final class FastCGIServer: Sendable {
                 "socket_mode": "\(String(configuration.socketMode, radix: 8))",
                 "allowed_peers": "\(configuration.allowedPeers)",
             ])
+        // Under systemd (Type=notify), a start or restart completes only now that workers accept.
+        if spawnError == nil { SystemdNotify.send("READY=1") }
 
         lifecycle.waitForShutdownRequest()
+        SystemdNotify.send("STOPPING=1")
         logger.info(
             "FastCGI server stopping: no longer accepting, finishing in-flight requests",
             metadata: ["grace_seconds": "\(configuration.shutdownGraceSeconds)"])

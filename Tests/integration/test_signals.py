@@ -46,3 +46,13 @@ def test_a_signal_other_than_term_neither_kills_nor_interrupts(sig):
     while expected not in _responder_logs()[logs_before:]:
         assert time.monotonic() < deadline, f"no {expected} line in the responder logs"
         time.sleep(0.2)
+
+
+def test_systemd_units_keep_the_socket_across_restarts_and_wait_for_readiness():
+    """`PartOf=` restarted the socket with the service, dropping the connections queued in it;
+    `Type=simple` let install.sh restart every instance back to back before any was ready."""
+    units = Path(__file__).resolve().parents[2] / "scripts/systemd"
+    socket_unit = (units / "todosync@.socket").read_text()
+    service = (units / "todosync@.service").read_text()
+    assert not any(line.startswith("PartOf=") for line in socket_unit.splitlines())
+    assert "\nType=notify\n" in service and "\nExecReload=/bin/kill -HUP $MAINPID\n" in service
