@@ -24,7 +24,8 @@ public final class FastCGIServer: Sendable {
 
     /// Blocks until SIGTERM/SIGINT, then stops accepting, lets in-flight requests finish (up to the
     /// grace period), removes the socket file and returns. `makeHandler` runs once on each worker
-    /// thread; the handler it returns is only ever called on that thread.
+    /// thread; the handler it returns is only ever called on that thread. SIGHUP calls `onReload`
+    /// on the signal thread while the workers go on serving; SIGUSR1/SIGUSR2 are logged only.
     ///
     /// The shutdown signals are blocked in the calling thread (restored on return) and in every
     /// thread started here, and received by a dedicated `sigwait` thread. Threads created *before*
@@ -33,7 +34,10 @@ public final class FastCGIServer: Sendable {
     ///
     /// Throws ``FastCGIServerError`` if the server cannot start (for example when another live
     /// process serves the socket path, or a worker thread cannot be created).
-    public func run(makeHandler: @escaping @Sendable (_ workerIndex: Int) -> (FastCGIRequest) -> FastCGIResponse) throws {
+    public func run(
+        onReload: @escaping @Sendable () -> Void = {},
+        makeHandler: @escaping @Sendable (_ workerIndex: Int) -> (FastCGIRequest) -> FastCGIResponse
+    ) throws {
         try configuration.validate()
         guard lifecycle.markStarted() else { throw FastCGIServerError.alreadyStarted }
 
@@ -54,7 +58,13 @@ public final class FastCGIServer: Sendable {
 
         let watcher: SignalWatcher
         do {
-            watcher = try SignalWatcher.start(logger: logger) { [lifecycle] _ in lifecycle.requestShutdown() }
+            watcher = try SignalWatcher.start(logger: logger) { [lifecycle] number in
+                if ShutdownSignals.isShutdown(number) {
+                    lifecycle.requestShutdown()
+                } else if number == SIGHUP {
+                    onReload()
+                }
+            }
         } catch {
             wakePipe.close()
             listener.close()
@@ -94,8 +104,11 @@ public final class FastCGIServer: Sendable {
                 "socket_mode": "\(String(configuration.socketMode, radix: 8))",
                 "allowed_peers": "\(configuration.allowedPeers)",
             ])
+        // Under systemd (Type=notify), a start or restart completes only now that workers accept.
+        if spawnError == nil { SystemdNotify.send("READY=1") }
 
         lifecycle.waitForShutdownRequest()
+        SystemdNotify.send("STOPPING=1")
         logger.info(
             "FastCGI server stopping: no longer accepting, finishing in-flight requests",
             metadata: ["grace_seconds": "\(configuration.shutdownGraceSeconds)"])

@@ -4,13 +4,19 @@ import Glibc
 import Logging
 import Synchronization
 
-/// The signals that trigger a graceful shutdown, and the mask that routes them to one thread.
+/// The signals the server handles, and the mask that routes them to one thread.
 ///
 /// libfcgi's `FCGX_Init` installs a SIGTERM handler that only sets a private "shutdown pending"
 /// flag. Blocking SIGTERM and SIGINT in every thread and `sigwait`ing for them on a dedicated
 /// thread means that handler never runs and the signal reaches ``FastCGIServer/requestShutdown()``.
+/// SIGHUP (what `systemctl reload` and `sv hup` send) asks for a reload
+/// (``FastCGIServer/run(onReload:makeHandler:)``); SIGUSR1 and SIGUSR2 are logged and ignored.
+/// Their default action is to end the process, which killed a responder mid-request.
 enum ShutdownSignals {
-    static let numbers: [Int32] = [SIGTERM, SIGINT]
+    static let numbers: [Int32] = [SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2]
+
+    /// Whether `number` asks the server to stop (the others do not).
+    static func isShutdown(_ number: Int32) -> Bool { number == SIGTERM || number == SIGINT }
 
     static var set: sigset_t {
         var set = sigset_t()
@@ -39,6 +45,9 @@ enum ShutdownSignals {
         switch number {
         case SIGTERM: return "SIGTERM"
         case SIGINT: return "SIGINT"
+        case SIGHUP: return "SIGHUP"
+        case SIGUSR1: return "SIGUSR1"
+        case SIGUSR2: return "SIGUSR2"
         default: return "signal \(number)"
         }
     }
@@ -75,7 +84,11 @@ final class SignalWatcher: Sendable {
                     logger.error("sigwait failed", metadata: ["errno": "\(result)"])
                     continue
                 }
-                logger.notice("received shutdown signal", metadata: ["signal": "\(ShutdownSignals.name(of: number))"])
+                if ShutdownSignals.isShutdown(number) {
+                    logger.notice("received shutdown signal", metadata: ["signal": "\(ShutdownSignals.name(of: number))"])
+                } else {
+                    logger.notice("received signal", metadata: ["signal": "\(ShutdownSignals.name(of: number))"])
+                }
                 onSignal(number)
             }
         }

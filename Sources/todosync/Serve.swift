@@ -1,4 +1,5 @@
 import Foundation
+import TodoSyncConfig
 import ArgumentParser
 import FastCGI
 import Logging
@@ -77,7 +78,8 @@ struct Serve: ParsableCommand {
             let counts = TransactionRetryStatistics.current
             if !counts.isZero { logger.notice("transaction retries since start: \(counts)") }
         }
-        try server.run { workerIndex in
+        let startedWith = environment.configuration
+        try server.run(onReload: { Self.reload(runningWith: startedWith, logger: logger) }) { workerIndex in
             var workerLogger = logger
             workerLogger[metadataKey: "worker"] = "\(workerIndex)"
             let store = Store(connection: Connection(configuration: database), configuration: storeConfiguration)
@@ -99,6 +101,31 @@ struct Serve: ParsableCommand {
 
     /// Logs the transaction retry counters (deadlocks, Galera certification failures, …) every
     /// `seconds` when they changed.
+    /// SIGHUP (`systemctl reload`, `sv hup`): reads the configuration again (file and
+    /// environment) and applies what can change while requests are served, the log level; it names
+    /// every other changed setting as needing a restart. An invalid configuration changes nothing.
+    /// Requests in flight are not touched. (Logs need no reopening: the runners and logrotate
+    /// append to or copy-truncate the files the process writes through stderr.)
+    static func reload(runningWith running: LayeredConfiguration, logger: Logger) {
+        let fresh = Environment(validating: false).configuration
+        let problems = fresh.problems()
+        guard problems.isEmpty else {
+            logger.error("reload refused: invalid configuration, nothing changed", metadata: ["problems": "\(problems)"])
+            return
+        }
+        let level = Logger.Level(rawValue: fresh.value("TODOSYNC_LOG_LEVEL") ?? "info") ?? .info
+        let previous = LogLevelControl.level
+        LogLevelControl.level = level
+        let needRestart = fresh.entries().filter { entry in
+            entry.isKnown && entry.name != "TODOSYNC_LOG_LEVEL"
+                && running.lookup(entry.name).value != fresh.lookup(entry.name).value
+        }.map(\.name)
+        logger.notice("reloaded", metadata: [
+            "log_level": "\(previous) -> \(level)",
+            "restart_needed_for": "\(needRestart.joined(separator: ","))",
+        ])
+    }
+
     private static func logTransactionRetries(every seconds: Int, logger: Logger) -> DispatchSourceTimer {
         let timer = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "todosync.retry-log"))
         nonisolated(unsafe) var last = TransactionRetryStatistics.Counts()

@@ -19,9 +19,11 @@ struct TodoSyncCommand: ParsableCommand {
 /// Bootstraps swift-log once, at the level of `TODOSYNC_LOG_LEVEL` (default info), on stderr, as
 /// JSON lines or plain text (`TODOSYNC_LOG_FORMAT`, default json; see JSONLogHandler).
 func bootstrapLogging(_ environment: Environment) -> Logger {
-    let level = Logger.Level(rawValue: environment.string("TODOSYNC_LOG_LEVEL")) ?? .info
+    LogLevelControl.level = Logger.Level(rawValue: environment.string("TODOSYNC_LOG_LEVEL")) ?? .info
     let format = environment.string("TODOSYNC_LOG_FORMAT")
-    LoggingSystem.bootstrap { label in makeLogHandler(label: label, level: level, format: format) }
+    LoggingSystem.bootstrap { label in
+        ProcessLevelLogHandler(wrapped: makeLogHandler(label: label, level: .trace, format: format))
+    }
     return Logger(label: "todosync")
 }
 

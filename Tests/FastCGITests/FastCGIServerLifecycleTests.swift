@@ -192,3 +192,31 @@ final class FastCGIServerLifecycleTests: XCTestCase {
         XCTAssertTrue(workersMessage.contains("workerCount"), workersMessage)
     }
 }
+
+/// Round 3, item 10: readiness for systemd's Type=notify (sd_notify's datagram protocol).
+final class SystemdNotifyTests: XCTestCase {
+    func testReadyIsOneDatagramToTheNotifySocket() throws {
+        let path = "/tmp/todosync-notify-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).sock"
+        let fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue), 0)
+        XCTAssertGreaterThanOrEqual(fd, 0)
+        defer { close(fd); unlink(path) }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            for (index, byte) in path.utf8.enumerated() { raw[index] = byte }
+        }
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        XCTAssertEqual(bound, 0)
+        XCTAssertTrue(SystemdNotify.send("READY=1", environment: path))
+        var buffer = [UInt8](repeating: 0, count: 64)
+        let received = recv(fd, &buffer, buffer.count, Int32(MSG_DONTWAIT))
+        XCTAssertEqual(String(decoding: buffer.prefix(max(received, 0)), as: UTF8.self), "READY=1")
+    }
+
+    func testWithoutANotifySocketNothingIsSent() {
+        XCTAssertFalse(SystemdNotify.send("READY=1", environment: nil))
+        XCTAssertFalse(SystemdNotify.send("READY=1", environment: ""))
+    }
+}
