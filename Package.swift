@@ -70,6 +70,7 @@ let package = Package(
             dependencies: ["TodoSyncClient", "TodoSyncCore", .product(name: "ArgumentParser", package: "swift-argument-parser")]
         ),
 
+        .testTarget(name: "CredentialsTests", dependencies: ["Credentials"]),
         .testTarget(name: "TodoSyncCoreTests", dependencies: ["TodoSyncCore"]),
         .testTarget(name: "TodoSyncConfigTests", dependencies: ["TodoSyncConfig"]),
         .testTarget(

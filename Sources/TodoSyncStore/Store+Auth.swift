@@ -4,9 +4,10 @@ import TodoSyncCore
 
 extension Store {
     /// Creates an account and its first session. `emailTaken` when the email is taken (case-insensitively).
-    public func register(_ input: CredentialsInput) throws -> Session {
+    /// `client` names who asks (the client's address), for the hash slots' fair turn.
+    public func register(_ input: CredentialsInput, client: String = "") throws -> Session {
         // Hash outside the transaction: Argon2 deliberately takes tens of milliseconds.
-        let passwordHash = try withHashSlot { try configuration.passwordHasher.hash(input.password) }
+        let passwordHash = try withHashSlot(client: client) { try configuration.passwordHasher.hash(input.password) }
         let token = try BearerToken.generate()
         let now = Timestamp.now()
         return try guarded {
@@ -30,12 +31,12 @@ extension Store {
     /// Checks credentials and opens a session. The same `badCredentials` whether or not the email exists;
     /// `throttled` with the seconds left while the email is throttled after too many failures, again whether
     /// or not it exists (the throttle is keyed by the email, not the account).
-    public func login(_ input: CredentialsInput) throws -> Session {
+    public func login(_ input: CredentialsInput, client: String = "") throws -> Session {
         let now = Timestamp.now()
         let emailKey = CredentialsInput.emailKey(input.email)
         let emailHash = BearerToken.sha256(Array(emailKey.utf8))
         // The slot is taken first, so an attempt turned away for lack of one is not counted.
-        let row = try withHashSlot {
+        let row = try withHashSlot(client: client) {
             try reserveLoginAttempt(emailHash: emailHash, now: now)
             let row = try guarded { try db.queryOne(SQL.Users.byEmailKey, [.text(emailKey)]) }
             guard let row else {
@@ -58,10 +59,10 @@ extension Store {
         return Session(user: User(id: userID, email: row.string(1)!), token: token)
     }
 
-    /// Runs a password hash in one of the process's hash slots; `throttled` (retry after 1 s) at once
-    /// when they are all taken (`StoreConfiguration.hashSlots`).
-    private func withHashSlot<T>(_ body: () throws -> T) throws -> T {
-        guard let result = try configuration.hashSlots.withSlot(body) else {
+    /// Runs a password hash in one of the process's hash slots, after a short fair wait when they
+    /// are all taken; `throttled` (retry after 1 s) when none came free (`StoreConfiguration.hashSlots`).
+    private func withHashSlot<T>(client: String, _ body: () throws -> T) throws -> T {
+        guard let result = try configuration.hashSlots.withSlot(client: client, body) else {
             throw DomainError.throttled(message: "The server is busy checking passwords; retry shortly.", retryAfterSeconds: 1)
         }
         return result

@@ -20,14 +20,14 @@ public struct StoreConfiguration: Sendable {
     public var idempotencyRetentionSeconds: Int64 = 24 * 3600
     /// Password hashing parameters.
     public var passwordHasher = PasswordHasher()
-    /// Password hashes allowed at once in this process (shared by every worker's store); a login
-    /// or register beyond it answers 429 with `Retry-After: 1` at once.
-    public var hashSlots = HashSlots(limit: 2)
+    /// Password hashes allowed at once in this process (shared by every worker's store), with a
+    /// short fair queue in front (`HashSlots`); a login or register that gets no slot in time
+    /// answers 429 with `Retry-After: 1`.
+    public var hashSlots = HashSlots(limit: 2, queueLimit: 4, maximumWait: 2)
 
-    /// The number of `hashSlots` (setting it makes a new, empty set of slots).
-    public var hashConcurrency: Int {
-        get { hashSlots.limit }
-        set { hashSlots = HashSlots(limit: newValue) }
+    /// Sets the slots, the queue and its longest wait (a new, empty set of slots).
+    public mutating func configureHashing(concurrency: Int, queue: Int, maximumWaitMilliseconds: Int) {
+        hashSlots = HashSlots(limit: concurrency, queueLimit: queue, maximumWait: Double(maximumWaitMilliseconds) / 1000)
     }
 
     public init() {}

@@ -115,7 +115,9 @@ struct Environment {
             guard slots >= 1 else {
                 throw ConfigurationError(name: "TODOSYNC_HASH_CONCURRENCY", value: "\(slots)")
             }
-            configuration.hashConcurrency = slots
+            configuration.configureHashing(
+                concurrency: slots, queue: try int("TODOSYNC_HASH_QUEUE"),
+                maximumWaitMilliseconds: try int("TODOSYNC_HASH_WAIT_MS"))
             configuration.quotaRecords = try int("TODOSYNC_QUOTA_RECORDS")
             configuration.quotaOperationsPerHour = try int("TODOSYNC_QUOTA_OPERATIONS_PER_HOUR")
             configuration.requestBudgetMilliseconds = Int64(try int("TODOSYNC_REQUEST_BUDGET_MS"))

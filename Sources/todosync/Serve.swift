@@ -179,7 +179,8 @@ extension HTTPRequest {
         }
         let path = request.parameters["DOCUMENT_URI"].flatMap { $0.isEmpty ? nil : $0 } ?? request.path
         self.init(method: request.method, path: path, queryString: request.queryString, headers: headers,
-                  body: request.body, bodyTooLarge: request.bodyTooLarge)
+                  body: request.body, bodyTooLarge: request.bodyTooLarge,
+                  clientAddress: request.parameters["REMOTE_ADDR"] ?? "")
     }
 
     /// `HTTP_IF_MATCH` -> `if-match`, byte by byte: Foundation's `replacingOccurrences` went through

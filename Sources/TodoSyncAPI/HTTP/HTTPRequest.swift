@@ -12,15 +12,18 @@ public struct HTTPRequest: Sendable {
     public let body: [UInt8]
     /// The body exceeded the transport's limit and was not read.
     public let bodyTooLarge: Bool
+    /// The client's address as nginx saw it (`REMOTE_ADDR`, after its real-IP rules), or "".
+    public let clientAddress: String
 
     public init(method: String, path: String, queryString: String, headers: [String: String], body: [UInt8],
-                bodyTooLarge: Bool = false) {
+                bodyTooLarge: Bool = false, clientAddress: String = "") {
         self.method = method
         self.path = path
         self.query = HTTPRequest.parseQuery(queryString)
         self.headers = headers
         self.body = body
         self.bodyTooLarge = bodyTooLarge
+        self.clientAddress = clientAddress
     }
 
     /// A header by case-insensitive name.

@@ -5,12 +5,12 @@ extension Application {
         router.add("POST", "/api/v1/auth/register") { context in
             var reader = try context.bodyReader()
             let input = try CredentialsInput.parseForRegister(&reader)
-            return .json(201, try context.store.register(input).jsonBody)
+            return .json(201, try context.store.register(input, client: context.request.clientAddress).jsonBody)
         }
         router.add("POST", "/api/v1/auth/login") { context in
             var reader = try context.bodyReader()
             let input = try CredentialsInput.parseForLogin(&reader)
-            return .json(200, try context.store.login(input).jsonBody)
+            return .json(200, try context.store.login(input, client: context.request.clientAddress).jsonBody)
         }
         router.add("POST", "/api/v1/auth/logout") { context in
             _ = try context.requireUser()

@@ -1,0 +1,106 @@
+import Credentials
+import Dispatch
+import Foundation
+import XCTest
+
+/// Round 3, item 8: one Argon2 slot let 10 addresses × 5 logins/s deny logins to everyone. The
+/// slots now have a short queue served one client at a time.
+final class HashSlotsTests: XCTestCase {
+    /// Holds the only slot until `release()`, so that others queue behind it.
+    private final class Holder: @unchecked Sendable {
+        let entered = DispatchSemaphore(value: 0)
+        let gate = DispatchSemaphore(value: 0)
+        func release() { gate.signal() }
+    }
+
+    private func hold(_ slots: HashSlots) -> Holder {
+        let holder = Holder()
+        Thread.detachNewThread {
+            _ = slots.withSlot(client: "holder") {
+                holder.entered.signal()
+                holder.gate.wait()
+            }
+        }
+        holder.entered.wait()
+        return holder
+    }
+
+    /// Queues `client`'s request and waits until it is in the queue; its outcome goes to `log`.
+    private func enqueue(_ slots: HashSlots, _ client: String, _ name: String, log: Locked, group: DispatchGroup) {
+        let before = slots.state.waiting
+        group.enter()
+        Thread.detachNewThread {
+            let ran = slots.withSlot(client: client) { log.append(name) }
+            if ran == nil { log.append("refused \(name)") }
+            group.leave()
+        }
+        let deadline = Date().addingTimeInterval(5)
+        while slots.state.waiting == before && Date() < deadline { usleep(1000) }
+    }
+
+    final class Locked: @unchecked Sendable {
+        private let lock = NSLock()
+        private var items: [String] = []
+        func append(_ item: String) { lock.withLock { items.append(item) } }
+        var all: [String] { lock.withLock { items } }
+    }
+
+    func testWithoutAQueueABusySlotTurnsAwayAtOnce() {
+        let slots = HashSlots(limit: 1, queueLimit: 0)
+        let holder = hold(slots)
+        XCTAssertNil(slots.withSlot(client: "a") { 1 })
+        holder.release()
+    }
+
+    func testAFreedSlotGoesToEachWaitingClientInTurn() {
+        let slots = HashSlots(limit: 1, queueLimit: 10, maximumWait: 10)
+        let holder = hold(slots)
+        let log = Locked(), group = DispatchGroup()
+        for name in ["flood-1", "flood-2", "flood-3"] { enqueue(slots, "10.0.0.1", name, log: log, group: group) }
+        enqueue(slots, "192.0.2.7", "honest", log: log, group: group)
+        XCTAssertEqual(slots.state.waiting, 4)
+        holder.release()
+        group.wait()
+        XCTAssertEqual(log.all, ["flood-1", "honest", "flood-2", "flood-3"])
+        XCTAssertEqual(slots.state.inUse, 0)
+    }
+
+    func testAFullQueueMakesRoomForAnotherClientAtTheFloodersExpense() {
+        let slots = HashSlots(limit: 1, queueLimit: 2, maximumWait: 10)
+        let holder = hold(slots)
+        let log = Locked(), group = DispatchGroup()
+        enqueue(slots, "10.0.0.1", "flood-1", log: log, group: group)
+        enqueue(slots, "10.0.0.1", "flood-2", log: log, group: group)
+        // The queue is full; the honest request pushes out the flooder's newest.
+        group.enter()
+        Thread.detachNewThread {
+            if slots.withSlot(client: "192.0.2.7", { log.append("honest") }) == nil { log.append("refused honest") }
+            group.leave()
+        }
+        let deadline = Date().addingTimeInterval(5)
+        while !log.all.contains("refused flood-2") && Date() < deadline { usleep(1000) }
+        XCTAssertEqual(log.all, ["refused flood-2"])
+        holder.release()
+        group.wait()
+        XCTAssertEqual(log.all, ["refused flood-2", "flood-1", "honest"])
+        // One client alone cannot push out its own requests: a full queue turns it away.
+        let second = hold(slots)
+        let more = Locked(), group2 = DispatchGroup()
+        enqueue(slots, "10.0.0.1", "a", log: more, group: group2)
+        enqueue(slots, "10.0.0.1", "b", log: more, group: group2)
+        XCTAssertNil(slots.withSlot(client: "10.0.0.1") { 1 })
+        second.release()
+        group2.wait()
+        XCTAssertEqual(more.all, ["a", "b"])
+    }
+
+    func testAWaitEndsAfterTheLongestWait() {
+        let slots = HashSlots(limit: 1, queueLimit: 4, maximumWait: 0.1)
+        let holder = hold(slots)
+        let started = Date()
+        XCTAssertNil(slots.withSlot(client: "a") { 1 })
+        XCTAssertGreaterThanOrEqual(Date().timeIntervalSince(started), 0.09)
+        XCTAssertEqual(slots.state.waiting, 0)
+        holder.release()
+    }
+}
