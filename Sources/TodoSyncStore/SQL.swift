@@ -372,12 +372,20 @@ enum SQL {
         /// lookup slots repeat a key; a short tail is written by the smaller statements).
         static let batch = 32
         static let storedResults = """
-            SELECT op_key, result, lowercased_key FROM sync_operations
-             WHERE user_id = ? AND op_key IN (\(Array(repeating: "?", count: batch).joined(separator: ", ")))
+            SELECT o.op_key, o.result, o.lowercased_key, o.record_offset, r.record
+              FROM sync_operations o
+              LEFT JOIN sync_result_records r ON r.user_id = ? AND r.digest = o.record_digest
+             WHERE o.user_id = ? AND o.op_key IN (\(Array(repeating: "?", count: batch).joined(separator: ", ")))
+            """
+        /// One record a stored result names, kept once per (user, SHA-256 of its bytes); a second
+        /// use refreshes its `last_used`, which purge goes by. Parameters: user, digest, record, now.
+        static let storeRecord = """
+            INSERT INTO sync_result_records (user_id, digest, record, last_used) VALUES (?, ?, ?, ?)
+                ON DUPLICATE KEY UPDATE last_used = VALUES(last_used)
             """
         static func storeResults(rows: Int) -> String {
-            "INSERT INTO sync_operations (user_id, op_key, device_id, result, created_at) VALUES "
-                + Array(repeating: "(?, ?, ?, ?, ?)", count: rows).joined(separator: ", ")
+            "INSERT INTO sync_operations (user_id, op_key, device_id, result, created_at, record_digest, record_offset) VALUES "
+                + Array(repeating: "(?, ?, ?, ?, ?, ?, ?)", count: rows).joined(separator: ", ")
         }
         static let storeResultsBatch = storeResults(rows: batch)
         static let storeResultsEight = storeResults(rows: 8)
@@ -401,6 +409,8 @@ enum SQL {
         }
         static let tables = ["tags", "todos", "daily_stats"]
         static let deleteOperations = "DELETE FROM sync_operations WHERE created_at < ?"
+        /// Records no stored result has named since the horizon (results are purged first).
+        static let deleteResultRecords = "DELETE FROM sync_result_records WHERE last_used < ?"
         static let deleteExpiredTokens = "DELETE FROM auth_tokens WHERE expires_at < ?"
     }
 

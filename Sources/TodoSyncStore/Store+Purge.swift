@@ -31,6 +31,7 @@ extension Store {
                 try db.execute(SQL.Feed.purgeTombstones, [horizon])
             }
             report.operations = Int(try db.execute(SQL.Purge.deleteOperations, [horizon]).affectedRows)
+            try db.execute(SQL.Purge.deleteResultRecords, [horizon])
             report.tokens = Int(try db.execute(SQL.Purge.deleteExpiredTokens, [.timestamp(now)]).affectedRows)
             // Failed-login counters whose window has passed (they no longer throttle anything).
             let loginWindow = DatabaseValue.timestamp(now.adding(seconds: -configuration.loginLockoutSeconds))

@@ -1,3 +1,4 @@
+import Credentials
 import MariaDB
 import TodoSyncCore
 
@@ -14,7 +15,7 @@ extension Store {
             // Results already stored for these opIds (replays), found in batches up front.
             let known = try storedResults(userID: userID, keys: request.operations.map(\.key))
             var seen = Set<OpKey>()
-            var newResults: [(key: OpKey, json: String)] = []
+            var newResults: [(key: OpKey, result: PushResult)] = []
             var body: [UInt8] = [UInt8(ascii: "[")]
             for (index, operation) in request.operations.enumerated() {
                 if index > 0 { body.append(UInt8(ascii: ",")) }
@@ -32,7 +33,7 @@ extension Store {
                     continue
                 }
                 if let stored = known[operation.key] {
-                    body.append(contentsOf: stored.utf8)
+                    body.append(contentsOf: stored)
                     tally.replayed += 1
                     continue
                 }
@@ -47,9 +48,8 @@ extension Store {
                     result = .rejected(operation.opID, error, clientID: operation.clientIDText)
                 }
                 tally.add(result.status)
-                let json = String(decoding: result.json, as: UTF8.self)
-                newResults.append((operation.key, json))
-                body.append(contentsOf: json.utf8)
+                newResults.append((operation.key, result))
+                body.append(contentsOf: result.json)
             }
             body.append(UInt8(ascii: "]"))
             // Stored in the same transaction as the operations' effects: exactly once.
@@ -60,45 +60,67 @@ extension Store {
         return body
     }
 
-    /// The stored results of these opIds, by exact key. A result stored before opIds were compared
-    /// exactly (Sql/018: `lowercased_key`) is filed under the lower-cased opId and still answers
-    /// for any opId that lower-cases to it, as it did then, until retention removes it.
-    private func storedResults(userID: Int64, keys: [OpKey]) throws -> [OpKey: String] {
+    /// The stored results of these opIds, by exact key, each with its record put back in place
+    /// (Sql/019). A result stored before opIds were compared exactly (Sql/018: `lowercased_key`)
+    /// is filed under the lower-cased opId and still answers for any opId that lower-cases to it,
+    /// as it did then, until retention removes it.
+    private func storedResults(userID: Int64, keys: [OpKey]) throws -> [OpKey: [UInt8]] {
         var wanted = Set<OpKey>()
         var lookups: [String] = []
         for key in keys where wanted.insert(key).inserted {
             lookups.append(key.text)
             if let legacy = key.legacyText { lookups.append(legacy) }
         }
-        var exact: [OpKey: String] = [:]
-        var legacy: [OpKey: String] = [:]
+        var exact: [OpKey: [UInt8]] = [:]
+        var legacy: [OpKey: [UInt8]] = [:]
         for start in stride(from: 0, to: lookups.count, by: SQL.Push.batch) {
             let chunk = Array(lookups[start..<min(start + SQL.Push.batch, lookups.count)])
             let slots = (0..<SQL.Push.batch).map { DatabaseValue.text(chunk[min($0, chunk.count - 1)]) }
-            for row in try db.query(SQL.Push.storedResults, [.int(userID)] + slots) {
+            for row in try db.query(SQL.Push.storedResults, [.int(userID), .int(userID)] + slots) {
                 let key = OpKey(row.string(0)!)
-                if row.bool(2) == true { legacy[key] = row.string(1)! } else { exact[key] = row.string(1)! }
+                var json = Array(row.string(1)!.utf8)
+                if let offset = row.int64(3), let record = row.bytes(4) {
+                    // The stored `null` at the offset stands for the record.
+                    json.replaceSubrange(Int(offset)..<Int(offset) + 4, with: record)
+                }
+                if row.bool(2) == true { legacy[key] = json } else { exact[key] = json }
             }
         }
-        var found: [OpKey: String] = [:]
+        var found: [OpKey: [UInt8]] = [:]
         for key in wanted {
             if let result = exact[key] ?? legacy[OpKey(key.legacyText ?? key.text)] { found[key] = result }
         }
         return found
     }
 
-    private func storeResults(_ results: [(key: OpKey, json: String)], userID: Int64, deviceID: String,
+    /// Stores each result with `(user, opId)`, and each distinct record once (by its SHA-256),
+    /// so that many results naming one record version cost one copy of it (Sql/019).
+    private func storeResults(_ results: [(key: OpKey, result: PushResult)], userID: Int64, deviceID: String,
                               at now: Timestamp) throws {
-        var remaining = results[...]
+        var rows: [[DatabaseValue]] = []
+        rows.reserveCapacity(results.count)
+        var records: [[UInt8]: [UInt8]] = [:]
+        for (key, result) in results {
+            let stored = result.storedForm
+            var digest = DatabaseValue.null
+            var offset = DatabaseValue.null
+            if let record = stored.record, let recordOffset = stored.recordOffset {
+                let hash = BearerToken.sha256(record)
+                records[hash] = record
+                digest = .blob(hash)
+                offset = .int(Int64(recordOffset))
+            }
+            rows.append([.int(userID), .text(key.text), .text(deviceID), .text(String(decoding: stored.json, as: UTF8.self)),
+                         .timestamp(now), digest, offset])
+        }
+        for (digest, record) in records {
+            try db.execute(SQL.Push.storeRecord, [.int(userID), .blob(digest), .blob(record), .timestamp(now)])
+        }
+        var remaining = rows[...]
         while !remaining.isEmpty {
             let (size, sql) = remaining.count >= SQL.Push.batch ? (SQL.Push.batch, SQL.Push.storeResultsBatch)
                 : remaining.count >= 8 ? (8, SQL.Push.storeResultsEight) : (1, SQL.Push.storeResultOne)
-            var values: [DatabaseValue] = []
-            values.reserveCapacity(size * 5)
-            for result in remaining.prefix(size) {
-                values += [.int(userID), .text(result.key.text), .text(deviceID), .text(result.json), .timestamp(now)]
-            }
-            try db.execute(sql, values)
+            try db.execute(sql, remaining.prefix(size).flatMap { $0 })
             remaining = remaining.dropFirst(size)
         }
     }

@@ -30,7 +30,17 @@ public struct PushResult: Sendable {
     }
 
     /// `{"opId", "status", "id", "clientId", "version", "record", "conflictingFields"?, "error"?}`.
-    public var json: [UInt8] {
+    public var json: [UInt8] { rendered(recordAsNull: false).json }
+
+    /// The result as stored for replays (Sql/019): `record` written as `null`, with the byte
+    /// offset where that `null` starts, and the record's bytes to keep beside it (nil when the
+    /// result has no record). Putting the bytes back at the offset gives `json` exactly.
+    public var storedForm: (json: [UInt8], record: [UInt8]?, recordOffset: Int?) {
+        let (json, offset) = rendered(recordAsNull: true)
+        return record == nil ? (json, nil, nil) : (json, record, offset)
+    }
+
+    private func rendered(recordAsNull: Bool) -> (json: [UInt8], recordOffset: Int) {
         var writer = JSONWriter(reservingCapacity: 512)
         writer.beginObject()
         writer.field("opId", opID)
@@ -39,7 +49,8 @@ public struct PushResult: Sendable {
         writer.field("clientId", clientID)
         writer.field("version", version)
         writer.key("record")
-        if let record { writer.raw(record) } else { writer.null() }
+        let recordOffset = writer.bytes.count
+        if let record, !recordAsNull { writer.raw(record) } else { writer.null() }
         if let conflictingFields {
             writer.key("conflictingFields")
             writer.beginArray()
@@ -51,6 +62,6 @@ public struct PushResult: Sendable {
             error.writeErrorObject(to: &writer)
         }
         writer.endObject()
-        return writer.bytes
+        return (writer.bytes, recordOffset)
     }
 }
