@@ -23,6 +23,9 @@ public struct StoreConfiguration: Sendable {
     /// Password hashes allowed at once in this process (shared by every worker's store); a login
     /// or register beyond it answers 429 with `Retry-After: 1` at once.
     public var hashSlots = HashSlots(limit: 2)
+    /// Which account recent bearer tokens belong to (shared by every worker's store), for
+    /// counting requests per account before a route checks its token (`Store.owner(ofToken:)`).
+    public var tokenOwners = TokenOwners()
 
     /// The number of `hashSlots` (setting it makes a new, empty set of slots).
     public var hashConcurrency: Int {

@@ -46,6 +46,9 @@ enum Settings {
         Setting("TODOSYNC_LOGIN_LOCKOUT_SECONDS", default: "900", "length of the failed-login lockout"),
         Setting("TODOSYNC_HASH_CONCURRENCY", default: "\(max(1, onlineCores / 2))",
                 "password hashes at once per responder (half the cores); more get 429 at once"),
+        // Per process: a host's limit is this × its responder processes (docs/OPERATIONS.md).
+        Setting("TODOSYNC_ACCOUNT_IN_FLIGHT", default: "2",
+                "requests one account may have in flight in one responder process, whatever its tokens; more get 429 at once"),
         Setting("TODOSYNC_QUOTA_RECORDS", default: "\(StoreConfiguration().quotaRecords)",
                 "live tags + todos per account"),
         Setting("TODOSYNC_QUOTA_OPERATIONS_PER_HOUR", default: "\(StoreConfiguration().quotaOperationsPerHour)",
