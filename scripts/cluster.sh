@@ -47,6 +47,7 @@
 #   TODOSYNC_ENABLE_TEST_HOOKS   0               1: responders get --enable-test-hooks
 #   TODOSYNC_AUTH_RATE / _BURST  100 / 200       as in stack.sh
 #   TODOSYNC_ACCOUNT_CONCURRENCY 4               as in stack.sh (requests in flight per token)
+#   TODOSYNC_ACCOUNT_IN_FLIGHT   (binary's)      requests in flight per account in each responder
 #   TODOSYNC_BIN                 release build   the responder binary
 #
 # Needs root (namespaces). Every process is started by this script and stopped by pid; `down`
@@ -73,6 +74,7 @@ export PATH="$PATH:/usr/local/sbin:/usr/sbin:/sbin"
 : "${TODOSYNC_AUTH_RATE:=100}"
 : "${TODOSYNC_AUTH_BURST:=200}"
 : "${TODOSYNC_ACCOUNT_CONCURRENCY:=4}"
+: "${TODOSYNC_ACCOUNT_IN_FLIGHT:=}"
 : "${TODOSYNC_BIN:=}"
 : "${TODOSYNC_LOG_LEVEL:=info}"
 
@@ -406,7 +408,7 @@ cmd_app_start() {
     spawn_in "$ns" "$LOG_DIR/app$n.log" env -i PATH="$PATH" TODOSYNC_CONFIG=/dev/null \
         TODOSYNC_DB_HOSTS="$(app_db_hosts "$n")" TODOSYNC_DB_USER=$DB_USER TODOSYNC_DB_PASSWORD=$DB_PASSWORD \
         TODOSYNC_DB_NAME=$DB_NAME TODOSYNC_LOG_LEVEL="$TODOSYNC_LOG_LEVEL" TODOSYNC_RETRY_LOG_SECONDS=5 \
-        TODOSYNC_DB_TRANSACTION_ATTEMPTS=12 \
+        TODOSYNC_DB_TRANSACTION_ATTEMPTS=12 ${TODOSYNC_ACCOUNT_IN_FLIGHT:+TODOSYNC_ACCOUNT_IN_FLIGHT=$TODOSYNC_ACCOUNT_IN_FLIGHT} \
         MALLOC_ARENA_MAX=2 MALLOC_MMAP_THRESHOLD_=1048576 "$TODOSYNC_BIN" "${args[@]}"
     # the pid of the responder itself: the only process in the namespace running the binary
     local deadline=$((SECONDS + 30)) pid=""
@@ -651,7 +653,7 @@ cmd_test() {
         for v in TODOSYNC_CLUSTER_STATE_DIR TODOSYNC_CLUSTER_NODES TODOSYNC_CLUSTER_APPS TODOSYNC_CLUSTER_WORKERS \
             TODOSYNC_CLUSTER_HTTP_PORT TODOSYNC_CLUSTER_HTTPS_PORT TODOSYNC_CLUSTER_NET TODOSYNC_CLUSTER_PREFIX \
             TODOSYNC_CLUSTER_SYNC_WAIT TODOSYNC_CLUSTER_ROUTING TODOSYNC_ENABLE_TEST_HOOKS TODOSYNC_AUTH_RATE \
-            TODOSYNC_AUTH_BURST TODOSYNC_ACCOUNT_CONCURRENCY TODOSYNC_BIN TODOSYNC_LOG_LEVEL; do
+            TODOSYNC_AUTH_BURST TODOSYNC_ACCOUNT_CONCURRENCY TODOSYNC_ACCOUNT_IN_FLIGHT TODOSYNC_BIN TODOSYNC_LOG_LEVEL; do
             printf 'export %s=%q\n' "$v" "${!v}"
         done
         printf 'exec %q "$@"\n' "$SELF"

@@ -81,8 +81,10 @@ export TODOSYNC_ENABLE_TEST_HOOKS=1
 export TODOSYNC_AUTH_RATE=50
 export TODOSYNC_AUTH_BURST=100
 # Tests of one user's concurrent writes send up to 24 requests at once with one token; the
-# per-token limit itself is tested on a second nginx (test_hardening_account_limits.py).
+# per-token limit (nginx) and the per-account one (responders) are tested on a second nginx and
+# responders of their own (test_hardening_account_limits.py).
 export TODOSYNC_ACCOUNT_CONCURRENCY=32
+export TODOSYNC_ACCOUNT_IN_FLIGHT=32
 if [[ -n ${TODOSYNC_TEST_BIN:-} ]]; then export TODOSYNC_BIN=$TODOSYNC_TEST_BIN; fi
 
 ensure_venv() {

@@ -8,9 +8,13 @@ public struct ApplicationOptions: Sendable {
     /// for lifecycle tests, `GET /__bench/fastcgi` for the benchmark. Never on in production;
     /// off, those paths do not exist (404) and `/healthz` ignores the hooks' parameters.
     public var enableTestHooks = false
+    /// Requests in flight per account in this process, shared by every worker's application
+    /// (`TODOSYNC_ACCOUNT_IN_FLIGHT`); nil: not counted.
+    public var accountInFlight: AccountInFlight?
 
-    public init(enableTestHooks: Bool = false) {
+    public init(enableTestHooks: Bool = false, accountInFlight: AccountInFlight? = nil) {
         self.enableTestHooks = enableTestHooks
+        self.accountInFlight = accountInFlight
     }
 }
 
@@ -45,11 +49,13 @@ public final class Application {
             return .error(.noRoute)
         case .methodNotAllowed(let allowed):
             return .error(.methodNotAllowed(allowed: allowed))
-        case .found(let handler, let parameters, let pattern):
+        case .found(let handler, let parameters, let pattern, let limit):
             let context = RequestContext(request: request, pathParameters: parameters, store: store)
             observed.route = pattern
-            defer { observed.userID = context.userID }
+            defer { observed.userID = context.userID ?? observed.userID }
             do {
+                let counted = try admit(context, limit)
+                defer { if let counted { options.accountInFlight?.leave(counted) } }
                 return try run(handler, context)
             } catch let error as DomainError {
                 return failed(APIError(error), requestID: requestID)
@@ -63,6 +69,24 @@ public final class Application {
                 return .error(.internalError)
             }
         }
+    }
+
+    /// Counts the request against its account's requests in flight (`AccountInFlight`) before
+    /// anything else runs: 429 at once beyond the limit. The account is the token's owner
+    /// (`Store.owner(ofToken:)`: remembered, or one lookup that then stands in for the route's own
+    /// token check), so every token and every spelling of the header counts against it. Returns
+    /// the user counted (to be released), or nil when the route or request is not counted: a
+    /// route without an account, or no well-formed bearer token (the route answers 401 itself).
+    private func admit(_ context: RequestContext, _ limit: AccountLimit) throws -> Int64? {
+        guard case .requestsInFlight = limit, let inFlight = options.accountInFlight,
+              let token = context.bearerToken() else { return nil }
+        guard let owner = try store.owner(ofToken: token) else { throw DomainError.unauthenticated }
+        if owner.verified { context.authenticated(as: owner.userID) }
+        guard inFlight.enter(owner.userID) else {
+            observed.userID = owner.userID  // the request log names the account turned away
+            throw AccountInFlight.refusal
+        }
+        return owner.userID
     }
 
     /// The error response for an expected failure; the server's own (5xx) are logged.

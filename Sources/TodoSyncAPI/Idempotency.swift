@@ -5,11 +5,14 @@ import TodoSyncCore
 import TodoSyncStore
 
 extension APIError {
-    /// 409: the first request with this `Idempotency-Key` is still running; retry shortly.
-    static let requestInProgress = APIError(
-        status: 409, code: "request_in_progress",
-        message: "A request with this Idempotency-Key is still running; retry shortly.",
-        headers: [HTTPHeader("Retry-After", "1")])
+    /// 409: the first request with this `Idempotency-Key` is still running; retry after
+    /// `retryAfterSeconds` (1 while it is seen running, else when it would be taken over).
+    static func requestInProgress(retryAfterSeconds: Int64) -> APIError {
+        APIError(
+            status: 409, code: "request_in_progress",
+            message: "A request with this Idempotency-Key is still running; retry after the Retry-After seconds.",
+            headers: [HTTPHeader("Retry-After", "\(max(retryAfterSeconds, 1))")])
+    }
 
     /// 422: the `Idempotency-Key` was used before for another method, path or body.
     static let idempotencyKeyReused = APIError(
@@ -56,8 +59,8 @@ extension Application {
         case .completed(let stored):
             return HTTPResponse(status: stored.status, headers: stored.headers.map { HTTPHeader($0.name, $0.value) },
                                 body: stored.body)
-        case .inProgress:
-            throw APIError.requestInProgress
+        case .inProgress(let retryAfterSeconds):
+            throw APIError.requestInProgress(retryAfterSeconds: retryAfterSeconds)
         case .reused:
             throw APIError.idempotencyKeyReused
         case .claimed(let ticket):

@@ -16,23 +16,26 @@ final class Router {
         /// As registered (`/api/v1/tags/:id`): the route's name in logs and metrics.
         let pattern: String
         let segments: [Segment]
+        let limit: AccountLimit
         let handler: RouteHandler
     }
 
     enum Match {
-        case found(RouteHandler, parameters: [String], pattern: String)
+        case found(RouteHandler, parameters: [String], pattern: String, limit: AccountLimit)
         case methodNotAllowed(allowed: [String])
         case notFound
     }
 
     private var routes: [Route] = []
 
-    /// Registers `handler` for `method` and a pattern such as `/api/v1/tags/:id`.
-    func add(_ method: String, _ pattern: String, _ handler: @escaping RouteHandler) {
+    /// Registers `handler` for `method` and a pattern such as `/api/v1/tags/:id`. `limit`: the
+    /// per-account limit its requests count against (every authenticated route: requests in flight).
+    func add(_ method: String, _ pattern: String, limit: AccountLimit = .requestsInFlight,
+             _ handler: @escaping RouteHandler) {
         let segments = pattern.split(separator: "/").map { part -> Segment in
             part.hasPrefix(":") ? .parameter : .literal(String(part))
         }
-        routes.append(Route(method: method, pattern: pattern, segments: segments, handler: handler))
+        routes.append(Route(method: method, pattern: pattern, segments: segments, limit: limit, handler: handler))
     }
 
     /// HEAD is answered by the GET handler (nginx sends the headers only). When several
@@ -62,7 +65,8 @@ final class Router {
             best.append((route, parameters))
         }
         if let found = best.first(where: { $0.route.method == method }) {
-            return .found(found.route.handler, parameters: found.parameters, pattern: found.route.pattern)
+            return .found(found.route.handler, parameters: found.parameters, pattern: found.route.pattern,
+                          limit: found.route.limit)
         }
         guard !best.isEmpty else { return .notFound }
         var allowed: [String] = []

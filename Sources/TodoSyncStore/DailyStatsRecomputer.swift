@@ -50,7 +50,7 @@ struct DailyStatsRecomputer {
         case (nil, nil):
             return
         case (nil, let content?):
-            let version = transaction.nextVersion()
+            let version = try transaction.nextVersion()
             let inserted = try db.execute(SQL.DailyStats.insert, [.int(userID), .day(day)] + values(of: content) + [
                 .int(version), .timestamp(now), .timestamp(now),
             ])
@@ -58,7 +58,7 @@ struct DailyStatsRecomputer {
                                           createdAt: now.rfc3339, updatedAt: now.rfc3339, deletedAt: nil))
         case (var stat?, nil):
             guard stat.deletedAt == nil else { return }
-            stat.version = transaction.nextVersion()
+            stat.version = try transaction.nextVersion()
             stat.updatedAt = now.rfc3339
             stat.deletedAt = now.rfc3339
             try db.execute(SQL.DailyStats.softDelete, [
@@ -68,7 +68,7 @@ struct DailyStatsRecomputer {
         case (var stat?, let content?):
             guard stat.deletedAt != nil || stat.content != content else { return }
             stat.content = content
-            stat.version = transaction.nextVersion()
+            stat.version = try transaction.nextVersion()
             stat.updatedAt = now.rfc3339
             stat.deletedAt = nil
             try db.execute(SQL.DailyStats.update, values(of: content) + [

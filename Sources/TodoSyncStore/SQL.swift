@@ -433,12 +433,21 @@ enum SQL {
             INSERT INTO idempotency_keys (user_id, idem_key, fingerprint, claim, status, created_at)
             VALUES (?, ?, ?, ?, 0, ?) ON DUPLICATE KEY UPDATE user_id = user_id
             """
-        /// An existing key: its request, whether it is still running, whether that run is older
-        /// than the parameter (abandoned), and the stored answer.
+        /// An existing key: its request, whether it is still running, the seconds until its run
+        /// counts as abandoned (parameter: the instant before which a claim is abandoned; 0 or
+        /// less: abandoned now), and the stored answer.
         static let byKey = """
-            SELECT fingerprint, status, claim, created_at < ?, response_headers, response_body
+            SELECT fingerprint, status, claim, CEILING(TIMESTAMPDIFF(MICROSECOND, ?, created_at) / 1000000),
+                   response_headers, response_body
               FROM idempotency_keys WHERE user_id = ? AND idem_key = ?
             """
+        /// Whether this server is a Galera node (its row locks are its own, not the cluster's).
+        static let isGaleraNode = "SELECT @@wsrep_on"
+        /// The user's row if no transaction holds its lock: a keyed request holds it from the start
+        /// of its transaction to its commit (`lockUser`), so a running claim whose user row is
+        /// free belongs to a request that is not running (its responder died, and the database
+        /// rolled its transaction back when the connection dropped).
+        static let userUnlocked = "SELECT id FROM users WHERE id = ? FOR UPDATE SKIP LOCKED"
         /// Takes over an abandoned claim (compare-and-set on the old claim).
         static let takeOver = """
             UPDATE idempotency_keys SET claim = ?, created_at = ?

@@ -47,8 +47,9 @@ public enum IdempotencyClaim: Sendable {
     case claimed(IdempotencyTicket)
     /// The same request already completed: answer this, change nothing.
     case completed(StoredResponse)
-    /// The same key's first request is still running (409 `request_in_progress`).
-    case inProgress
+    /// The same key's first request is still running (409 `request_in_progress`); retry after
+    /// this many seconds: 1 while it is seen running, else the time until it would be taken over.
+    case inProgress(retryAfterSeconds: Int64)
     /// The key was used for another method, path or body (422 `idempotency_key_reused`).
     case reused
 }
@@ -62,10 +63,16 @@ extension Store {
     /// Claims `key` for this request, or says why not. The claim is committed at once (its own
     /// statement), so a concurrent duplicate sees it without waiting for the first's locks.
     ///
-    /// A running claim older than the request budget plus a margin belongs to a request that can
-    /// no longer commit (its deadline has passed; a responder that died): it is taken over.
-    /// Even a takeover of a live run is safe: the answer is stored only where the claim still
-    /// matches, in the write's own transaction, so exactly one of the two commits.
+    /// A running claim is taken over when its request is known to be gone:
+    /// - on one database server, at once when no transaction holds the user's row lock: a keyed
+    ///   request holds it for its whole transaction (`runIdempotent`), and the server rolls a
+    ///   dead responder's transaction back as soon as its connection drops (issue 19: a retry
+    ///   after a responder crash waited 30 s on 409s);
+    /// - in any case (also on Galera, whose row locks are each node's own), once it is older than
+    ///   the request budget plus a margin: its deadline has passed, so it can no longer commit.
+    /// Otherwise the answer is `inProgress` with the seconds to wait. Even a takeover of a live
+    /// run is safe: the answer is stored only where the claim still matches, in the write's own
+    /// transaction, so exactly one of the two commits (the other is 503, nothing applied).
     public func claimIdempotencyKey(userID: Int64, key: String, fingerprint: [UInt8]) throws -> IdempotencyClaim {
         try guarded {
             for _ in 0..<3 {
@@ -75,8 +82,8 @@ extension Store {
                     .int(userID), .blob(Array(key.utf8)), .blob(fingerprint), .int(claim), .timestamp(now),
                 ])
                 if inserted.affectedRows > 0 { return .claimed(IdempotencyTicket(userID: userID, key: key, claim: claim)) }
-                let abandonedBefore = Timestamp(
-                    millisecondsSinceEpoch: now.millisecondsSinceEpoch - configuration.requestBudgetMilliseconds - 10_000)
+                let abandonedBefore = Timestamp(millisecondsSinceEpoch: now.millisecondsSinceEpoch
+                    - configuration.requestBudgetMilliseconds - Self.claimMarginMilliseconds)
                 guard let row = try db.queryOne(SQL.Idempotency.byKey, [
                     .timestamp(abandonedBefore), .int(userID), .blob(Array(key.utf8)),
                 ]) else { continue }  // released meanwhile: claim again
@@ -87,18 +94,37 @@ extension Store {
                         status: status, headers: StoredResponse.headers(fromText: row.string(4) ?? ""),
                         body: row.bytes(5) ?? []))
                 }
-                guard row.int64(3) == 1 else { return .inProgress }
+                let secondsUntilAbandoned = row.int64(3) ?? 0
+                if secondsUntilAbandoned > 0 {
+                    guard let gone = try claimHolderIsGone(userID: userID) else {
+                        return .inProgress(retryAfterSeconds: secondsUntilAbandoned)  // Galera: only time tells
+                    }
+                    guard gone else { return .inProgress(retryAfterSeconds: 1) }
+                }
                 let taken = try db.execute(SQL.Idempotency.takeOver, [
                     .int(claim), .timestamp(now), .int(userID), .blob(Array(key.utf8)), .int(row.int64(2)!),
                 ])
                 if taken.affectedRows > 0 { return .claimed(IdempotencyTicket(userID: userID, key: key, claim: claim)) }
             }
-            return .inProgress
+            return .inProgress(retryAfterSeconds: 1)
         }
     }
 
+    /// A claim this much older than the request budget is abandoned whatever else is known (the
+    /// margin covers clocks of responder hosts that differ a little).
+    static let claimMarginMilliseconds: Int64 = 2_000
+
+    /// Whether the request holding a running claim of `userID` is gone: true when no transaction
+    /// holds the user's row lock on this server, false when one does, nil on a Galera node
+    /// (where a request on another node holds its locks there, unseen here).
+    private func claimHolderIsGone(userID: Int64) throws -> Bool? {
+        if let galera = try db.queryOne(SQL.Idempotency.isGaleraNode)?.int64(0), galera != 0 { return nil }
+        return try db.queryOne(SQL.Idempotency.userUnlocked, [.int(userID)]) != nil
+    }
+
     /// Runs a claimed request in one transaction that first takes the user's write lock (so its
-    /// reads see every earlier write of the user), then `body` (whose `write` calls become
+    /// reads see every earlier write of the user, and a repeat of its key sees it running:
+    /// `claimIdempotencyKey`), then `body` (whose `write` calls become
     /// savepoints of this transaction), then stores `answer(result)` under the key, and commits
     /// only within the deadline. `answer` nil: nothing is stored (release the claim after).
     public func runIdempotent<T>(_ ticket: IdempotencyTicket, _ body: () throws -> T,

@@ -6,10 +6,12 @@ import TodoSyncCore
 /// (`users.quota_*`). Both are charged by `Store.write` inside the write transaction, under the
 /// user's row lock, so they add no round trip of their own and no commit.
 extension Store {
-    /// Charges `operations` to the account's current clock hour; `throttled` with the seconds
-    /// left in the hour when that would pass `quota`.
-    func chargeOperations(userID: Int64, _ operations: Int, quota: Int64, at now: Timestamp) throws {
-        guard operations > 0 else { return }
+    /// Charges `operations` to the account's current clock hour. Returns nil when charged, or
+    /// (charging nothing) the refusal when that would pass `quota`: `throttled` with the seconds
+    /// left in the hour. `Store.write` raises it at the write's first change, not at once, so
+    /// that a write that changes nothing (a replay) is still answered at the quota.
+    func chargeOperations(userID: Int64, _ operations: Int, quota: Int64, at now: Timestamp) throws -> DomainError? {
+        guard operations > 0 else { return nil }
         let hourMilliseconds: Int64 = 3_600_000
         let hourStart = now.millisecondsSinceEpoch / hourMilliseconds * hourMilliseconds
         let count = Int64(operations)
@@ -17,12 +19,11 @@ extension Store {
             .int(userID), .timestamp(Timestamp(millisecondsSinceEpoch: hourStart)), .int(count), .int(count),
             .int(quota), .int(count),
         ]).affectedRows : 0
-        if charged == 0 {
-            let left = (hourStart + hourMilliseconds - now.millisecondsSinceEpoch + 999) / 1000
-            throw DomainError.throttled(
-                message: "This account has reached its quota of \(quota) write operations per hour.",
-                retryAfterSeconds: left)
-        }
+        guard charged == 0 else { return nil }
+        let left = (hourStart + hourMilliseconds - now.millisecondsSinceEpoch + 999) / 1000
+        return DomainError.throttled(
+            message: "This account has reached its quota of \(quota) write operations per hour.",
+            retryAfterSeconds: left)
     }
 
     /// `throttled` when adding `delta` live records to the account's `live` ones would pass

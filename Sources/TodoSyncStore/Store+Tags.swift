@@ -23,7 +23,7 @@ extension Store {
            let existing = try db.queryOne(SQL.Tags.byClientKey, [.int(transaction.userID), .text(clientKey)]) {
             return Created(record: Tag(row: existing), isNew: false)
         }
-        let version = transaction.nextVersion()
+        let version = try transaction.nextVersion()
         let now = transaction.now
         var tag = Tag(id: 0, clientID: draft.clientID, name: draft.name, color: draft.color,
                       version: version, createdAt: now.rfc3339, updatedAt: now.rfc3339, deletedAt: nil)
@@ -51,7 +51,7 @@ extension Store {
         guard restoring || updated.name != current.name || updated.color != current.color else { return current }
         var result = updated
         result.deletedAt = nil
-        result.version = transaction.nextVersion()
+        result.version = try transaction.nextVersion()
         result.updatedAt = transaction.now.rfc3339
         try db.execute(SQL.Tags.update, TagColumn.contentValues(of: result) + [
             .int(result.version), .timestamp(transaction.now), .optionalInt(transaction.device), .int(current.id),
@@ -81,7 +81,7 @@ extension Store {
         for row in try db.query(SQL.Todos.liveWithTag, [.int(userID), .int(current.id)]) {
             var todo = Todo(row: row)
             todo.tagID = nil
-            todo.version = transaction.nextVersion()
+            todo.version = try transaction.nextVersion()
             todo.updatedAt = now.rfc3339
             try db.execute(SQL.Todos.clearTag, [.int(todo.version), .timestamp(now), .int(todo.id), .int(userID)])
             transaction.touch(todo.deadline)
@@ -89,7 +89,7 @@ extension Store {
         }
         try db.execute(SQL.Todos.clearTagOnTombstones, [.int(userID), .int(current.id)])
         var result = current
-        result.version = transaction.nextVersion()
+        result.version = try transaction.nextVersion()
         result.updatedAt = now.rfc3339
         result.deletedAt = now.rfc3339
         try db.execute(SQL.Tags.softDelete, [

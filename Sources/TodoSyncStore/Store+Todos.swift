@@ -19,7 +19,7 @@ extension Store {
             return Created(record: Todo(row: existing), isNew: false)
         }
         try requireLiveTag(draft.tagID, in: transaction)
-        let version = transaction.nextVersion()
+        let version = try transaction.nextVersion()
         let now = transaction.now
         var todo = Todo(
             id: 0, clientID: draft.clientID, title: draft.title, raw: draft.raw,
@@ -52,7 +52,7 @@ extension Store {
         if restoring || updated.tagID != current.tagID { try requireLiveTag(updated.tagID, in: transaction) }
         var result = updated
         result.deletedAt = nil
-        result.version = transaction.nextVersion()
+        result.version = try transaction.nextVersion()
         result.updatedAt = transaction.now.rfc3339
         try db.execute(SQL.Todos.update, TodoColumn.contentValues(of: result) + [
             .int(result.version), .timestamp(transaction.now), .optionalInt(transaction.device), .int(current.id),
@@ -77,7 +77,7 @@ extension Store {
     func deleteTodo(_ current: Todo, in transaction: WriteTransaction) throws -> Todo {
         let now = transaction.now
         var result = current
-        result.version = transaction.nextVersion()
+        result.version = try transaction.nextVersion()
         result.updatedAt = now.rfc3339
         result.deletedAt = now.rfc3339
         try db.execute(SQL.Todos.softDelete, [

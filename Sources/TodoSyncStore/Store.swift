@@ -39,7 +39,11 @@ public final class Store {
     /// The single write path: one transaction per call, serialised per user. `operations`: what
     /// the request costs against the account's write operations per hour (0 for maintenance);
     /// charged under the user's row lock in the same transaction, so a refused or failed write
-    /// costs nothing and the charge needs no commit of its own. Nothing is started, and nothing
+    /// costs nothing and the charge needs no commit of its own. When the charge would pass the
+    /// quota, the write still runs but its first change (`WriteTransaction.nextVersion`) throws
+    /// the 429: a write that changes nothing — a push whose every operation is a replay of a
+    /// stored result, a create of an existing clientId — is answered, at no cost (contract:
+    /// replaying stored results costs no quota). Nothing is started, and nothing
     /// committed, past the request's deadline (`unavailable`, 503). Inside an `Idempotency-Key`
     /// request's transaction (`runIdempotent`) it is a savepoint of that one.
     func write<T>(userID: Int64, operations: Int, _ body: (WriteTransaction) throws -> T) throws -> T {
@@ -53,8 +57,9 @@ public final class Store {
                     throw DomainError.unauthenticated
                 }
                 let now = Timestamp.now()
-                try chargeOperations(userID: userID, operations, quota: locked.int64(3)!, at: now)
-                let transaction = WriteTransaction(db: db, userID: userID, now: now, changeSequence: locked.int64(0)!)
+                let refusal = try chargeOperations(userID: userID, operations, quota: locked.int64(3)!, at: now)
+                let transaction = WriteTransaction(db: db, userID: userID, now: now, changeSequence: locked.int64(0)!,
+                                                   quotaRefusal: refusal)
                 let result = try body(transaction)
                 try checkRecordQuota(userID: userID, live: locked.int64(1)!, adding: transaction.liveRecordsDelta,
                                      quota: locked.int64(2)!)
@@ -83,20 +88,26 @@ final class WriteTransaction {
     /// Live records (tags and todos) this transaction created or restored, minus those it
     /// deleted; added to `users.live_records` at `finish()`.
     private(set) var liveRecordsDelta: Int64 = 0
+    /// The operations quota's 429 when this write's charge was refused: raised at its first change.
+    private let quotaRefusal: DomainError?
 
-    init(db: Connection, userID: Int64, now: Timestamp, changeSequence: Int64) {
+    init(db: Connection, userID: Int64, now: Timestamp, changeSequence: Int64, quotaRefusal: DomainError? = nil) {
         self.db = db
         self.userID = userID
         self.now = now
         self.changeSequence = changeSequence
         self.initialChangeSequence = changeSequence
+        self.quotaRefusal = quotaRefusal
     }
 
     /// The next version from the user's change sequence. This transaction holds the user's row
     /// lock from its first statement to its commit, so counting here and storing the sequence
     /// at `finish()` hands out versions in commit order without a round trip per version. (A
     /// version used by a rolled-back savepoint is simply skipped: versions only need to rise.)
-    func nextVersion() -> Int64 {
+    /// Every change of a record takes one, so this is where a write refused by the operations
+    /// quota stops (`Store.write`), before it has changed anything.
+    func nextVersion() throws -> Int64 {
+        if let quotaRefusal { throw quotaRefusal }
         changeSequence += 1
         return changeSequence
     }

@@ -24,6 +24,9 @@ public struct StoreConfiguration: Sendable {
     /// short fair queue in front (`HashSlots`); a login or register that gets no slot in time
     /// answers 429 with `Retry-After: 1`.
     public var hashSlots = HashSlots(limit: 2, queueLimit: 4, maximumWait: 2)
+    /// Which account recent bearer tokens belong to (shared by every worker's store), for
+    /// counting requests per account before a route checks its token (`Store.owner(ofToken:)`).
+    public var tokenOwners = TokenOwners()
 
     /// Sets the slots, the queue and its longest wait (a new, empty set of slots).
     public mutating func configureHashing(concurrency: Int, queue: Int, maximumWaitMilliseconds: Int) {

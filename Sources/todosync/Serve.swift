@@ -44,7 +44,12 @@ struct Serve: ParsableCommand {
         let logger = bootstrapLogging(environment)
         let database = try environment.database
         let storeConfiguration = try environment.store
-        let options = ApplicationOptions(enableTestHooks: enableTestHooks)
+        let accountInFlight = try environment.int("TODOSYNC_ACCOUNT_IN_FLIGHT")
+        guard accountInFlight >= 1 else {
+            throw ConfigurationError(name: "TODOSYNC_ACCOUNT_IN_FLIGHT", value: "\(accountInFlight)")
+        }
+        let options = ApplicationOptions(
+            enableTestHooks: enableTestHooks, accountInFlight: AccountInFlight(limit: accountInFlight))
         let observability = try Observability(environment, logger: logger)
         var configuration = FastCGIServerConfiguration(
             socketPath: socket ?? environment.string("TODOSYNC_SOCKET"))

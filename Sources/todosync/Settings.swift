@@ -51,6 +51,9 @@ enum Settings {
                 "logins and registers that may wait for a hash slot at once, served one client address at a time (0: none wait)"),
         Setting("TODOSYNC_HASH_WAIT_MS", default: "2000", rule: .integer(0...30_000),
                 "longest wait for a hash slot; then 429 with Retry-After: 1"),
+        // Per process: a host's limit is this × its responder processes (docs/OPERATIONS.md).
+        Setting("TODOSYNC_ACCOUNT_IN_FLIGHT", default: "2", rule: .integer(1...1024),
+                "requests one account may have in flight in one responder process, whatever its tokens; more get 429 at once"),
         Setting("TODOSYNC_QUOTA_RECORDS", default: "\(StoreConfiguration().quotaRecords)", rule: .integer(1...1_000_000_000),
                 "live tags + todos per account"),
         Setting("TODOSYNC_QUOTA_OPERATIONS_PER_HOUR", default: "\(StoreConfiguration().quotaOperationsPerHour)", rule: .integer(1...1_000_000_000),

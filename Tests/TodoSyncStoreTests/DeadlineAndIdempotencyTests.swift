@@ -49,9 +49,6 @@ final class DeadlineAndIdempotencyTests: StoreTestCase {
         guard case .claimed(let ticket) = try store.claimIdempotencyKey(userID: userID, key: key, fingerprint: print) else {
             return XCTFail("a new key is claimed")
         }
-        guard case .inProgress = try store.claimIdempotencyKey(userID: userID, key: key, fingerprint: print) else {
-            return XCTFail("a running key is in progress")
-        }
         let answer = StoredResponse(status: 201, headers: [("ETag", "\"7\"")], body: Array("{\"id\":1}".utf8))
         _ = try store.runIdempotent(ticket, {
             try store.createTodo(userID: userID, TodoDraft(title: "once", deadline: day))
@@ -65,6 +62,46 @@ final class DeadlineAndIdempotencyTests: StoreTestCase {
             return XCTFail("another request with the key is reused")
         }
         XCTAssertEqual(try todoCount(), 1)
+    }
+
+    /// A running request holds its user's row lock for its whole transaction: while it does, a
+    /// repeat is 409 with `Retry-After: 1`; once its responder is gone (the database rolled its
+    /// transaction back, the lock is free) a repeat takes the key over at once instead of waiting
+    /// out the request budget (issue 19: ~30 s of 409s after a responder crash), and the first,
+    /// were it still alive, could no longer store its answer: exactly one of the two commits.
+    func testARunningKeyIsInProgressAndOneWhoseRequestIsGoneIsTakenOverAtOnce() throws {
+        let key = "key-\(UUID().uuidString)"
+        let print = Store.idempotencyFingerprint(method: "POST", path: "/api/v1/todos", body: Array("{}".utf8))
+        guard case .claimed(let first) = try store.claimIdempotencyKey(userID: userID, key: key, fingerprint: print) else {
+            return XCTFail("a new key is claimed")
+        }
+        let running = Connection(configuration: try StoreTestDatabase.configuration())
+        defer { running.close() }
+        try running.inTransaction {
+            _ = try running.queryOne("SELECT id FROM users WHERE id = ? FOR UPDATE", [.int(userID)])
+            guard case .inProgress(let retryAfter) = try store.claimIdempotencyKey(
+                userID: userID, key: key, fingerprint: print) else {
+                return XCTFail("a key whose request runs is in progress")
+            }
+            XCTAssertEqual(retryAfter, 1)
+        }
+        let started = Date()
+        guard case .claimed(let second) = try store.claimIdempotencyKey(userID: userID, key: key, fingerprint: print) else {
+            return XCTFail("a key whose request is gone is taken over")
+        }
+        XCTAssertLessThan(Date().timeIntervalSince(started), 1)
+        let answer = StoredResponse(status: 201, headers: [], body: Array("{}".utf8))
+        XCTAssertThrowsError(try store.runIdempotent(first, {
+            try store.createTodo(userID: userID, TodoDraft(title: "first", deadline: day))
+        }, answer: { _ in answer })) { XCTAssertEqual($0 as? DomainError, .unavailable) }
+        _ = try store.runIdempotent(second, {
+            try store.createTodo(userID: userID, TodoDraft(title: "second", deadline: day))
+        }, answer: { _ in answer })
+        XCTAssertEqual(try todoCount(), 1)
+        guard case .completed(let stored) = try store.claimIdempotencyKey(userID: userID, key: key, fingerprint: print) else {
+            return XCTFail("the second's answer replays")
+        }
+        XCTAssertEqual(stored, answer)
     }
 
     func testAFailedRunStoresNothingAndFreesTheKey() throws {

@@ -9,6 +9,8 @@ public final class RequestContext {
     let store: Store
     /// The user whose token ``requireUser()`` accepted (for the request log; nil before).
     public private(set) var userID: Int64?
+    /// The user whose token was checked for this request already (`authenticated(as:)`).
+    private var verifiedUserID: Int64?
 
     init(request: HTTPRequest, pathParameters: [String], store: Store) {
         self.request = request
@@ -19,6 +21,10 @@ public final class RequestContext {
     /// Authentication, the step every route but register and login takes: the bearer token's
     /// user, or `unauthenticated` (401).
     func requireUser() throws -> Int64 {
+        if let verifiedUserID {
+            userID = verifiedUserID
+            return verifiedUserID
+        }
         guard let token = bearerToken(), let userID = try store.authenticate(token: token) else {
             throw DomainError.unauthenticated
         }
@@ -30,8 +36,15 @@ public final class RequestContext {
     /// the read checks in the same statement as it reads (`Authentication.token`), or
     /// `unauthenticated` at once when there is none. Pair with `parseBeforeAuthentication`.
     func authenticationInRead() throws -> Authentication {
+        if let verifiedUserID { return .user(verifiedUserID) }
         guard let token = bearerToken() else { throw DomainError.unauthenticated }
         return .token(token)
+    }
+
+    /// Records that this request's bearer token was checked just now and belongs to `userID`
+    /// (the in-flight count resolved it), so the route does not check it a second time.
+    func authenticated(as userID: Int64) {
+        verifiedUserID = userID
     }
 
     /// The list a hot read returned, as the response's `items`; its owner becomes the request's

@@ -9,7 +9,7 @@ extension Application {
             try context.store.ping()
             return .json(200, Array(#"{"status":"ok"}"#.utf8))
         }
-        guard options.enableTestHooks else { return router.add("GET", "/healthz", health) }
+        guard options.enableTestHooks else { return router.add("GET", "/healthz", limit: .notCounted, health) }
         registerTestHookRoutes(health: health)
     }
 
@@ -19,7 +19,7 @@ extension Application {
     private func registerTestHookRoutes(health: @escaping RouteHandler) {
         // `/healthz` with the lifecycle tests' hooks: `delay_ms` waits before answering,
         // `die_mid_body_ms` kills the responder mid-body.
-        router.add("GET", "/healthz") { context in
+        router.add("GET", "/healthz", limit: .notCounted) { context in
             if let delay = context.request.query["delay_ms"].flatMap(Int.init), (1...10_000).contains(delay) {
                 usleep(useconds_t(delay * 1000))
             }
@@ -32,7 +32,7 @@ extension Application {
         // The benchmark's FastCGI ceiling: a route that touches no database. nginx routes only
         // /api/ and /healthz to the responders, so this is reachable only through the bench
         // location that `TODOSYNC_BENCH_LOCATIONS=1` adds.
-        router.add("GET", "/__bench/fastcgi") { _ in
+        router.add("GET", "/__bench/fastcgi", limit: .notCounted) { _ in
             .json(200, Array(#"{"status":"ok"}"#.utf8))
         }
         registerSlowWriteTestRoute()
