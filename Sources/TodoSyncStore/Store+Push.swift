@@ -9,11 +9,15 @@ extension Store {
     /// operations' order, as a JSON array.
     public func push(userID: Int64, _ request: PushRequest) throws -> [UInt8] {
         var tally = PushTally()
-        let body = try write(userID: userID, operations: request.operations.count) { transaction in
+        // Charged inside, once the stored results are known: replaying them costs no quota.
+        let body = try write(userID: userID, operations: 0) { transaction in
             tally = PushTally()
             transaction.device = try deviceNumber(userID: userID, deviceID: request.deviceID, at: transaction.now)
             // Results already stored for these opIds (replays), found in batches up front.
             let known = try storedResults(userID: userID, keys: request.operations.map(\.key))
+            let fresh = Set(request.operations.lazy.filter { $0.opIDProblem == nil }.map(\.key)).subtracting(known.keys).count
+            transaction.refuseChanges(try chargeOperations(
+                userID: userID, fresh, quota: transaction.operationsQuota, at: transaction.now))
             var seen = Set<OpKey>()
             var newResults: [(key: OpKey, result: PushResult)] = []
             var body: [UInt8] = [UInt8(ascii: "[")]

@@ -59,7 +59,7 @@ public final class Store {
                 let now = Timestamp.now()
                 let refusal = try chargeOperations(userID: userID, operations, quota: locked.int64(3)!, at: now)
                 let transaction = WriteTransaction(db: db, userID: userID, now: now, changeSequence: locked.int64(0)!,
-                                                   quotaRefusal: refusal)
+                                                   quotaRefusal: refusal, operationsQuota: locked.int64(3)!)
                 let result = try body(transaction)
                 try checkRecordQuota(userID: userID, live: locked.int64(1)!, adding: transaction.liveRecordsDelta,
                                      quota: locked.int64(2)!)
@@ -89,15 +89,25 @@ final class WriteTransaction {
     /// deleted; added to `users.live_records` at `finish()`.
     private(set) var liveRecordsDelta: Int64 = 0
     /// The operations quota's 429 when this write's charge was refused: raised at its first change.
-    private let quotaRefusal: DomainError?
+    private var quotaRefusal: DomainError?
+    /// The account's write operations per hour, for a charge made inside the write (`charge`).
+    let operationsQuota: Int64
 
-    init(db: Connection, userID: Int64, now: Timestamp, changeSequence: Int64, quotaRefusal: DomainError? = nil) {
+    init(db: Connection, userID: Int64, now: Timestamp, changeSequence: Int64, quotaRefusal: DomainError? = nil,
+         operationsQuota: Int64 = .max) {
         self.db = db
         self.userID = userID
         self.now = now
         self.changeSequence = changeSequence
         self.initialChangeSequence = changeSequence
         self.quotaRefusal = quotaRefusal
+        self.operationsQuota = operationsQuota
+    }
+
+    /// Notes a charge made once the write knows what it costs (a push charges only the operations
+    /// that are not replays of stored results): a refused charge stops the write at its first change.
+    func refuseChanges(_ refusal: DomainError?) {
+        if quotaRefusal == nil { quotaRefusal = refusal }
     }
 
     /// The next version from the user's change sequence. This transaction holds the user's row

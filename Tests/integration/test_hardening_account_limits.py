@@ -332,6 +332,26 @@ def set_quota(db, user_id: int, records=None, operations=None):
        f"quota_operations_per_hour = {operations if operations is not None else 'NULL'} WHERE id = {int(user_id)}")
 
 
+def test_replays_below_the_quota_cost_nothing_either(client, db):
+    """A push that replays stored results was charged for them whenever the account was below its
+    quota: replays ate the hour's budget (only a push made of replays at the quota was free)."""
+    set_quota(db, client.user["id"], operations=4)
+
+    def creates(n):
+        return [{"opId": str(uuid.uuid4()), "entity": "todo", "action": "create", "clientId": str(uuid.uuid4()),
+                 "data": {"title": f"r{i}", "deadline": "2030-06-21"}} for i in range(n)]
+    first = creates(2)
+    assert client.post("/sync/push", {"deviceId": "d", "operations": first}).status_code == 200  # costs 2
+    for _ in range(3):  # replays, alone and mixed with a repeated opId: cost nothing
+        r = client.post("/sync/push", {"deviceId": "d", "operations": first + [first[0]]})
+        assert r.status_code == 200, short(r)
+    r = client.post("/sync/push", {"deviceId": "d", "operations": first + creates(2)})  # costs 2: the quota
+    assert r.status_code == 200, short(r)
+    assert [x["status"] for x in r.json()["results"]] == ["applied"] * 4
+    assert len(client.list_todos(date="2030-06-21")) == 4
+    assert_error(client.post("/sync/push", {"deviceId": "d", "operations": creates(1)}), 429, "rate_limited")
+
+
 def test_record_quota_has_its_own_429(client, db):
     set_quota(db, client.user["id"], records=3)
     for i in range(3):
