@@ -99,6 +99,12 @@ def systemd_root(staged) -> Path:
     target = staged / "usr/lib/systemd/system"
     if not target.exists():
         shutil.copytree(system, target, symlinks=True)
+    # The host's own commands that units name (ExecReload=/bin/kill, from procps on every host).
+    for command in ("/bin/kill",):
+        copy = staged / command.lstrip("/")
+        if not copy.exists() and Path(command).exists():
+            copy.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(command, copy)
     return staged
 
 
