@@ -364,8 +364,10 @@ internal enum Operations {
             }
             /// Too many requests to `/api/v1/auth/*` from one address (nginx), too many failed logins
             /// for one account (login; answered the same whether or not the email exists), too many
-            /// requests in flight for one account, or an account quota reached. Wait `Retry-After`
-            /// seconds.
+            /// requests in flight for one account (counted per account, whatever token or spelling of
+            /// the `Authorization` header carries them: `TODOSYNC_ACCOUNT_IN_FLIGHT` per responder
+            /// process, and nginx's per-token limit in front), or an account quota reached. Wait
+            /// `Retry-After` seconds.
             ///
             ///
             /// - Remark: Generated from `#/paths//api/v1/auth/register/post(register)/responses/429`.
@@ -665,8 +667,10 @@ internal enum Operations {
             }
             /// Too many requests to `/api/v1/auth/*` from one address (nginx), too many failed logins
             /// for one account (login; answered the same whether or not the email exists), too many
-            /// requests in flight for one account, or an account quota reached. Wait `Retry-After`
-            /// seconds.
+            /// requests in flight for one account (counted per account, whatever token or spelling of
+            /// the `Authorization` header carries them: `TODOSYNC_ACCOUNT_IN_FLIGHT` per responder
+            /// process, and nginx's per-token limit in front), or an account quota reached. Wait
+            /// `Retry-After` seconds.
             ///
             ///
             /// - Remark: Generated from `#/paths//api/v1/auth/login/post(login)/responses/429`.
@@ -879,7 +883,11 @@ internal enum Operations {
                     }
                 }
             }
-            /// A request with this `Idempotency-Key` is still running; retry after `Retry-After` seconds with the same key.
+            /// A request with this `Idempotency-Key` is still running; retry after `Retry-After` seconds
+            /// with the same key: 1 while the first is seen running; on Galera, where it cannot be seen,
+            /// the time until the key is taken over (its deadline plus 2 s). A key whose first request
+            /// is gone (its responder died) is taken over by the next repeat at once.
+            ///
             ///
             /// - Remark: Generated from `#/paths//api/v1/auth/logout/post(logout)/responses/409`.
             ///
@@ -927,8 +935,10 @@ internal enum Operations {
             }
             /// Too many requests to `/api/v1/auth/*` from one address (nginx), too many failed logins
             /// for one account (login; answered the same whether or not the email exists), too many
-            /// requests in flight for one account, or an account quota reached. Wait `Retry-After`
-            /// seconds.
+            /// requests in flight for one account (counted per account, whatever token or spelling of
+            /// the `Authorization` header carries them: `TODOSYNC_ACCOUNT_IN_FLIGHT` per responder
+            /// process, and nginx's per-token limit in front), or an account quota reached. Wait
+            /// `Retry-After` seconds.
             ///
             ///
             /// - Remark: Generated from `#/paths//api/v1/auth/logout/post(logout)/responses/429`.
@@ -1138,8 +1148,10 @@ internal enum Operations {
             }
             /// Too many requests to `/api/v1/auth/*` from one address (nginx), too many failed logins
             /// for one account (login; answered the same whether or not the email exists), too many
-            /// requests in flight for one account, or an account quota reached. Wait `Retry-After`
-            /// seconds.
+            /// requests in flight for one account (counted per account, whatever token or spelling of
+            /// the `Authorization` header carries them: `TODOSYNC_ACCOUNT_IN_FLIGHT` per responder
+            /// process, and nginx's per-token limit in front), or an account quota reached. Wait
+            /// `Retry-After` seconds.
             ///
             ///
             /// - Remark: Generated from `#/paths//api/v1/tags/get(listTags)/responses/429`.
@@ -1476,7 +1488,11 @@ internal enum Operations {
                     }
                 }
             }
-            /// A request with this `Idempotency-Key` is still running; retry after `Retry-After` seconds with the same key.
+            /// A request with this `Idempotency-Key` is still running; retry after `Retry-After` seconds
+            /// with the same key: 1 while the first is seen running; on Galera, where it cannot be seen,
+            /// the time until the key is taken over (its deadline plus 2 s). A key whose first request
+            /// is gone (its responder died) is taken over by the next repeat at once.
+            ///
             ///
             /// - Remark: Generated from `#/paths//api/v1/tags/post(createTag)/responses/409`.
             ///
@@ -1575,8 +1591,10 @@ internal enum Operations {
             }
             /// Too many requests to `/api/v1/auth/*` from one address (nginx), too many failed logins
             /// for one account (login; answered the same whether or not the email exists), too many
-            /// requests in flight for one account, or an account quota reached. Wait `Retry-After`
-            /// seconds.
+            /// requests in flight for one account (counted per account, whatever token or spelling of
+            /// the `Authorization` header carries them: `TODOSYNC_ACCOUNT_IN_FLIGHT` per responder
+            /// process, and nginx's per-token limit in front), or an account quota reached. Wait
+            /// `Retry-After` seconds.
             ///
             ///
             /// - Remark: Generated from `#/paths//api/v1/tags/post(createTag)/responses/429`.
@@ -1850,8 +1868,10 @@ internal enum Operations {
             }
             /// Too many requests to `/api/v1/auth/*` from one address (nginx), too many failed logins
             /// for one account (login; answered the same whether or not the email exists), too many
-            /// requests in flight for one account, or an account quota reached. Wait `Retry-After`
-            /// seconds.
+            /// requests in flight for one account (counted per account, whatever token or spelling of
+            /// the `Authorization` header carries them: `TODOSYNC_ACCOUNT_IN_FLIGHT` per responder
+            /// process, and nginx's per-token limit in front), or an account quota reached. Wait
+            /// `Retry-After` seconds.
             ///
             ///
             /// - Remark: Generated from `#/paths//api/v1/tags/{id}/get(getTag)/responses/429`.
@@ -2251,8 +2271,10 @@ internal enum Operations {
             }
             /// Too many requests to `/api/v1/auth/*` from one address (nginx), too many failed logins
             /// for one account (login; answered the same whether or not the email exists), too many
-            /// requests in flight for one account, or an account quota reached. Wait `Retry-After`
-            /// seconds.
+            /// requests in flight for one account (counted per account, whatever token or spelling of
+            /// the `Authorization` header carries them: `TODOSYNC_ACCOUNT_IN_FLIGHT` per responder
+            /// process, and nginx's per-token limit in front), or an account quota reached. Wait
+            /// `Retry-After` seconds.
             ///
             ///
             /// - Remark: Generated from `#/paths//api/v1/tags/{id}/patch(updateTag)/responses/429`.
@@ -2531,8 +2553,10 @@ internal enum Operations {
             }
             /// Too many requests to `/api/v1/auth/*` from one address (nginx), too many failed logins
             /// for one account (login; answered the same whether or not the email exists), too many
-            /// requests in flight for one account, or an account quota reached. Wait `Retry-After`
-            /// seconds.
+            /// requests in flight for one account (counted per account, whatever token or spelling of
+            /// the `Authorization` header carries them: `TODOSYNC_ACCOUNT_IN_FLIGHT` per responder
+            /// process, and nginx's per-token limit in front), or an account quota reached. Wait
+            /// `Retry-After` seconds.
             ///
             ///
             /// - Remark: Generated from `#/paths//api/v1/tags/{id}/delete(deleteTag)/responses/429`.
@@ -2814,8 +2838,10 @@ internal enum Operations {
             }
             /// Too many requests to `/api/v1/auth/*` from one address (nginx), too many failed logins
             /// for one account (login; answered the same whether or not the email exists), too many
-            /// requests in flight for one account, or an account quota reached. Wait `Retry-After`
-            /// seconds.
+            /// requests in flight for one account (counted per account, whatever token or spelling of
+            /// the `Authorization` header carries them: `TODOSYNC_ACCOUNT_IN_FLIGHT` per responder
+            /// process, and nginx's per-token limit in front), or an account quota reached. Wait
+            /// `Retry-After` seconds.
             ///
             ///
             /// - Remark: Generated from `#/paths//api/v1/todos/get(listTodos)/responses/429`.
@@ -3153,7 +3179,11 @@ internal enum Operations {
                     }
                 }
             }
-            /// A request with this `Idempotency-Key` is still running; retry after `Retry-After` seconds with the same key.
+            /// A request with this `Idempotency-Key` is still running; retry after `Retry-After` seconds
+            /// with the same key: 1 while the first is seen running; on Galera, where it cannot be seen,
+            /// the time until the key is taken over (its deadline plus 2 s). A key whose first request
+            /// is gone (its responder died) is taken over by the next repeat at once.
+            ///
             ///
             /// - Remark: Generated from `#/paths//api/v1/todos/post(createTodo)/responses/409`.
             ///
@@ -3252,8 +3282,10 @@ internal enum Operations {
             }
             /// Too many requests to `/api/v1/auth/*` from one address (nginx), too many failed logins
             /// for one account (login; answered the same whether or not the email exists), too many
-            /// requests in flight for one account, or an account quota reached. Wait `Retry-After`
-            /// seconds.
+            /// requests in flight for one account (counted per account, whatever token or spelling of
+            /// the `Authorization` header carries them: `TODOSYNC_ACCOUNT_IN_FLIGHT` per responder
+            /// process, and nginx's per-token limit in front), or an account quota reached. Wait
+            /// `Retry-After` seconds.
             ///
             ///
             /// - Remark: Generated from `#/paths//api/v1/todos/post(createTodo)/responses/429`.
@@ -3530,7 +3562,11 @@ internal enum Operations {
                     }
                 }
             }
-            /// A request with this `Idempotency-Key` is still running; retry after `Retry-After` seconds with the same key.
+            /// A request with this `Idempotency-Key` is still running; retry after `Retry-After` seconds
+            /// with the same key: 1 while the first is seen running; on Galera, where it cannot be seen,
+            /// the time until the key is taken over (its deadline plus 2 s). A key whose first request
+            /// is gone (its responder died) is taken over by the next repeat at once.
+            ///
             ///
             /// - Remark: Generated from `#/paths//api/v1/todos/quick-add/post(quickAddTodos)/responses/409`.
             ///
@@ -3629,8 +3665,10 @@ internal enum Operations {
             }
             /// Too many requests to `/api/v1/auth/*` from one address (nginx), too many failed logins
             /// for one account (login; answered the same whether or not the email exists), too many
-            /// requests in flight for one account, or an account quota reached. Wait `Retry-After`
-            /// seconds.
+            /// requests in flight for one account (counted per account, whatever token or spelling of
+            /// the `Authorization` header carries them: `TODOSYNC_ACCOUNT_IN_FLIGHT` per responder
+            /// process, and nginx's per-token limit in front), or an account quota reached. Wait
+            /// `Retry-After` seconds.
             ///
             ///
             /// - Remark: Generated from `#/paths//api/v1/todos/quick-add/post(quickAddTodos)/responses/429`.
@@ -3904,8 +3942,10 @@ internal enum Operations {
             }
             /// Too many requests to `/api/v1/auth/*` from one address (nginx), too many failed logins
             /// for one account (login; answered the same whether or not the email exists), too many
-            /// requests in flight for one account, or an account quota reached. Wait `Retry-After`
-            /// seconds.
+            /// requests in flight for one account (counted per account, whatever token or spelling of
+            /// the `Authorization` header carries them: `TODOSYNC_ACCOUNT_IN_FLIGHT` per responder
+            /// process, and nginx's per-token limit in front), or an account quota reached. Wait
+            /// `Retry-After` seconds.
             ///
             ///
             /// - Remark: Generated from `#/paths//api/v1/todos/{id}/get(getTodo)/responses/429`.
@@ -4305,8 +4345,10 @@ internal enum Operations {
             }
             /// Too many requests to `/api/v1/auth/*` from one address (nginx), too many failed logins
             /// for one account (login; answered the same whether or not the email exists), too many
-            /// requests in flight for one account, or an account quota reached. Wait `Retry-After`
-            /// seconds.
+            /// requests in flight for one account (counted per account, whatever token or spelling of
+            /// the `Authorization` header carries them: `TODOSYNC_ACCOUNT_IN_FLIGHT` per responder
+            /// process, and nginx's per-token limit in front), or an account quota reached. Wait
+            /// `Retry-After` seconds.
             ///
             ///
             /// - Remark: Generated from `#/paths//api/v1/todos/{id}/patch(updateTodo)/responses/429`.
@@ -4585,8 +4627,10 @@ internal enum Operations {
             }
             /// Too many requests to `/api/v1/auth/*` from one address (nginx), too many failed logins
             /// for one account (login; answered the same whether or not the email exists), too many
-            /// requests in flight for one account, or an account quota reached. Wait `Retry-After`
-            /// seconds.
+            /// requests in flight for one account (counted per account, whatever token or spelling of
+            /// the `Authorization` header carries them: `TODOSYNC_ACCOUNT_IN_FLIGHT` per responder
+            /// process, and nginx's per-token limit in front), or an account quota reached. Wait
+            /// `Retry-After` seconds.
             ///
             ///
             /// - Remark: Generated from `#/paths//api/v1/todos/{id}/delete(deleteTodo)/responses/429`.
@@ -4844,8 +4888,10 @@ internal enum Operations {
             }
             /// Too many requests to `/api/v1/auth/*` from one address (nginx), too many failed logins
             /// for one account (login; answered the same whether or not the email exists), too many
-            /// requests in flight for one account, or an account quota reached. Wait `Retry-After`
-            /// seconds.
+            /// requests in flight for one account (counted per account, whatever token or spelling of
+            /// the `Authorization` header carries them: `TODOSYNC_ACCOUNT_IN_FLIGHT` per responder
+            /// process, and nginx's per-token limit in front), or an account quota reached. Wait
+            /// `Retry-After` seconds.
             ///
             ///
             /// - Remark: Generated from `#/paths//api/v1/daily-stats/get(listDailyStats)/responses/429`.
@@ -5125,8 +5171,10 @@ internal enum Operations {
             }
             /// Too many requests to `/api/v1/auth/*` from one address (nginx), too many failed logins
             /// for one account (login; answered the same whether or not the email exists), too many
-            /// requests in flight for one account, or an account quota reached. Wait `Retry-After`
-            /// seconds.
+            /// requests in flight for one account (counted per account, whatever token or spelling of
+            /// the `Authorization` header carries them: `TODOSYNC_ACCOUNT_IN_FLIGHT` per responder
+            /// process, and nginx's per-token limit in front), or an account quota reached. Wait
+            /// `Retry-After` seconds.
             ///
             ///
             /// - Remark: Generated from `#/paths//api/v1/daily-stats/{date}/get(getDailyStat)/responses/429`.
@@ -5438,8 +5486,10 @@ internal enum Operations {
             }
             /// Too many requests to `/api/v1/auth/*` from one address (nginx), too many failed logins
             /// for one account (login; answered the same whether or not the email exists), too many
-            /// requests in flight for one account, or an account quota reached. Wait `Retry-After`
-            /// seconds.
+            /// requests in flight for one account (counted per account, whatever token or spelling of
+            /// the `Authorization` header carries them: `TODOSYNC_ACCOUNT_IN_FLIGHT` per responder
+            /// process, and nginx's per-token limit in front), or an account quota reached. Wait
+            /// `Retry-After` seconds.
             ///
             ///
             /// - Remark: Generated from `#/paths//api/v1/sync/pull/get(syncPull)/responses/429`.
@@ -5551,7 +5601,8 @@ internal enum Operations {
     ///   `baseVersion` an update or delete is unconditional.
     /// - Exactly once: the server remembers `(user, opId)` with its result for at least the
     ///   tombstone retention time; replaying an opId returns the stored result and changes
-    ///   nothing.
+    ///   nothing. Replaying costs no quota: a push of replays only is answered even at the
+    ///   account's operations quota.
     /// - A push returns no cursor: a device pulls after it pushes.
     ///
     ///
@@ -5710,7 +5761,11 @@ internal enum Operations {
                     }
                 }
             }
-            /// A request with this `Idempotency-Key` is still running; retry after `Retry-After` seconds with the same key.
+            /// A request with this `Idempotency-Key` is still running; retry after `Retry-After` seconds
+            /// with the same key: 1 while the first is seen running; on Galera, where it cannot be seen,
+            /// the time until the key is taken over (its deadline plus 2 s). A key whose first request
+            /// is gone (its responder died) is taken over by the next repeat at once.
+            ///
             ///
             /// - Remark: Generated from `#/paths//api/v1/sync/push/post(syncPush)/responses/409`.
             ///
@@ -5809,8 +5864,10 @@ internal enum Operations {
             }
             /// Too many requests to `/api/v1/auth/*` from one address (nginx), too many failed logins
             /// for one account (login; answered the same whether or not the email exists), too many
-            /// requests in flight for one account, or an account quota reached. Wait `Retry-After`
-            /// seconds.
+            /// requests in flight for one account (counted per account, whatever token or spelling of
+            /// the `Authorization` header carries them: `TODOSYNC_ACCOUNT_IN_FLIGHT` per responder
+            /// process, and nginx's per-token limit in front), or an account quota reached. Wait
+            /// `Retry-After` seconds.
             ///
             ///
             /// - Remark: Generated from `#/paths//api/v1/sync/push/post(syncPush)/responses/429`.

@@ -246,7 +246,8 @@ internal protocol APIProtocol: Sendable {
     ///   `baseVersion` an update or delete is unconditional.
     /// - Exactly once: the server remembers `(user, opId)` with its result for at least the
     ///   tombstone retention time; replaying an opId returns the stored result and changes
-    ///   nothing.
+    ///   nothing. Replaying costs no quota: a push of replays only is answered even at the
+    ///   account's operations quota.
     /// - A push returns no cursor: a device pulls after it pushes.
     ///
     ///
@@ -627,7 +628,8 @@ extension APIProtocol {
     ///   `baseVersion` an update or delete is unconditional.
     /// - Exactly once: the server remembers `(user, opId)` with its result for at least the
     ///   tombstone retention time; replaying an opId returns the stored result and changes
-    ///   nothing.
+    ///   nothing. Replaying costs no quota: a push of replays only is answered even at the
+    ///   account's operations quota.
     /// - A push returns no cursor: a device pulls after it pushes.
     ///
     ///
