@@ -30,7 +30,13 @@
 #   All hosts hang off the bridge tsx-br in the namespace tsx-net.
 #
 # Configuration (environment):
-#   TODOSYNC_CLUSTER_STATE_DIR   .state/cluster  data, logs, sockets, rendered configs
+#   TODOSYNC_CLUSTER_STATE_DIR   .state/cluster  logs, front sockets, rendered configs, TLS
+#   TODOSYNC_CLUSTER_DB_DIR      /var/lib/todosync-cluster/PREFIX
+#                                                the Galera nodes' data dirs, configs and sockets:
+#                                                outside the checkout, so that mariadbd (user mysql)
+#                                                reaches them wherever the clone lives (a clone
+#                                                under a 0700 home cannot be entered by mysql);
+#                                                wiped by `up` and removed by `down`
 #   TODOSYNC_CLUSTER_NODES       3               Galera nodes (1 runs a single-node "cluster")
 #   TODOSYNC_CLUSTER_APPS        2               responder hosts
 #   TODOSYNC_CLUSTER_WORKERS     8               worker threads per responder host
@@ -60,6 +66,7 @@ cd "$REPO_ROOT"
 export PATH="$PATH:/usr/local/sbin:/usr/sbin:/sbin"
 
 : "${TODOSYNC_CLUSTER_STATE_DIR:=.state/cluster}"
+: "${TODOSYNC_CLUSTER_DB_DIR:=}"
 : "${TODOSYNC_CLUSTER_NODES:=3}"
 : "${TODOSYNC_CLUSTER_APPS:=2}"
 : "${TODOSYNC_CLUSTER_WORKERS:=8}"
@@ -90,6 +97,12 @@ PID_DIR=$STATE/pids
 # Unix socket paths must stay short.
 SOCK_DIR=$STATE/sock
 if ((${#SOCK_DIR} > 80)); then SOCK_DIR=/tmp/$P-$(printf '%s' "$STATE" | cksum | cut -d' ' -f1); fi
+# What mariadbd and its SST scripts (as mysql) open: data dirs, my.cnf, pid files, sockets. Their
+# logs are their stderr, which this script (root) appends to $LOG_DIR/dbN.log.
+DB_ROOT=$(realpath -m "${TODOSYNC_CLUSTER_DB_DIR:-/var/lib/todosync-cluster/$P}")
+case $DB_ROOT in
+    / | /var | /var/lib | /tmp | /home | /root | "$STATE" | "$REPO_ROOT") die "refusing to use $DB_ROOT as the nodes' dir" ;;
+esac
 TLS_DIR=$STATE/tls
 FRONT_NS=$P-fe
 BRIDGE_NS=$P-net
@@ -103,8 +116,8 @@ DB_NAME=todosync DB_USER=todosync DB_PASSWORD=todosync
 
 node_ns() { printf '%s-db%s' "$P" "$1"; }
 node_ip() { printf '%s.%s' "$NET" "$((10 + $1))"; }
-node_dir() { printf '%s/db%s' "$STATE" "$1"; }
-node_sock() { printf '%s/db%s.sock' "$SOCK_DIR" "$1"; }
+node_dir() { printf '%s/db%s' "$DB_ROOT" "$1"; }
+node_sock() { printf '%s/db%s/mariadb.sock' "$DB_ROOT" "$1"; }
 app_ns() { printf '%s-app%s' "$P" "$1"; }
 app_ip() { printf '%s.%s' "$NET" "$((20 + $1))"; }
 all_ns() {
@@ -251,7 +264,6 @@ user = mysql
 datadir = $dir/data
 socket = $(node_sock "$i")
 pid-file = $dir/mariadbd.pid
-log-error = $LOG_DIR/db$i.log
 bind-address = $(node_ip "$i")
 port = 3306
 character-set-server = utf8mb4
@@ -311,9 +323,8 @@ node_start() {
     dir=$(node_dir "$i")
     ns=$(node_ns "$i")
     [[ -n $(node_pid "$i") ]] && { log "db$i: already running"; return 0; }
-    mkdir -p "$dir/data" "$SOCK_DIR"
-    touch "$LOG_DIR/db$i.log" "$LOG_DIR/db$i-recover.log"
-    chown mysql:mysql "$dir" "$dir/data" "$SOCK_DIR" "$LOG_DIR/db$i.log" "$LOG_DIR/db$i-recover.log"
+    mkdir -p "$dir/data"
+    chown mysql:mysql "$dir" "$dir/data"
     write_node_cnf "$i"
     args=(--defaults-file="$dir/my.cnf")
     if [[ $mode == bootstrap ]]; then
@@ -323,22 +334,28 @@ node_start() {
         # by IST (only the missing write sets) instead of a full state transfer.
         local recovered
         ip netns exec "$ns" mariadbd --defaults-file="$dir/my.cnf" --wsrep-recover \
-            --log-error="$LOG_DIR/db$i-recover.log" >/dev/null 2>&1 || true
+            </dev/null >>"$LOG_DIR/db$i-recover.log" 2>&1 9>&- || true
         recovered=$(grep -o 'Recovered position: [0-9a-f-]*:-\?[0-9]*' "$LOG_DIR/db$i-recover.log" 2>/dev/null |
             tail -n 1 | awk '{print $3}')
         [[ -n $recovered ]] && args+=(--wsrep-start-position="$recovered")
     fi
     log "db$i: starting in $ns ($(node_ip "$i"))${mode:+ [$mode]}"
-    spawn_in "$ns" "$LOG_DIR/db$i.out" mariadbd "${args[@]}"
+    spawn_in "$ns" "$LOG_DIR/db$i.log" mariadbd "${args[@]}"
 }
 
 nodes_up() {
     local i dir
+    # 0755 up to the nodes' dir (mysql must traverse it), each node's own dir mysql's alone.
+    mkdir -p "$DB_ROOT"
+    chmod 755 "$DB_ROOT"
     for ((i = 1; i <= NODES; i++)); do
         dir=$(node_dir "$i")
         mkdir -p "$dir"
         chown mysql:mysql "$dir"
+        chmod 750 "$dir"
     done
+    setpriv --reuid=mysql --regid=mysql --clear-groups -- test -w "$(node_dir 1)" ||
+        die "user mysql cannot write $(node_dir 1) (set TODOSYNC_CLUSTER_DB_DIR to a directory it can reach)"
     # Node 1 gets a fresh data dir; the others receive theirs from it by state transfer (SST).
     dir=$(node_dir 1)
     log "db1: initialising data dir"
@@ -564,7 +581,7 @@ cmd_up() {
         die "missing packages: run '$0 deps'"
     local t0=$SECONDS
     cmd_down >/dev/null 2>&1 || true
-    rm -rf "$STATE" "$SOCK_DIR"
+    rm -rf "$STATE" "$SOCK_DIR" "$DB_ROOT"
     mkdir -p "$LOG_DIR" "$PID_DIR" "$SOCK_DIR"
     chmod 755 "$STATE" "$SOCK_DIR"
     # `die` exits: tear down whatever was built on any failure, not only on ERR.
@@ -598,6 +615,9 @@ cmd_down() {
     done
     net_down
     rm -f "$SOCK_DIR"/*.sock "$PID_DIR"/*.pid 2>/dev/null || true
+    # The nodes' data is of no use once they are down (their logs stay in $LOG_DIR).
+    rm -rf "$DB_ROOT"
+    [[ -n $TODOSYNC_CLUSTER_DB_DIR ]] || rmdir /var/lib/todosync-cluster 2>/dev/null || true
     log "down: no namespace, link or process left"
 }
 
@@ -623,6 +643,7 @@ cmd_status() {
 cmd_env() {
     cat <<EOF
 TODOSYNC_CLUSTER_STATE_DIR=$STATE
+TODOSYNC_CLUSTER_DB_DIR=$DB_ROOT
 TODOSYNC_CLUSTER_NODES=$NODES
 TODOSYNC_CLUSTER_APPS=$APPS
 TODOSYNC_CLUSTER_BASE_URL=$HTTP_BASE
@@ -648,7 +669,7 @@ cmd_test() {
     {
         echo '#!/usr/bin/env bash'
         local v
-        for v in TODOSYNC_CLUSTER_STATE_DIR TODOSYNC_CLUSTER_NODES TODOSYNC_CLUSTER_APPS TODOSYNC_CLUSTER_WORKERS \
+        for v in TODOSYNC_CLUSTER_STATE_DIR TODOSYNC_CLUSTER_DB_DIR TODOSYNC_CLUSTER_NODES TODOSYNC_CLUSTER_APPS TODOSYNC_CLUSTER_WORKERS \
             TODOSYNC_CLUSTER_HTTP_PORT TODOSYNC_CLUSTER_HTTPS_PORT TODOSYNC_CLUSTER_NET TODOSYNC_CLUSTER_PREFIX \
             TODOSYNC_CLUSTER_SYNC_WAIT TODOSYNC_CLUSTER_ROUTING TODOSYNC_ENABLE_TEST_HOOKS TODOSYNC_AUTH_RATE \
             TODOSYNC_AUTH_BURST TODOSYNC_ACCOUNT_CONCURRENCY TODOSYNC_BIN TODOSYNC_LOG_LEVEL; do
