@@ -512,6 +512,9 @@ render_front_conf() {
     cat >"$STATE/edge.conf" <<EOF
 # Host side: forwards 127.0.0.1's ports to the front host's unix sockets (bytes only; TLS ends at the front).
 load_module $STREAM_MODULE;
+# root, like the front: the front's sockets are under the state dir, which may sit in a 0700
+# directory (nginx's default worker user, nobody, could not reach them there).
+user root;
 worker_processes 1;
 pid "$STATE/edge.pid";
 error_log "$LOG_DIR/edge-error.log" warn;
