@@ -53,6 +53,7 @@
 #   TODOSYNC_ENABLE_TEST_HOOKS   0               1: responders get --enable-test-hooks
 #   TODOSYNC_AUTH_RATE / _BURST  100 / 200       as in stack.sh
 #   TODOSYNC_ACCOUNT_CONCURRENCY 4               as in stack.sh (requests in flight per token)
+#   TODOSYNC_ADDRESS_CONCURRENCY 128             as in stack.sh (requests in progress per address)
 #   TODOSYNC_BIN                 release build   the responder binary
 #
 # Needs root (namespaces). Every process is started by this script and stopped by pid; `down`
@@ -80,6 +81,7 @@ export PATH="$PATH:/usr/local/sbin:/usr/sbin:/sbin"
 : "${TODOSYNC_AUTH_RATE:=100}"
 : "${TODOSYNC_AUTH_BURST:=200}"
 : "${TODOSYNC_ACCOUNT_CONCURRENCY:=4}"
+: "${TODOSYNC_ADDRESS_CONCURRENCY:=128}"
 : "${TODOSYNC_BIN:=}"
 : "${TODOSYNC_LOG_LEVEL:=info}"
 
@@ -495,19 +497,20 @@ render_front_conf() {
         [HTTP_REDIRECT]=0
         [HTTPS_REDIRECT_PORT]=$TODOSYNC_CLUSTER_HTTPS_PORT
         [ACCOUNT_CONCURRENCY]=$TODOSYNC_ACCOUNT_CONCURRENCY
+        [ADDRESS_CONCURRENCY]=$TODOSYNC_ADDRESS_CONCURRENCY
+        # The client address comes from the PROXY protocol header of the host-side stream proxy.
+        [REAL_IP]=$("$REPO_ROOT/scripts/nginx-real-ip.sh" unix: proxy_protocol)
     )
     local text key
     text=$(<"$REPO_ROOT/nginx/todosync.conf.template")
     for key in "${!vals[@]}"; do text=${text//"\${$key}"/"${vals[$key]}"}; done
     [[ $text =~ \$\{[A-Z_]+\} ]] && die "unknown placeholder ${BASH_REMATCH[0]} in the nginx template"
     # The template's listeners become the front's unix sockets (the ports stay in the text for
-    # redirects: they are what clients see on the edge), and the client address comes from the
-    # PROXY protocol header of the host-side stream proxy.
+    # redirects: they are what clients see on the edge).
     local http_listen="listen 127.0.0.1:$TODOSYNC_CLUSTER_HTTP_PORT " https_listen="listen 127.0.0.1:$TODOSYNC_CLUSTER_HTTPS_PORT "
     [[ $text == *"$http_listen"* && $text == *"$https_listen"* ]] || die "the nginx template's listen lines changed: update render_front_conf"
     text=${text//"$http_listen"/"listen unix:$SOCK_DIR/front-http.sock proxy_protocol "}
     text=${text//"$https_listen"/"listen unix:$SOCK_DIR/front-https.sock proxy_protocol "}
-    text=${text/"server_name localhost;"/$'server_name localhost;\n        set_real_ip_from unix:;\n        real_ip_header proxy_protocol;'}
     printf '%s\n' "$text" >"$dir/nginx.conf"
     cat >"$STATE/edge.conf" <<EOF
 # Host side: forwards 127.0.0.1's ports to the front host's unix sockets (bytes only; TLS ends at the front).
@@ -675,7 +678,7 @@ cmd_test() {
         for v in TODOSYNC_CLUSTER_STATE_DIR TODOSYNC_CLUSTER_DB_DIR TODOSYNC_CLUSTER_NODES TODOSYNC_CLUSTER_APPS TODOSYNC_CLUSTER_WORKERS \
             TODOSYNC_CLUSTER_HTTP_PORT TODOSYNC_CLUSTER_HTTPS_PORT TODOSYNC_CLUSTER_NET TODOSYNC_CLUSTER_PREFIX \
             TODOSYNC_CLUSTER_SYNC_WAIT TODOSYNC_CLUSTER_ROUTING TODOSYNC_ENABLE_TEST_HOOKS TODOSYNC_AUTH_RATE \
-            TODOSYNC_AUTH_BURST TODOSYNC_ACCOUNT_CONCURRENCY TODOSYNC_BIN TODOSYNC_LOG_LEVEL; do
+            TODOSYNC_AUTH_BURST TODOSYNC_ACCOUNT_CONCURRENCY TODOSYNC_ADDRESS_CONCURRENCY TODOSYNC_BIN TODOSYNC_LOG_LEVEL; do
             printf 'export %s=%q\n' "$v" "${!v}"
         done
         printf 'exec %q "$@"\n' "$SELF"

@@ -66,6 +66,9 @@ unset _config_file _saved_env
 : "${TODOSYNC_AUTH_RATE:=5}"                     # nginx: requests/s per address on /api/v1/auth/
 : "${TODOSYNC_AUTH_BURST:=10}"
 : "${TODOSYNC_ACCOUNT_CONCURRENCY:=4}"           # nginx: requests in flight per bearer token
+: "${TODOSYNC_ADDRESS_CONCURRENCY:=128}"         # nginx: requests in progress per client address
+: "${TODOSYNC_REAL_IP_FROM:=}"                   # nginx: trusted proxies (CIDRs, comma-separated); empty: off
+: "${TODOSYNC_REAL_IP_HEADER:=X-Forwarded-For}"  # nginx: where those proxies put the client's address
 : "${TODOSYNC_ENABLE_TEST_HOOKS:=0}"             # 1: `serve --enable-test-hooks`
 : "${TODOSYNC_BENCH_LOCATIONS:=0}"               # 1: nginx's /__bench/ locations
 : "${TODOSYNC_DB_PORT:=}"                        # set: MariaDB also listens on 127.0.0.1:PORT
@@ -85,6 +88,7 @@ STACK_VARS=(
     TODOSYNC_NGINX_USER TODOSYNC_NGINX_GROUP TODOSYNC_SERVICE_GROUP TODOSYNC_APP_USER TODOSYNC_DB_OS_USER
     TODOSYNC_DB_OS_GROUP
     TODOSYNC_DROP_PRIVILEGES TODOSYNC_AUTH_RATE TODOSYNC_AUTH_BURST TODOSYNC_ACCOUNT_CONCURRENCY
+    TODOSYNC_ADDRESS_CONCURRENCY TODOSYNC_REAL_IP_FROM TODOSYNC_REAL_IP_HEADER
     TODOSYNC_ENABLE_TEST_HOOKS TODOSYNC_BENCH_LOCATIONS TODOSYNC_DB_PORT TODOSYNC_MARIADB_ARGS
     TODOSYNC_BIN TODOSYNC_NGINX_TEMPLATE TODOSYNC_FASTCGI_PARAMS TODOSYNC_UP_TIMEOUT
     TODOSYNC_STOP_TIMEOUT TODOSYNC_SKIP_DEPS TODOSYNC_SKIP_BUILD TODOSYNC_CONFIG
@@ -97,12 +101,14 @@ abspath() { realpath -m -- "$1"; }
 
 is_uint() { [[ $1 =~ ^[0-9]+$ ]]; }
 for _v in TODOSYNC_HTTP_PORT TODOSYNC_HTTPS_PORT TODOSYNC_RESPONDERS TODOSYNC_NGINX_WORKERS TODOSYNC_AUTH_RATE \
-    TODOSYNC_AUTH_BURST TODOSYNC_ACCOUNT_CONCURRENCY TODOSYNC_UP_TIMEOUT TODOSYNC_STOP_TIMEOUT; do
+    TODOSYNC_AUTH_BURST TODOSYNC_ACCOUNT_CONCURRENCY TODOSYNC_ADDRESS_CONCURRENCY TODOSYNC_UP_TIMEOUT \
+    TODOSYNC_STOP_TIMEOUT; do
     is_uint "${!_v}" || die "$_v must be a non-negative integer (got '${!_v}')"
 done
 [[ -z $TODOSYNC_DB_PORT ]] || is_uint "$TODOSYNC_DB_PORT" || die "TODOSYNC_DB_PORT must be a port number"
 ((TODOSYNC_RESPONDERS >= 1)) || die "TODOSYNC_RESPONDERS must be at least 1"
 ((TODOSYNC_ACCOUNT_CONCURRENCY >= 1)) || die "TODOSYNC_ACCOUNT_CONCURRENCY must be at least 1"
+((TODOSYNC_ADDRESS_CONCURRENCY >= 1)) || die "TODOSYNC_ADDRESS_CONCURRENCY must be at least 1"
 unset _v
 case $TODOSYNC_DROP_PRIVILEGES in
     auto | on | off) ;;
@@ -648,7 +654,9 @@ render_nginx_conf() {
     grep -q 'REQUEST_URI' "$TODOSYNC_FASTCGI_PARAMS" ||
         die "$TODOSYNC_FASTCGI_PARAMS does not pass REQUEST_URI"
     local -A vals
-    local idx upstream="" bench="" user_directive=""
+    local idx upstream="" bench="" user_directive="" real_ip
+    real_ip=$("$REPO_ROOT/scripts/nginx-real-ip.sh" "$TODOSYNC_REAL_IP_FROM" "$TODOSYNC_REAL_IP_HEADER") ||
+        die "TODOSYNC_REAL_IP_FROM / TODOSYNC_REAL_IP_HEADER: invalid value"
     for ((idx = 1; idx <= TODOSYNC_RESPONDERS; idx++)); do
         upstream+="        server \"unix:$(responder_sock "$idx")\" max_fails=2 fail_timeout=2s;"$'\n'
     done
@@ -692,6 +700,8 @@ render_nginx_conf() {
         [HTTP_REDIRECT]=$redirect
         [HTTPS_REDIRECT_PORT]=$TODOSYNC_HTTPS_PORT
         [ACCOUNT_CONCURRENCY]=$TODOSYNC_ACCOUNT_CONCURRENCY
+        [ADDRESS_CONCURRENCY]=$TODOSYNC_ADDRESS_CONCURRENCY
+        [REAL_IP]=$real_ip
     )
     local text key
     text=$(<"$TODOSYNC_NGINX_TEMPLATE")

@@ -11,8 +11,6 @@ account has quotas (records, write operations per hour) with their own 429.
 from __future__ import annotations
 
 import concurrent.futures as cf
-import os
-import signal
 import subprocess
 import time
 import uuid
@@ -24,44 +22,11 @@ import tsapi
 from tsapi import assert_error, short
 
 
-def stack_env() -> dict[str, str]:
-    return dict(line.split("=", 1) for line in tsapi.stack("env").splitlines() if "=" in line)
-
-
 @pytest.fixture
 def limited_nginx(stack_cmd, tmp_path):
     """A second nginx in front of the test stack's responders, with 2 requests per token."""
-    test_env = stack_env()
-    http_port, https_port = tsapi.free_port(), tsapi.free_port()
-    state = tmp_path / "state"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TODOSYNC_")}
-    env.update(TODOSYNC_CONFIG="/dev/null", TODOSYNC_STATE_DIR=str(state), TODOSYNC_HTTP_PORT=str(http_port),
-               TODOSYNC_HTTPS_PORT=str(https_port), TODOSYNC_SOCKET_DIR=test_env["TODOSYNC_SOCKET_DIR"],
-               TODOSYNC_RESPONDERS=test_env["TODOSYNC_RESPONDERS"], TODOSYNC_ACCOUNT_CONCURRENCY="2",
-               TODOSYNC_SKIP_BUILD="1")
-    stack_sh = os.path.join(os.path.dirname(__file__), "..", "..", "scripts", "stack.sh")
-    conf = subprocess.run([stack_sh, "nginx-config"], env=env, capture_output=True, text=True, timeout=60,
-                          check=True).stdout.strip()
-    proc = subprocess.Popen(["nginx", "-p", f"{state}/nginx/", "-c", conf, "-e", f"{state}/log/nginx-error.log",
-                             "-g", "daemon off;"])
-    base = f"http://127.0.0.1:{http_port}"
-    try:
-        deadline = time.monotonic() + 15
-        while True:
-            try:
-                if requests.get(f"{base}/healthz", timeout=2).status_code == 200:
-                    break
-            except requests.ConnectionError:
-                pass
-            assert time.monotonic() < deadline, "second nginx did not start"
-            time.sleep(0.1)
-        yield base
-    finally:
-        proc.send_signal(signal.SIGQUIT)
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+    with tsapi.second_nginx(tmp_path / "state", TODOSYNC_ACCOUNT_CONCURRENCY="2") as nginx:
+        yield nginx["http"]
 
 
 def big_push(n=500):
