@@ -51,9 +51,10 @@
 #   TODOSYNC_CLUSTER_ROUTING     round-robin     nginx upstream balancing: round-robin, or `hash`
 #                                                (each bearer token always to the same responder host)
 #   TODOSYNC_ENABLE_TEST_HOOKS   0               1: responders get --enable-test-hooks
-#   TODOSYNC_AUTH_RATE / _BURST  100 / 200       as in stack.sh
-#   TODOSYNC_ACCOUNT_CONCURRENCY 4               as in stack.sh (requests in flight per token)
-#   TODOSYNC_ADDRESS_CONCURRENCY 128             as in stack.sh (requests in progress per address)
+#   TODOSYNC_AUTH_RATE / _BURST  100 / 200       as in stack.sh, raised for the tests' many logins
+#                                                from one address (the stack's: nginx/limits.env)
+#   TODOSYNC_ACCOUNT_CONCURRENCY nginx/limits.env as in stack.sh (requests in flight per token)
+#   TODOSYNC_ADDRESS_CONCURRENCY nginx/limits.env as in stack.sh (requests in progress per address)
 #   TODOSYNC_BIN                 release build   the responder binary
 #
 # Needs root (namespaces). Every process is started by this script and stopped by pid; `down`
@@ -80,8 +81,11 @@ export PATH="$PATH:/usr/local/sbin:/usr/sbin:/sbin"
 : "${TODOSYNC_ENABLE_TEST_HOOKS:=0}"
 : "${TODOSYNC_AUTH_RATE:=100}"
 : "${TODOSYNC_AUTH_BURST:=200}"
-: "${TODOSYNC_ACCOUNT_CONCURRENCY:=4}"
-: "${TODOSYNC_ADDRESS_CONCURRENCY:=128}"
+# The other limits' defaults: nginx/limits.env, as for the stack.
+while IFS='=' read -r _k _v; do
+    [[ -n ${!_k:-} ]] || printf -v "$_k" '%s' "$_v"
+done < <("$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/render-nginx.sh" --limits)
+unset _k _v
 : "${TODOSYNC_BIN:=}"
 : "${TODOSYNC_LOG_LEVEL:=info}"
 
@@ -478,33 +482,29 @@ render_front_conf() {
         upstream+="        server $(app_ip "$n"):9000 max_fails=1 fail_timeout=2s;"$'\n'
     done
     upstream="$balance${upstream%$'\n'}"
-    local -A vals=(
-        [NGINX_USER_DIRECTIVE]="user root;"
-        [NGINX_WORKERS]=2
-        [NGINX_DIR]=$dir
-        [LOG_DIR]=$LOG_DIR
-        [LISTEN_ADDRESS]=127.0.0.1
-        [HTTP_PORT]=$TODOSYNC_CLUSTER_HTTP_PORT
-        [HTTPS_PORT]=$TODOSYNC_CLUSTER_HTTPS_PORT
-        [TLS_CERT]=$TLS_DIR/cert.pem
-        [TLS_KEY]=$TLS_DIR/key.pem
-        [FASTCGI_PARAMS]=/etc/nginx/fastcgi_params
-        [UPSTREAM_SERVERS]=$upstream
-        [AUTH_RATE]=$TODOSYNC_AUTH_RATE
-        [AUTH_BURST]=$TODOSYNC_AUTH_BURST
-        [BENCH_LOCATIONS]=""
-        # The front is reached through the host-side stream proxy on loopback: no HTTPS redirect.
-        [HTTP_REDIRECT]=0
-        [HTTPS_REDIRECT_PORT]=$TODOSYNC_CLUSTER_HTTPS_PORT
-        [ACCOUNT_CONCURRENCY]=$TODOSYNC_ACCOUNT_CONCURRENCY
-        [ADDRESS_CONCURRENCY]=$TODOSYNC_ADDRESS_CONCURRENCY
-        # The client address comes from the PROXY protocol header of the host-side stream proxy.
-        [REAL_IP]=$("$REPO_ROOT/scripts/nginx-real-ip.sh" unix: proxy_protocol)
-    )
-    local text key
-    text=$(<"$REPO_ROOT/nginx/todosync.conf.template")
-    for key in "${!vals[@]}"; do text=${text//"\${$key}"/"${vals[$key]}"}; done
-    [[ $text =~ \$\{[A-Z_]+\} ]] && die "unknown placeholder ${BASH_REMATCH[0]} in the nginx template"
+    local text
+    # The front is reached through the host-side stream proxy on loopback: no HTTPS redirect, and
+    # the client address comes from the PROXY protocol header of that proxy.
+    text=$("$REPO_ROOT/scripts/render-nginx.sh" "$REPO_ROOT/nginx/todosync.conf.template" \
+        NGINX_USER_DIRECTIVE="user root;" \
+        NGINX_WORKERS=2 \
+        NGINX_DIR="$dir" \
+        LOG_DIR="$LOG_DIR" \
+        LISTEN_ADDRESS=127.0.0.1 \
+        HTTP_PORT="$TODOSYNC_CLUSTER_HTTP_PORT" \
+        HTTPS_PORT="$TODOSYNC_CLUSTER_HTTPS_PORT" \
+        TLS_CERT="$TLS_DIR/cert.pem" \
+        TLS_KEY="$TLS_DIR/key.pem" \
+        FASTCGI_PARAMS=/etc/nginx/fastcgi_params \
+        UPSTREAM_SERVERS="$upstream" \
+        AUTH_RATE="$TODOSYNC_AUTH_RATE" \
+        AUTH_BURST="$TODOSYNC_AUTH_BURST" \
+        BENCH_LOCATIONS="" \
+        HTTP_REDIRECT=0 \
+        HTTPS_REDIRECT_PORT="$TODOSYNC_CLUSTER_HTTPS_PORT" \
+        ACCOUNT_CONCURRENCY="$TODOSYNC_ACCOUNT_CONCURRENCY" \
+        ADDRESS_CONCURRENCY="$TODOSYNC_ADDRESS_CONCURRENCY" \
+        REAL_IP="$("$REPO_ROOT/scripts/nginx-real-ip.sh" unix: proxy_protocol)") || die "could not render the front's nginx.conf"
     # The template's listeners become the front's unix sockets (the ports stay in the text for
     # redirects: they are what clients see on the edge).
     local http_listen="listen 127.0.0.1:$TODOSYNC_CLUSTER_HTTP_PORT " https_listen="listen 127.0.0.1:$TODOSYNC_CLUSTER_HTTPS_PORT "

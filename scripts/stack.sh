@@ -63,10 +63,13 @@ unset _config_file _saved_env
 : "${TODOSYNC_DB_OS_USER:=todosync-db}"          # as root: OS user of mariadbd
 : "${TODOSYNC_DB_OS_GROUP:=todosync-db}"         # as root: mariadbd's group (its data dir, 0700)
 : "${TODOSYNC_DROP_PRIVILEGES:=auto}"            # on | off | auto: service users unless they cannot reach the checkout
-: "${TODOSYNC_AUTH_RATE:=5}"                     # nginx: requests/s per address on /api/v1/auth/
-: "${TODOSYNC_AUTH_BURST:=10}"
-: "${TODOSYNC_ACCOUNT_CONCURRENCY:=4}"           # nginx: requests in flight per bearer token
-: "${TODOSYNC_ADDRESS_CONCURRENCY:=128}"         # nginx: requests in progress per client address
+# nginx's limits, defaults in nginx/limits.env: TODOSYNC_AUTH_RATE / TODOSYNC_AUTH_BURST (requests/s
+# and burst per address on /api/v1/auth/), TODOSYNC_ACCOUNT_CONCURRENCY (requests in flight per
+# bearer token), TODOSYNC_ADDRESS_CONCURRENCY (requests in progress per client address).
+while IFS='=' read -r _k _v; do
+    [[ -n ${!_k:-} ]] || printf -v "$_k" '%s' "$_v"
+done < <("$REPO_ROOT/scripts/render-nginx.sh" --limits)
+unset _k _v
 : "${TODOSYNC_REAL_IP_FROM:=}"                   # nginx: trusted proxies (CIDRs, comma-separated); empty: off
 : "${TODOSYNC_REAL_IP_HEADER:=X-Forwarded-For}"  # nginx: where those proxies put the client's address
 : "${TODOSYNC_ENABLE_TEST_HOOKS:=0}"             # 1: `serve --enable-test-hooks`
@@ -649,11 +652,9 @@ cmd_responder_pids() {
 # --- nginx -------------------------------------------------------------------------------------
 
 render_nginx_conf() {
-    [[ -r $TODOSYNC_NGINX_TEMPLATE ]] || die "nginx template $TODOSYNC_NGINX_TEMPLATE not found"
     [[ -r $TODOSYNC_FASTCGI_PARAMS ]] || die "$TODOSYNC_FASTCGI_PARAMS not found (install nginx)"
     grep -q 'REQUEST_URI' "$TODOSYNC_FASTCGI_PARAMS" ||
         die "$TODOSYNC_FASTCGI_PARAMS does not pass REQUEST_URI"
-    local -A vals
     local idx upstream="" bench="" user_directive="" real_ip
     real_ip=$("$REPO_ROOT/scripts/nginx-real-ip.sh" "$TODOSYNC_REAL_IP_FROM" "$TODOSYNC_REAL_IP_HEADER") ||
         die "TODOSYNC_REAL_IP_FROM / TODOSYNC_REAL_IP_HEADER: invalid value"
@@ -682,36 +683,26 @@ render_nginx_conf() {
         on) redirect=1 ;;
         auto) [[ $TODOSYNC_LISTEN_ADDRESS == 127.* || $TODOSYNC_LISTEN_ADDRESS == ::1 || $TODOSYNC_LISTEN_ADDRESS == "[::1]" || $TODOSYNC_LISTEN_ADDRESS == localhost ]] || redirect=1 ;;
     esac
-    vals=(
-        [NGINX_USER_DIRECTIVE]=$user_directive
-        [NGINX_WORKERS]=$TODOSYNC_NGINX_WORKERS
-        [NGINX_DIR]=$NGINX_DIR
-        [LOG_DIR]=$LOG_DIR
-        [LISTEN_ADDRESS]=$TODOSYNC_LISTEN_ADDRESS
-        [HTTP_PORT]=$TODOSYNC_HTTP_PORT
-        [HTTPS_PORT]=$TODOSYNC_HTTPS_PORT
-        [TLS_CERT]=$TLS_DIR/cert.pem
-        [TLS_KEY]=$TLS_DIR/key.pem
-        [FASTCGI_PARAMS]=$TODOSYNC_FASTCGI_PARAMS
-        [UPSTREAM_SERVERS]=${upstream%$'\n'}
-        [AUTH_RATE]=$TODOSYNC_AUTH_RATE
-        [AUTH_BURST]=$TODOSYNC_AUTH_BURST
-        [BENCH_LOCATIONS]=${bench%$'\n'}
-        [HTTP_REDIRECT]=$redirect
-        [HTTPS_REDIRECT_PORT]=$TODOSYNC_HTTPS_PORT
-        [ACCOUNT_CONCURRENCY]=$TODOSYNC_ACCOUNT_CONCURRENCY
-        [ADDRESS_CONCURRENCY]=$TODOSYNC_ADDRESS_CONCURRENCY
-        [REAL_IP]=$real_ip
-    )
-    local text key
-    text=$(<"$TODOSYNC_NGINX_TEMPLATE")
-    for key in "${!vals[@]}"; do
-        text=${text//"\${$key}"/"${vals[$key]}"}
-    done
-    if [[ $text =~ \$\{[A-Z_]+\} ]]; then
-        die "unknown placeholder ${BASH_REMATCH[0]} in $TODOSYNC_NGINX_TEMPLATE"
-    fi
-    printf '%s\n' "$text" >"$NGINX_CONF.tmp"
+    "$REPO_ROOT/scripts/render-nginx.sh" "$TODOSYNC_NGINX_TEMPLATE" \
+        NGINX_USER_DIRECTIVE="$user_directive" \
+        NGINX_WORKERS="$TODOSYNC_NGINX_WORKERS" \
+        NGINX_DIR="$NGINX_DIR" \
+        LOG_DIR="$LOG_DIR" \
+        LISTEN_ADDRESS="$TODOSYNC_LISTEN_ADDRESS" \
+        HTTP_PORT="$TODOSYNC_HTTP_PORT" \
+        HTTPS_PORT="$TODOSYNC_HTTPS_PORT" \
+        TLS_CERT="$TLS_DIR/cert.pem" \
+        TLS_KEY="$TLS_DIR/key.pem" \
+        FASTCGI_PARAMS="$TODOSYNC_FASTCGI_PARAMS" \
+        UPSTREAM_SERVERS="${upstream%$'\n'}" \
+        AUTH_RATE="$TODOSYNC_AUTH_RATE" \
+        AUTH_BURST="$TODOSYNC_AUTH_BURST" \
+        BENCH_LOCATIONS="${bench%$'\n'}" \
+        HTTP_REDIRECT="$redirect" \
+        HTTPS_REDIRECT_PORT="$TODOSYNC_HTTPS_PORT" \
+        ACCOUNT_CONCURRENCY="$TODOSYNC_ACCOUNT_CONCURRENCY" \
+        ADDRESS_CONCURRENCY="$TODOSYNC_ADDRESS_CONCURRENCY" \
+        REAL_IP="$real_ip" >"$NGINX_CONF.tmp" || die "could not render $TODOSYNC_NGINX_TEMPLATE"
     mv -f "$NGINX_CONF.tmp" "$NGINX_CONF"
     # ops (issue 14): /metrics and /metrics/N, loopback only (the template includes conf.d/*.conf).
     mkdir -p "$NGINX_DIR/conf.d"
