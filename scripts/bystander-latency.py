@@ -26,6 +26,12 @@ is within 2x + 20 ms of the baseline's):
   .state/venv/bin/python scripts/bystander-latency.py --base http://127.0.0.1:38180 --compare account
 
 Loopback only (--base must be 127.0.0.1 or localhost), bounded by --seconds per run.
+  slowpost  (issue 19, item 4) --connections sockets from --attacker-address (127.0.0.2), each a POST
+            header with Content-Length: 200, then one body byte every --interval (7) s; the
+            bystander (127.0.0.1) opens a new connection for each GET /healthz (5 s timeout), so
+            it needs a free connection slot in nginx. Loopback only, at most 20,000 sockets and
+            120 s. E.g. .state/venv/bin/python scripts/bystander-latency.py --base
+            http://127.0.0.1:38080 --seconds 40 slowpost
 """
 
 from __future__ import annotations
@@ -33,10 +39,13 @@ from __future__ import annotations
 import argparse
 import collections
 import concurrent.futures as cf
+import ipaddress
 import json
 import multiprocessing
 import os
+import resource
 import socket
+import urllib.parse
 import statistics
 import threading
 import time
@@ -218,6 +227,108 @@ def attack(scenario: str, args, n: int, attacker_token: str | None, flood_tokens
 
 def percentile(ordered: list[float], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, int(len(ordered) * fraction))]
+def slowpost_open(host: str, port: int, source: str, count: int, content_length: int) -> list[socket.socket]:
+    """Opens `count` connections from `source`, each sending a complete POST header and no body."""
+    head = (f"POST /api/v1/sync/push HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {content_length}\r\n\r\n").encode()
+    held = []
+    for _ in range(count):
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        s.settimeout(3)
+        try:
+            s.bind((source, 0))
+            s.connect((host, port))
+            s.sendall(head)
+        except OSError:
+            s.close()
+            continue
+        s.setblocking(False)
+        held.append(s)
+    return held
+
+
+def slowpost_trickle(held: list[socket.socket], interval: float, stop: threading.Event, closed: list[float],
+                     answers: collections.Counter, t0: float) -> None:
+    """One body byte per open socket every `interval` seconds; notes when the server closes one."""
+    open_socks = set(held)
+    while open_socks and not stop.wait(interval):
+        for s in list(open_socks):
+            gone = False
+            try:
+                try:
+                    data = s.recv(4096)  # non-blocking
+                    if data:
+                        answers[data.split(b" ", 2)[1].decode(errors="replace") if data.startswith(b"HTTP/") else "?"] += 1
+                    gone = not data
+                except BlockingIOError:
+                    pass
+                if not gone:
+                    s.send(b"x")
+            except OSError:
+                gone = True
+            if gone:
+                closed.append(time.monotonic() - t0)
+                open_socks.discard(s)
+
+
+def slowpost_bystander(host: str, port: int, stop: threading.Event, results: list[tuple[float, float, object]],
+                       t0: float) -> None:
+    """A new connection for each GET /healthz: (time since start, latency, status or error)."""
+    while not stop.is_set():
+        started = time.monotonic()
+        try:
+            r = requests.get(f"http://{host}:{port}/healthz", timeout=5, headers={"Connection": "close"})
+            outcome: object = r.status_code
+        except requests.RequestException as exc:
+            outcome = type(exc).__name__
+        results.append((started - t0, time.monotonic() - started, outcome))
+        stop.wait(0.5)
+
+
+def run_slowpost(args) -> None:
+    url = urllib.parse.urlsplit(args.base)
+    host, port = url.hostname or "127.0.0.1", url.port or 80
+    if not ipaddress.ip_address(host).is_loopback or not ipaddress.ip_address(args.attacker_address).is_loopback:
+        raise SystemExit("slowpost runs against loopback only")
+    count = min(args.connections, 20_000)
+    seconds = min(args.seconds, 120)
+    want = count + 1024
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < want:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (want, max(hard, want)))
+    t0 = time.monotonic()
+    held = slowpost_open(host, port, args.attacker_address, count, args.content_length)
+    opened_in = time.monotonic() - t0
+    stop = threading.Event()
+    closed: list[float] = []
+    answers: collections.Counter = collections.Counter()
+    results: list[tuple[float, float, object]] = []
+    trickler = threading.Thread(target=slowpost_trickle, args=(held, args.interval, stop, closed, answers, t0))
+    watcher = threading.Thread(target=slowpost_bystander, args=(host, port, stop, results, t0))
+    trickler.start()
+    watcher.start()
+    time.sleep(seconds)
+    stop.set()
+    watcher.join()
+    trickler.join()
+    for s in held:
+        s.close()
+    ok = [r for r in results if r[2] == 200]
+    times = [t for t, _, _ in ok]
+    points = [opened_in] + times + [opened_in + seconds]
+    longest_gap = max(b - a for a, b in zip(points, points[1:]))
+    print(f"scenario=slowpost connections={count} from={args.attacker_address} interval={args.interval}s "
+          f"content_length={args.content_length} seconds={seconds}")
+    print(f"attack sockets connected: {len(held)} of {count} in {opened_in:.1f} s; closed by the server during "
+          f"the run: {len(closed)}" + (f" (first after {min(closed):.1f} s, last after {max(closed):.1f} s)" if closed else ""))
+    if answers:
+        print(f"answers the attack sockets received: {dict(answers)}")
+    print(f"bystander (new connection per GET /healthz): {len(ok)} of {len(results)} answered 200; "
+          f"longest stretch without an answer: {longest_gap:.1f} s")
+    print(summary("bystander latency (answered)", [lat * 1000 for _, lat, _ in ok]))
+    others = collections.Counter(str(o) for _, _, o in results if o != 200)
+    if others:
+        print(f"bystander failures: {dict(others)}")
 
 
 def summary(name: str, samples: list[float]) -> str:
@@ -284,7 +395,7 @@ def run(args, scenario: str, bystander_token: str) -> float | None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("scenario", choices=["baseline", "login", "stall", "push", "account"])
+    parser.add_argument("scenario", choices=["baseline", "login", "stall", "push", "account", "slowpost"])
     parser.add_argument("--base", default="http://127.0.0.1:38180")
     parser.add_argument("--seconds", type=float, default=15)
     parser.add_argument("--concurrency", type=int, default=None, help="attackers (login 16, push 12, stall 8, account 16)")
@@ -293,7 +404,14 @@ def main() -> None:
     parser.add_argument("--hold-lock-ms", type=int, default=0, help="account: also keep its row lock held (test hooks)")
     parser.add_argument("--compare", action="store_true", help="interleave with baseline runs; print median p99s")
     parser.add_argument("--runs", type=int, default=3, help="--compare: runs of each")
+    parser.add_argument("--connections", type=int, default=8200, help="slowpost: attack sockets (at most 20,000)")
+    parser.add_argument("--interval", type=float, default=7, help="slowpost: seconds between body bytes")
+    parser.add_argument("--content-length", type=int, default=200, help="slowpost: declared body size")
+    parser.add_argument("--attacker-address", default="127.0.0.2", help="slowpost: loopback source address")
     args = parser.parse_args()
+    if args.scenario == "slowpost":
+        run_slowpost(args)
+        return
     host = urlsplit(args.base).hostname
     if host not in ("127.0.0.1", "localhost", "::1"):
         raise SystemExit(f"{args.base}: loopback only (this script floods the server it points at)")

@@ -30,7 +30,13 @@
 #   All hosts hang off the bridge tsx-br in the namespace tsx-net.
 #
 # Configuration (environment):
-#   TODOSYNC_CLUSTER_STATE_DIR   .state/cluster  data, logs, sockets, rendered configs
+#   TODOSYNC_CLUSTER_STATE_DIR   .state/cluster  logs, front sockets, rendered configs, TLS
+#   TODOSYNC_CLUSTER_DB_DIR      /var/lib/todosync-cluster/PREFIX
+#                                                the Galera nodes' data dirs, configs and sockets:
+#                                                outside the checkout, so that mariadbd (user mysql)
+#                                                reaches them wherever the clone lives (a clone
+#                                                under a 0700 home cannot be entered by mysql);
+#                                                wiped by `up` and removed by `down`
 #   TODOSYNC_CLUSTER_NODES       3               Galera nodes (1 runs a single-node "cluster")
 #   TODOSYNC_CLUSTER_APPS        2               responder hosts
 #   TODOSYNC_CLUSTER_WORKERS     8               worker threads per responder host
@@ -45,8 +51,10 @@
 #   TODOSYNC_CLUSTER_ROUTING     round-robin     nginx upstream balancing: round-robin, or `hash`
 #                                                (each bearer token always to the same responder host)
 #   TODOSYNC_ENABLE_TEST_HOOKS   0               1: responders get --enable-test-hooks
-#   TODOSYNC_AUTH_RATE / _BURST  100 / 200       as in stack.sh
-#   TODOSYNC_ACCOUNT_CONCURRENCY 4               as in stack.sh (requests in flight per token)
+#   TODOSYNC_AUTH_RATE / _BURST  100 / 200       as in stack.sh, raised for the tests' many logins
+#                                                from one address (the stack's: nginx/limits.env)
+#   TODOSYNC_ACCOUNT_CONCURRENCY nginx/limits.env as in stack.sh (requests in flight per token)
+#   TODOSYNC_ADDRESS_CONCURRENCY nginx/limits.env as in stack.sh (requests in progress per address)
 #   TODOSYNC_ACCOUNT_IN_FLIGHT   (binary's)      requests in flight per account in each responder
 #   TODOSYNC_BIN                 release build   the responder binary
 #
@@ -61,6 +69,7 @@ cd "$REPO_ROOT"
 export PATH="$PATH:/usr/local/sbin:/usr/sbin:/sbin"
 
 : "${TODOSYNC_CLUSTER_STATE_DIR:=.state/cluster}"
+: "${TODOSYNC_CLUSTER_DB_DIR:=}"
 : "${TODOSYNC_CLUSTER_NODES:=3}"
 : "${TODOSYNC_CLUSTER_APPS:=2}"
 : "${TODOSYNC_CLUSTER_WORKERS:=8}"
@@ -73,7 +82,11 @@ export PATH="$PATH:/usr/local/sbin:/usr/sbin:/sbin"
 : "${TODOSYNC_ENABLE_TEST_HOOKS:=0}"
 : "${TODOSYNC_AUTH_RATE:=100}"
 : "${TODOSYNC_AUTH_BURST:=200}"
-: "${TODOSYNC_ACCOUNT_CONCURRENCY:=4}"
+# The other limits' defaults: nginx/limits.env, as for the stack.
+while IFS='=' read -r _k _v; do
+    [[ -n ${!_k:-} ]] || printf -v "$_k" '%s' "$_v"
+done < <("$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/render-nginx.sh" --limits)
+unset _k _v
 : "${TODOSYNC_ACCOUNT_IN_FLIGHT:=}"
 : "${TODOSYNC_BIN:=}"
 : "${TODOSYNC_LOG_LEVEL:=info}"
@@ -92,6 +105,12 @@ PID_DIR=$STATE/pids
 # Unix socket paths must stay short.
 SOCK_DIR=$STATE/sock
 if ((${#SOCK_DIR} > 80)); then SOCK_DIR=/tmp/$P-$(printf '%s' "$STATE" | cksum | cut -d' ' -f1); fi
+# What mariadbd and its SST scripts (as mysql) open: data dirs, my.cnf, pid files, sockets. Their
+# logs are their stderr, which this script (root) appends to $LOG_DIR/dbN.log.
+DB_ROOT=$(realpath -m "${TODOSYNC_CLUSTER_DB_DIR:-/var/lib/todosync-cluster/$P}")
+case $DB_ROOT in
+    / | /var | /var/lib | /tmp | /home | /root | "$STATE" | "$REPO_ROOT") die "refusing to use $DB_ROOT as the nodes' dir" ;;
+esac
 TLS_DIR=$STATE/tls
 FRONT_NS=$P-fe
 BRIDGE_NS=$P-net
@@ -105,8 +124,8 @@ DB_NAME=todosync DB_USER=todosync DB_PASSWORD=todosync
 
 node_ns() { printf '%s-db%s' "$P" "$1"; }
 node_ip() { printf '%s.%s' "$NET" "$((10 + $1))"; }
-node_dir() { printf '%s/db%s' "$STATE" "$1"; }
-node_sock() { printf '%s/db%s.sock' "$SOCK_DIR" "$1"; }
+node_dir() { printf '%s/db%s' "$DB_ROOT" "$1"; }
+node_sock() { printf '%s/db%s/mariadb.sock' "$DB_ROOT" "$1"; }
 app_ns() { printf '%s-app%s' "$P" "$1"; }
 app_ip() { printf '%s.%s' "$NET" "$((20 + $1))"; }
 all_ns() {
@@ -253,7 +272,6 @@ user = mysql
 datadir = $dir/data
 socket = $(node_sock "$i")
 pid-file = $dir/mariadbd.pid
-log-error = $LOG_DIR/db$i.log
 bind-address = $(node_ip "$i")
 port = 3306
 character-set-server = utf8mb4
@@ -313,9 +331,8 @@ node_start() {
     dir=$(node_dir "$i")
     ns=$(node_ns "$i")
     [[ -n $(node_pid "$i") ]] && { log "db$i: already running"; return 0; }
-    mkdir -p "$dir/data" "$SOCK_DIR"
-    touch "$LOG_DIR/db$i.log" "$LOG_DIR/db$i-recover.log"
-    chown mysql:mysql "$dir" "$dir/data" "$SOCK_DIR" "$LOG_DIR/db$i.log" "$LOG_DIR/db$i-recover.log"
+    mkdir -p "$dir/data"
+    chown mysql:mysql "$dir" "$dir/data"
     write_node_cnf "$i"
     args=(--defaults-file="$dir/my.cnf")
     if [[ $mode == bootstrap ]]; then
@@ -325,22 +342,28 @@ node_start() {
         # by IST (only the missing write sets) instead of a full state transfer.
         local recovered
         ip netns exec "$ns" mariadbd --defaults-file="$dir/my.cnf" --wsrep-recover \
-            --log-error="$LOG_DIR/db$i-recover.log" >/dev/null 2>&1 || true
+            </dev/null >>"$LOG_DIR/db$i-recover.log" 2>&1 9>&- || true
         recovered=$(grep -o 'Recovered position: [0-9a-f-]*:-\?[0-9]*' "$LOG_DIR/db$i-recover.log" 2>/dev/null |
             tail -n 1 | awk '{print $3}')
         [[ -n $recovered ]] && args+=(--wsrep-start-position="$recovered")
     fi
     log "db$i: starting in $ns ($(node_ip "$i"))${mode:+ [$mode]}"
-    spawn_in "$ns" "$LOG_DIR/db$i.out" mariadbd "${args[@]}"
+    spawn_in "$ns" "$LOG_DIR/db$i.log" mariadbd "${args[@]}"
 }
 
 nodes_up() {
     local i dir
+    # 0755 up to the nodes' dir (mysql must traverse it), each node's own dir mysql's alone.
+    mkdir -p "$DB_ROOT"
+    chmod 755 "$DB_ROOT"
     for ((i = 1; i <= NODES; i++)); do
         dir=$(node_dir "$i")
         mkdir -p "$dir"
         chown mysql:mysql "$dir"
+        chmod 750 "$dir"
     done
+    setpriv --reuid=mysql --regid=mysql --clear-groups -- test -w "$(node_dir 1)" ||
+        die "user mysql cannot write $(node_dir 1) (set TODOSYNC_CLUSTER_DB_DIR to a directory it can reach)"
     # Node 1 gets a fresh data dir; the others receive theirs from it by state transfer (SST).
     dir=$(node_dir 1)
     log "db1: initialising data dir"
@@ -461,42 +484,42 @@ render_front_conf() {
         upstream+="        server $(app_ip "$n"):9000 max_fails=1 fail_timeout=2s;"$'\n'
     done
     upstream="$balance${upstream%$'\n'}"
-    local -A vals=(
-        [NGINX_USER_DIRECTIVE]="user root;"
-        [NGINX_WORKERS]=2
-        [NGINX_DIR]=$dir
-        [LOG_DIR]=$LOG_DIR
-        [LISTEN_ADDRESS]=127.0.0.1
-        [HTTP_PORT]=$TODOSYNC_CLUSTER_HTTP_PORT
-        [HTTPS_PORT]=$TODOSYNC_CLUSTER_HTTPS_PORT
-        [TLS_CERT]=$TLS_DIR/cert.pem
-        [TLS_KEY]=$TLS_DIR/key.pem
-        [FASTCGI_PARAMS]=/etc/nginx/fastcgi_params
-        [UPSTREAM_SERVERS]=$upstream
-        [AUTH_RATE]=$TODOSYNC_AUTH_RATE
-        [AUTH_BURST]=$TODOSYNC_AUTH_BURST
-        [BENCH_LOCATIONS]=""
-        # The front is reached through the host-side stream proxy on loopback: no HTTPS redirect.
-        [HTTP_REDIRECT]=0
-        [HTTPS_REDIRECT_PORT]=$TODOSYNC_CLUSTER_HTTPS_PORT
-        [ACCOUNT_CONCURRENCY]=$TODOSYNC_ACCOUNT_CONCURRENCY
-    )
-    local text key
-    text=$(<"$REPO_ROOT/nginx/todosync.conf.template")
-    for key in "${!vals[@]}"; do text=${text//"\${$key}"/"${vals[$key]}"}; done
-    [[ $text =~ \$\{[A-Z_]+\} ]] && die "unknown placeholder ${BASH_REMATCH[0]} in the nginx template"
+    local text
+    # The front is reached through the host-side stream proxy on loopback: no HTTPS redirect, and
+    # the client address comes from the PROXY protocol header of that proxy.
+    text=$("$REPO_ROOT/scripts/render-nginx.sh" "$REPO_ROOT/nginx/todosync.conf.template" \
+        NGINX_USER_DIRECTIVE="user root;" \
+        NGINX_WORKERS=2 \
+        NGINX_DIR="$dir" \
+        LOG_DIR="$LOG_DIR" \
+        LISTEN_ADDRESS=127.0.0.1 \
+        HTTP_PORT="$TODOSYNC_CLUSTER_HTTP_PORT" \
+        HTTPS_PORT="$TODOSYNC_CLUSTER_HTTPS_PORT" \
+        TLS_CERT="$TLS_DIR/cert.pem" \
+        TLS_KEY="$TLS_DIR/key.pem" \
+        FASTCGI_PARAMS=/etc/nginx/fastcgi_params \
+        UPSTREAM_SERVERS="$upstream" \
+        AUTH_RATE="$TODOSYNC_AUTH_RATE" \
+        AUTH_BURST="$TODOSYNC_AUTH_BURST" \
+        BENCH_LOCATIONS="" \
+        HTTP_REDIRECT=0 \
+        HTTPS_REDIRECT_PORT="$TODOSYNC_CLUSTER_HTTPS_PORT" \
+        ACCOUNT_CONCURRENCY="$TODOSYNC_ACCOUNT_CONCURRENCY" \
+        ADDRESS_CONCURRENCY="$TODOSYNC_ADDRESS_CONCURRENCY" \
+        REAL_IP="$("$REPO_ROOT/scripts/nginx-real-ip.sh" unix: proxy_protocol)") || die "could not render the front's nginx.conf"
     # The template's listeners become the front's unix sockets (the ports stay in the text for
-    # redirects: they are what clients see on the edge), and the client address comes from the
-    # PROXY protocol header of the host-side stream proxy.
+    # redirects: they are what clients see on the edge).
     local http_listen="listen 127.0.0.1:$TODOSYNC_CLUSTER_HTTP_PORT " https_listen="listen 127.0.0.1:$TODOSYNC_CLUSTER_HTTPS_PORT "
     [[ $text == *"$http_listen"* && $text == *"$https_listen"* ]] || die "the nginx template's listen lines changed: update render_front_conf"
     text=${text//"$http_listen"/"listen unix:$SOCK_DIR/front-http.sock proxy_protocol "}
     text=${text//"$https_listen"/"listen unix:$SOCK_DIR/front-https.sock proxy_protocol "}
-    text=${text/"server_name localhost;"/$'server_name localhost;\n        set_real_ip_from unix:;\n        real_ip_header proxy_protocol;'}
     printf '%s\n' "$text" >"$dir/nginx.conf"
     cat >"$STATE/edge.conf" <<EOF
 # Host side: forwards 127.0.0.1's ports to the front host's unix sockets (bytes only; TLS ends at the front).
 load_module $STREAM_MODULE;
+# root, like the front: the front's sockets are under the state dir, which may sit in a 0700
+# directory (nginx's default worker user, nobody, could not reach them there).
+user root;
 worker_processes 1;
 pid "$STATE/edge.pid";
 error_log "$LOG_DIR/edge-error.log" warn;
@@ -566,7 +589,7 @@ cmd_up() {
         die "missing packages: run '$0 deps'"
     local t0=$SECONDS
     cmd_down >/dev/null 2>&1 || true
-    rm -rf "$STATE" "$SOCK_DIR"
+    rm -rf "$STATE" "$SOCK_DIR" "$DB_ROOT"
     mkdir -p "$LOG_DIR" "$PID_DIR" "$SOCK_DIR"
     chmod 755 "$STATE" "$SOCK_DIR"
     # `die` exits: tear down whatever was built on any failure, not only on ERR.
@@ -600,6 +623,9 @@ cmd_down() {
     done
     net_down
     rm -f "$SOCK_DIR"/*.sock "$PID_DIR"/*.pid 2>/dev/null || true
+    # The nodes' data is of no use once they are down (their logs stay in $LOG_DIR).
+    rm -rf "$DB_ROOT"
+    [[ -n $TODOSYNC_CLUSTER_DB_DIR ]] || rmdir /var/lib/todosync-cluster 2>/dev/null || true
     log "down: no namespace, link or process left"
 }
 
@@ -625,6 +651,7 @@ cmd_status() {
 cmd_env() {
     cat <<EOF
 TODOSYNC_CLUSTER_STATE_DIR=$STATE
+TODOSYNC_CLUSTER_DB_DIR=$DB_ROOT
 TODOSYNC_CLUSTER_NODES=$NODES
 TODOSYNC_CLUSTER_APPS=$APPS
 TODOSYNC_CLUSTER_BASE_URL=$HTTP_BASE
@@ -650,10 +677,10 @@ cmd_test() {
     {
         echo '#!/usr/bin/env bash'
         local v
-        for v in TODOSYNC_CLUSTER_STATE_DIR TODOSYNC_CLUSTER_NODES TODOSYNC_CLUSTER_APPS TODOSYNC_CLUSTER_WORKERS \
+        for v in TODOSYNC_CLUSTER_STATE_DIR TODOSYNC_CLUSTER_DB_DIR TODOSYNC_CLUSTER_NODES TODOSYNC_CLUSTER_APPS TODOSYNC_CLUSTER_WORKERS \
             TODOSYNC_CLUSTER_HTTP_PORT TODOSYNC_CLUSTER_HTTPS_PORT TODOSYNC_CLUSTER_NET TODOSYNC_CLUSTER_PREFIX \
             TODOSYNC_CLUSTER_SYNC_WAIT TODOSYNC_CLUSTER_ROUTING TODOSYNC_ENABLE_TEST_HOOKS TODOSYNC_AUTH_RATE \
-            TODOSYNC_AUTH_BURST TODOSYNC_ACCOUNT_CONCURRENCY TODOSYNC_ACCOUNT_IN_FLIGHT TODOSYNC_BIN TODOSYNC_LOG_LEVEL; do
+            TODOSYNC_AUTH_BURST TODOSYNC_ACCOUNT_CONCURRENCY TODOSYNC_ADDRESS_CONCURRENCY TODOSYNC_ACCOUNT_IN_FLIGHT TODOSYNC_BIN TODOSYNC_LOG_LEVEL; do
             printf 'export %s=%q\n' "$v" "${!v}"
         done
         printf 'exec %q "$@"\n' "$SELF"

@@ -12,8 +12,17 @@
 #   /var/backups/todosync/                          the daily backups, 0700 todosync
 #   /etc/mysql/mariadb.conf.d/60-todosync-binlog.cnf  binary log for point-in-time recovery (only
 #                                                   when absent; MariaDB reads it at its next restart)
-#   /etc/nginx/sites-available/todosync (+ sites-enabled link), with /metrics for loopback
+#   /etc/nginx/sites-available/todosync (+ sites-enabled link), with /metrics for loopback; it
+#     includes /etc/nginx/todosync.d/*.conf, the operator's own settings (never overwritten)
+#   /etc/nginx/todosync.d/real-ip.conf              with --real-ip-from: the proxies' client addresses
 #   /etc/logrotate.d/todosync                       rotates /var/log/todosync/ (responder and nginx logs)
+#
+# An operator's changes survive upgrades (docs/OPERATIONS.md, "Local changes"): a file above under
+# /etc that was edited since install.sh wrote it is kept, the new version is put in
+# /usr/local/share/todosync/pending/ and a warning says so (install.sh records what it wrote in
+# /usr/local/share/todosync/installed.sha256). Unit changes belong in drop-ins
+# (`systemctl edit todosync@.service`: /etc/systemd/system/todosync@.service.d/override.conf),
+# nginx changes in /etc/nginx/todosync.d/: install.sh never writes either.
 #
 # and then (not with --root): creates the `todosync` system user, the database and its account
 # (a generated password, only in todosync.env), applies the migrations, starts N responder
@@ -28,6 +37,12 @@
 #   --db-socket PATH     MariaDB's unix socket (default /run/mysqld/mysqld.sock)
 #   --metrics-allow LIST addresses or CIDR ranges (comma-separated) that may read /metrics besides
 #                        loopback, e.g. the Prometheus server (default: none)
+#   --real-ip-from LIST  the load balancers or proxies in front of nginx (addresses or CIDR ranges,
+#                        comma-separated): nginx takes each client's address from their
+#                        --real-ip-header (default X-Forwarded-For; or proxy_protocol), so that the
+#                        per-address limits apply per client (writes todosync.d/real-ip.conf)
+#   --auth-rate N, --auth-burst N, --account-concurrency N, --address-concurrency N
+#                        the site's limits (defaults: nginx/limits.env)
 #   --root DIR           only write the files, under DIR (for packaging and tests): no user, no
 #                        database, no systemctl, no nginx reload
 #   --dry-run            with --root: stage the files, then print each host step (users, database,
@@ -43,7 +58,13 @@ TLS_KEY=/etc/ssl/private/ssl-cert-snakeoil.key
 DB_SOCKET=/run/mysqld/mysqld.sock
 ROOT=""
 METRICS_ALLOW=""
+REAL_IP_FROM=""
+REAL_IP_HEADER=X-Forwarded-For
 DRY_RUN=0
+# The limits' defaults, shared with the dev stack.
+while IFS='=' read -r key value; do
+    printf -v "${key#TODOSYNC_}" '%s' "$value"
+done < <("$REPO_ROOT/scripts/render-nginx.sh" --limits)
 
 die() { echo "install.sh: $*" >&2; exit 1; }
 log() { echo "install.sh: $*"; }
@@ -57,6 +78,12 @@ while (($#)); do
         --tls-key) TLS_KEY=$2; shift 2 ;;
         --db-socket) DB_SOCKET=$2; shift 2 ;;
         --metrics-allow) METRICS_ALLOW=$2; shift 2 ;;
+        --real-ip-from) REAL_IP_FROM=$2; shift 2 ;;
+        --real-ip-header) REAL_IP_HEADER=$2; shift 2 ;;
+        --auth-rate) AUTH_RATE=$2; shift 2 ;;
+        --auth-burst) AUTH_BURST=$2; shift 2 ;;
+        --account-concurrency) ACCOUNT_CONCURRENCY=$2; shift 2 ;;
+        --address-concurrency) ADDRESS_CONCURRENCY=$2; shift 2 ;;
         --root) ROOT=$(realpath -m "$2"); shift 2 ;;
         --dry-run) DRY_RUN=1; shift ;;
         -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
@@ -64,6 +91,10 @@ while (($#)); do
     esac
 done
 [[ $INSTANCES =~ ^[1-9][0-9]?$ ]] || die "--instances must be 1..99"
+for limit in AUTH_RATE AUTH_BURST ACCOUNT_CONCURRENCY ADDRESS_CONCURRENCY; do
+    option=${limit,,}
+    [[ ${!limit} =~ ^[1-9][0-9]{0,6}$ ]] || die "--${option//_/-} must be a positive integer (got '${!limit}')"
+done
 [[ -n $ROOT || $EUID -eq 0 ]] || die "run as root (or stage files with --root DIR)"
 ((!DRY_RUN)) || [[ -n $ROOT ]] || die "--dry-run needs --root DIR"
 
@@ -74,13 +105,68 @@ fi
 [[ -x $BINARY ]] || die "no executable binary at $BINARY"
 
 # --- files -------------------------------------------------------------------------------------
+SHARE=$ROOT/usr/local/share/todosync
+INSTALLED_SUMS=$SHARE/installed.sha256
+PENDING=$SHARE/pending
+KEPT=()
+
+sha256_of() { sha256sum | cut -d' ' -f1; }
+
+# Whether FILE is byte for byte a version of SOURCE (a path in this repository) that an earlier
+# commit shipped, rendered by RENDER (a command reading the template on stdin; default cat):
+# how a file written before install.sh kept checksums is told from one an operator edited.
+shipped_before() { # SOURCE FILE [RENDER...]
+    local source=$1 file=$2 sum commit
+    shift 2
+    (($#)) || set -- cat
+    [[ -n $source ]] && git -C "$REPO_ROOT" rev-parse --git-dir >/dev/null 2>&1 || return 1
+    sum=$(sha256_of <"$file")
+    while IFS= read -r commit; do
+        [[ $(git -C "$REPO_ROOT" show "$commit:$source" 2>/dev/null | "$@" 2>/dev/null | sha256_of) == "$sum" ]] && return 0
+    done < <(git -C "$REPO_ROOT" log --format=%H -- "$source" 2>/dev/null)
+    return 1
+}
+
+# install_conffile MODE DEST SOURCE [RENDER...] < CONTENT: writes DEST (a file under /etc) unless
+# an operator changed it since install.sh wrote it: then DEST is kept, CONTENT goes to
+# $PENDING/<path> and a warning names both. Unchanged means: its checksum is the one recorded
+# when install.sh wrote it, or (no record: an install before checksums) it equals a version
+# SOURCE had in an earlier commit, rendered by RENDER (SOURCE empty: a file that is new).
+install_conffile() {
+    local mode=$1 dest=$2 source=$3 rel new tmp current recorded=""
+    shift 3
+    rel=${dest#"$ROOT"}
+    tmp=$(mktemp)
+    cat >"$tmp"
+    new=$(sha256_of <"$tmp")
+    [[ -f $INSTALLED_SUMS ]] && recorded=$(awk -v p="$rel" '$2 == p { sum = $1 } END { print sum }' "$INSTALLED_SUMS")
+    if [[ -f $dest ]]; then
+        current=$(sha256_of <"$dest")
+        if [[ $current != "$new" && $current != "$recorded" ]] &&
+            { [[ -n $recorded ]] || ! shipped_before "$source" "$dest" "$@"; }; then
+            install -D -m "$mode" "$tmp" "$PENDING$rel"
+            rm -f "$tmp"
+            KEPT+=("$rel")
+            echo "install.sh: WARNING: kept $rel: it was changed since install.sh wrote it; the new version is" \
+                "${PENDING#"$ROOT"}$rel (merge it in, or delete $rel and install again)" >&2
+            return 0
+        fi
+    fi
+    install -D -m "$mode" "$tmp" "$dest.todosync-new"
+    rm -f "$tmp" "$PENDING$rel"
+    mv -f "$dest.todosync-new" "$dest"
+    mkdir -p "$SHARE"
+    { awk -v p="$rel" '$2 != p' "$INSTALLED_SUMS" 2>/dev/null || true; printf '%s  %s\n' "$new" "$rel"; } >"$INSTALLED_SUMS.new"
+    mv -f "$INSTALLED_SUMS.new" "$INSTALLED_SUMS"
+}
+
 SYSTEMD=$ROOT/etc/systemd/system
 install -d -m 0755 "$ROOT/usr/local/bin" "$ROOT/usr/local/share/todosync" "$ROOT/usr/local/share/doc/todosync" \
     "$SYSTEMD/todosync@.service.d" "$SYSTEMD/todosync-.service.d" \
     "$ROOT/etc/nginx/sites-available" "$ROOT/etc/nginx/sites-enabled" "$ROOT/etc/logrotate.d"
 # The responders' (systemd appends their stderr) and the site's access log; root's, like /var/log.
 install -d -m 0755 "$ROOT/var/log/todosync"
-install -m 0644 "$REPO_ROOT/scripts/logrotate/todosync" "$ROOT/etc/logrotate.d/todosync"
+install_conffile 0644 "$ROOT/etc/logrotate.d/todosync" scripts/logrotate/todosync <"$REPO_ROOT/scripts/logrotate/todosync"
 install -m 0755 "$BINARY" "$ROOT/usr/local/bin/todosync.new"
 install -m 0755 "$REPO_ROOT/scripts/backup.sh" "$ROOT/usr/local/bin/todosync-backup"
 install -d -m 0700 "$ROOT/var/backups/todosync"
@@ -101,31 +187,45 @@ install -m 0644 "$REPO_ROOT/docs/API.md" "$REPO_ROOT/docs/OPERATIONS.md" "$REPO_
     "$ROOT/usr/local/share/doc/todosync/"
 for unit in todosync@.socket todosync@.service todosync-migrate.service todosync-purge.service todosync-purge.timer \
     todosync-backup.service todosync-backup.timer; do
-    install -m 0644 "$REPO_ROOT/scripts/systemd/$unit" "$SYSTEMD/$unit"
+    install_conffile 0644 "$SYSTEMD/$unit" "scripts/systemd/$unit" <"$REPO_ROOT/scripts/systemd/$unit"
 done
-install -m 0644 "$REPO_ROOT/scripts/systemd/hardening.conf" "$SYSTEMD/todosync@.service.d/hardening.conf"
-install -m 0644 "$REPO_ROOT/scripts/systemd/hardening.conf" "$SYSTEMD/todosync-.service.d/hardening.conf"
+for dir in todosync@.service.d todosync-.service.d; do
+    install_conffile 0644 "$SYSTEMD/$dir/hardening.conf" scripts/systemd/hardening.conf <"$REPO_ROOT/scripts/systemd/hardening.conf"
+done
 
-# The nginx site: one upstream server per instance socket.
+# The nginx site: one upstream server per instance socket; the local settings' directory.
 upstream=""
 for ((i = 1; i <= INSTANCES; i++)); do
     upstream+="    server unix:/run/todosync/responder-$i.sock max_fails=0;"$'\n'
 done
-site=$(<"$REPO_ROOT/nginx/todosync-site.conf.template")
-site=${site//'${SERVER_NAME}'/$SERVER_NAME}
-site=${site//'${TLS_CERT}'/$TLS_CERT}
-site=${site//'${TLS_KEY}'/$TLS_KEY}
-site=${site//'${UPSTREAM_SERVERS}'/${upstream%$'\n'}}
-site=${site//'${AUTH_RATE}'/5}
-site=${site//'${AUTH_BURST}'/20}
-site=${site//'${ACCOUNT_CONCURRENCY}'/4}
 IFS=, read -r -a metrics_allow <<<"$METRICS_ALLOW"
 metrics=$("$REPO_ROOT/scripts/nginx-metrics-locations.sh" "$INSTANCES" /run/todosync/responder-%d.sock \
     "${metrics_allow[@]}" | sed 's/^/    /') || die "--metrics-allow: $METRICS_ALLOW"
-site=${site//'${METRICS_LOCATIONS}'/$metrics}
-[[ $site != *'${'* ]] || die "nginx/todosync-site.conf.template has a placeholder install.sh does not fill"
-printf '%s\n' "$site" > "$ROOT/etc/nginx/sites-available/todosync"
+render_site() { # the site template on stdin, rendered with this install's values
+    local template
+    template=$(mktemp)
+    cat >"$template"
+    "$REPO_ROOT/scripts/render-nginx.sh" "$template" SERVER_NAME="$SERVER_NAME" TLS_CERT="$TLS_CERT" \
+        TLS_KEY="$TLS_KEY" UPSTREAM_SERVERS="${upstream%$'\n'}" AUTH_RATE="$AUTH_RATE" AUTH_BURST="$AUTH_BURST" \
+        ACCOUNT_CONCURRENCY="$ACCOUNT_CONCURRENCY" ADDRESS_CONCURRENCY="$ADDRESS_CONCURRENCY" \
+        METRICS_LOCATIONS="$metrics" LOCAL_INCLUDE="/etc/nginx/todosync.d/*.conf"
+    local rc=$?
+    rm -f "$template"
+    return "$rc"
+}
+# Installs before checksums rendered the site with these limits, whatever the options: how such
+# a site is recognised as unedited.
+render_site_as_before() { AUTH_RATE=5 AUTH_BURST=20 ACCOUNT_CONCURRENCY=4 render_site; }
+site=$(render_site <"$REPO_ROOT/nginx/todosync-site.conf.template") || die "could not render the nginx site"
+install_conffile 0644 "$ROOT/etc/nginx/sites-available/todosync" nginx/todosync-site.conf.template \
+    render_site_as_before <<<"$site"
 ln -sfn ../sites-available/todosync "$ROOT/etc/nginx/sites-enabled/todosync"
+install -d -m 0755 "$ROOT/etc/nginx/todosync.d"
+if [[ -n $REAL_IP_FROM ]]; then
+    real_ip=$("$REPO_ROOT/scripts/nginx-real-ip.sh" "$REAL_IP_FROM" "$REAL_IP_HEADER" 0) ||
+        die "--real-ip-from / --real-ip-header: $REAL_IP_FROM / $REAL_IP_HEADER"
+    install_conffile 0644 "$ROOT/etc/nginx/todosync.d/real-ip.conf" "" <<<"$real_ip"
+fi
 
 # Configuration: written once; an existing file (with its password) is kept on upgrades.
 ENV_FILE=$ROOT/etc/todosync/todosync.env
@@ -147,6 +247,7 @@ fi
 
 if [[ -n $ROOT ]] && ((!DRY_RUN)); then
     log "files staged under $ROOT (no user, database or services touched)"
+    ((${#KEPT[@]} == 0)) || log "kept ${#KEPT[@]} changed file(s) (see the warnings above): ${KEPT[*]}"
     exit 0
 fi
 
@@ -176,7 +277,18 @@ for ((i = 1; i <= INSTANCES; i++)); do
 done
 host nginx -t
 host systemctl reload nginx
+# worker_connections and worker_rlimit_nofile live in /etc/nginx/nginx.conf, which is the host's:
+# say when one client address could fill them (docs/OPERATIONS.md, "Slow and greedy clients").
+if ((!DRY_RUN)); then
+    connections=$(nginx -T 2>/dev/null | awk '$1 == "worker_connections" { sub(";", "", $2); print $2; exit }')
+    if [[ ! ${connections:-0} =~ ^[0-9]+$ ]] || ((${connections:-0} < 65536)); then
+        echo "install.sh: WARNING: nginx has worker_connections ${connections:-unset}: one client address can fill" \
+            "that; set 'worker_connections 65536;' in events {} and 'worker_rlimit_nofile 140000;' in" \
+            "/etc/nginx/nginx.conf (docs/OPERATIONS.md, \"Slow and greedy clients\")" >&2
+    fi
+fi
 log "installed $("$ROOT/usr/local/bin/todosync" --version): https://$SERVER_NAME/healthz"
 if ((new_binlog_cnf)); then
     log "MariaDB's binary log (point-in-time recovery) starts at its next restart: systemctl restart mariadb"
 fi
+((${#KEPT[@]} == 0)) || log "kept ${#KEPT[@]} changed file(s) (see the warnings above): ${KEPT[*]}"

@@ -62,14 +62,22 @@ unset _config_file _saved_env
 : "${TODOSYNC_HTTP_REDIRECT:=auto}"              # on: plain HTTP answers 308; auto: on unless loopback
 : "${TODOSYNC_RESPONDERS:=1}"                    # `todosync serve` processes, each supervised
 : "${TODOSYNC_NGINX_WORKERS:=2}"
-: "${TODOSYNC_NGINX_USER:=www-data}"             # as root: nginx's workers (with the service group)
-: "${TODOSYNC_SERVICE_GROUP:=todosync}"          # as root: the service users' group (socket dirs 0750)
+: "${TODOSYNC_NGINX_USER:=www-data}"             # as root: nginx's workers
+: "${TODOSYNC_NGINX_GROUP:=todosync-web}"        # as root: their group, which also owns the responders' sockets
+: "${TODOSYNC_SERVICE_GROUP:=todosync}"          # as root: the responders' group (it owns MariaDB's socket dir)
 : "${TODOSYNC_APP_USER:=todosync}"               # as root: OS user of the responders
 : "${TODOSYNC_DB_OS_USER:=todosync-db}"          # as root: OS user of mariadbd
+: "${TODOSYNC_DB_OS_GROUP:=todosync-db}"         # as root: mariadbd's group (its data dir, 0700)
 : "${TODOSYNC_DROP_PRIVILEGES:=auto}"            # on | off | auto: service users unless they cannot reach the checkout
-: "${TODOSYNC_AUTH_RATE:=5}"                     # nginx: requests/s per address on /api/v1/auth/
-: "${TODOSYNC_AUTH_BURST:=10}"
-: "${TODOSYNC_ACCOUNT_CONCURRENCY:=4}"           # nginx: requests in flight per bearer token
+# nginx's limits, defaults in nginx/limits.env: TODOSYNC_AUTH_RATE / TODOSYNC_AUTH_BURST (requests/s
+# and burst per address on /api/v1/auth/), TODOSYNC_ACCOUNT_CONCURRENCY (requests in flight per
+# bearer token), TODOSYNC_ADDRESS_CONCURRENCY (requests in progress per client address).
+while IFS='=' read -r _k _v; do
+    [[ -n ${!_k:-} ]] || printf -v "$_k" '%s' "$_v"
+done < <("$REPO_ROOT/scripts/render-nginx.sh" --limits)
+unset _k _v
+: "${TODOSYNC_REAL_IP_FROM:=}"                   # nginx: trusted proxies (CIDRs, comma-separated); empty: off
+: "${TODOSYNC_REAL_IP_HEADER:=X-Forwarded-For}"  # nginx: where those proxies put the client's address
 : "${TODOSYNC_ENABLE_TEST_HOOKS:=0}"             # 1: `serve --enable-test-hooks`
 : "${TODOSYNC_BENCH_LOCATIONS:=0}"               # 1: nginx's /__bench/ locations
 : "${TODOSYNC_DB_PORT:=}"                        # set: MariaDB also listens on 127.0.0.1:PORT
@@ -86,8 +94,10 @@ unset _config_file _saved_env
 STACK_VARS=(
     TODOSYNC_STATE_DIR TODOSYNC_SOCKET_DIR TODOSYNC_LISTEN_ADDRESS TODOSYNC_HTTP_PORT
     TODOSYNC_HTTPS_PORT TODOSYNC_HTTP_REDIRECT TODOSYNC_RESPONDERS TODOSYNC_NGINX_WORKERS
-    TODOSYNC_NGINX_USER TODOSYNC_SERVICE_GROUP TODOSYNC_APP_USER TODOSYNC_DB_OS_USER
+    TODOSYNC_NGINX_USER TODOSYNC_NGINX_GROUP TODOSYNC_SERVICE_GROUP TODOSYNC_APP_USER TODOSYNC_DB_OS_USER
+    TODOSYNC_DB_OS_GROUP
     TODOSYNC_DROP_PRIVILEGES TODOSYNC_AUTH_RATE TODOSYNC_AUTH_BURST TODOSYNC_ACCOUNT_CONCURRENCY
+    TODOSYNC_ADDRESS_CONCURRENCY TODOSYNC_REAL_IP_FROM TODOSYNC_REAL_IP_HEADER
     TODOSYNC_ENABLE_TEST_HOOKS TODOSYNC_BENCH_LOCATIONS TODOSYNC_DB_PORT TODOSYNC_MARIADB_ARGS
     TODOSYNC_BIN TODOSYNC_NGINX_TEMPLATE TODOSYNC_FASTCGI_PARAMS TODOSYNC_UP_TIMEOUT
     TODOSYNC_STOP_TIMEOUT TODOSYNC_SKIP_DEPS TODOSYNC_SKIP_BUILD TODOSYNC_CONFIG
@@ -100,12 +110,14 @@ abspath() { realpath -m -- "$1"; }
 
 is_uint() { [[ $1 =~ ^[0-9]+$ ]]; }
 for _v in TODOSYNC_HTTP_PORT TODOSYNC_HTTPS_PORT TODOSYNC_RESPONDERS TODOSYNC_NGINX_WORKERS TODOSYNC_AUTH_RATE \
-    TODOSYNC_AUTH_BURST TODOSYNC_ACCOUNT_CONCURRENCY TODOSYNC_UP_TIMEOUT TODOSYNC_STOP_TIMEOUT; do
+    TODOSYNC_AUTH_BURST TODOSYNC_ACCOUNT_CONCURRENCY TODOSYNC_ADDRESS_CONCURRENCY TODOSYNC_UP_TIMEOUT \
+    TODOSYNC_STOP_TIMEOUT; do
     is_uint "${!_v}" || die "$_v must be a non-negative integer (got '${!_v}')"
 done
 [[ -z $TODOSYNC_DB_PORT ]] || is_uint "$TODOSYNC_DB_PORT" || die "TODOSYNC_DB_PORT must be a port number"
 ((TODOSYNC_RESPONDERS >= 1)) || die "TODOSYNC_RESPONDERS must be at least 1"
 ((TODOSYNC_ACCOUNT_CONCURRENCY >= 1)) || die "TODOSYNC_ACCOUNT_CONCURRENCY must be at least 1"
+((TODOSYNC_ADDRESS_CONCURRENCY >= 1)) || die "TODOSYNC_ADDRESS_CONCURRENCY must be at least 1"
 unset _v
 case $TODOSYNC_DROP_PRIVILEGES in
     auto | on | off) ;;
@@ -126,7 +138,10 @@ if [[ -z $TODOSYNC_SOCKET_DIR ]]; then
     fi
 fi
 TODOSYNC_SOCKET_DIR=$(abspath "$TODOSYNC_SOCKET_DIR")
-TODOSYNC_DB_SOCKET=$TODOSYNC_SOCKET_DIR/db/mariadb.sock
+# MariaDB's socket sits in a sibling of the responders' socket dir, not inside it: each dir is
+# 0750 in the group of the daemons that may connect (nginx's workers there, the responders here),
+# and mariadbd is in neither group.
+TODOSYNC_DB_SOCKET=$TODOSYNC_SOCKET_DIR-db/mariadb.sock
 # What the stack decides for the binary: its database is the stack's, with a generated password
 # unless TODOSYNC_DB_PASSWORD is set (`todosync create-database` writes the file).
 TODOSYNC_DB_PASSWORD_FILE=$TODOSYNC_STATE_DIR/secrets/db-password
@@ -139,7 +154,7 @@ PID_DIR=$STATE/pids
 DB_DIR=$STATE/mariadb
 DB_DATA=$DB_DIR/data
 DB_PIDFILE=$DB_DIR/mariadbd.pid
-DB_SOCK_DIR=$SOCK_DIR/db
+DB_SOCK_DIR=$TODOSYNC_SOCKET_DIR-db
 SECRETS_DIR=$STATE/secrets
 DB_SOCK=$TODOSYNC_DB_SOCKET
 NGINX_DIR=$STATE/nginx
@@ -265,36 +280,53 @@ db_ping() { mariadb-admin --no-defaults --socket="$DB_SOCK" --user="$DB_ADMIN" -
 # 1 when the daemons run under the service users (decided by ensure_service_users).
 TODOSYNC__SERVICE_USERS=0
 
-# Started as root: create the service group and users if missing, and check that they can reach
+# Each daemon runs with its own group and no other (setpriv sets them, whatever the user's
+# primary group in /etc/passwd): mariadbd as DB_OS_USER:DB_OS_GROUP, the responders as
+# APP_USER:SERVICE_GROUP plus NGINX_GROUP (to hand their sockets to it), nginx's workers as
+# NGINX_USER:NGINX_GROUP. So nginx's workers reach the responders' sockets and nothing of
+# MariaDB's, and only the responders reach MariaDB's socket.
+AS_DB=(setpriv --reuid="$TODOSYNC_DB_OS_USER" --regid="$TODOSYNC_DB_OS_GROUP" --clear-groups --)
+AS_APP=(setpriv --reuid="$TODOSYNC_APP_USER" --regid="$TODOSYNC_SERVICE_GROUP" --groups="$TODOSYNC_NGINX_GROUP" --)
+AS_WEB=(setpriv --reuid="$TODOSYNC_NGINX_USER" --regid="$TODOSYNC_NGINX_GROUP" --clear-groups --) # as nginx's `user` directive
+
+# Started as root: create the service groups and users if missing, and check that they can reach
 # the binary and the state dir (a checkout under a 0700 home cannot be reached).
 ensure_service_users() {
     TODOSYNC__SERVICE_USERS=0
     ((EUID == 0)) && [[ $TODOSYNC_DROP_PRIVILEGES != off ]] || return 0
-    local g=$TODOSYNC_SERVICE_GROUP u
-    getent group "$g" >/dev/null || groupadd --system "$g" || die "groupadd $g failed"
-    for u in "$TODOSYNC_APP_USER" "$TODOSYNC_DB_OS_USER"; do
+    local g u pair
+    for g in "$TODOSYNC_SERVICE_GROUP" "$TODOSYNC_DB_OS_GROUP" "$TODOSYNC_NGINX_GROUP"; do
+        getent group "$g" >/dev/null || groupadd --system "$g" || die "groupadd $g failed"
+    done
+    for pair in "$TODOSYNC_APP_USER:$TODOSYNC_SERVICE_GROUP" "$TODOSYNC_DB_OS_USER:$TODOSYNC_DB_OS_GROUP"; do
+        u=${pair%%:*}
         id -u "$u" >/dev/null 2>&1 ||
-            useradd --system --gid "$g" --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin "$u" ||
+            useradd --system --gid "${pair#*:}" --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin "$u" ||
             die "useradd $u failed"
     done
     id -u "$TODOSYNC_NGINX_USER" >/dev/null 2>&1 || die "TODOSYNC_NGINX_USER $TODOSYNC_NGINX_USER does not exist"
     resolve_bin
-    if ! setpriv --reuid="$TODOSYNC_APP_USER" --regid="$g" --clear-groups -- test -x "$TODOSYNC_BIN" -a -x "$STATE" 2>/dev/null; then
+    local who=""
+    "${AS_APP[@]}" test -x "$TODOSYNC_BIN" -a -x "$STATE" 2>/dev/null || who=$TODOSYNC_APP_USER
+    "${AS_DB[@]}" test -x "$STATE" 2>/dev/null || who+=" $TODOSYNC_DB_OS_USER"
+    "${AS_WEB[@]}" test -x "$STATE" 2>/dev/null || who+=" $TODOSYNC_NGINX_USER"
+    if [[ -n $who ]]; then
         [[ $TODOSYNC_DROP_PRIVILEGES == on ]] &&
-            die "$TODOSYNC_APP_USER cannot reach $TODOSYNC_BIN or $STATE (TODOSYNC_DROP_PRIVILEGES=on)"
-        log "WARNING: $TODOSYNC_APP_USER cannot reach $TODOSYNC_BIN or $STATE: the daemons run as root (TODOSYNC_DROP_PRIVILEGES=auto)"
+            die "${who# } cannot reach $TODOSYNC_BIN or $STATE (TODOSYNC_DROP_PRIVILEGES=on)"
+        log "WARNING: ${who# } cannot reach $TODOSYNC_BIN or $STATE: the daemons run as root (TODOSYNC_DROP_PRIVILEGES=auto)"
         return 0
     fi
     TODOSYNC__SERVICE_USERS=1
 }
 
-# The socket directories: 0750, reachable by the service group only (or, without service users,
-# by the invoking user only). The responders create theirs in <socket dir>, MariaDB in db/.
+# The socket directories: 0750, reachable by the group of their clients only (or, without service
+# users, by the invoking user only). The responders create theirs in <socket dir> (nginx's
+# workers connect), MariaDB in <socket dir>-db (the responders connect).
 prepare_socket_dirs() {
     mkdir -p "$SOCK_DIR" "$DB_SOCK_DIR"
     chmod 750 "$SOCK_DIR" "$DB_SOCK_DIR"
     if ((TODOSYNC__SERVICE_USERS)); then
-        chown "$TODOSYNC_APP_USER:$TODOSYNC_SERVICE_GROUP" "$SOCK_DIR"
+        chown "$TODOSYNC_APP_USER:$TODOSYNC_NGINX_GROUP" "$SOCK_DIR"
         chown "$TODOSYNC_DB_OS_USER:$TODOSYNC_SERVICE_GROUP" "$DB_SOCK_DIR"
     elif ((EUID == 0)); then
         chown root:root "$SOCK_DIR" "$DB_SOCK_DIR"
@@ -369,15 +401,17 @@ db_start() {
     mkdir -p "$DB_DIR" "$LOG_DIR" "$PID_DIR"
     prepare_socket_dirs
     if [[ -z $(runsv_pid mariadb) ]]; then
-        local user_args=() socket_user
+        local user_args=() socket_user run_as=()
         socket_user=$(id -un)
         if ((TODOSYNC__SERVICE_USERS)); then
-            user_args=(--user="$TODOSYNC_DB_OS_USER")
+            # mariadbd's data: its user's and group's alone (0700; older stacks gave it 0750 in
+            # the group nginx's workers had).
+            run_as=("${AS_DB[@]}")
             mkdir -p "$DB_DATA"
-            chown -R "$TODOSYNC_DB_OS_USER:$TODOSYNC_SERVICE_GROUP" "$DB_DIR"
-            chmod 750 "$DB_DIR"
+            chown -R "$TODOSYNC_DB_OS_USER:$TODOSYNC_DB_OS_GROUP" "$DB_DIR"
+            chmod 700 "$DB_DIR"
             touch "$LOG_DIR/mariadb.log"
-            chown "$TODOSYNC_DB_OS_USER" "$LOG_DIR/mariadb.log"
+            chown "$TODOSYNC_DB_OS_USER:$TODOSYNC_DB_OS_GROUP" "$LOG_DIR/mariadb.log"
         elif ((EUID == 0)); then
             user_args=(--user=root)
             chown -R root:root "$DB_DIR"
@@ -386,10 +420,10 @@ db_start() {
             log "mariadb: initialising data dir $DB_DATA"
             rm -rf "$DB_DATA"
             mkdir -p "$DB_DATA"
-            ((TODOSYNC__SERVICE_USERS)) && chown "$TODOSYNC_DB_OS_USER:$TODOSYNC_SERVICE_GROUP" "$DB_DATA"
+            ((TODOSYNC__SERVICE_USERS)) && chown "$TODOSYNC_DB_OS_USER:$TODOSYNC_DB_OS_GROUP" "$DB_DATA"
             # root@localhost (and the invoking user's account) by unix_socket only: no password
             # login, and only that OS user gets in over the socket.
-            if ! mariadb-install-db --no-defaults --datadir="$DB_DATA" "${user_args[@]}" \
+            if ! "${run_as[@]}" mariadb-install-db --no-defaults --datadir="$DB_DATA" "${user_args[@]}" \
                 --auth-root-authentication-method=socket --auth-root-socket-user="$socket_user" \
                 --skip-test-db --skip-name-resolve \
                 >"$LOG_DIR/mariadb-install.log" 2>&1; then
@@ -411,7 +445,7 @@ db_start() {
         # shellcheck disable=SC2206 # extra args are intentionally split on whitespace
         [[ -n $TODOSYNC_MARIADB_ARGS ]] && args+=($TODOSYNC_MARIADB_ARGS)
         log "mariadb: starting (socket $DB_SOCK${TODOSYNC_DB_PORT:+, tcp 127.0.0.1:$TODOSYNC_DB_PORT})"
-        write_service mariadb mariadbd "${args[@]}"
+        write_service mariadb "${run_as[@]}" mariadbd "${args[@]}"
         start_service mariadb
     fi
     local deadline=$((SECONDS + TODOSYNC_UP_TIMEOUT))
@@ -572,14 +606,12 @@ responders_start() {
     mkdir -p "$PID_DIR" "$LOG_DIR"
     prepare_socket_dirs
     local idx args run_as=() missing extra=()
-    # Under the service user, its socket 0660 in the service group (nginx's workers have it).
-    if ((TODOSYNC__SERVICE_USERS)); then
-        run_as=(setpriv --reuid="$TODOSYNC_APP_USER" --regid="$TODOSYNC_SERVICE_GROUP" --init-groups --)
-    fi
+    # Under the service user, its socket 0660 in nginx's workers' group.
+    ((TODOSYNC__SERVICE_USERS)) && run_as=("${AS_APP[@]}")
     for ((idx = 1; idx <= TODOSYNC_RESPONDERS; idx++)); do
         args=(serve --socket "$(responder_sock "$idx")")
         [[ $TODOSYNC_ENABLE_TEST_HOOKS == 1 ]] && args+=(--enable-test-hooks)
-        ((TODOSYNC__SERVICE_USERS)) && args+=(--socket-group "$TODOSYNC_SERVICE_GROUP")
+        ((TODOSYNC__SERVICE_USERS)) && args+=(--socket-group "$TODOSYNC_NGINX_GROUP")
         # TODOSYNC_INSTANCE: the `responder` label of its metrics (ops, issue 14).
         write_service "responder-$idx" "${run_as[@]}" env TODOSYNC_INSTANCE="$idx" "$TODOSYNC_BIN" "${args[@]}"
         [[ -n $(runsv_pid "responder-$idx") ]] || log "responder $idx: starting (socket $(responder_sock "$idx"))"
@@ -626,12 +658,12 @@ cmd_responder_pids() {
 # --- nginx -------------------------------------------------------------------------------------
 
 render_nginx_conf() {
-    [[ -r $TODOSYNC_NGINX_TEMPLATE ]] || die "nginx template $TODOSYNC_NGINX_TEMPLATE not found"
     [[ -r $TODOSYNC_FASTCGI_PARAMS ]] || die "$TODOSYNC_FASTCGI_PARAMS not found (install nginx)"
     grep -q 'REQUEST_URI' "$TODOSYNC_FASTCGI_PARAMS" ||
         die "$TODOSYNC_FASTCGI_PARAMS does not pass REQUEST_URI"
-    local -A vals
-    local idx upstream="" bench="" user_directive=""
+    local idx upstream="" bench="" user_directive="" real_ip
+    real_ip=$("$REPO_ROOT/scripts/nginx-real-ip.sh" "$TODOSYNC_REAL_IP_FROM" "$TODOSYNC_REAL_IP_HEADER") ||
+        die "TODOSYNC_REAL_IP_FROM / TODOSYNC_REAL_IP_HEADER: invalid value"
     for ((idx = 1; idx <= TODOSYNC_RESPONDERS; idx++)); do
         upstream+="        server \"unix:$(responder_sock "$idx")\" max_fails=2 fail_timeout=2s;"$'\n'
     done
@@ -648,7 +680,7 @@ render_nginx_conf() {
         bench+=$'        }\n'
     fi
     if ((TODOSYNC__SERVICE_USERS)); then
-        user_directive="user $TODOSYNC_NGINX_USER $TODOSYNC_SERVICE_GROUP;"
+        user_directive="user $TODOSYNC_NGINX_USER $TODOSYNC_NGINX_GROUP;"
     elif ((EUID == 0)); then
         user_directive="user root;"
     fi
@@ -657,34 +689,26 @@ render_nginx_conf() {
         on) redirect=1 ;;
         auto) [[ $TODOSYNC_LISTEN_ADDRESS == 127.* || $TODOSYNC_LISTEN_ADDRESS == ::1 || $TODOSYNC_LISTEN_ADDRESS == "[::1]" || $TODOSYNC_LISTEN_ADDRESS == localhost ]] || redirect=1 ;;
     esac
-    vals=(
-        [NGINX_USER_DIRECTIVE]=$user_directive
-        [NGINX_WORKERS]=$TODOSYNC_NGINX_WORKERS
-        [NGINX_DIR]=$NGINX_DIR
-        [LOG_DIR]=$LOG_DIR
-        [LISTEN_ADDRESS]=$TODOSYNC_LISTEN_ADDRESS
-        [HTTP_PORT]=$TODOSYNC_HTTP_PORT
-        [HTTPS_PORT]=$TODOSYNC_HTTPS_PORT
-        [TLS_CERT]=$TLS_DIR/cert.pem
-        [TLS_KEY]=$TLS_DIR/key.pem
-        [FASTCGI_PARAMS]=$TODOSYNC_FASTCGI_PARAMS
-        [UPSTREAM_SERVERS]=${upstream%$'\n'}
-        [AUTH_RATE]=$TODOSYNC_AUTH_RATE
-        [AUTH_BURST]=$TODOSYNC_AUTH_BURST
-        [BENCH_LOCATIONS]=${bench%$'\n'}
-        [HTTP_REDIRECT]=$redirect
-        [HTTPS_REDIRECT_PORT]=$TODOSYNC_HTTPS_PORT
-        [ACCOUNT_CONCURRENCY]=$TODOSYNC_ACCOUNT_CONCURRENCY
-    )
-    local text key
-    text=$(<"$TODOSYNC_NGINX_TEMPLATE")
-    for key in "${!vals[@]}"; do
-        text=${text//"\${$key}"/"${vals[$key]}"}
-    done
-    if [[ $text =~ \$\{[A-Z_]+\} ]]; then
-        die "unknown placeholder ${BASH_REMATCH[0]} in $TODOSYNC_NGINX_TEMPLATE"
-    fi
-    printf '%s\n' "$text" >"$NGINX_CONF.tmp"
+    "$REPO_ROOT/scripts/render-nginx.sh" "$TODOSYNC_NGINX_TEMPLATE" \
+        NGINX_USER_DIRECTIVE="$user_directive" \
+        NGINX_WORKERS="$TODOSYNC_NGINX_WORKERS" \
+        NGINX_DIR="$NGINX_DIR" \
+        LOG_DIR="$LOG_DIR" \
+        LISTEN_ADDRESS="$TODOSYNC_LISTEN_ADDRESS" \
+        HTTP_PORT="$TODOSYNC_HTTP_PORT" \
+        HTTPS_PORT="$TODOSYNC_HTTPS_PORT" \
+        TLS_CERT="$TLS_DIR/cert.pem" \
+        TLS_KEY="$TLS_DIR/key.pem" \
+        FASTCGI_PARAMS="$TODOSYNC_FASTCGI_PARAMS" \
+        UPSTREAM_SERVERS="${upstream%$'\n'}" \
+        AUTH_RATE="$TODOSYNC_AUTH_RATE" \
+        AUTH_BURST="$TODOSYNC_AUTH_BURST" \
+        BENCH_LOCATIONS="${bench%$'\n'}" \
+        HTTP_REDIRECT="$redirect" \
+        HTTPS_REDIRECT_PORT="$TODOSYNC_HTTPS_PORT" \
+        ACCOUNT_CONCURRENCY="$TODOSYNC_ACCOUNT_CONCURRENCY" \
+        ADDRESS_CONCURRENCY="$TODOSYNC_ADDRESS_CONCURRENCY" \
+        REAL_IP="$real_ip" >"$NGINX_CONF.tmp" || die "could not render $TODOSYNC_NGINX_TEMPLATE"
     mv -f "$NGINX_CONF.tmp" "$NGINX_CONF"
     # ops (issue 14): /metrics and /metrics/N, loopback only (the template includes conf.d/*.conf).
     mkdir -p "$NGINX_DIR/conf.d"

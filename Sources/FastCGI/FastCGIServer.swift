@@ -73,6 +73,18 @@ public final class FastCGIServer: Sendable {
         defer { watcher.stop() }
         lifecycle.attach(listener: listener, wakeWriteFD: wakePipe.writeFD)
 
+        let readDeadlines = ReadDeadlines(seconds: configuration.readDeadlineSeconds, logger: logger)
+        let watchdog: PosixThread
+        do { watchdog = try readDeadlines.startWatchdog() } catch {
+            wakePipe.close()
+            listener.close()
+            throw error
+        }
+        defer {
+            readDeadlines.stop()
+            watchdog.join()
+        }
+
         var workers: [PosixThread] = []
         var spawnError: FastCGIServerError?
         workers.reserveCapacity(configuration.workerCount)
@@ -81,8 +93,9 @@ public final class FastCGIServer: Sendable {
                 index: index, listenFD: listener.fd, wakeFD: wakePipe.readFD,
                 maxBodyBytes: configuration.maxBodyBytes, allowedPeers: configuration.allowedPeers,
                 readTimeoutSeconds: configuration.readTimeoutSeconds,
-                writeTimeoutSeconds: configuration.writeTimeoutSeconds, lifecycle: lifecycle,
-                logger: workerLogger(index))
+                writeTimeoutSeconds: configuration.writeTimeoutSeconds, readDeadlines: readDeadlines,
+                idleMilliseconds: Int32(min(configuration.readDeadlineSeconds * 1000, Double(Int32.max))),
+                lifecycle: lifecycle, logger: workerLogger(index))
             do {
                 workers.append(try PosixThread.spawn { [lifecycle] in
                     worker.run(makeHandler: makeHandler)

@@ -17,6 +17,12 @@ public struct FastCGIServerConfiguration: Sendable {
     /// nginx sends a whole request at once, so only a stalled or hostile peer waits this long:
     /// it is then dropped instead of holding a worker forever.
     public var readTimeoutSeconds: Double
+    /// Total deadline, in seconds, for a whole request (params and body) from its first byte, and
+    /// the longest a kept connection may sit idle between requests. ``readTimeoutSeconds`` alone
+    /// restarts with every read, so a peer trickling a byte at a time could hold a worker
+    /// indefinitely; this bounds it (``ReadDeadlines``). nginx hands over a buffered request at
+    /// once, in well under a second even for a 1 MiB body.
+    public var readDeadlineSeconds: Double
     /// Deadline for each write of a response to a web server that stopped reading.
     public var writeTimeoutSeconds: Double
     /// `listen(2)` backlog (the kernel caps it at `net.core.somaxconn`).
@@ -38,6 +44,7 @@ public struct FastCGIServerConfiguration: Sendable {
         socketMode: UInt32 = 0o660,
         socketGroupID: UInt32? = nil,
         readTimeoutSeconds: Double = 2,
+        readDeadlineSeconds: Double = 5,
         writeTimeoutSeconds: Double = 30,
         backlog: Int32 = 1024,
         workerCount: Int = 16,
@@ -52,6 +59,7 @@ public struct FastCGIServerConfiguration: Sendable {
         self.socketMode = socketMode
         self.socketGroupID = socketGroupID
         self.readTimeoutSeconds = readTimeoutSeconds
+        self.readDeadlineSeconds = readDeadlineSeconds
         self.writeTimeoutSeconds = writeTimeoutSeconds
         self.backlog = backlog
         self.workerCount = workerCount
@@ -98,7 +106,10 @@ extension FastCGIServerConfiguration {
         if maxBodyBytes < 0 || maxBodyBytes > Int(Int32.max) {
             throw .invalidConfiguration("maxBodyBytes must be between 0 and \(Int32.max)")
         }
-        for (name, value) in [("readTimeoutSeconds", readTimeoutSeconds), ("writeTimeoutSeconds", writeTimeoutSeconds)]
+        for (name, value) in [
+            ("readTimeoutSeconds", readTimeoutSeconds), ("readDeadlineSeconds", readDeadlineSeconds),
+            ("writeTimeoutSeconds", writeTimeoutSeconds),
+        ]
         where !value.isFinite || value <= 0 || value > 3600 {
             throw .invalidConfiguration("\(name) must be more than 0 and at most 3600")
         }

@@ -42,7 +42,9 @@ final class RequestSlot {
     /// Finishes the previous request, accepts a new connection unless a kept one is open, then
     /// reads the next request's parameters (`FCGX_Accept_r`). 0 on success; `-errno` when the
     /// listening socket fails; `connectionDropped` when the connection broke or stalled.
-    func accept() -> Int32 {
+    /// `startsReading` gets the connection's descriptor right before the request's first read
+    /// (the worker arms its total read deadline there, ``ReadDeadlines``).
+    func accept(startsReading: (Int32) -> Void) -> Int32 {
         if request.pointee.ipcFd < 0 {
             FCGX_Finish_r(request)  // frees the previous request (its connection is already closed)
             var fd: Int32
@@ -62,6 +64,7 @@ final class RequestSlot {
             // closing the connection just handed over. The request's own flag replaces it.
             request.pointee.keepConnection = 1
         }
+        startsReading(request.pointee.ipcFd)
         guard FCGX_Accept_r(request) == 0 else { return Self.connectionDropped }
         // libfcgi's ReadParams takes a failed read (the deadline) for the end of the params and
         // reports success: the stream's error tells a cut-off request from a complete one.
@@ -175,15 +178,18 @@ final class RequestSlot {
         finish(keepConnection: false)
     }
 
-    /// Waits until the kept connection has input or `wakeFD` becomes readable (shutdown).
-    /// Returns false on shutdown, true when libfcgi should go on reading the connection.
-    func waitForInputOnKeptConnection(wakeFD: Int32) -> Bool {
+    /// Waits until the kept connection has input or `wakeFD` becomes readable (shutdown), at most
+    /// `idleMilliseconds`. Returns false on shutdown or when the connection stayed idle that long
+    /// (nginx keeps no idle upstream connection: only another peer would park a worker there),
+    /// true when libfcgi should go on reading the connection.
+    func waitForInputOnKeptConnection(wakeFD: Int32, idleMilliseconds: Int32) -> Bool {
         withUnsafeTemporaryAllocation(of: pollfd.self, capacity: 2) { fds in
             fds[0] = pollfd(fd: request.pointee.ipcFd, events: Int16(POLLIN), revents: 0)
             fds[1] = pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0)
             while true {
-                let ready = poll(fds.baseAddress!, 2, -1)
+                let ready = poll(fds.baseAddress!, 2, idleMilliseconds)
                 if ready < 0 && errno == EINTR { continue }
+                if ready == 0 { return false }  // idle too long
                 if ready < 0 { return true }  // let FCGX_Accept_r surface the problem
                 if fds[0].revents != 0 { return true }  // a request (or EOF) is waiting: serve it first
                 return false

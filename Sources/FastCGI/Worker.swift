@@ -12,6 +12,10 @@ struct Worker: Sendable {
     let allowedPeers: PeerAllowList
     let readTimeoutSeconds: Double
     let writeTimeoutSeconds: Double
+    /// Each request's total read deadline (``FastCGIServerConfiguration/readDeadlineSeconds``).
+    let readDeadlines: ReadDeadlines
+    /// How long a kept connection may sit idle between requests (the same deadline).
+    let idleMilliseconds: Int32
     let lifecycle: ServerLifecycle
     let logger: Logger
 
@@ -28,10 +32,12 @@ struct Worker: Sendable {
         logger.debug("FastCGI worker started")
         var failures = 0
         while true {
-            if slot.hasOpenConnection && !slot.waitForInputOnKeptConnection(wakeFD: wakeFD) {
+            if slot.hasOpenConnection
+                && !slot.waitForInputOnKeptConnection(wakeFD: wakeFD, idleMilliseconds: idleMilliseconds) {
                 slot.closeConnection()
             }
-            let result = slot.accept()
+            let result = slot.accept { [readDeadlines, index] fd in readDeadlines.arm(worker: index, fd: fd) }
+            if result != 0 { readDeadlines.disarm(worker: index) }
             if result == RequestSlot.connectionDropped {
                 // A connection that failed or stalled (read deadline) before its params were
                 // complete: libfcgi closed it; nothing to answer.
@@ -83,21 +89,29 @@ struct Worker: Sendable {
             // next request: libfcgi reads greedily into a per-request buffer that Finish discards.
             if keepConnection { keepConnection = slot.consumeRemainingInput(limit: Self.keptConnectionDrainLimit) }
         } else {
+            readDeadlines.disarm(worker: index)
             logger.debug(
-                "FastCGI request body ended early; dropping the request",
+                "FastCGI request body ended early (or missed its total read deadline); dropping the request",
                 metadata: ["content_length": "\(contentLength)"])
             slot.finish(keepConnection: false)
             return
         }
+        // The whole request is in: the handler's time is not the peer's (the responder's own
+        // request budget bounds it, TODOSYNC_REQUEST_BUDGET_MS).
+        readDeadlines.disarm(worker: index)
 
         let response = handler(request)
         let written = write(response, to: slot)
         if !written {
-            logger.debug("web server went away before the response was written", metadata: ["uri": "\(request.uri)"])
+            logger.debug(
+                "web server went away before the response was written", metadata: ["uri": "\(request.uri.prefix(256))"])
         }
         logger.trace(
             "FastCGI request served",
-            metadata: ["method": "\(request.method)", "uri": "\(request.uri)", "status": "\(response.status)"])
+            metadata: [  // client-controlled values capped (issue 19, item 6)
+                "method": "\(request.method.prefix(16))", "uri": "\(request.uri.prefix(256))",
+                "status": "\(response.status)",
+            ])
         if keepConnection && written && lifecycle.isStopping {
             // Shutting down: drop the kept connection now. Its response is complete and its input
             // consumed, so a direct close loses nothing; libfcgi's close would linger up to 2 s

@@ -63,8 +63,10 @@ public final class Application {
                 return failed(error, requestID: requestID)
             } catch {
                 logger.error("unexpected error", metadata: [
-                    "request.id": "\(requestID ?? "-")", "method": "\(request.method)", "path": "\(request.path)",
-                    "error": "\(String(reflecting: error))",
+                    "request.id": "\(LogField.capped(requestID ?? "-"))",
+                    "method": "\(LogField.capped(request.method, limit: LogField.methodLimit))",
+                    "path": "\(LogField.capped(request.path))",
+                    "error": "\(LogField.capped(String(reflecting: error), limit: 4 * LogField.textLimit))",
                 ])
                 return .error(.internalError)
             }
@@ -93,7 +95,7 @@ public final class Application {
     private func failed(_ error: APIError, requestID: String?) -> HTTPResponse {
         if error.status >= 500 {
             logger.warning("request failed", metadata: [
-                "request.id": "\(requestID ?? "-")", "status": "\(error.status)", "code": "\(error.code)",
+                "request.id": "\(LogField.capped(requestID ?? "-"))", "status": "\(error.status)", "code": "\(error.code)",
             ])
         }
         return .error(error)

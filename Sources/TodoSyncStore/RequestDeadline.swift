@@ -20,18 +20,28 @@ public struct RequestDeadline: Sendable, Equatable {
     }
 
     /// The deadline of a request handed over at `start` (nil: now, for a caller without nginx).
+    /// A handover cannot lie in the future: a later `start` (only a peer speaking FastCGI
+    /// directly could send one) counts from now, so no value stretches a request's budget, and
+    /// none can overflow (issue 19, item 8: a huge one crashed the process).
     public init(start: Timestamp?, budgetMilliseconds: Int64) {
-        self.init(millisecondsSinceEpoch: (start ?? Timestamp.now()).millisecondsSinceEpoch + budgetMilliseconds)
+        let now = Timestamp.now().millisecondsSinceEpoch
+        let from = min(start?.millisecondsSinceEpoch ?? now, now)
+        let (sum, overflow) = from.addingReportingOverflow(budgetMilliseconds)
+        self.init(millisecondsSinceEpoch: overflow ? (budgetMilliseconds < 0 ? .min : .max) : sum)
     }
 
     public var hasPassed: Bool { Timestamp.now().millisecondsSinceEpoch >= millisecondsSinceEpoch }
 
+    /// The latest `$msec` taken for a handover time: 9999-12-31T23:59:59Z.
+    static let latestMsecSeconds: Int64 = 253_402_300_799
+
     /// nginx's `$msec` ("1764000000.123": seconds and milliseconds since the epoch) as a
-    /// timestamp; nil when it is not that.
+    /// timestamp; nil when it is not that: digits only (no sign), at most `latestMsecSeconds`.
     public static func parseMsec(_ text: String) -> Timestamp? {
         let parts = text.split(separator: ".", omittingEmptySubsequences: false)
-        guard (1...2).contains(parts.count), let seconds = Int64(parts[0]), seconds >= 0,
-              parts[0].allSatisfy(\.isASCII) else { return nil }
+        guard (1...2).contains(parts.count), (1...12).contains(parts[0].utf8.count),
+              parts[0].utf8.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }),
+              let seconds = Int64(parts[0]), seconds <= latestMsecSeconds else { return nil }
         var milliseconds: Int64 = 0
         if parts.count == 2 {
             let fraction = parts[1]
@@ -40,9 +50,7 @@ public struct RequestDeadline: Sendable, Equatable {
             for _ in fraction.count..<3 { value *= 10 }
             milliseconds = value
         }
-        let (total, overflow) = seconds.multipliedReportingOverflow(by: 1000)
-        guard !overflow else { return nil }
-        return Timestamp(millisecondsSinceEpoch: total + milliseconds)
+        return Timestamp(millisecondsSinceEpoch: seconds * 1000 + milliseconds)
     }
 }
 

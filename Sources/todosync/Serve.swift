@@ -69,6 +69,8 @@ struct Serve: ParsableCommand {
         }
         configuration.readTimeoutSeconds = Double(
             try environment.int("TODOSYNC_FASTCGI_READ_TIMEOUT"))
+        configuration.readDeadlineSeconds = Double(
+            try environment.int("TODOSYNC_FASTCGI_READ_DEADLINE"))
 
         MariaDBLibrary.initialize()
         logger.info("starting", metadata: [

@@ -20,6 +20,8 @@ enum Settings {
                 "worker threads per responder, each with its own database connection (4 per core, 8 to 64)"),
         Setting("TODOSYNC_FASTCGI_READ_TIMEOUT", default: "\(Int(FastCGIServerConfiguration().readTimeoutSeconds))", rule: .integer(1...3600),
                 "seconds each read of a request from nginx may wait before the connection is dropped"),
+        Setting("TODOSYNC_FASTCGI_READ_DEADLINE", default: "\(Int(FastCGIServerConfiguration().readDeadlineSeconds))", rule: .integer(1...3600),
+                "seconds a whole request (params and body) may take to arrive from nginx, and a kept connection may sit idle"),
         Setting("TODOSYNC_RETRY_LOG_SECONDS", default: "30", rule: .integer(1...86400), "interval of the transaction-retry counter log line"),
         Setting("TODOSYNC_LOG_LEVEL", default: "info", rule: .oneOf(["trace", "debug", "info", "notice", "warning", "error", "critical"]), "the lowest level logged"),
         // logs and metrics (docs/OPERATIONS.md, "Reading metrics and logs")

@@ -20,10 +20,12 @@ final class FastCGIServerRequestTests: XCTestCase {
     }
 
     private func startServer(
-        workers: Int = 2, maxBodyBytes: Int = 1 << 20,
+        workers: Int = 2, maxBodyBytes: Int = 1 << 20, readTimeoutSeconds: Double = 2, readDeadlineSeconds: Double = 5,
         makeHandler: @escaping @Sendable (Int) -> (FastCGIRequest) -> FastCGIResponse
     ) throws -> TestServer {
-        let server = TestServer(workers: workers, maxBodyBytes: maxBodyBytes)
+        let server = TestServer(
+            workers: workers, maxBodyBytes: maxBodyBytes, readTimeoutSeconds: readTimeoutSeconds,
+            readDeadlineSeconds: readDeadlineSeconds)
         servers.append(server)
         try server.start(makeHandler: makeHandler)
         return server
@@ -234,5 +236,59 @@ final class FastCGIServerRequestTests: XCTestCase {
         }
         let reply = try FastCGITestClient.send(to: server.socketPath, params: [("REQUEST_URI", "/after")])
         XCTAssertEqual(try reply.parsed().body, Array("small".utf8))
+    }
+
+    /// Issue 19, item 8: `readTimeoutSeconds` bounds each read alone, so a peer that sends a byte
+    /// just before each one used to hold its worker for as long as it kept sending. The total
+    /// deadline closes it; the worker then serves others.
+    func testATrickledRequestIsDroppedAtItsTotalReadDeadline() throws {
+        let server = try startServer(workers: 1, readTimeoutSeconds: 0.6, readDeadlineSeconds: 1.5) { _ in
+            { _ in FastCGIResponse(body: Array("ok".utf8)) }
+        }
+        for phase in ["params", "body"] {
+            let bytes = FastCGITestClient.encodeRequest(
+                params: [("REQUEST_URI", Array("/slow".utf8)), ("CONTENT_LENGTH", Array("64".utf8))],
+                body: [UInt8](repeating: 7, count: 64))
+            let client = try FastCGITestClient.connect(to: server.socketPath)
+            defer { client.close() }
+            // "body": params at once, then the body a byte at a time.
+            let start = phase == "body" ? bytes.count - 64 - 16 : 0
+            if start > 0 { try client.write(Array(bytes[..<start])) }
+            let t0 = Date()
+            var closedAfter: TimeInterval?
+            for byte in bytes[start...] {
+                usleep(200_000)  // well inside the 0.6 s per-read timeout
+                do { try client.write([byte]) } catch {
+                    closedAfter = Date().timeIntervalSince(t0)
+                    break
+                }
+                if Date().timeIntervalSince(t0) > 6 { break }
+            }
+            let after = try XCTUnwrap(closedAfter, "\(phase): the trickling connection was never closed")
+            XCTAssertGreaterThan(after, 1.2, phase)
+            XCTAssertLessThan(after, 3.0, phase)
+            // The single worker is free again.
+            let reply = try FastCGITestClient.send(to: server.socketPath, params: [("REQUEST_URI", "/after")])
+            XCTAssertEqual(try reply.parsed().body, Array("ok".utf8), phase)
+        }
+    }
+
+    /// A kept connection that sends nothing after its response is closed after the deadline
+    /// instead of parking the worker (nginx keeps no idle upstream connection).
+    func testAnIdleKeptConnectionIsClosedAfterTheDeadline() throws {
+        let server = try startServer(workers: 1, readDeadlineSeconds: 1) { _ in
+            { _ in FastCGIResponse(body: Array("ok".utf8)) }
+        }
+        let client = try FastCGITestClient.connect(to: server.socketPath)
+        defer { client.close() }
+        try client.write(FastCGITestClient.encodeRequest(
+            params: [("REQUEST_URI", Array("/kept".utf8))], body: [], keepConnection: true))
+        _ = try client.readReply()
+        let t0 = Date()
+        let reply = try FastCGITestClient.send(to: server.socketPath, params: [("REQUEST_URI", "/other")])
+        XCTAssertEqual(try reply.parsed().body, Array("ok".utf8))
+        XCTAssertGreaterThan(Date().timeIntervalSince(t0), 0.8, "the kept connection was closed too early")
+        XCTAssertLessThan(Date().timeIntervalSince(t0), 3)
+        XCTAssertTrue(client.serverClosedConnection())
     }
 }

@@ -21,7 +21,7 @@ final class TestServer: Sendable {
     init(
         workers: Int = 2, maxBodyBytes: Int = 1 << 20, graceSeconds: Double = 5, socketMode: UInt32 = 0o666,
         directory: String? = nil, listenAddress: FastCGIListenAddress? = nil,
-        allowedPeers: PeerAllowList = .everyone
+        allowedPeers: PeerAllowList = .everyone, readTimeoutSeconds: Double = 2, readDeadlineSeconds: Double = 5
     ) {
         self.listenAddress = listenAddress
         self.directory = directory ?? Self.makeTemporaryDirectory()
@@ -31,7 +31,8 @@ final class TestServer: Sendable {
         logger.logLevel = ProcessInfo.processInfo.environment["FASTCGI_TEST_LOG_LEVEL"].flatMap { Logger.Level(rawValue: $0) } ?? .critical
         server = FastCGIServer(
             configuration: FastCGIServerConfiguration(
-                socketPath: socketPath, socketMode: socketMode, workerCount: workers,
+                socketPath: socketPath, socketMode: socketMode, readTimeoutSeconds: readTimeoutSeconds,
+                readDeadlineSeconds: readDeadlineSeconds, workerCount: workers,
                 maxBodyBytes: maxBodyBytes, shutdownGraceSeconds: graceSeconds,
                 listenAddress: listenAddress, allowedPeers: allowedPeers),
             logger: logger)

@@ -86,3 +86,118 @@ def test_stalled_connections_do_not_freeze_the_service(fcgi_sockets, client):
     finally:
         for s in held:
             s.close()
+
+
+# --- issue 19, item 8: a total read deadline per request, and numbers parsed defensively ---------
+
+def fcgi_record(rtype: int, content: bytes, request_id: int = 1) -> bytes:
+    return bytes([1, rtype, request_id >> 8, request_id & 0xFF, len(content) >> 8, len(content) & 0xFF, 0, 0]) + content
+
+
+def fcgi_length(n: int) -> bytes:
+    return bytes([n]) if n < 128 else (n | 0x80000000).to_bytes(4, "big")
+
+
+def fcgi_request(params: dict[str, str], body: bytes = b"") -> bytes:
+    encoded = b"".join(fcgi_length(len(k.encode())) + fcgi_length(len(v.encode())) + k.encode() + v.encode()
+                       for k, v in params.items())
+    out = fcgi_record(1, bytes([0, 1, 0, 0, 0, 0, 0, 0]))  # BEGIN_REQUEST, responder, no keep-conn
+    out += fcgi_record(4, encoded) + fcgi_record(4, b"")  # PARAMS
+    if body:
+        out += fcgi_record(5, body)
+    return out + fcgi_record(5, b"")  # STDIN
+
+
+def fcgi_stdout(sock: socket.socket, timeout: float = 10) -> bytes:
+    """The FCGI_STDOUT bytes of the reply (until FCGI_END_REQUEST or EOF)."""
+    sock.settimeout(timeout)
+    data = b""
+    while True:
+        chunk = sock.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    out, i = b"", 0
+    while i + 8 <= len(data):
+        rtype, length, padding = data[i + 1], (data[i + 4] << 8) | data[i + 5], data[i + 6]
+        if rtype == 6:
+            out += data[i + 8:i + 8 + length]
+        i += 8 + length + padding
+    return out
+
+
+def test_a_huge_handover_time_from_a_direct_fastcgi_peer_does_not_crash_the_responder(fcgi_sockets):
+    # Before: HTTP_X_TODOSYNC_START=9223372036854775.000 overflowed the deadline (start + budget)
+    # and the responder died with a trap; any peer of the socket could stop every responder.
+    paths, _ = fcgi_sockets
+    before = tsapi.responder_pids()
+    for value in ["9223372036854775.807", "9223372036854775807", "99999999999999999999.999", "-5", "+1.0", "1e300"]:
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.connect(paths[0])
+        s.sendall(fcgi_request({"REQUEST_METHOD": "GET", "REQUEST_URI": "/healthz", "SCRIPT_NAME": "/healthz",
+                                "DOCUMENT_URI": "/healthz", "HTTP_X_TODOSYNC_START": value}))
+        reply = fcgi_stdout(s)
+        s.close()
+        assert reply.startswith(b"Status: 200"), (value, reply[:200])
+    assert tsapi.responder_pids() == before, "a responder restarted"
+
+
+def test_a_trickled_request_is_dropped_at_its_total_read_deadline(fcgi_sockets, client):
+    # Before: the per-read timeout (TODOSYNC_FASTCGI_READ_TIMEOUT, 2 s) restarted with every byte,
+    # so connections that each sent one byte every 1.5 s held every worker for as long as they
+    # liked and the service answered nothing. Now a request has 5 s in all
+    # (TODOSYNC_FASTCGI_READ_DEADLINE), after which its connection is closed.
+    paths, workers = fcgi_sockets
+    stop = threading.Event()
+    held: list[socket.socket] = []
+    closed_after: list[float] = []
+    payload = fcgi_request({"REQUEST_METHOD": "POST", "REQUEST_URI": "/healthz", "CONTENT_LENGTH": "100"}, b"x" * 100)
+
+    def trickle(s: socket.socket) -> None:
+        t0 = time.monotonic()
+        for byte in payload:
+            if stop.wait(1.5):
+                return
+            try:
+                s.sendall(bytes([byte]))
+            except OSError:
+                closed_after.append(time.monotonic() - t0)
+                return
+
+    threads = []
+    try:
+        for p in paths:
+            for _ in range(workers + 2):
+                s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                s.connect(p)
+                held.append(s)
+                threads.append(threading.Thread(target=trickle, args=(s,), daemon=True))
+        for t in threads:
+            t.start()
+        time.sleep(1)
+        latencies, statuses = [], []
+        deadline = time.monotonic() + 14
+        while time.monotonic() < deadline:
+            t0 = time.monotonic()
+            try:
+                statuses.append(client.get("/todos?date=2030-01-01", timeout=30).status_code)
+            except requests.RequestException as e:
+                statuses.append(repr(e))
+            latencies.append(time.monotonic() - t0)
+            time.sleep(0.2)
+        # The trickling connections hold the workers for 5 s at most: the bystander waits that
+        # long once, then is answered at once.
+        assert all(s == 200 for s in statuses), statuses
+        late = latencies[len(latencies) // 2:]
+        assert max(late) < 1, latencies
+        assert len(closed_after) == len(held), f"{len(held) - len(closed_after)} trickling connections still open"
+        # 5 s from accept: the connections beyond the workers wait in the listen queue for the
+        # first ones to be dropped, then get their own 5 s (+ up to 1.5 s until the next send).
+        assert min(closed_after) < 7.5, closed_after
+        assert max(closed_after) < 14, closed_after
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(timeout=5)
+        for s in held:
+            s.close()

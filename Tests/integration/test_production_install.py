@@ -20,6 +20,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -145,8 +146,9 @@ def site_nginx(conf, tmp_path_factory):
         pytest.skip("the test stack's certificate or responder sockets are not where expected")
     root = tmp_path_factory.mktemp("site")
     install(root, "--server-name", "localhost", "--tls-cert", str(cert), "--tls-key", str(key),
-            "--instances", str(len(sockets)), binary=conf["TODOSYNC_BIN"])
+            "--instances", str(len(sockets)), "--real-ip-from", "10.99.0.0/16", binary=conf["TODOSYNC_BIN"])
     site = (root / "etc/nginx/sites-available/todosync").read_text()
+    site = site.replace("include /etc/nginx/todosync.d/", f"include {root}/etc/nginx/todosync.d/")  # real-ip.conf
     for i, sock in enumerate(sockets, start=1):
         site = site.replace(f"unix:/run/todosync/responder-{i}.sock", f"unix:{sock}")
     site = site.replace("/var/log/todosync/", f"{root}/logs/")  # the site's JSON access log
@@ -190,7 +192,7 @@ http {{
             assert proc.poll() is None, proc.stderr.read().decode()
             assert time.monotonic() < deadline, "nginx did not come up"
             time.sleep(0.1)
-    yield {"https": base, "http": f"http://127.0.0.1:{http}", "ca": str(cert)}
+    yield {"https": base, "http": f"http://127.0.0.1:{http}", "ca": str(cert), "logs": root / "logs"}
     proc.terminate()
     proc.wait(timeout=15)
 
@@ -339,3 +341,87 @@ def test_host_steps_in_a_dry_run(conf, tmp_path):
     # an upgrade keeps the configuration: no second database step
     proc = install(tmp_path, "--dry-run", "--instances", "2", binary=conf["TODOSYNC_BIN"])
     assert not any("create-database" in line for line in proc.stdout.splitlines()), proc.stdout
+
+
+# --------------------------------------------------------------------------- issue 19: items 6, 11
+
+def test_site_caps_the_client_fields_it_logs(site_nginx):
+    r = requests.get(site_nginx["https"] + "/healthz", verify=site_nginx["ca"], timeout=10,
+                     headers={"User-Agent": "U" * 15000})
+    rid = r.headers["X-Request-Id"]
+    deadline = time.monotonic() + 5
+    while True:
+        lines = [line for line in (site_nginx["logs"] / "nginx-access.log").read_bytes().splitlines()
+                 if rid.encode() in line]
+        if lines or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert len(lines) == 1 and len(lines[0]) < 1200, [len(line) for line in lines]
+    assert json.loads(lines[0])["user_agent"] == "U" * 256 + "..."
+
+
+def test_install_keeps_an_operators_changes(conf, tmp_path):
+    """Before: every install rewrote the units and the site, so an operator's edits vanished at
+    the next upgrade, and the site had no place for local settings (e.g. real-ip)."""
+    root = tmp_path / "root"
+    install(root, "--server-name", "api.example.com", binary=conf["TODOSYNC_BIN"])
+    unit = root / "etc/systemd/system/todosync@.service"
+    site = root / "etc/nginx/sites-available/todosync"
+    edited_unit = unit.read_text() + "# the operator's line\n"
+    unit.write_text(edited_unit)
+    edited_site = site.read_text().replace("client_max_body_size 1m;", "client_max_body_size 2m;")
+    site.write_text(edited_site)
+    dropin = root / "etc/systemd/system/todosync@.service.d/override.conf"
+    dropin.write_text("[Service]\nEnvironment=TODOSYNC_LOG_LEVEL=debug\n")
+    local = root / "etc/nginx/todosync.d/local.conf"
+    local.write_text("client_header_timeout 20s;\n")
+    proc = install(root, "--server-name", "api.example.com", "--real-ip-from", "10.0.0.0/8,192.0.2.1",
+                   binary=conf["TODOSYNC_BIN"])
+    assert unit.read_text() == edited_unit and site.read_text() == edited_site
+    for path in (unit, site):
+        rel = path.relative_to(root)
+        assert f"kept /{rel}" in proc.stderr, proc.stderr
+        assert (root / "usr/local/share/todosync/pending" / rel).exists()
+    assert dropin.read_text().endswith("TODOSYNC_LOG_LEVEL=debug\n") and local.read_text() == "client_header_timeout 20s;\n"
+    real_ip = (root / "etc/nginx/todosync.d/real-ip.conf").read_text()
+    assert "set_real_ip_from 10.0.0.0/8;\nset_real_ip_from 192.0.2.1;\nreal_ip_header X-Forwarded-For;" in real_ip
+    # A file install.sh wrote and nobody changed since is replaced: here an older timer unit.
+    timer = root / "etc/systemd/system/todosync-purge.timer"
+    timer.write_text("stale\n")
+    sums = root / "usr/local/share/todosync/installed.sha256"
+    stale = f"{hashlib.sha256(b'stale' + bytes([10])).hexdigest()}  /etc/systemd/system/todosync-purge.timer"
+    sums.write_text("\n".join(stale if line.endswith("/todosync-purge.timer") else line
+                              for line in sums.read_text().splitlines()) + "\n")
+    install(root, "--server-name", "api.example.com", binary=conf["TODOSYNC_BIN"])
+    assert timer.read_text() == (REPO_ROOT / "scripts/systemd/todosync-purge.timer").read_text()
+    # Local settings have their place in both server blocks.
+    assert edited_site.count("include /etc/nginx/todosync.d/*.conf;") == 2
+    bad = subprocess.run(["bash", str(INSTALL), "--root", str(tmp_path / "bad"), "--binary", conf["TODOSYNC_BIN"],
+                          "--real-ip-from", "10.0.0.0/8; allow all"], capture_output=True, text=True, timeout=120)
+    assert bad.returncode != 0 and "--real-ip-from" in bad.stderr, bad.stdout + bad.stderr
+
+
+def test_install_replaces_the_unedited_files_of_an_install_before_checksums(conf, tmp_path):
+    """An install made by install.sh before it recorded checksums: files equal to what that
+    version shipped are upgraded, an edited one is kept."""
+    if subprocess.run(["git", "-C", str(REPO_ROOT), "rev-parse", "--git-dir"], capture_output=True).returncode:
+        pytest.skip("not a git checkout")
+    first = subprocess.run(["git", "-C", str(REPO_ROOT), "log", "--format=%H", "-S", "installed.sha256", "--",
+                            "scripts/install.sh"], capture_output=True, text=True, check=True).stdout.split()
+    before = f"{first[-1]}^" if first else "HEAD"  # HEAD: the change is not committed yet
+    old = tmp_path / "old"
+    old.mkdir()
+    archive = subprocess.run(["git", "-C", str(REPO_ROOT), "archive", before, "scripts", "nginx", "docs", "Sql",
+                              "openapi.yaml"], capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(old)], input=archive, check=True)
+    root = tmp_path / "root"
+    subprocess.run(["bash", str(old / "scripts/install.sh"), "--root", str(root), "--binary", conf["TODOSYNC_BIN"],
+                    "--server-name", "api.example.com"], capture_output=True, check=True, timeout=120)
+    logrotate = root / "etc/logrotate.d/todosync"
+    logrotate.write_text(logrotate.read_text() + "# edited\n")
+    proc = install(root, "--server-name", "api.example.com", binary=conf["TODOSYNC_BIN"])
+    assert "kept /etc/logrotate.d/todosync" in proc.stderr, proc.stderr
+    assert proc.stderr.count("kept /") == 1, proc.stderr
+    assert "todosync_addr" in (root / "etc/nginx/sites-available/todosync").read_text()
+    for unit in ("todosync@.service", "todosync@.socket"):
+        assert (root / "etc/systemd/system" / unit).read_text() == (REPO_ROOT / "scripts/systemd" / unit).read_text()

@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import datetime as _dt
 import gzip
 import json
 import os
 import re
 import shlex
+import signal
 import socket
 import ssl
 import subprocess
@@ -518,6 +520,48 @@ def stack(*args: str, timeout: float = 90.0) -> str:
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     assert proc.returncode == 0, f"{cmd} failed ({proc.returncode}): {proc.stdout[-2000:]} {proc.stderr[-2000:]}"
     return proc.stdout
+
+
+def stack_env() -> dict[str, str]:
+    """The test stack's effective configuration (`stack.sh env`)."""
+    return dict(line.split("=", 1) for line in stack("env").splitlines() if "=" in line)
+
+
+@contextlib.contextmanager
+def second_nginx(state_dir, **settings: str):
+    """A second nginx rendered by `stack.sh nginx-config` with TODOSYNC_* `settings` (e.g.
+    TODOSYNC_REAL_IP_FROM="127.0.0.1"), in front of the test stack's responders, on free ports.
+    Yields {"http": base URL, "https": base URL, "state": its state dir (log/ holds its logs)}."""
+    test_env = stack_env()
+    http_port, https_port = free_port(), free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TODOSYNC_")}
+    env.update(TODOSYNC_CONFIG="/dev/null", TODOSYNC_STATE_DIR=str(state_dir), TODOSYNC_HTTP_PORT=str(http_port),
+               TODOSYNC_HTTPS_PORT=str(https_port), TODOSYNC_SOCKET_DIR=test_env["TODOSYNC_SOCKET_DIR"],
+               TODOSYNC_RESPONDERS=test_env["TODOSYNC_RESPONDERS"], TODOSYNC_SKIP_BUILD="1", **settings)
+    stack_sh = os.path.join(os.path.dirname(__file__), "..", "..", "scripts", "stack.sh")
+    conf = subprocess.run([stack_sh, "nginx-config"], env=env, capture_output=True, text=True, timeout=60,
+                          check=True).stdout.strip()
+    proc = subprocess.Popen(["nginx", "-p", f"{state_dir}/nginx/", "-c", conf, "-e",
+                             f"{state_dir}/log/nginx-error.log", "-g", "daemon off;"])
+    base = f"http://127.0.0.1:{http_port}"
+    try:
+        deadline = time.monotonic() + 15
+        while True:
+            try:
+                if requests.get(f"{base}/healthz", timeout=2).status_code == 200:
+                    break
+            except requests.ConnectionError:
+                pass
+            assert proc.poll() is None, "second nginx exited"
+            assert time.monotonic() < deadline, "second nginx did not start"
+            time.sleep(0.1)
+        yield {"http": base, "https": f"https://127.0.0.1:{https_port}", "state": str(state_dir)}
+    finally:
+        proc.send_signal(signal.SIGQUIT)
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
 
 
 def responder_pids() -> set[int]:

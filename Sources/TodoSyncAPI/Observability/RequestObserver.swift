@@ -56,8 +56,10 @@ public final class RequestObserver {
         record(route: observed.route, status: response.status, nanoseconds: elapsed)
         if logRequests {
             var metadata: Logger.Metadata = [
-                "request_id": .string(requestID ?? "-"),
-                "method": .string(request.method),
+                // Client-controlled (nginx passes any method and, from a direct FastCGI peer, any
+                // request id): capped, like every logged field (LogField).
+                "request_id": .string(LogField.capped(requestID ?? "-")),
+                "method": .string(LogField.capped(request.method, limit: LogField.methodLimit)),
                 "route": .string(observed.route),
                 "status": .stringConvertible(response.status),
                 "duration_ms": .stringConvertible(Double(elapsed / 1000) / 1000),
