@@ -27,46 +27,16 @@ import tsapi
 from tsapi import assert_error, short
 
 
-def stack_env() -> dict[str, str]:
-    return dict(line.split("=", 1) for line in tsapi.stack("env").splitlines() if "=" in line)
+stack_env = tsapi.stack_env
 
 
 @contextlib.contextmanager
 def second_nginx(state, socket_dir: str, responders: int, per_token: int):
-    """An nginx of the project's template in front of the responders listening on
-    `<socket_dir>/fcgi-1.sock`..: its base URL. `per_token`: TODOSYNC_ACCOUNT_CONCURRENCY."""
-    http_port, https_port = tsapi.free_port(), tsapi.free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TODOSYNC_")}
-    env.update(TODOSYNC_CONFIG="/dev/null", TODOSYNC_STATE_DIR=str(state), TODOSYNC_HTTP_PORT=str(http_port),
-               TODOSYNC_HTTPS_PORT=str(https_port), TODOSYNC_SOCKET_DIR=socket_dir,
-               TODOSYNC_RESPONDERS=str(responders), TODOSYNC_ACCOUNT_CONCURRENCY=str(per_token),
-               TODOSYNC_SKIP_BUILD="1", TODOSYNC_BIN=stack_env()["TODOSYNC_BIN"])
-    if os.geteuid() == 0 and not socket_dir.startswith(stack_env()["TODOSYNC_SOCKET_DIR"]):
-        env["TODOSYNC_DROP_PRIVILEGES"] = "off"  # nginx's workers reach our root-owned sockets as root
-    stack_sh = os.path.join(os.path.dirname(__file__), "..", "..", "scripts", "stack.sh")
-    conf = subprocess.run([stack_sh, "nginx-config"], env=env, capture_output=True, text=True, timeout=60,
-                          check=True).stdout.strip()
-    proc = subprocess.Popen(["nginx", "-p", f"{state}/nginx/", "-c", conf, "-e", f"{state}/log/nginx-error.log",
-                             "-g", "daemon off;"])
-    base = f"http://127.0.0.1:{http_port}"
-    try:
-        deadline = time.monotonic() + 15
-        while True:
-            try:
-                if requests.get(f"{base}/healthz", timeout=2).status_code == 200:
-                    break
-            except requests.ConnectionError:
-                pass
-            assert proc.poll() is None, "second nginx exited"
-            assert time.monotonic() < deadline, "second nginx did not start"
-            time.sleep(0.1)
-        yield base
-    finally:
-        proc.send_signal(signal.SIGQUIT)
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+    """tsapi.second_nginx in front of `responders` responders on `socket_dir`, with
+    TODOSYNC_ACCOUNT_CONCURRENCY = `per_token`: its base URL."""
+    with tsapi.second_nginx(state, socket_dir=socket_dir, responders=responders,
+                            TODOSYNC_ACCOUNT_CONCURRENCY=str(per_token)) as nginx:
+        yield nginx["http"]
 
 
 @pytest.fixture

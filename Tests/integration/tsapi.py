@@ -528,16 +528,20 @@ def stack_env() -> dict[str, str]:
 
 
 @contextlib.contextmanager
-def second_nginx(state_dir, **settings: str):
+def second_nginx(state_dir, socket_dir: str | None = None, responders: int | None = None, **settings: str):
     """A second nginx rendered by `stack.sh nginx-config` with TODOSYNC_* `settings` (e.g.
-    TODOSYNC_REAL_IP_FROM="127.0.0.1"), in front of the test stack's responders, on free ports.
+    TODOSYNC_REAL_IP_FROM="127.0.0.1"), on free ports, in front of the test stack's responders or
+    of `responders` responders listening on `<socket_dir>/fcgi-1.sock`...
     Yields {"http": base URL, "https": base URL, "state": its state dir (log/ holds its logs)}."""
     test_env = stack_env()
     http_port, https_port = free_port(), free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("TODOSYNC_")}
     env.update(TODOSYNC_CONFIG="/dev/null", TODOSYNC_STATE_DIR=str(state_dir), TODOSYNC_HTTP_PORT=str(http_port),
-               TODOSYNC_HTTPS_PORT=str(https_port), TODOSYNC_SOCKET_DIR=test_env["TODOSYNC_SOCKET_DIR"],
-               TODOSYNC_RESPONDERS=test_env["TODOSYNC_RESPONDERS"], TODOSYNC_SKIP_BUILD="1", **settings)
+               TODOSYNC_HTTPS_PORT=str(https_port), TODOSYNC_SOCKET_DIR=socket_dir or test_env["TODOSYNC_SOCKET_DIR"],
+               TODOSYNC_RESPONDERS=str(responders or test_env["TODOSYNC_RESPONDERS"]), TODOSYNC_SKIP_BUILD="1",
+               TODOSYNC_BIN=test_env["TODOSYNC_BIN"], **settings)
+    if os.geteuid() == 0 and socket_dir and not socket_dir.startswith(test_env["TODOSYNC_SOCKET_DIR"]):
+        env["TODOSYNC_DROP_PRIVILEGES"] = "off"  # nginx's workers reach a test's root-owned sockets as root
     stack_sh = os.path.join(os.path.dirname(__file__), "..", "..", "scripts", "stack.sh")
     conf = subprocess.run([stack_sh, "nginx-config"], env=env, capture_output=True, text=True, timeout=60,
                           check=True).stdout.strip()
