@@ -12,11 +12,12 @@ import Glibc
 ///
 /// So: a request that finds every slot taken waits, at most `maximumWait` seconds, in a queue of
 /// at most `queueLimit` (`withSlot` returns nil when it gets no slot: answered 429 with
-/// Retry-After). A freed slot goes to the waiting clients in turn, one request of each client (the
-/// caller's key: the client's address) before a second of any, so a client that sends many logins
-/// waits behind its own, not in front of everyone else's. When the queue is full, a newcomer takes
-/// the place of the newest waiter of the client with the most waiters, if that client has more
-/// than the newcomer's own: a flood from a few addresses cannot keep a single login out.
+/// Retry-After). Fair share by client (the caller's key: the client's address): each client's
+/// recent use is counted (hashes granted, decaying with a half-life of `usageHalfLife` seconds),
+/// a freed slot goes to the waiting client that used the fewest lately, and when the queue is full
+/// a newcomer takes the place of the newest waiter of the client with the highest claim (recent
+/// use plus requests waiting), if that claim is above the newcomer's own by more than one. So
+/// a flood from many addresses, each at a modest rate, cannot keep an occasional login out.
 public final class HashSlots: @unchecked Sendable {
     /// Hashes allowed at once.
     public let limit: Int
@@ -47,6 +48,10 @@ public final class HashSlots: @unchecked Sendable {
     /// Waiters by client, each in arrival order; `turns` is the round-robin order of clients.
     private var queues: [String: [Waiter]] = [:]
     private var turns: [String] = []
+    /// Each client's recent use: (decayed count, when it was last decayed), monotonic seconds.
+    private var usage: [String: (count: Double, at: Double)] = [:]
+    /// Half-life of a client's recent use, in seconds.
+    public let usageHalfLife = 10.0
 
     public init(limit: Int, queueLimit: Int = 0, maximumWait: Double = 2) {
         precondition(limit >= 1, "HashSlots needs at least one slot")
@@ -78,6 +83,7 @@ public final class HashSlots: @unchecked Sendable {
         defer { pthread_mutex_unlock(&mutex) }
         if inUse < limit && waiting == 0 {
             inUse += 1
+            recordUse(of: client)
             return true
         }
         if waiting >= queueLimit {
@@ -109,24 +115,53 @@ public final class HashSlots: @unchecked Sendable {
             inUse -= 1
             return
         }
-        let client = turns.removeFirst()
+        // The waiting client that used the fewest hashes lately (the earliest in line on a tie).
+        let now = Self.now()
+        var chosen = 0
+        for index in turns.indices.dropFirst() where recentUse(of: turns[index], now: now) < recentUse(of: turns[chosen], now: now) {
+            chosen = index
+        }
+        let client = turns.remove(at: chosen)
         let waiter = queues[client]!.removeFirst()
         if queues[client]!.isEmpty { queues[client] = nil } else { turns.append(client) }
+        recordUse(of: client)
         waiting -= 1
         waiter.granted = true
         pthread_cond_signal(&waiter.condition)
     }
 
     /// Makes room for one request of `client` by pushing out the newest waiter of the client with
-    /// the most waiters, when that one has more than `client` itself. Called with `mutex` held.
+    /// the highest claim (recent use plus waiting requests), when that claim is above `client`'s
+    /// own by more than one. Called with `mutex` held.
     private func evictFromTheLargestQueue(toAdmit client: String) -> Bool {
-        let own = queues[client]?.count ?? 0
-        guard let (largest, waiters) = queues.max(by: { $0.value.count < $1.value.count }),
-              waiters.count > own + 1, let victim = waiters.last else { return false }
+        let now = Self.now()
+        func claim(_ name: String) -> Double { recentUse(of: name, now: now) + Double(queues[name]?.count ?? 0) }
+        guard let largest = queues.keys.max(by: { claim($0) < claim($1) }), largest != client,
+              claim(largest) > claim(client) + 1, let victim = queues[largest]?.last else { return false }
         remove(victim, of: largest)
         victim.evicted = true
         pthread_cond_signal(&victim.condition)
         return true
+    }
+
+    private static func now() -> Double {
+        var clock = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &clock)
+        return Double(clock.tv_sec) + Double(clock.tv_nsec) / 1e9
+    }
+
+    private func recentUse(of client: String, now: Double) -> Double {
+        guard let entry = usage[client] else { return 0 }
+        return entry.count * pow(0.5, (now - entry.at) / usageHalfLife)
+    }
+
+    /// Counts one hash for `client`; forgets clients whose use has decayed away (bounded memory).
+    private func recordUse(of client: String) {
+        let now = Self.now()
+        usage[client] = (recentUse(of: client, now: now) + 1, now)
+        if usage.count > 4096 {
+            usage = usage.filter { recentUse(of: $0.key, now: now) >= 0.05 }
+        }
     }
 
     private func remove(_ waiter: Waiter, of client: String) {

@@ -94,6 +94,39 @@ final class HashSlotsTests: XCTestCase {
         XCTAssertEqual(more.all, ["a", "b"])
     }
 
+    func testAFreedSlotGoesToTheClientThatUsedTheFewestLately() {
+        let slots = HashSlots(limit: 1, queueLimit: 10, maximumWait: 10)
+        for _ in 0..<5 { _ = slots.withSlot(client: "10.0.0.1") { () } }  // the flooder's recent use
+        let holder = hold(slots)
+        let log = Locked(), group = DispatchGroup()
+        enqueue(slots, "10.0.0.1", "flood", log: log, group: group)
+        enqueue(slots, "192.0.2.7", "honest", log: log, group: group)
+        holder.release()
+        group.wait()
+        XCTAssertEqual(log.all, ["honest", "flood"])
+    }
+
+    func testAFullQueueOfManyFloodersStillAdmitsAnOccasionalClient() {
+        let slots = HashSlots(limit: 1, queueLimit: 3, maximumWait: 10)
+        for flooder in ["10.0.0.1", "10.0.0.2", "10.0.0.3"] {
+            for _ in 0..<3 { _ = slots.withSlot(client: flooder) { () } }
+        }
+        let holder = hold(slots)
+        let log = Locked(), group = DispatchGroup()
+        for flooder in ["10.0.0.1", "10.0.0.2", "10.0.0.3"] { enqueue(slots, flooder, flooder, log: log, group: group) }
+        group.enter()
+        Thread.detachNewThread {
+            if slots.withSlot(client: "192.0.2.7", { log.append("honest") }) == nil { log.append("refused honest") }
+            group.leave()
+        }
+        let deadline = Date().addingTimeInterval(5)
+        while !log.all.contains(where: { $0.hasPrefix("refused") }) && Date() < deadline { usleep(1000) }
+        holder.release()
+        group.wait()
+        XCTAssertTrue(log.all.first?.hasPrefix("refused 10.0.0.") == true, "a flooder's newest waiter made room: \(log.all)")
+        XCTAssertEqual(log.all.dropFirst().first, "honest", "and the occasional client went first")
+    }
+
     func testAWaitEndsAfterTheLongestWait() {
         let slots = HashSlots(limit: 1, queueLimit: 4, maximumWait: 0.1)
         let holder = hold(slots)
