@@ -17,9 +17,10 @@ enum SQL {
         /// Takes the per-user write lock: every write transaction of a user starts here, so a
         /// user's writes are serialised and their versions are allocated in commit order.
         /// With the lock come the account's live-record count and its quotas (its own or the
-        /// defaults, parameters 1 and 2), so charging a write costs no extra round trip.
+        /// defaults, parameters 1 to 3), so charging a write costs no extra round trip.
         static let lockForWrite = """
-            SELECT change_seq, live_records, COALESCE(quota_records, ?), COALESCE(quota_operations_per_hour, ?)
+            SELECT change_seq, live_records, COALESCE(quota_records, ?), COALESCE(quota_operations_per_hour, ?),
+                   COALESCE(quota_stored_bytes_per_hour, ?)
               FROM users WHERE id = ? FOR UPDATE
             """
         /// Stores the last version the transaction handed out and the change in live records
@@ -67,6 +68,12 @@ enum SQL {
         static let chargeOperations = """
             INSERT INTO account_usage (user_id, hour_start, operations) VALUES (?, ?, ?)
                 ON DUPLICATE KEY UPDATE operations = IF(operations + ? <= ?, operations + ?, operations)
+            """
+        /// The same for the bytes a write stores (push results and their records, Sql/020).
+        /// Parameters: user, hour, bytes, bytes, quota, bytes.
+        static let chargeStoredBytes = """
+            INSERT INTO account_usage (user_id, hour_start, stored_bytes) VALUES (?, ?, ?)
+                ON DUPLICATE KEY UPDATE stored_bytes = IF(stored_bytes + ? <= ?, stored_bytes + ?, stored_bytes)
             """
         static let deletePastHours = "DELETE FROM account_usage WHERE hour_start < ?"
     }

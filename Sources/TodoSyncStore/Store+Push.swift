@@ -57,7 +57,7 @@ extension Store {
             }
             body.append(UInt8(ascii: "]"))
             // Stored in the same transaction as the operations' effects: exactly once.
-            try storeResults(newResults, userID: userID, deviceID: request.deviceID, at: transaction.now)
+            try storeResults(newResults, deviceID: request.deviceID, in: transaction)
             return body
         }
         SyncMetrics.pushed(tally)
@@ -99,8 +99,10 @@ extension Store {
 
     /// Stores each result with `(user, opId)`, and each distinct record once (by its SHA-256),
     /// so that many results naming one record version cost one copy of it (Sql/019).
-    private func storeResults(_ results: [(key: OpKey, result: PushResult)], userID: Int64, deviceID: String,
-                              at now: Timestamp) throws {
+    /// Charged to the account's stored bytes per hour first (Sql/020).
+    private func storeResults(_ results: [(key: OpKey, result: PushResult)], deviceID: String,
+                              in transaction: WriteTransaction) throws {
+        let (userID, now) = (transaction.userID, transaction.now)
         var rows: [[DatabaseValue]] = []
         rows.reserveCapacity(results.count)
         var records: [[UInt8]: [UInt8]] = [:]
@@ -117,6 +119,11 @@ extension Store {
             rows.append([.int(userID), .text(key.text), .text(deviceID), .text(String(decoding: stored.json, as: UTF8.self)),
                          .timestamp(now), digest, offset])
         }
+        let bytes = rows.reduce(0) { total, row in
+            if case .text(let json) = row[3] { return total + json.utf8.count }
+            return total
+        } + records.values.reduce(0) { $0 + $1.count }
+        try chargeStoredBytes(userID: userID, Int64(bytes), quota: transaction.storedBytesQuota, at: now)
         for (digest, record) in records {
             try db.execute(SQL.Push.storeRecord, [.int(userID), .blob(digest), .blob(record), .timestamp(now)])
         }

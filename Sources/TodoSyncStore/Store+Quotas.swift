@@ -26,6 +26,23 @@ extension Store {
             retryAfterSeconds: left)
     }
 
+    /// Charges `bytes` stored by a write to the account's clock hour; `throttled` (with the rest
+    /// of the hour) when that would pass `quota`. Inside the write's transaction, so a refused
+    /// write rolls back whole and costs nothing.
+    func chargeStoredBytes(userID: Int64, _ bytes: Int64, quota: Int64, at now: Timestamp) throws {
+        guard bytes > 0 else { return }
+        let hourMilliseconds: Int64 = 3_600_000
+        let hourStart = now.millisecondsSinceEpoch / hourMilliseconds * hourMilliseconds
+        let charged = bytes <= quota ? try db.execute(SQL.Quotas.chargeStoredBytes, [
+            .int(userID), .timestamp(Timestamp(millisecondsSinceEpoch: hourStart)), .int(bytes), .int(bytes),
+            .int(quota), .int(bytes),
+        ]).affectedRows : 0
+        guard charged == 0 else { return }
+        throw DomainError.throttled(
+            message: "This account has reached its quota of \(quota) stored bytes per hour.",
+            retryAfterSeconds: (hourStart + hourMilliseconds - now.millisecondsSinceEpoch + 999) / 1000)
+    }
+
     /// `throttled` when adding `delta` live records to the account's `live` ones would pass
     /// `quota` (an hour: only deletes free records). Runs after the transaction's writes. Before
     /// refusing, `live` (the counter in `users.live_records`, as the transaction began) is

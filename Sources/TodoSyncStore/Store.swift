@@ -52,6 +52,7 @@ public final class Store {
                 try checkDeadline()
                 guard let locked = try db.queryOne(SQL.Users.lockForWrite, [
                     .int(Int64(configuration.quotaRecords)), .int(Int64(configuration.quotaOperationsPerHour)),
+                    .int(configuration.quotaStoredBytesPerHour),
                     .int(userID),
                 ]) else {
                     throw DomainError.unauthenticated
@@ -59,7 +60,8 @@ public final class Store {
                 let now = Timestamp.now()
                 let refusal = try chargeOperations(userID: userID, operations, quota: locked.int64(3)!, at: now)
                 let transaction = WriteTransaction(db: db, userID: userID, now: now, changeSequence: locked.int64(0)!,
-                                                   quotaRefusal: refusal, operationsQuota: locked.int64(3)!)
+                                                   quotaRefusal: refusal, operationsQuota: locked.int64(3)!,
+                                                   storedBytesQuota: locked.int64(4)!)
                 let result = try body(transaction)
                 try checkRecordQuota(userID: userID, live: locked.int64(1)!, adding: transaction.liveRecordsDelta,
                                      quota: locked.int64(2)!)
@@ -92,9 +94,11 @@ final class WriteTransaction {
     private var quotaRefusal: DomainError?
     /// The account's write operations per hour, for a charge made inside the write (`charge`).
     let operationsQuota: Int64
+    /// The bytes the account's writes may store per hour (Sql/020).
+    let storedBytesQuota: Int64
 
     init(db: Connection, userID: Int64, now: Timestamp, changeSequence: Int64, quotaRefusal: DomainError? = nil,
-         operationsQuota: Int64 = .max) {
+         operationsQuota: Int64 = .max, storedBytesQuota: Int64 = .max) {
         self.db = db
         self.userID = userID
         self.now = now
@@ -102,6 +106,7 @@ final class WriteTransaction {
         self.initialChangeSequence = changeSequence
         self.quotaRefusal = quotaRefusal
         self.operationsQuota = operationsQuota
+        self.storedBytesQuota = storedBytesQuota
     }
 
     /// Notes a charge made once the write knows what it costs (a push charges only the operations

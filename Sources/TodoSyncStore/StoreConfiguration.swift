@@ -12,6 +12,9 @@ public struct StoreConfiguration: Sendable {
     public var quotaRecords: Int = 100_000
     /// Write operations one account may make per clock hour (`users.quota_operations_per_hour`).
     public var quotaOperationsPerHour: Int = 100_000
+    /// Bytes of push results (and the records they keep) an account may store per clock hour
+    /// (`users.quota_stored_bytes_per_hour` overrides it); a push past it is 429, nothing applied.
+    public var quotaStoredBytesPerHour: Int64 = 64 << 20
     /// Time a request may take, counted from when nginx handed it over: no work is started and
     /// no transaction committed past it (503). Keep it well inside nginx's
     /// `fastcgi_read_timeout` (30 s) minus a lock wait (`TODOSYNC_DB_LOCK_WAIT_TIMEOUT`).

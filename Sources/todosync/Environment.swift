@@ -120,6 +120,7 @@ struct Environment {
                 maximumWaitMilliseconds: try int("TODOSYNC_HASH_WAIT_MS"))
             configuration.quotaRecords = try int("TODOSYNC_QUOTA_RECORDS")
             configuration.quotaOperationsPerHour = try int("TODOSYNC_QUOTA_OPERATIONS_PER_HOUR")
+            configuration.quotaStoredBytesPerHour = Int64(try int("TODOSYNC_QUOTA_STORED_BYTES_PER_HOUR"))
             configuration.requestBudgetMilliseconds = Int64(try int("TODOSYNC_REQUEST_BUDGET_MS"))
             guard configuration.requestBudgetMilliseconds >= 100 else {
                 throw ConfigurationError(name: "TODOSYNC_REQUEST_BUDGET_MS", value: "\(configuration.requestBudgetMilliseconds)")

@@ -60,6 +60,8 @@ enum Settings {
                 "live tags + todos per account"),
         Setting("TODOSYNC_QUOTA_OPERATIONS_PER_HOUR", default: "\(StoreConfiguration().quotaOperationsPerHour)", rule: .integer(1...1_000_000_000),
                 "write operations per account per clock hour"),
+        Setting("TODOSYNC_QUOTA_STORED_BYTES_PER_HOUR", default: "\(StoreConfiguration().quotaStoredBytesPerHour)",
+                rule: .integer(1...(1 << 50)), "bytes of push results an account may store per clock hour"),
         Setting("TODOSYNC_REQUEST_BUDGET_MS", default: "\(StoreConfiguration().requestBudgetMilliseconds)", rule: .integer(100...600_000),
                 "a request's deadline from nginx's handover ($msec): not started, not committed past it (503); keep it inside nginx's 30 s"),
         Setting("TODOSYNC_TOMBSTONE_RETENTION_DAYS", default: "90", rule: .integer(1...36_500), "`todosync purge`: tombstones and push results kept this long"),

@@ -45,3 +45,18 @@ def test_conflict_results_replay_with_the_record_they_first_carried(client, db):
     assert first["status"] == "conflict" and first["record"]["title"] == "theirs"
     client.patch(f"/todos/{todo['id']}", {"title": "later"})
     assert synclib.push(client, [stale])[0] == first, "the stored record, not today's"
+
+
+def test_an_hours_stored_bytes_have_a_quota_and_a_refused_push_changes_nothing(client, db):
+    db(f"UPDATE users SET quota_stored_bytes_per_hour = 20000 WHERE id = {int(client.user['id'])}")
+    small = [op("todo", "create", clientId=uid(), data={"title": f"s{i}", "deadline": "2031-03-05"}) for i in range(5)]
+    assert [r["status"] for r in synclib.push(client, small)] == ["applied"] * 5
+    big = [op("todo", "create", clientId=uid(), data={"title": f"b{i}", "raw": "x" * 1500, "deadline": "2031-03-05"})
+           for i in range(20)]
+    r = push_raw(client, {"deviceId": "d", "operations": big})
+    assert r.status_code == 429 and r.json()["error"]["code"] == "rate_limited", r.text[:300]
+    assert int(r.headers["Retry-After"]) >= 1
+    assert "stored bytes" in r.json()["error"]["message"]
+    assert len(client.list_todos(date="2031-03-05")) == 5, "nothing of the refused push was applied"
+    # Replays of what was stored still answer (they store nothing new).
+    assert [x["status"] for x in synclib.push(client, small)] == ["applied"] * 5
