@@ -73,6 +73,7 @@ struct Serve: ParsableCommand {
             try environment.int("TODOSYNC_FASTCGI_READ_DEADLINE"))
 
         MariaDBLibrary.initialize()
+        Store.prepareDecoyHash()
         logger.info("starting", metadata: [
             "listen": "\(configuration.effectiveListenAddress)", "workers": "\(configuration.workerCount)",
             "database": "\(database)",
