@@ -123,15 +123,7 @@ public final class LocalStore: Sendable {
     public func operations(historyLimit: Int = 100) throws -> [OperationInfo] {
         try pool.read { db in
             let queued = try OutboxOperation.fetchAll(db).map(\.info)
-            let done = try Row.fetchAll(
-                db, sql: "SELECT * FROM operationLog ORDER BY rowid DESC LIMIT ?", arguments: [historyLimit]
-            ).map { row in
-                OperationInfo(
-                    opID: row["opId"], entity: EntityKind(rawValue: row["entity"])!, action: OperationAction(rawValue: row["action"])!,
-                    recordLocalID: row["recordLocalId"], status: OperationStatus(rawValue: row["status"])!,
-                    fields: JSONText.stringArray(row["fields"]), errorCode: row["errorCode"], errorMessage: row["errorMessage"],
-                    conflictingFields: JSONText.stringArray(row["conflictingFields"]))
-            }
+            let done = try OperationLog.newest(db, limit: historyLimit)
             return queued + done
         }
     }
@@ -150,7 +142,7 @@ public final class LocalStore: Sendable {
     /// Conflicts waiting for the app, oldest first.
     public func conflicts() throws -> [SyncConflict] {
         try pool.read { db in
-            try Row.fetchAll(db, sql: "SELECT * FROM conflict ORDER BY conflictId").map(Self.conflict(row:))
+            try ConflictRecord.inbox(db)
         }
     }
 
@@ -268,14 +260,6 @@ public final class LocalStore: Sendable {
             tagStats: tagStats, centerX: center["x"]?.doubleValue ?? 0, centerY: center["y"]?.doubleValue ?? 0,
             version: object["version"]?.int64Value ?? 0, createdAt: object["createdAt"]?.stringValue ?? "",
             updatedAt: object["updatedAt"]?.stringValue ?? "", json: json)
-    }
-
-    static func conflict(row: Row) -> SyncConflict {
-        SyncConflict(
-            conflictID: row["conflictId"], opID: row["opId"], entity: EntityKind(rawValue: row["entity"])!,
-            action: OperationAction(rawValue: row["action"])!, recordLocalID: row["recordLocalId"],
-            base: JSONText.object(row["base"]), local: JSONText.object(row["local"]), server: JSONText.object(row["server"]),
-            serverVersion: row["serverVersion"])
     }
 }
 

@@ -82,6 +82,9 @@ enum RecordFields {
         return result
     }
 
+    /// The contract name of a local field (`tag` → `tagId`).
+    static func contractName(_ localName: String) -> String { localName == "tag" ? "tagId" : localName }
+
     /// The local name of a contract field (`tagId` → `tag`).
     static func localName(_ contractName: String) -> String { contractName == "tagId" ? "tag" : contractName }
 
@@ -91,5 +94,46 @@ enum RecordFields {
         guard let serverID = value.int64Value else { return ("tag", .null) }
         let localID = try Int64.fetchOne(db, sql: "SELECT localId FROM tag WHERE id = ?", arguments: [serverID])
         return ("tag", .optionalInt(localID))
+    }
+}
+
+/// The state of a record's row that the outbox's transitions read and change.
+extension RecordFields {
+    /// Whether the record is shown to the app.
+    static func isLive(_ db: Database, _ entity: EntityKind, localID: Int64) throws -> Bool {
+        try Bool.fetchOne(db, sql: "SELECT isDeleted = 0 FROM \(table(entity)) WHERE localId = ?", arguments: [localID]) ?? false
+    }
+
+    /// Whether the server sent a tombstone for the record.
+    static func isServerDeleted(_ db: Database, _ entity: EntityKind, localID: Int64) throws -> Bool {
+        try Bool.fetchOne(db, sql: "SELECT deletedAt IS NOT NULL FROM \(table(entity)) WHERE localId = ?", arguments: [localID]) ?? false
+    }
+
+    /// The server version last seen.
+    static func version(_ db: Database, _ entity: EntityKind, localID: Int64) throws -> Int64? {
+        try Int64.fetchOne(db, sql: "SELECT version FROM \(table(entity)) WHERE localId = ?", arguments: [localID])
+    }
+
+    static func setDeleted(_ db: Database, _ entity: EntityKind, localID: Int64, _ deleted: Bool) throws {
+        try db.execute(sql: "UPDATE \(table(entity)) SET isDeleted = ? WHERE localId = ?", arguments: [deleted, localID])
+    }
+
+    /// Shows the record again unless the server deleted it (a rejected local delete).
+    static func showUnlessServerDeleted(_ db: Database, _ entity: EntityKind, localID: Int64) throws {
+        try setDeleted(db, entity, localID: localID, try isServerDeleted(db, entity, localID: localID))
+    }
+
+    /// The server's values of fields a pending operation protects (local terms).
+    static func shadow(_ db: Database, _ entity: EntityKind, localID: Int64) throws -> JSONObject {
+        try String.fetchOne(db, sql: "SELECT shadow FROM \(table(entity)) WHERE localId = ?", arguments: [localID])
+            .map(JSONText.object) ?? [:]
+    }
+
+    /// Removes the record's row; a removed tag is taken off its todos.
+    static func deleteRow(_ db: Database, _ entity: EntityKind, localID: Int64) throws {
+        try db.execute(sql: "DELETE FROM \(table(entity)) WHERE localId = ?", arguments: [localID])
+        if entity == .tag {
+            try db.execute(sql: "UPDATE todo SET tagLocalId = NULL WHERE tagLocalId = ?", arguments: [localID])
+        }
     }
 }

@@ -60,7 +60,7 @@ struct OutboxOperation: Sendable, Equatable {
     }
 
     /// The changed fields in the contract's names.
-    var fieldNames: [String] { data.keys.map { $0 == "tag" ? "tagId" : $0 }.sorted() }
+    var fieldNames: [String] { data.keys.map(RecordFields.contractName).sorted() }
 
     var info: OperationInfo {
         OperationInfo(opID: opID, entity: entity, action: action, recordLocalID: recordLocalID, status: state,
@@ -80,6 +80,12 @@ struct OutboxOperation: Sendable, Equatable {
             db, sql: "SELECT * FROM outbox WHERE entity = ? AND recordLocalId = ? AND state IN ('pending', 'sending') ORDER BY seq DESC LIMIT 1",
             arguments: [entity.rawValue, localID]
         ).map(OutboxOperation.init(row:))
+    }
+
+    /// The operation `opID` if it is in `state`.
+    static func fetch(_ db: Database, opID: String, state: OperationStatus) throws -> OutboxOperation? {
+        try Row.fetchOne(db, sql: "SELECT * FROM outbox WHERE opId = ? AND state = ?", arguments: [opID, state.rawValue])
+            .map(OutboxOperation.init(row:))
     }
 
     /// The record's operations on their way after `seq` (all of them when nil).
@@ -116,20 +122,5 @@ struct OutboxOperation: Sendable, Equatable {
 
     func delete(_ db: Database) throws {
         try db.execute(sql: "DELETE FROM outbox WHERE seq = ?", arguments: [seq])
-    }
-
-    /// Records the final result in the log and removes the operation from the outbox.
-    func settle(_ db: Database, status: OperationStatus, conflictingFields: [String] = [], errorCode: String? = nil,
-                errorMessage: String? = nil) throws {
-        try db.execute(
-            sql: """
-                INSERT OR REPLACE INTO operationLog (opId, entity, action, recordLocalId, fields, status, errorCode, errorMessage,
-                                                    conflictingFields, finishedAt)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                """,
-            arguments: [opID, entity.rawValue, action.rawValue, recordLocalID, JSONText.encode(.array(fieldNames.map { .string($0) })),
-                        status.rawValue, errorCode, errorMessage, JSONText.encode(.array(conflictingFields.map { .string($0) })),
-                        Timestamp.now().rfc3339])
-        try delete(db)
     }
 }
