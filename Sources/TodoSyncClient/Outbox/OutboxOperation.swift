@@ -9,7 +9,27 @@ import TodoSyncCore
 /// sent (its tag may get a server id meanwhile). `base` holds the server's values of those fields
 /// at `baseVersion`, in the contract's names (`tagId` a server id). An operation made on top of
 /// one that is already sending `waitsForPredecessor`: its base comes from that one's result.
-struct OutboxOperation: Sendable, Equatable {
+struct OutboxOperation: Sendable, Equatable, FetchableRecord, MutablePersistableRecord {
+    static let databaseTableName = "outbox"
+
+    enum Columns {
+        static let seq = Column("seq")
+        static let opID = Column("opId")
+        static let entity = Column("entity")
+        static let action = Column("action")
+        static let recordLocalID = Column("recordLocalId")
+        static let data = Column("data")
+        static let base = Column("base")
+        static let baseVersion = Column("baseVersion")
+        static let waitsForPredecessor = Column("waitsForPredecessor")
+        static let policyOverride = Column("policyOverride")
+        static let state = Column("state")
+        static let payload = Column("payload")
+        static let errorCode = Column("errorCode")
+        static let errorMessage = Column("errorMessage")
+        static let createdAt = Column("createdAt")
+    }
+
     var seq: Int64?
     var opID: String
     var entity: EntityKind
@@ -27,6 +47,7 @@ struct OutboxOperation: Sendable, Equatable {
     var payload: String?
     var errorCode: String?
     var errorMessage: String?
+    var createdAt = Timestamp.now().rfc3339
 
     init(entity: EntityKind, action: OperationAction, recordLocalID: Int64, data: JSONObject = [:], base: JSONObject = [:],
          baseVersion: Int64? = nil, waitsForPredecessor: Bool = false, policyOverride: ConflictStrategy? = nil) {
@@ -42,22 +63,43 @@ struct OutboxOperation: Sendable, Equatable {
         self.state = .pending
     }
 
-    init(row: Row) {
-        seq = row["seq"]
-        opID = row["opId"]
-        entity = EntityKind(rawValue: row["entity"])!
-        action = OperationAction(rawValue: row["action"])!
-        recordLocalID = row["recordLocalId"]
-        data = JSONText.object(row["data"])
-        base = JSONText.object(row["base"])
-        baseVersion = row["baseVersion"]
-        waitsForPredecessor = row["waitsForPredecessor"]
-        policyOverride = (row["policyOverride"] as String?).flatMap(ConflictStrategy.init(rawValue:))
-        state = OperationStatus(rawValue: row["state"])!
-        payload = row["payload"]
-        errorCode = row["errorCode"]
-        errorMessage = row["errorMessage"]
+    init(row: Row) throws {
+        seq = row[Columns.seq]
+        opID = row[Columns.opID]
+        entity = try Enum.decode(row[Columns.entity])
+        action = try Enum.decode(row[Columns.action])
+        recordLocalID = row[Columns.recordLocalID]
+        data = JSONText.object(row[Columns.data])
+        base = JSONText.object(row[Columns.base])
+        baseVersion = row[Columns.baseVersion]
+        waitsForPredecessor = row[Columns.waitsForPredecessor]
+        policyOverride = (row[Columns.policyOverride] as String?).flatMap(ConflictStrategy.init(rawValue:))
+        state = try Enum.decode(row[Columns.state])
+        payload = row[Columns.payload]
+        errorCode = row[Columns.errorCode]
+        errorMessage = row[Columns.errorMessage]
+        createdAt = row[Columns.createdAt]
     }
+
+    func encode(to container: inout PersistenceContainer) {
+        container[Columns.seq] = seq
+        container[Columns.opID] = opID
+        container[Columns.entity] = entity.rawValue
+        container[Columns.action] = action.rawValue
+        container[Columns.recordLocalID] = recordLocalID
+        container[Columns.data] = JSONText.encode(data)
+        container[Columns.base] = JSONText.encode(base)
+        container[Columns.baseVersion] = baseVersion
+        container[Columns.waitsForPredecessor] = waitsForPredecessor
+        container[Columns.policyOverride] = policyOverride?.rawValue
+        container[Columns.state] = state.rawValue
+        container[Columns.payload] = payload
+        container[Columns.errorCode] = errorCode
+        container[Columns.errorMessage] = errorMessage
+        container[Columns.createdAt] = createdAt
+    }
+
+    mutating func didInsert(_ inserted: InsertionSuccess) { seq = inserted.rowID }
 
     /// The changed fields in the contract's names.
     var fieldNames: [String] { data.keys.map(RecordFields.contractName).sorted() }
@@ -67,60 +109,38 @@ struct OutboxOperation: Sendable, Equatable {
                       fields: fieldNames, errorCode: errorCode, errorMessage: errorMessage, conflictingFields: [])
     }
 
-    // MARK: Persistence
+    // MARK: Requests
+
+    /// Operations on their way (pending or sending).
+    static func onTheirWay() -> QueryInterfaceRequest<OutboxOperation> {
+        OutboxOperation.filter([OperationStatus.pending.rawValue, OperationStatus.sending.rawValue].contains(Columns.state))
+    }
 
     /// Every outbox row in queue order.
     static func fetchAll(_ db: Database) throws -> [OutboxOperation] {
-        try Row.fetchAll(db, sql: "SELECT * FROM outbox ORDER BY seq").map(OutboxOperation.init(row:))
+        try OutboxOperation.order(Columns.seq).fetchAll(db)
     }
 
     /// The record's newest operation still on its way (pending or sending).
     static func latestUnsettled(_ db: Database, entity: EntityKind, localID: Int64) throws -> OutboxOperation? {
-        try Row.fetchOne(
-            db, sql: "SELECT * FROM outbox WHERE entity = ? AND recordLocalId = ? AND state IN ('pending', 'sending') ORDER BY seq DESC LIMIT 1",
-            arguments: [entity.rawValue, localID]
-        ).map(OutboxOperation.init(row:))
+        try onTheirWay().filter(Columns.entity == entity.rawValue && Columns.recordLocalID == localID)
+            .order(Columns.seq.desc).fetchOne(db)
     }
 
     /// The operation `opID` if it is in `state`.
     static func fetch(_ db: Database, opID: String, state: OperationStatus) throws -> OutboxOperation? {
-        try Row.fetchOne(db, sql: "SELECT * FROM outbox WHERE opId = ? AND state = ?", arguments: [opID, state.rawValue])
-            .map(OutboxOperation.init(row:))
+        try OutboxOperation.filter(Columns.opID == opID && Columns.state == state.rawValue).fetchOne(db)
     }
 
     /// The record's operations on their way after `seq` (all of them when nil).
     static func unsettled(_ db: Database, entity: EntityKind, localID: Int64, after seq: Int64? = nil) throws -> [OutboxOperation] {
-        try Row.fetchAll(
-            db, sql: "SELECT * FROM outbox WHERE entity = ? AND recordLocalId = ? AND state IN ('pending', 'sending') AND seq > ? ORDER BY seq",
-            arguments: [entity.rawValue, localID, seq ?? 0]
-        ).map(OutboxOperation.init(row:))
+        try onTheirWay()
+            .filter(Columns.entity == entity.rawValue && Columns.recordLocalID == localID && Columns.seq > (seq ?? 0))
+            .order(Columns.seq).fetchAll(db)
     }
 
-    mutating func insert(_ db: Database) throws {
-        try db.execute(
-            sql: """
-                INSERT INTO outbox (opId, entity, action, recordLocalId, data, base, baseVersion, waitsForPredecessor,
-                                    policyOverride, state, payload, errorCode, errorMessage, createdAt)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                """,
-            arguments: [opID, entity.rawValue, action.rawValue, recordLocalID, JSONText.encode(data), JSONText.encode(base),
-                        baseVersion, waitsForPredecessor, policyOverride?.rawValue, state.rawValue, payload, errorCode,
-                        errorMessage, Timestamp.now().rfc3339])
-        seq = db.lastInsertedRowID
-    }
-
-    func update(_ db: Database) throws {
-        try db.execute(
-            sql: """
-                UPDATE outbox SET action = ?, data = ?, base = ?, baseVersion = ?, waitsForPredecessor = ?, policyOverride = ?,
-                                  state = ?, payload = ?, errorCode = ?, errorMessage = ?
-                WHERE seq = ?
-                """,
-            arguments: [action.rawValue, JSONText.encode(data), JSONText.encode(base), baseVersion, waitsForPredecessor,
-                        policyOverride?.rawValue, state.rawValue, payload, errorCode, errorMessage, seq])
-    }
-
-    func delete(_ db: Database) throws {
-        try db.execute(sql: "DELETE FROM outbox WHERE seq = ?", arguments: [seq])
+    /// The local ids of `entity`'s records that have any operation in the outbox.
+    static func recordLocalIDs(_ db: Database, _ entity: EntityKind) throws -> Set<Int64> {
+        try Set(OutboxOperation.filter(Columns.entity == entity.rawValue).select(Columns.recordLocalID, as: Int64.self).fetchAll(db))
     }
 }

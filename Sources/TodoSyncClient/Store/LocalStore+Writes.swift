@@ -12,12 +12,10 @@ extension LocalStore {
         let name = try Validate.tagName(name)
         let color = try Validate.color(color)
         return try pool.write { db in
-            let clientID = UUID().uuidString.lowercased()
-            try db.execute(
-                sql: "INSERT INTO tag (clientId, clientKey, name, color, createdAt) VALUES (?, ?, ?, ?, ?)",
-                arguments: [clientID, clientID, name, color, Timestamp.now().rfc3339])
-            return try Outbox.create(db, .tag, localID: db.lastInsertedRowID,
-                                     data: ["name": .string(name), "color": .string(color)])
+            var tag = TagRecord(state: SyncState(clientID: UUID().uuidString.lowercased(), createdAt: Timestamp.now().rfc3339),
+                                name: name, color: color)
+            try tag.insert(db)
+            return try Outbox.create(db, .tag, localID: tag.state.localID!, data: tag.syncedFields)
         }
     }
 
@@ -91,19 +89,11 @@ extension LocalStore {
 
     static func insertTodo(_ db: Database, _ fields: JSONObject) throws -> LocalChange {
         if let tag = fields["tag"]?.int64Value { try Validate.liveTag(db, tag) }
-        let clientID = UUID().uuidString.lowercased()
-        let title = fields["title"]!.stringValue!
-        try db.execute(
-            sql: """
-                INSERT INTO todo (clientId, clientKey, title, titleKey, raw, isImportant, isLife, tagLocalId, difficulty,
-                                  estimatedTime, deadline, isCompleted, createdAt)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                """,
-            arguments: [clientID, clientID, title, Data(TitleOrder.key(title)), fields["raw"]!.stringValue!,
-                        fields["isImportant"]!.boolValue!, fields["isLife"]!.boolValue!, fields["tag"]!.int64Value,
-                        fields["difficulty"]!.int64Value!, fields["estimatedTime"]!.int64Value!, fields["deadline"]!.stringValue!,
-                        fields["isCompleted"]!.boolValue!, Timestamp.now().rfc3339])
-        return try Outbox.create(db, .todo, localID: db.lastInsertedRowID, data: fields)
+        var todo = TodoRecord(state: SyncState(clientID: UUID().uuidString.lowercased(), createdAt: Timestamp.now().rfc3339),
+                              title: "", raw: "", deadline: "")
+        todo.setSyncedFields(fields)
+        try todo.insert(db)
+        return try Outbox.create(db, .todo, localID: todo.state.localID!, data: fields)
     }
 }
 

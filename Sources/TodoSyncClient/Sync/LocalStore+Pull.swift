@@ -43,14 +43,17 @@ extension LocalStore {
     func finishFullPull() throws {
         try pool.write { db in
             guard let text = try Meta.get(db, .resyncActive), let generation = Int64(text) else { return }
-            for table in ["todo", "tag"] {
-                try db.execute(sql: """
-                    DELETE FROM \(table) WHERE id IS NOT NULL AND seenGeneration < ?
-                      AND NOT EXISTS (SELECT 1 FROM outbox WHERE outbox.entity = ? AND outbox.recordLocalId = \(table).localId)
-                    """, arguments: [generation, table])
+            for entity in [EntityKind.todo, .tag] {
+                let queued = try OutboxOperation.recordLocalIDs(db, entity)
+                try SyncedRecords.table(entity)
+                    .filter(SyncState.Columns.serverID != nil && SyncState.Columns.seenGeneration < generation
+                            && !queued.contains(SyncState.Columns.localID))
+                    .deleteAll(db)
             }
-            try db.execute(sql: "UPDATE todo SET tagLocalId = NULL WHERE tagLocalId IS NOT NULL AND tagLocalId NOT IN (SELECT localId FROM tag)")
-            try db.execute(sql: "DELETE FROM dailyStat WHERE seenGeneration < ?", arguments: [generation])
+            let tagged = TodoRecord.Columns.tagLocalID
+            try TodoRecord.filter(tagged != nil && !TagRecord.select(SyncState.Columns.localID).contains(tagged))
+                .updateAll(db, tagged.set(to: nil))
+            try DailyStatRecord.filter(DailyStatRecord.Columns.seenGeneration < generation).deleteAll(db)
             try Meta.set(db, .resyncActive, nil)
         }
     }
@@ -65,19 +68,12 @@ extension LocalStore {
             let generation = Int64(try Meta.get(db, .resyncActive) ?? "0") ?? 0
             // Records with operations on their way (usually none): only these need the slow path.
             var unsettled: [EntityKind: [Int64: [OutboxOperation]]] = [:]
-            for op in try OutboxOperation.fetchAll(db) where op.state == .pending || op.state == .sending {
+            for op in try OutboxOperation.onTheirWay().order(OutboxOperation.Columns.seq).fetchAll(db) {
                 unsettled[op.entity, default: [:]][op.recordLocalID, default: []].append(op)
             }
             for (entity, upserted, deleted) in [(EntityKind.tag, page.tags, page.tagTombstones), (.todo, page.todos, page.todoTombstones)] {
                 let pending = unsettled[entity] ?? [:]
-                // Only a record this device created and has no server id for yet can be found by
-                // clientId alone; when there is none, one index probe per record is enough.
-                let byClientID = try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM \(entity.rawValue) WHERE id IS NULL)")!
-                for record in upserted {
-                    let localID = try ServerRecords.findLocal(db, entity, id: record.id, clientID: byClientID ? record.clientID : nil)
-                    try ServerRecords.apply(db, entity, localID: localID, record,
-                                          unsettled: localID.map { pending[$0] ?? [] } ?? [], generation: generation)
-                }
+                try ServerRecords.applyPage(db, entity, upserted, pending: pending, generation: generation)
                 for tombstone in deleted {
                     try ServerRecords.applyTombstone(db, entity, tombstone, unsettled: pending)
                 }

@@ -25,12 +25,11 @@ extension LocalStore {
 enum PushWire {
     /// The contract's push operation for `op`.
     static func json(_ db: Database, _ op: OutboxOperation) throws -> String {
-        guard let record = try Row.fetchOne(db, sql: "SELECT id, clientId FROM \(op.entity.rawValue) WHERE localId = ?",
-                                            arguments: [op.recordLocalID]) else {
+        guard let record = try SyncedRecords.fetch(db, op.entity, localID: op.recordLocalID) else {
             preconditionFailure("outbox operation without its record")
         }
-        let serverID: Int64? = record["id"]
-        let clientID: String? = record["clientId"]
+        let serverID = record.state.serverID
+        let clientID = record.state.clientID
         var object: JSONObject = ["opId": .string(op.opID), "entity": .string(op.entity.rawValue), "action": .string(op.action.rawValue)]
         if op.action == .create || serverID == nil {
             object["clientId"] = .optionalString(clientID)
@@ -42,11 +41,11 @@ enum PushWire {
             var data: JSONObject = [:]
             for (name, value) in op.data {
                 if name == "tag", let tagLocalID = value.int64Value {
-                    let tag = try Row.fetchOne(db, sql: "SELECT id, clientId FROM tag WHERE localId = ?", arguments: [tagLocalID])
-                    if let id: Int64 = tag?["id"] {
+                    let tag = try TagRecord.fetchOne(db, key: tagLocalID)?.state
+                    if let id = tag?.serverID {
                         data["tagId"] = .int(id)
                     } else {
-                        data["tagClientId"] = .optionalString(tag?["clientId"])
+                        data["tagClientId"] = .optionalString(tag?.clientID)
                     }
                 } else {
                     let (key, converted) = try RecordFields.contractTerms(db, name, value)

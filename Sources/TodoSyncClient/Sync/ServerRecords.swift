@@ -6,177 +6,149 @@ import TodoSyncCore
 /// todos (keeping what operations still on their way change), tombstones, daily stats. The
 /// outbox's state is not touched here (that is `Outbox`).
 enum ServerRecords {
-    /// Writes a record the server sent (push result or pull page) into the device's row,
-    /// keeping the fields that operations still on their way change (the user's edit is still
-    /// going to the server) and their base untouched. Returns the row's local id.
+    /// Writes a record the server sent in a push result into the device's row `localID` (or the
+    /// row it names, or a new row), keeping the fields that operations still on their way change
+    /// and their base untouched. Returns the row's local id.
     @discardableResult
-    static func apply(_ db: Database, _ entity: EntityKind, localID knownLocalID: Int64?, _ record: ServerRecord,
-                      unsettled knownUnsettled: [OutboxOperation]? = nil, generation: Int64 = 0) throws -> Int64 {
-        let table = entity.rawValue
+    static func apply(_ db: Database, _ entity: EntityKind, localID: Int64?, _ record: ServerRecord,
+                      unsettled: [OutboxOperation]? = nil) throws -> Int64 {
+        switch entity {
+        case .tag: return try apply(db, TagRecord.self, localID: localID, record, unsettled: unsettled)
+        case .todo: return try apply(db, TodoRecord.self, localID: localID, record, unsettled: unsettled)
+        }
+    }
+
+    private static func apply<R: SyncedRecord>(_ db: Database, _ type: R.Type, localID: Int64?, _ record: ServerRecord,
+                                               unsettled: [OutboxOperation]?) throws -> Int64 {
+        let row = try localID.map { try R.fetchOne(db, key: $0) } ?? find(db, R.self, id: record.id, clientID: record.clientID)
+        let pending = try row?.state.localID.map { try unsettled ?? OutboxOperation.unsettled(db, entity: R.entity, localID: $0) }
+        return try write(db, row, record, unsettled: pending ?? [], generation: 0)
+    }
+
+    /// Writes the records of one pull page (`pending`: the operations on their way, by record).
+    static func applyPage(_ db: Database, _ entity: EntityKind, _ records: [ServerRecord], pending: [Int64: [OutboxOperation]],
+                          generation: Int64) throws {
+        switch entity {
+        case .tag: try applyPage(db, TagRecord.self, records, pending: pending, generation: generation)
+        case .todo: try applyPage(db, TodoRecord.self, records, pending: pending, generation: generation)
+        }
+    }
+
+    private static func applyPage<R: SyncedRecord>(_ db: Database, _ type: R.Type, _ records: [ServerRecord],
+                                                   pending: [Int64: [OutboxOperation]], generation: Int64) throws {
+        // Only a record this device created and has no server id for yet can be found by
+        // clientId alone; when there is none, one index probe per record is enough.
+        let byClientID = try !R.filter(SyncState.Columns.serverID == nil).isEmpty(db)
+        for record in records {
+            let row = try find(db, R.self, id: record.id, clientID: byClientID ? record.clientID : nil)
+            try write(db, row, record, unsettled: row?.state.localID.flatMap { pending[$0] } ?? [], generation: generation)
+        }
+    }
+
+    /// The server's copy goes into `row` (a new row when nil).
+    private static func write<R: SyncedRecord>(_ db: Database, _ row: R?, _ record: ServerRecord, unsettled: [OutboxOperation],
+                                               generation: Int64) throws -> Int64 {
         var tagLocalID: Int64?
-        if entity == .todo, let tagID = record.tagID {
-            tagLocalID = try Int64.fetchOne(db.cachedStatement(sql: "SELECT localId FROM tag WHERE id = ?"), arguments: [tagID])
+        if R.entity == .todo, let tagID = record.tagID {
+            tagLocalID = try find(db, TagRecord.self, id: tagID, clientID: nil)?.state.localID
         }
-        guard let localID = try knownLocalID ?? findLocal(db, entity, id: record.id, clientID: record.clientID) else {
-            return try insert(db, entity, record, tagLocalID: tagLocalID, generation: generation)
+        guard var row, let localID = row.state.localID else {
+            return try insert(db, R.self, record, tagLocalID: tagLocalID, generation: generation)
         }
-        let unsettled = try knownUnsettled ?? OutboxOperation.unsettled(db, entity: entity, localID: localID)
         if unsettled.isEmpty {
             // The common case: nothing of this device is on its way; the server's copy is the copy.
-            switch entity {
-            case .tag:
-                try db.cachedStatement(sql: "UPDATE tag SET name = COALESCE(?, name), color = COALESCE(?, color) WHERE localId = ?")
-                    .execute(arguments: [record.name, record.color, localID])
-            case .todo:
-                try db.cachedStatement(sql: """
-                    UPDATE todo SET title = COALESCE(?, title), titleKey = COALESCE(?, titleKey), raw = COALESCE(?, raw),
-                           isImportant = COALESCE(?, isImportant), isLife = COALESCE(?, isLife),
-                           tagLocalId = CASE WHEN ? THEN ? ELSE tagLocalId END,
-                           pendingTagId = CASE WHEN ? THEN ? ELSE pendingTagId END, difficulty = COALESCE(?, difficulty),
-                           estimatedTime = COALESCE(?, estimatedTime), deadline = COALESCE(?, deadline),
-                           isCompleted = COALESCE(?, isCompleted)
-                    WHERE localId = ?
-                    """).execute(arguments: [
-                        record.title, record.title.map { Data(TitleOrder.key($0)) }, record.raw, record.isImportant, record.isLife,
-                        record.hasTagID, tagLocalID, record.hasTagID, tagLocalID == nil ? record.tagID : nil,
-                        record.difficulty, record.estimatedTime, record.deadline, record.isCompleted,
-                        localID,
-                    ])
-            }
-            try db.cachedStatement(sql: "UPDATE \(table) SET shadow = NULL WHERE localId = ?").execute(arguments: [localID])
+            row.takeServerFields(record, tagLocalID: tagLocalID, except: [])
+            row.state.shadow = nil
         } else {
             var protected = Set<String>()
             for op in unsettled { protected.formUnion(op.data.keys) }
-            let fields = localFields(entity, record, tagLocalID: tagLocalID)
-            try RecordFields.write(db, entity, localID: localID, fields.filter { !protected.contains($0.key) })
-            if entity == .todo, record.hasTagID, !protected.contains("tag") {
-                try db.execute(sql: "UPDATE todo SET pendingTagId = ? WHERE localId = ?",
-                               arguments: [tagLocalID == nil ? record.tagID : nil, localID])
-            }
+            let fields = R.serverFields(record, tagLocalID: tagLocalID)
+            row.takeServerFields(record, tagLocalID: tagLocalID, except: protected)
             // The server's values of the protected fields, should their operation be rejected.
-            var shadow = try RecordFields.shadow(db, entity, localID: localID)
+            var shadow = row.state.shadow ?? [:]
             for (name, value) in fields where protected.contains(name) { shadow[name] = value }
-            try db.execute(sql: "UPDATE \(table) SET shadow = ? WHERE localId = ?", arguments: [JSONText.encode(shadow), localID])
+            row.state.shadow = shadow
         }
         // A tombstone for a record with a change on its way is a conflict the next push surfaces,
         // not a silent delete: the record stays visible until then.
         let pendingDelete = unsettled.contains { $0.action == .delete }
-        let isDeleted = pendingDelete || (record.deletedAt != nil && unsettled.isEmpty)
-        try db.cachedStatement(sql: """
-            UPDATE \(table) SET id = COALESCE(?, id), clientId = COALESCE(clientId, ?), clientKey = COALESCE(clientKey, ?),
-                   version = ?, createdAt = COALESCE(?, createdAt), updatedAt = ?, deletedAt = ?, isDeleted = ?,
-                   seenGeneration = MAX(seenGeneration, ?)
-            WHERE localId = ?
-            """).execute(arguments: [
-                record.id, record.clientID, record.clientID.map(ClientID.key), record.version, record.createdAt, record.updatedAt,
-                record.deletedAt, isDeleted, generation, localID,
-            ])
-        if entity == .tag { try resolvePendingTag(db, serverID: record.id, localID: localID) }
+        row.state.take(record)
+        row.state.isDeleted = pendingDelete || (record.deletedAt != nil && unsettled.isEmpty)
+        row.state.seenGeneration = max(row.state.seenGeneration, generation)
+        try row.update(db)
+        if R.entity == .tag { try resolvePendingTag(db, serverID: record.id, localID: localID) }
+        return localID
+    }
+
+    private static func insert<R: SyncedRecord>(_ db: Database, _ type: R.Type, _ record: ServerRecord, tagLocalID: Int64?,
+                                                generation: Int64) throws -> Int64 {
+        var row = R.new(from: record, tagLocalID: tagLocalID)
+        row.state.take(record)
+        row.state.createdAt = record.createdAt ?? Timestamp.now().rfc3339
+        row.state.isDeleted = record.deletedAt != nil
+        row.state.seenGeneration = generation
+        try row.insert(db)
+        let localID = row.state.localID!
+        if R.entity == .tag { try resolvePendingTag(db, serverID: record.id, localID: localID) }
         return localID
     }
 
     /// Links the todos that named this tag before the device had it.
     private static func resolvePendingTag(_ db: Database, serverID: Int64?, localID: Int64) throws {
         guard let serverID else { return }
-        try db.cachedStatement(sql: "UPDATE todo SET tagLocalId = ?, pendingTagId = NULL WHERE pendingTagId = ?")
-            .execute(arguments: [localID, serverID])
+        try TodoRecord.filter(TodoRecord.Columns.pendingTagID == serverID)
+            .updateAll(db, TodoRecord.Columns.tagLocalID.set(to: localID), TodoRecord.Columns.pendingTagID.set(to: nil))
     }
 
-    /// The record's editable fields in local terms.
-    static func localFields(_ entity: EntityKind, _ record: ServerRecord, tagLocalID: Int64?) -> JSONObject {
-        var fields: JSONObject = [:]
-        switch entity {
-        case .tag:
-            if let name = record.name { fields["name"] = .string(name) }
-            if let color = record.color { fields["color"] = .string(color) }
-        case .todo:
-            if let title = record.title { fields["title"] = .string(title) }
-            if let raw = record.raw { fields["raw"] = .string(raw) }
-            if let flag = record.isImportant { fields["isImportant"] = .bool(flag) }
-            if let flag = record.isLife { fields["isLife"] = .bool(flag) }
-            if record.hasTagID { fields["tag"] = .optionalInt(tagLocalID) }
-            if let value = record.difficulty { fields["difficulty"] = .int(value) }
-            if let value = record.estimatedTime { fields["estimatedTime"] = .int(value) }
-            if let deadline = record.deadline { fields["deadline"] = .string(deadline) }
-            if let flag = record.isCompleted { fields["isCompleted"] = .bool(flag) }
-        }
-        return fields
-    }
-
-    /// The local row of a server record: by server id, else by clientId.
-    static func findLocal(_ db: Database, _ entity: EntityKind, id: Int64?, clientID: String?) throws -> Int64? {
-        if let id, let localID = try Int64.fetchOne(
-            db.cachedStatement(sql: entity == .tag ? "SELECT localId FROM tag WHERE id = ?" : "SELECT localId FROM todo WHERE id = ?"),
+    /// The local row of a server record: by server id, else by clientId. Statements are cached:
+    /// a first sync looks up every record it receives.
+    static func find<R: SyncedRecord>(_ db: Database, _ type: R.Type, id: Int64?, clientID: String?) throws -> R? {
+        if let id, let row = try R.fetchOne(
+            db.cachedStatement(sql: "SELECT * FROM \(R.databaseTableName) WHERE \(SyncState.Columns.serverID.name) = ?"),
             arguments: [id]) {
-            return localID
+            return row
         }
         guard let clientID else { return nil }
-        return try Int64.fetchOne(
-            db.cachedStatement(sql: entity == .tag ? "SELECT localId FROM tag WHERE clientKey = ?" : "SELECT localId FROM todo WHERE clientKey = ?"),
+        return try R.fetchOne(
+            db.cachedStatement(sql: "SELECT * FROM \(R.databaseTableName) WHERE \(SyncState.Columns.clientKey.name) = ?"),
             arguments: [ClientID.key(clientID)])
     }
 
-    private static func insert(_ db: Database, _ entity: EntityKind, _ record: ServerRecord, tagLocalID: Int64?,
-                                    generation: Int64) throws -> Int64 {
-        let deleted = record.deletedAt != nil
+    /// A tombstone: the record is hidden unless a change of this device is on its way (then the
+    /// next push surfaces the conflict).
+    static func applyTombstone(_ db: Database, _ entity: EntityKind, _ tombstone: ServerRecord,
+                               unsettled: [Int64: [OutboxOperation]]) throws {
         switch entity {
-        case .tag:
-            try db.cachedStatement(sql: """
-                INSERT INTO tag (id, clientId, clientKey, version, createdAt, updatedAt, deletedAt, isDeleted, seenGeneration, name, color)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                """).execute(arguments: [
-                    record.id, record.clientID, record.clientID.map(ClientID.key), record.version,
-                    record.createdAt ?? Timestamp.now().rfc3339, record.updatedAt, record.deletedAt, deleted, generation,
-                    record.name ?? "", record.color ?? "",
-                ])
-            let inserted = db.lastInsertedRowID
-            try resolvePendingTag(db, serverID: record.id, localID: inserted)
-            return inserted
-        case .todo:
-            let title = record.title ?? ""
-            try db.cachedStatement(sql: """
-                INSERT INTO todo (id, clientId, clientKey, version, createdAt, updatedAt, deletedAt, isDeleted, seenGeneration,
-                                  title, titleKey, raw, isImportant, isLife, tagLocalId, pendingTagId, difficulty, estimatedTime,
-                                  deadline, isCompleted)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                """).execute(arguments: [
-                    record.id, record.clientID, record.clientID.map(ClientID.key), record.version,
-                    record.createdAt ?? Timestamp.now().rfc3339, record.updatedAt, record.deletedAt, deleted, generation,
-                    title, Data(TitleOrder.key(title)), record.raw ?? title, record.isImportant ?? false, record.isLife ?? false,
-                    tagLocalID, tagLocalID == nil ? record.tagID : nil, record.difficulty ?? 0, record.estimatedTime ?? 0,
-                    record.deadline ?? "2000-01-01",
-                    record.isCompleted ?? false,
-                ])
+        case .tag: try applyTombstone(db, TagRecord.self, tombstone, unsettled: unsettled)
+        case .todo: try applyTombstone(db, TodoRecord.self, tombstone, unsettled: unsettled)
         }
-        return db.lastInsertedRowID
     }
 
-    static func applyTombstone(_ db: Database, _ entity: EntityKind, _ tombstone: ServerRecord,
-                                unsettled: [Int64: [OutboxOperation]]) throws {
+    private static func applyTombstone<R: SyncedRecord>(_ db: Database, _ type: R.Type, _ tombstone: ServerRecord,
+                                                        unsettled: [Int64: [OutboxOperation]]) throws {
         // A tombstone of a record this device never had changes nothing.
-        guard let localID = try findLocal(db, entity, id: tombstone.id, clientID: tombstone.clientID) else { return }
+        guard var row = try find(db, R.self, id: tombstone.id, clientID: tombstone.clientID), let localID = row.state.localID
+        else { return }
         let pending = unsettled[localID] ?? []
-        let isDeleted = pending.isEmpty || pending.contains { $0.action == .delete }
-        try db.cachedStatement(sql: """
-            UPDATE \(entity.rawValue) SET id = COALESCE(?, id), version = ?, deletedAt = ?, isDeleted = ? WHERE localId = ?
-            """).execute(arguments: [tombstone.id, tombstone.version, tombstone.deletedAt, isDeleted, localID])
+        row.state.serverID = tombstone.id ?? row.state.serverID
+        row.state.version = tombstone.version
+        row.state.deletedAt = tombstone.deletedAt
+        row.state.isDeleted = pending.isEmpty || pending.contains { $0.action == .delete }
+        try row.update(db)
     }
 
     /// A daily stat as the server sent it (one per date: a newer id for the date replaces the old).
     static func applyStat(_ db: Database, _ stat: ServerRecord, generation: Int64) throws {
         guard let id = stat.id, let date = stat.date else { return }
-        try db.cachedStatement(sql: "DELETE FROM dailyStat WHERE date = ? AND id <> ?").execute(arguments: [date, id])
-        try db.cachedStatement(sql: """
-            INSERT INTO dailyStat (id, date, version, deletedAt, json, seenGeneration) VALUES (?, ?, ?, NULL, ?, ?)
-            ON CONFLICT(id) DO UPDATE SET date = excluded.date, version = excluded.version, deletedAt = NULL,
-                                          json = excluded.json, seenGeneration = excluded.seenGeneration
-            """).execute(arguments: [id, date, stat.version, String(decoding: stat.json, as: UTF8.self), generation])
+        try DailyStatRecord.filter(DailyStatRecord.Columns.date == date && DailyStatRecord.Columns.id != id).deleteAll(db)
+        try DailyStatRecord(id: id, date: date, version: stat.version, json: String(decoding: stat.json, as: UTF8.self),
+                            seenGeneration: generation).save(db)
     }
 
     /// A daily stat the server deleted.
     static func applyStatTombstone(_ db: Database, _ tombstone: ServerRecord) throws {
         guard let id = tombstone.id else { return }
-        try db.cachedStatement(sql: "UPDATE dailyStat SET deletedAt = ?, version = ? WHERE id = ?")
-            .execute(arguments: [tombstone.deletedAt, tombstone.version, id])
+        try DailyStatRecord.filter(key: id).updateAll(
+            db, DailyStatRecord.Columns.deletedAt.set(to: tombstone.deletedAt), DailyStatRecord.Columns.version.set(to: tombstone.version))
     }
 }
