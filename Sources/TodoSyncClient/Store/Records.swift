@@ -93,12 +93,16 @@ struct SyncState: Sendable, Equatable {
 /// A tag or a todo row: its `SyncState` and its synced fields.
 ///
 /// The synced fields are named by the contract (in local terms: a todo's tag is `tag`, a local
-/// tag handle, where the contract says `tagId`). **Seam for the schema-versions issue:** that
-/// issue owns the shared description of a todo's and a tag's synced fields (a todo gains
-/// `notes`). When it lands, `syncedFieldNames` and each record's `syncedFields` /
-/// `setSyncedFields` are built from that description; a new field is then its column here, one
-/// migration in `LocalSchema`, and one entry in the description. Nothing else on the device
-/// (outbox, coalescing, push payloads, conflicts, server records) names synced fields.
+/// tag handle, where the contract says `tagId`). The outbox (coalescing, base, push payloads,
+/// conflicts, rejections) and `ServerRecords` handle them only as a `JSONObject` through this
+/// protocol, so they name no field.
+///
+/// **Seam for the schema-versions issue**, which owns the shared description of a todo's and a
+/// tag's synced fields (a todo gains `notes`): when it lands, `syncedFieldNames`,
+/// `syncedFields`, `setSyncedFields`, `takeServerFields` and `ServerRecord.carries` below are
+/// built from that description. Until then a new field is named here (its column, these five
+/// members), in `ServerRecord`/`PageDecoder` (the wire), in `Validate` (the contract's rules),
+/// in the public `NewTodo`/`TodoChanges`/`LocalTodo`, and one migration in `LocalSchema`.
 protocol SyncedRecord: FetchableRecord, MutablePersistableRecord, Sendable {
     static var entity: EntityKind { get }
     /// The synced fields, local terms.
@@ -349,9 +353,9 @@ struct TodoWithTag: FetchableRecord {
     var todo: TodoRecord
     var tag: TagRecord?
 
-    init(row: Row) throws {
+    init(row: Row) {
         todo = TodoRecord(row: row)
-        tag = try row["tag"]
+        tag = row["tag"]
     }
 
     var value: LocalTodo {

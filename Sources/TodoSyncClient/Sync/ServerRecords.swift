@@ -20,7 +20,14 @@ enum ServerRecords {
 
     private static func apply<R: SyncedRecord>(_ db: Database, _ type: R.Type, localID: Int64?, _ record: ServerRecord,
                                                unsettled: [OutboxOperation]?) throws -> Int64 {
-        let row = try localID.map { try R.fetchOne(db, key: $0) } ?? find(db, R.self, id: record.id, clientID: record.clientID)
+        let row: R?
+        if let localID {
+            // The operation's own row (it cannot be gone while the operation is in the outbox).
+            guard let own = try R.fetchOne(db, key: localID) else { return localID }
+            row = own
+        } else {
+            row = try find(db, R.self, id: record.id, clientID: record.clientID)
+        }
         let pending = try row?.state.localID.map { try unsettled ?? OutboxOperation.unsettled(db, entity: R.entity, localID: $0) }
         return try write(db, row, record, unsettled: pending ?? [], generation: 0)
     }
@@ -45,7 +52,8 @@ enum ServerRecords {
         }
     }
 
-    /// The server's copy goes into `row` (a new row when nil).
+    /// The server's copy goes into `row` (a new row when nil). Returns the row's local id.
+    @discardableResult
     private static func write<R: SyncedRecord>(_ db: Database, _ row: R?, _ record: ServerRecord, unsettled: [OutboxOperation],
                                                generation: Int64) throws -> Int64 {
         var tagLocalID: Int64?
