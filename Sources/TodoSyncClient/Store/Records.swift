@@ -63,18 +63,19 @@ struct SyncState: Sendable, Equatable {
         shadow = (row[Columns.shadow] as String?).map(JSONText.object)
     }
 
-    func encode(to container: inout PersistenceContainer) {
-        container[Columns.localID] = localID
-        container[Columns.serverID] = serverID
-        container[Columns.clientID] = clientID
-        container[Columns.clientKey] = clientKey
-        container[Columns.version] = version
-        container[Columns.createdAt] = createdAt
-        container[Columns.updatedAt] = updatedAt
-        container[Columns.deletedAt] = deletedAt
-        container[Columns.isDeleted] = isDeleted
-        container[Columns.seenGeneration] = seenGeneration
-        container[Columns.shadow] = shadow.map(JSONText.encode)
+    /// The shared columns and their values, in order.
+    func forEachColumn(_ body: (Column, (any DatabaseValueConvertible)?) -> Void) {
+        body(Columns.localID, localID)
+        body(Columns.serverID, serverID)
+        body(Columns.clientID, clientID)
+        body(Columns.clientKey, clientKey)
+        body(Columns.version, version)
+        body(Columns.createdAt, createdAt)
+        body(Columns.updatedAt, updatedAt)
+        body(Columns.deletedAt, deletedAt)
+        body(Columns.isDeleted, isDeleted)
+        body(Columns.seenGeneration, seenGeneration)
+        body(Columns.shadow, shadow.map(JSONText.encode))
     }
 
     /// Takes the server's bookkeeping from a record it sent (push result, pull page, tombstone).
@@ -117,10 +118,38 @@ protocol SyncedRecord: FetchableRecord, MutablePersistableRecord, Sendable {
     mutating func takeServerFields(_ record: ServerRecord, tagLocalID: Int64?, except kept: Set<String>)
     /// A new row for a record the server sent.
     static func new(from record: ServerRecord, tagLocalID: Int64?) -> Self
+    /// Every column of the row and its value, in order: the one list `encode(to:)`,
+    /// `insertSQL` and `insertCached` use.
+    func forEachColumn(_ body: (Column, (any DatabaseValueConvertible)?) -> Void)
+    /// The INSERT of every column, built once per type (`makeInsertSQL()`).
+    static var insertSQL: String { get }
 }
 
 extension SyncedRecord {
     mutating func didInsert(_ inserted: InsertionSuccess) { state.localID = inserted.rowID }
+
+    func encode(to container: inout PersistenceContainer) {
+        forEachColumn { column, value in container[column] = value }
+    }
+
+    static func makeInsertSQL() -> String {
+        var columns: [String] = []
+        new(from: ServerRecord(), tagLocalID: nil).forEachColumn { column, _ in columns.append(column.name.quotedDatabaseIdentifier) }
+        return "INSERT INTO \(databaseTableName.quotedDatabaseIdentifier) (\(columns.joined(separator: ", ")))"
+            + " VALUES (\(databaseQuestionMarks(count: columns.count)))"
+    }
+
+    /// Inserts the row through one cached statement: a first sync inserts every record it
+    /// receives, and GRDB's `insert` builds its statement's SQL anew each time.
+    mutating func insertCached(_ db: Database) throws {
+        let statement = try db.cachedStatement(sql: Self.insertSQL)
+        var values: [(any DatabaseValueConvertible)?] = []
+        values.reserveCapacity(24)
+        forEachColumn { _, value in values.append(value) }
+        statement.setUncheckedArguments(StatementArguments(values))
+        try statement.execute()
+        state.localID = db.lastInsertedRowID
+    }
 
     /// The synced fields a server record carries, local terms.
     static func serverFields(_ record: ServerRecord, tagLocalID: Int64?) -> JSONObject {
@@ -179,10 +208,12 @@ struct TagRecord: SyncedRecord, Equatable {
         color = row[Columns.color]
     }
 
-    func encode(to container: inout PersistenceContainer) {
-        state.encode(to: &container)
-        container[Columns.name] = name
-        container[Columns.color] = color
+    static let insertSQL = makeInsertSQL()
+
+    func forEachColumn(_ body: (Column, (any DatabaseValueConvertible)?) -> Void) {
+        state.forEachColumn(body)
+        body(Columns.name, name)
+        body(Columns.color, color)
     }
 
     var syncedFields: JSONObject { ["name": .string(name), "color": .string(color)] }
@@ -271,19 +302,21 @@ struct TodoRecord: SyncedRecord, Equatable {
         isCompleted = row[Columns.isCompleted]
     }
 
-    func encode(to container: inout PersistenceContainer) {
-        state.encode(to: &container)
-        container[Columns.title] = title
-        container[Columns.titleKey] = Data(TitleOrder.key(title))
-        container[Columns.raw] = raw
-        container[Columns.isImportant] = isImportant
-        container[Columns.isLife] = isLife
-        container[Columns.tagLocalID] = tagLocalID
-        container[Columns.pendingTagID] = pendingTagID
-        container[Columns.difficulty] = difficulty
-        container[Columns.estimatedTime] = estimatedTime
-        container[Columns.deadline] = deadline
-        container[Columns.isCompleted] = isCompleted
+    static let insertSQL = makeInsertSQL()
+
+    func forEachColumn(_ body: (Column, (any DatabaseValueConvertible)?) -> Void) {
+        state.forEachColumn(body)
+        body(Columns.title, title)
+        body(Columns.titleKey, Data(TitleOrder.key(title)))
+        body(Columns.raw, raw)
+        body(Columns.isImportant, isImportant)
+        body(Columns.isLife, isLife)
+        body(Columns.tagLocalID, tagLocalID)
+        body(Columns.pendingTagID, pendingTagID)
+        body(Columns.difficulty, difficulty)
+        body(Columns.estimatedTime, estimatedTime)
+        body(Columns.deadline, deadline)
+        body(Columns.isCompleted, isCompleted)
     }
 
     var syncedFields: JSONObject {

@@ -58,7 +58,7 @@ enum ServerRecords {
                                                generation: Int64) throws -> Int64 {
         var tagLocalID: Int64?
         if R.entity == .todo, let tagID = record.tagID {
-            tagLocalID = try find(db, TagRecord.self, id: tagID, clientID: nil)?.state.localID
+            tagLocalID = try localID(db, TagRecord.self, id: tagID, clientID: nil)
         }
         guard var row, let localID = row.state.localID else {
             return try insert(db, R.self, record, tagLocalID: tagLocalID, generation: generation)
@@ -95,7 +95,7 @@ enum ServerRecords {
         row.state.createdAt = record.createdAt ?? Timestamp.now().rfc3339
         row.state.isDeleted = record.deletedAt != nil
         row.state.seenGeneration = generation
-        try row.insert(db)
+        try row.insertCached(db)
         let localID = row.state.localID!
         if R.entity == .tag { try resolvePendingTag(db, serverID: record.id, localID: localID) }
         return localID
@@ -108,18 +108,26 @@ enum ServerRecords {
             .updateAll(db, TodoRecord.Columns.tagLocalID.set(to: localID), TodoRecord.Columns.pendingTagID.set(to: nil))
     }
 
-    /// The local row of a server record: by server id, else by clientId. Statements are cached:
-    /// a first sync looks up every record it receives.
+    /// The local row of a server record: by server id, else by clientId. Statements are cached
+    /// and probe the index first: a first sync looks up every record it receives, most of them
+    /// new.
     static func find<R: SyncedRecord>(_ db: Database, _ type: R.Type, id: Int64?, clientID: String?) throws -> R? {
-        if let id, let row = try R.fetchOne(
-            db.cachedStatement(sql: "SELECT * FROM \(R.databaseTableName) WHERE \(SyncState.Columns.serverID.name) = ?"),
-            arguments: [id]) {
-            return row
+        guard let localID = try localID(db, R.self, id: id, clientID: clientID) else { return nil }
+        let localIDColumn = SyncState.Columns.localID.name
+        return try R.fetchOne(db.cachedStatement(sql: "SELECT * FROM \(R.databaseTableName) WHERE \(localIDColumn) = ?"),
+                              arguments: [localID])
+    }
+
+    /// The local id of a server record's row: by server id, else by clientId.
+    static func localID<R: SyncedRecord>(_ db: Database, _ type: R.Type, id: Int64?, clientID: String?) throws -> Int64? {
+        func probe(_ column: Column, _ value: some DatabaseValueConvertible) throws -> Int64? {
+            try Int64.fetchOne(
+                db.cachedStatement(sql: "SELECT \(SyncState.Columns.localID.name) FROM \(R.databaseTableName) WHERE \(column.name) = ?"),
+                arguments: [value])
         }
+        if let id, let localID = try probe(SyncState.Columns.serverID, id) { return localID }
         guard let clientID else { return nil }
-        return try R.fetchOne(
-            db.cachedStatement(sql: "SELECT * FROM \(R.databaseTableName) WHERE \(SyncState.Columns.clientKey.name) = ?"),
-            arguments: [ClientID.key(clientID)])
+        return try probe(SyncState.Columns.clientKey, ClientID.key(clientID))
     }
 
     /// A tombstone: the record is hidden unless a change of this device is on its way (then the
