@@ -51,9 +51,10 @@ enum Outbox {
 
     /// E2-E5, E8 (edit), E9: writes `changes` (local terms) to the record and queues them.
     static func edit(_ db: Database, _ entity: EntityKind, localID: Int64, changes: JSONObject) throws -> LocalChange {
-        guard let current = try RecordFields.read(db, entity, localID: localID), try isLive(db, entity, localID) else {
+        guard let record = try SyncedRecords.fetch(db, entity, localID: localID), !record.state.isDeleted else {
             throw LocalStoreError.notFound  // E8: a record with a delete on its way is hidden
         }
+        let current = record.syncedFields
         let changed = changes.filter { current[$0.key] != $0.value }
         guard !changed.isEmpty else {
             return LocalChange(localID: localID, opID: try OutboxOperation.latestUnsettled(db, entity: entity, localID: localID)?.opID)
@@ -101,14 +102,16 @@ enum Outbox {
         }
         var op = OutboxOperation(
             entity: entity, action: .update, recordLocalID: localID, data: changed, base: base,
-            baseVersion: latest == nil ? try version(db, entity, localID) : nil, waitsForPredecessor: latest != nil)
+            baseVersion: latest == nil ? record.state.version : nil, waitsForPredecessor: latest != nil)
         try op.insert(db)
         return LocalChange(localID: localID, opID: op.opID)
     }
 
     /// E2, E6-E9: deletes the record locally and queues the delete.
     static func delete(_ db: Database, _ entity: EntityKind, localID: Int64) throws -> LocalChange {
-        guard try isLive(db, entity, localID) else { throw LocalStoreError.notFound }
+        guard let record = try SyncedRecords.fetch(db, entity, localID: localID), !record.state.isDeleted else {
+            throw LocalStoreError.notFound
+        }
         let latest = try OutboxOperation.latestUnsettled(db, entity: entity, localID: localID)
         if var op = latest, op.state == .pending {
             switch op.action {
@@ -129,7 +132,7 @@ enum Outbox {
         }
         var op = OutboxOperation(
             entity: entity, action: .delete, recordLocalID: localID,
-            baseVersion: latest == nil ? try version(db, entity, localID) : nil, waitsForPredecessor: latest != nil)
+            baseVersion: latest == nil ? record.state.version : nil, waitsForPredecessor: latest != nil)
         try op.insert(db)
         try markDeleted(db, entity, localID)
         return LocalChange(localID: localID, opID: op.opID)
@@ -173,10 +176,12 @@ enum Outbox {
     /// results that matched an operation in flight.
     static func settle(_ db: Database, results: [JSONValue], policy: ConflictStrategy) throws -> [OperationStatus] {
         var statuses: [OperationStatus] = []
+        var inFlight = Dictionary(uniqueKeysWithValues: try OutboxOperation.filter(OutboxOperation.Columns.state == OperationStatus.sending.rawValue)
+            .fetchAll(db).map { ($0.opID, $0) })
         for item in results {
             guard let result = item.objectValue, let opID = result["opId"]?.stringValue,
                   let status = result["status"]?.stringValue.flatMap(OperationStatus.init(rawValue:)),
-                  let op = try OutboxOperation.fetch(db, opID: opID, state: .sending)
+                  let op = inFlight.removeValue(forKey: opID)
             else { continue }  // S4
             try settle(db, op, status: status, result: result, policy: op.policyOverride ?? policy)
             try refreshVisibility(db, op.entity, op.recordLocalID)
@@ -363,19 +368,15 @@ enum Outbox {
     /// and no change of this device is still on its way (that change surfaces the conflict).
     static func refreshVisibility(_ db: Database, _ entity: EntityKind, _ localID: Int64) throws {
         let unsettled = try OutboxOperation.unsettled(db, entity: entity, localID: localID)
-        if unsettled.contains(where: { $0.action == .delete }) {
-            try setDeleted(db, entity, localID, true)
-        } else if unsettled.isEmpty, try RecordFields.isServerDeleted(db, entity, localID: localID) {
-            try setDeleted(db, entity, localID, true)
+        guard var record = try SyncedRecords.fetch(db, entity, localID: localID), !record.state.isDeleted else { return }
+        if unsettled.contains(where: { $0.action == .delete }) || (unsettled.isEmpty && record.state.deletedAt != nil) {
+            record.state.isDeleted = true
+            try record.update(db)
         }
     }
 
     static func isLive(_ db: Database, _ entity: EntityKind, _ localID: Int64) throws -> Bool {
         try RecordFields.isLive(db, entity, localID: localID)
-    }
-
-    static func version(_ db: Database, _ entity: EntityKind, _ localID: Int64) throws -> Int64? {
-        try RecordFields.version(db, entity, localID: localID)
     }
 
     static func markDeleted(_ db: Database, _ entity: EntityKind, _ localID: Int64) throws {

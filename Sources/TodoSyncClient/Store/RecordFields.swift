@@ -66,16 +66,6 @@ extension RecordFields {
         try SyncedRecords.fetch(db, entity, localID: localID).map { !$0.state.isDeleted } ?? false
     }
 
-    /// Whether the server sent a tombstone for the record.
-    static func isServerDeleted(_ db: Database, _ entity: EntityKind, localID: Int64) throws -> Bool {
-        try SyncedRecords.fetch(db, entity, localID: localID)?.state.deletedAt != nil
-    }
-
-    /// The server version last seen.
-    static func version(_ db: Database, _ entity: EntityKind, localID: Int64) throws -> Int64? {
-        try SyncedRecords.fetch(db, entity, localID: localID)?.state.version
-    }
-
     static func setDeleted(_ db: Database, _ entity: EntityKind, localID: Int64, _ deleted: Bool) throws {
         try change(db, entity, localID: localID) { $0.state.isDeleted = deleted }
     }
