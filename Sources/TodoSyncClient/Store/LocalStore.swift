@@ -73,15 +73,14 @@ public final class LocalStore: Sendable {
     /// Every live todo (for tools and tests), by deadline then in the contract's order.
     public func allTodos() throws -> [LocalTodo] {
         try pool.read { db in
-            try Row.fetchAll(db, sql: Self.todoSelect + " WHERE todo.isDeleted = 0" + Self.todoOrder).map(Self.todo(row:))
+            try TodoRecord.live().fetchAll(db).map(\.value)
         }
     }
 
     /// One live todo by its local id.
     public func todo(_ localID: Int64) throws -> LocalTodo? {
         try pool.read { db in
-            try Row.fetchOne(db, sql: Self.todoSelect + " WHERE todo.localId = ? AND todo.isDeleted = 0", arguments: [localID])
-                .map(Self.todo(row:))
+            try TodoRecord.live(localID: localID).fetchOne(db)?.value
         }
     }
 
@@ -93,29 +92,27 @@ public final class LocalStore: Sendable {
     /// One live tag by its local id.
     public func tag(_ localID: Int64) throws -> LocalTag? {
         try pool.read { db in
-            try Row.fetchOne(db, sql: "SELECT * FROM tag WHERE localId = ? AND isDeleted = 0", arguments: [localID]).map(Self.tag(row:))
+            try TagRecord.live().filter(key: localID).fetchOne(db)?.value
         }
     }
 
     /// The server's statistic for `day`, if the day has one.
     public func dailyStat(for day: Day) throws -> LocalDailyStat? {
         try pool.read { db in
-            try Row.fetchOne(db, sql: "SELECT json FROM dailyStat WHERE date = ? AND deletedAt IS NULL", arguments: [day.description])
-                .flatMap { Self.dailyStat(json: $0[0]) }
+            try DailyStatRecord.live().filter(DailyStatRecord.Columns.date == day.description).fetchOne(db)?.value
         }
     }
 
     /// Every live daily stat, by date.
     public func dailyStats() throws -> [LocalDailyStat] {
         try pool.read { db in
-            try Row.fetchAll(db, sql: "SELECT json FROM dailyStat WHERE deletedAt IS NULL ORDER BY date")
-                .compactMap { Self.dailyStat(json: $0[0]) }
+            try DailyStatRecord.live().fetchAll(db).compactMap(\.value)
         }
     }
 
     /// Operations waiting for the server (pending or sending).
     public func pendingCount() throws -> Int {
-        try pool.read { try Int.fetchOne($0, sql: "SELECT COUNT(*) FROM outbox WHERE state IN ('pending', 'sending')")! }
+        try pool.read { try OutboxOperation.onTheirWay().fetchCount($0) }
     }
 
     /// The outbox (pending, sending, rejected) in queue order, then the most recent final
@@ -123,15 +120,7 @@ public final class LocalStore: Sendable {
     public func operations(historyLimit: Int = 100) throws -> [OperationInfo] {
         try pool.read { db in
             let queued = try OutboxOperation.fetchAll(db).map(\.info)
-            let done = try Row.fetchAll(
-                db, sql: "SELECT * FROM operationLog ORDER BY rowid DESC LIMIT ?", arguments: [historyLimit]
-            ).map { row in
-                OperationInfo(
-                    opID: row["opId"], entity: EntityKind(rawValue: row["entity"])!, action: OperationAction(rawValue: row["action"])!,
-                    recordLocalID: row["recordLocalId"], status: OperationStatus(rawValue: row["status"])!,
-                    fields: JSONText.stringArray(row["fields"]), errorCode: row["errorCode"], errorMessage: row["errorMessage"],
-                    conflictingFields: JSONText.stringArray(row["conflictingFields"]))
-            }
+            let done = try OperationLog.newest(db, limit: historyLimit)
             return queued + done
         }
     }
@@ -139,18 +128,15 @@ public final class LocalStore: Sendable {
     /// Where operation `opID` is in its life; nil when unknown (or dropped from the bounded log).
     public func status(ofOperation opID: String) throws -> OperationStatus? {
         try pool.read { db in
-            if let state = try String.fetchOne(db, sql: "SELECT state FROM outbox WHERE opId = ?", arguments: [opID]) {
-                return OperationStatus(rawValue: state)
-            }
-            return try String.fetchOne(db, sql: "SELECT status FROM operationLog WHERE opId = ?", arguments: [opID])
-                .flatMap(OperationStatus.init(rawValue:))
+            if let op = try OutboxOperation.filter(OutboxOperation.Columns.opID == opID).fetchOne(db) { return op.state }
+            return try OperationLog.fetchOne(db, key: opID)?.info.status
         }
     }
 
     /// Conflicts waiting for the app, oldest first.
     public func conflicts() throws -> [SyncConflict] {
         try pool.read { db in
-            try Row.fetchAll(db, sql: "SELECT * FROM conflict ORDER BY conflictId").map(Self.conflict(row:))
+            try ConflictRecord.inbox(db)
         }
     }
 
@@ -170,9 +156,9 @@ public final class LocalStore: Sendable {
         try pool.read { db in
             Status(
                 email: try Meta.get(db, .email), deviceID: try Meta.get(db, .deviceID)!,
-                pending: try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM outbox WHERE state IN ('pending', 'sending')")!,
-                rejected: try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM outbox WHERE state = 'rejected'")!,
-                conflicts: try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM conflict")!,
+                pending: try OutboxOperation.onTheirWay().fetchCount(db),
+                rejected: try OutboxOperation.filter(OutboxOperation.Columns.state == OperationStatus.rejected.rawValue).fetchCount(db),
+                conflicts: try ConflictRecord.fetchCount(db),
                 lastSyncAt: try Meta.get(db, .lastSyncAt), lastSyncError: try Meta.get(db, .lastSyncError),
                 hasCursor: try Meta.get(db, .cursor) != nil)
         }
@@ -192,7 +178,7 @@ public final class LocalStore: Sendable {
 
     /// The number of operations waiting for the server, now and after every change.
     public func observePendingCount() -> AsyncThrowingStream<Int, Error> {
-        observe { try Int.fetchOne($0, sql: "SELECT COUNT(*) FROM outbox WHERE state IN ('pending', 'sending')")! }
+        observe { try OutboxOperation.onTheirWay().fetchCount($0) }
     }
 
     /// Any query of the store as an async sequence of fresh values (GRDB ValueObservation).
@@ -213,69 +199,14 @@ public final class LocalStore: Sendable {
         }
     }
 
-    // MARK: Row mapping (one place per table)
-
-    /// A todo whose tag is deleted (locally, or by the server) shows no tag; the link itself stays
-    /// until the server sends the todo un-tagged, so a tag delete that conflicts loses nothing.
-    static let todoSelect = """
-        SELECT todo.*, tag.id AS tagServerId, tag.isDeleted AS tagIsDeleted
-        FROM todo LEFT JOIN tag ON tag.localId = todo.tagLocalId
-        """
-    static let todoOrder = " ORDER BY todo.deadline, todo.isImportant DESC, todo.createdAt DESC, todo.titleKey, todo.id, todo.localId"
+    // MARK: Requests shared by reads and observations
 
     static func fetchTodos(_ db: Database, from: Day, to: Day) throws -> [LocalTodo] {
-        try Row.fetchAll(
-            db, sql: todoSelect + " WHERE todo.deadline BETWEEN ? AND ? AND todo.isDeleted = 0" + todoOrder,
-            arguments: [from.description, to.description]
-        ).map(todo(row:))
+        try TodoRecord.live(from: from, to: to).fetchAll(db).map(\.value)
     }
 
     static func fetchTags(_ db: Database) throws -> [LocalTag] {
-        try Row.fetchAll(db, sql: "SELECT * FROM tag WHERE isDeleted = 0 ORDER BY id IS NULL, id, localId").map(tag(row:))
-    }
-
-    static func todo(row: Row) -> LocalTodo {
-        let tagIsLive = (row["tagIsDeleted"] as Bool?) == false
-        return LocalTodo(
-            localID: row["localId"], serverID: row["id"], clientID: row["clientId"], title: row["title"], raw: row["raw"],
-            isImportant: row["isImportant"], isLife: row["isLife"], tagLocalID: tagIsLive ? row["tagLocalId"] : nil,
-            tagServerID: tagIsLive ? row["tagServerId"] : nil, difficulty: row["difficulty"], estimatedTime: row["estimatedTime"],
-            deadline: Day(row["deadline"] as String)!, isCompleted: row["isCompleted"], version: row["version"],
-            createdAt: row["createdAt"], updatedAt: row["updatedAt"], deletedAt: row["deletedAt"])
-    }
-
-    static func tag(row: Row) -> LocalTag {
-        LocalTag(
-            localID: row["localId"], serverID: row["id"], clientID: row["clientId"], name: row["name"], color: row["color"],
-            version: row["version"], createdAt: row["createdAt"], updatedAt: row["updatedAt"], deletedAt: row["deletedAt"])
-    }
-
-    static func dailyStat(json: String) -> LocalDailyStat? {
-        guard let value = try? JSONParser.parse(Array(json.utf8)), let object = value.objectValue,
-              let id = object["id"]?.int64Value, let date = object["date"]?.stringValue.flatMap(Day.init),
-              let balance = object["balance"]?.objectValue, let center = object["center"]?.objectValue else { return nil }
-        let tagStats = (object["tagStats"]?.arrayValue ?? []).compactMap { item -> LocalDailyStat.TagStat? in
-            guard let stat = item.objectValue, let tagID = stat["tagId"]?.int64Value else { return nil }
-            return LocalDailyStat.TagStat(
-                tagID: tagID, name: stat["name"]?.stringValue ?? "", color: stat["color"]?.stringValue ?? "",
-                count: Int(stat["count"]?.int64Value ?? 0))
-        }
-        return LocalDailyStat(
-            serverID: id, date: date, todoCount: Int(object["todoCount"]?.int64Value ?? 0),
-            completedCount: Int(object["completedCount"]?.int64Value ?? 0),
-            productivityNum: object["productivityNum"]?.doubleValue ?? 0, balanceNum: Int(balance["num"]?.int64Value ?? 0),
-            balanceTitle: balance["title"]?.stringValue ?? "", balanceMessage: balance["message"]?.stringValue ?? "",
-            tagStats: tagStats, centerX: center["x"]?.doubleValue ?? 0, centerY: center["y"]?.doubleValue ?? 0,
-            version: object["version"]?.int64Value ?? 0, createdAt: object["createdAt"]?.stringValue ?? "",
-            updatedAt: object["updatedAt"]?.stringValue ?? "", json: json)
-    }
-
-    static func conflict(row: Row) -> SyncConflict {
-        SyncConflict(
-            conflictID: row["conflictId"], opID: row["opId"], entity: EntityKind(rawValue: row["entity"])!,
-            action: OperationAction(rawValue: row["action"])!, recordLocalID: row["recordLocalId"],
-            base: JSONText.object(row["base"]), local: JSONText.object(row["local"]), server: JSONText.object(row["server"]),
-            serverVersion: row["serverVersion"])
+        try TagRecord.live().fetchAll(db).map(\.value)
     }
 }
 
@@ -290,15 +221,14 @@ enum Meta {
     }
 
     static func get(_ db: Database, _ key: Key) throws -> String? {
-        try String.fetchOne(db, sql: "SELECT value FROM meta WHERE key = ?", arguments: [key.rawValue])
+        try MetaEntry.fetchOne(db, key: key.rawValue)?.value
     }
 
     static func set(_ db: Database, _ key: Key, _ value: String?) throws {
         if let value {
-            try db.execute(sql: "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-                           arguments: [key.rawValue, value])
+            try MetaEntry(key: key.rawValue, value: value).save(db)
         } else {
-            try db.execute(sql: "DELETE FROM meta WHERE key = ?", arguments: [key.rawValue])
+            try MetaEntry.deleteOne(db, key: key.rawValue)
         }
     }
 }

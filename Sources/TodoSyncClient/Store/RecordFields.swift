@@ -2,66 +2,29 @@ import Foundation
 import GRDB
 import TodoSyncCore
 
-/// The editable fields of tags and todos, read from and written to their local rows: the one
-/// place that maps the contract's field names to columns. Values are in *local terms*: a todo's
-/// tag is `tag`, a local tag handle; everything else has the contract's name and JSON type.
+/// The synced fields of tags and todos as the outbox sees them: read from and written to their
+/// rows (`TagRecord`, `TodoRecord`), and turned between local and contract terms. Values are in
+/// *local terms*: a todo's tag is `tag`, a local tag handle; everything else has the contract's
+/// name and JSON type.
 enum RecordFields {
-    static let tag = ["name", "color"]
-    static let todo = ["title", "raw", "isImportant", "isLife", "tag", "difficulty", "estimatedTime", "deadline", "isCompleted"]
-
-    static func names(_ entity: EntityKind) -> [String] { entity == .tag ? tag : todo }
-
-    static func table(_ entity: EntityKind) -> String { entity.rawValue }
+    static func names(_ entity: EntityKind) -> [String] { SyncedRecords.type(entity).syncedFieldNames }
 
     /// The record's current fields, or nil when there is no such row.
     static func read(_ db: Database, _ entity: EntityKind, localID: Int64) throws -> JSONObject? {
-        guard let row = try Row.fetchOne(db, sql: "SELECT * FROM \(table(entity)) WHERE localId = ?", arguments: [localID]) else {
-            return nil
-        }
-        switch entity {
-        case .tag:
-            return ["name": .string(row["name"]), "color": .string(row["color"])]
-        case .todo:
-            return [
-                "title": .string(row["title"]), "raw": .string(row["raw"]), "isImportant": .bool(row["isImportant"]),
-                "isLife": .bool(row["isLife"]), "tag": .optionalInt(row["tagLocalId"]), "difficulty": .int(row["difficulty"] as Int64),
-                "estimatedTime": .int(row["estimatedTime"] as Int64), "deadline": .string(row["deadline"]),
-                "isCompleted": .bool(row["isCompleted"]),
-            ]
-        }
+        try SyncedRecords.fetch(db, entity, localID: localID)?.syncedFields
     }
 
     /// Writes `fields` (local terms) to the record's row.
     static func write(_ db: Database, _ entity: EntityKind, localID: Int64, _ fields: JSONObject) throws {
-        var assignments: [String] = []
-        var arguments: [(any DatabaseValueConvertible)?] = []
-        for (name, value) in fields.sorted(by: { $0.key < $1.key }) {
-            switch (entity, name) {
-            case (.tag, "name"), (.tag, "color"), (.todo, "raw"), (.todo, "deadline"):
-                assignments.append("\(name) = ?")
-                arguments.append(value.stringValue ?? "")
-            case (.todo, "title"):
-                let title = value.stringValue ?? ""
-                assignments.append("title = ?, titleKey = ?")
-                arguments.append(title)
-                arguments.append(Data(TitleOrder.key(title)))
-            case (.todo, "isImportant"), (.todo, "isLife"), (.todo, "isCompleted"):
-                assignments.append("\(name) = ?")
-                arguments.append(value.boolValue ?? false)
-            case (.todo, "difficulty"), (.todo, "estimatedTime"):
-                assignments.append("\(name) = ?")
-                arguments.append(value.int64Value ?? 0)
-            case (.todo, "tag"):
-                assignments.append("tagLocalId = ?")
-                arguments.append(value.int64Value)
-            default:
-                continue
-            }
-        }
-        guard !assignments.isEmpty else { return }
-        arguments.append(localID)
-        try db.execute(sql: "UPDATE \(table(entity)) SET \(assignments.joined(separator: ", ")) WHERE localId = ?",
-                       arguments: StatementArguments(arguments))
+        guard !fields.isEmpty else { return }
+        try change(db, entity, localID: localID) { $0.setSyncedFields(fields) }
+    }
+
+    /// Changes the record's row in place (nothing when there is no such row).
+    static func change(_ db: Database, _ entity: EntityKind, localID: Int64, _ body: (inout any SyncedRecord) -> Void) throws {
+        guard var record = try SyncedRecords.fetch(db, entity, localID: localID) else { return }
+        body(&record)
+        try record.update(db)
     }
 
     /// A field in the contract's terms (for `base`, conflicts and the wire): `tag` (a local
@@ -69,8 +32,7 @@ enum RecordFields {
     static func contractTerms(_ db: Database, _ name: String, _ value: JSONValue) throws -> (String, JSONValue) {
         guard name == "tag" else { return (name, value) }
         guard let localTag = value.int64Value else { return ("tagId", .null) }
-        let serverID = try Int64.fetchOne(db, sql: "SELECT id FROM tag WHERE localId = ?", arguments: [localTag])
-        return ("tagId", .optionalInt(serverID))
+        return ("tagId", .optionalInt(try TagRecord.fetchOne(db, key: localTag)?.state.serverID))
     }
 
     static func contractTerms(_ db: Database, _ fields: JSONObject) throws -> JSONObject {
@@ -82,6 +44,9 @@ enum RecordFields {
         return result
     }
 
+    /// The contract name of a local field (`tag` → `tagId`).
+    static func contractName(_ localName: String) -> String { localName == "tag" ? "tagId" : localName }
+
     /// The local name of a contract field (`tagId` → `tag`).
     static func localName(_ contractName: String) -> String { contractName == "tagId" ? "tag" : contractName }
 
@@ -89,7 +54,37 @@ enum RecordFields {
     static func localTerms(_ db: Database, _ name: String, _ value: JSONValue) throws -> (String, JSONValue) {
         guard name == "tagId" else { return (name, value) }
         guard let serverID = value.int64Value else { return ("tag", .null) }
-        let localID = try Int64.fetchOne(db, sql: "SELECT localId FROM tag WHERE id = ?", arguments: [serverID])
+        let localID = try TagRecord.filter(SyncState.Columns.serverID == serverID).fetchOne(db)?.state.localID
         return ("tag", .optionalInt(localID))
+    }
+}
+
+/// The state of a record's row that the outbox's transitions read and change.
+extension RecordFields {
+    /// Whether the record is shown to the app.
+    static func isLive(_ db: Database, _ entity: EntityKind, localID: Int64) throws -> Bool {
+        try SyncedRecords.fetch(db, entity, localID: localID).map { !$0.state.isDeleted } ?? false
+    }
+
+    static func setDeleted(_ db: Database, _ entity: EntityKind, localID: Int64, _ deleted: Bool) throws {
+        try change(db, entity, localID: localID) { $0.state.isDeleted = deleted }
+    }
+
+    /// Shows the record again unless the server deleted it (a rejected local delete).
+    static func showUnlessServerDeleted(_ db: Database, _ entity: EntityKind, localID: Int64) throws {
+        try change(db, entity, localID: localID) { $0.state.isDeleted = $0.state.deletedAt != nil }
+    }
+
+    /// The server's values of fields a pending operation protects (local terms).
+    static func shadow(_ db: Database, _ entity: EntityKind, localID: Int64) throws -> JSONObject {
+        try SyncedRecords.fetch(db, entity, localID: localID)?.state.shadow ?? [:]
+    }
+
+    /// Removes the record's row; a removed tag is taken off its todos.
+    static func deleteRow(_ db: Database, _ entity: EntityKind, localID: Int64) throws {
+        _ = try SyncedRecords.table(entity).deleteOne(db, key: localID)
+        if entity == .tag {
+            try TodoRecord.filter(TodoRecord.Columns.tagLocalID == localID).updateAll(db, TodoRecord.Columns.tagLocalID.set(to: nil))
+        }
     }
 }

@@ -43,14 +43,17 @@ extension LocalStore {
     func finishFullPull() throws {
         try pool.write { db in
             guard let text = try Meta.get(db, .resyncActive), let generation = Int64(text) else { return }
-            for table in ["todo", "tag"] {
-                try db.execute(sql: """
-                    DELETE FROM \(table) WHERE id IS NOT NULL AND seenGeneration < ?
-                      AND NOT EXISTS (SELECT 1 FROM outbox WHERE outbox.entity = ? AND outbox.recordLocalId = \(table).localId)
-                    """, arguments: [generation, table])
+            for entity in [EntityKind.todo, .tag] {
+                let queued = try OutboxOperation.recordLocalIDs(db, entity)
+                try SyncedRecords.table(entity)
+                    .filter(SyncState.Columns.serverID != nil && SyncState.Columns.seenGeneration < generation
+                            && !queued.contains(SyncState.Columns.localID))
+                    .deleteAll(db)
             }
-            try db.execute(sql: "UPDATE todo SET tagLocalId = NULL WHERE tagLocalId IS NOT NULL AND tagLocalId NOT IN (SELECT localId FROM tag)")
-            try db.execute(sql: "DELETE FROM dailyStat WHERE seenGeneration < ?", arguments: [generation])
+            let tagged = TodoRecord.Columns.tagLocalID
+            try TodoRecord.filter(tagged != nil && !TagRecord.select(SyncState.Columns.localID).contains(tagged))
+                .updateAll(db, tagged.set(to: nil))
+            try DailyStatRecord.filter(DailyStatRecord.Columns.seenGeneration < generation).deleteAll(db)
             try Meta.set(db, .resyncActive, nil)
         }
     }
@@ -65,52 +68,22 @@ extension LocalStore {
             let generation = Int64(try Meta.get(db, .resyncActive) ?? "0") ?? 0
             // Records with operations on their way (usually none): only these need the slow path.
             var unsettled: [EntityKind: [Int64: [OutboxOperation]]] = [:]
-            for op in try OutboxOperation.fetchAll(db) where op.state == .pending || op.state == .sending {
+            for op in try OutboxOperation.onTheirWay().order(OutboxOperation.Columns.seq).fetchAll(db) {
                 unsettled[op.entity, default: [:]][op.recordLocalID, default: []].append(op)
             }
             for (entity, upserted, deleted) in [(EntityKind.tag, page.tags, page.tagTombstones), (.todo, page.todos, page.todoTombstones)] {
                 let pending = unsettled[entity] ?? [:]
-                // Only a record this device created and has no server id for yet can be found by
-                // clientId alone; when there is none, one index probe per record is enough.
-                let byClientID = try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM \(entity.rawValue) WHERE id IS NULL)")!
-                for record in upserted {
-                    let localID = try findLocal(db, entity, id: record.id, clientID: byClientID ? record.clientID : nil)
-                    try applyServerRecord(db, entity, localID: localID, record,
-                                          unsettled: localID.map { pending[$0] ?? [] } ?? [], generation: generation)
-                }
+                try ServerRecords.applyPage(db, entity, upserted, pending: pending, generation: generation)
                 for tombstone in deleted {
-                    try applyTombstone(db, entity, tombstone, unsettled: pending)
+                    try ServerRecords.applyTombstone(db, entity, tombstone, unsettled: pending)
                 }
             }
-            for stat in page.stats {
-                guard let id = stat.id, let date = stat.date else { continue }
-                try db.cachedStatement(sql: "DELETE FROM dailyStat WHERE date = ? AND id <> ?").execute(arguments: [date, id])
-                try db.cachedStatement(sql: """
-                    INSERT INTO dailyStat (id, date, version, deletedAt, json, seenGeneration) VALUES (?, ?, ?, NULL, ?, ?)
-                    ON CONFLICT(id) DO UPDATE SET date = excluded.date, version = excluded.version, deletedAt = NULL,
-                                                  json = excluded.json, seenGeneration = excluded.seenGeneration
-                    """).execute(arguments: [id, date, stat.version, String(decoding: stat.json, as: UTF8.self), generation])
-            }
-            for tombstone in page.statTombstones {
-                guard let id = tombstone.id else { continue }
-                try db.cachedStatement(sql: "UPDATE dailyStat SET deletedAt = ?, version = ? WHERE id = ?")
-                    .execute(arguments: [tombstone.deletedAt, tombstone.version, id])
-            }
+            for stat in page.stats { try ServerRecords.applyStat(db, stat, generation: generation) }
+            for tombstone in page.statTombstones { try ServerRecords.applyStatTombstone(db, tombstone) }
             try whileOpen?()
             try Meta.set(db, .cursor, cursor)
             return AppliedPage(records: page.count, hasMore: hasMore)
         }
-    }
-
-    private func applyTombstone(_ db: Database, _ entity: EntityKind, _ tombstone: ServerRecord,
-                                unsettled: [Int64: [OutboxOperation]]) throws {
-        // A tombstone of a record this device never had changes nothing.
-        guard let localID = try findLocal(db, entity, id: tombstone.id, clientID: tombstone.clientID) else { return }
-        let pending = unsettled[localID] ?? []
-        let isDeleted = pending.isEmpty || pending.contains { $0.action == .delete }
-        try db.cachedStatement(sql: """
-            UPDATE \(entity.rawValue) SET id = COALESCE(?, id), version = ?, deletedAt = ?, isDeleted = ? WHERE localId = ?
-            """).execute(arguments: [tombstone.id, tombstone.version, tombstone.deletedAt, isDeleted, localID])
     }
 
     // MARK: Conflicts
@@ -120,44 +93,6 @@ extension LocalStore {
     /// deleted on the server); `takeTheirs` keeps the server copy the device already shows.
     @discardableResult
     public func resolveConflict(_ conflictID: Int64, _ resolution: ConflictResolution) throws -> LocalChange {
-        try pool.write { db in
-            guard let row = try Row.fetchOne(db, sql: "SELECT * FROM conflict WHERE conflictId = ?", arguments: [conflictID]) else {
-                throw LocalStoreError.notFound
-            }
-            let conflict = Self.conflict(row: row)
-            try db.execute(sql: "DELETE FROM conflict WHERE conflictId = ?", arguments: [conflictID])
-            let localID = conflict.recordLocalID
-            guard try RecordFields.read(db, conflict.entity, localID: localID) != nil else { throw LocalStoreError.notFound }
-            let serverDeleted = conflict.server["deletedAt"].map { !$0.isNull } ?? false
-            var wanted: JSONObject
-            switch resolution {
-            case .takeTheirs:
-                return LocalChange(localID: localID, opID: nil)
-            case .keepMine:
-                wanted = conflict.local
-            case .edited(let fields):
-                wanted = fields
-            }
-            if conflict.action == .delete && resolution == .keepMine {
-                var op = OutboxOperation(entity: conflict.entity, action: .delete, recordLocalID: localID,
-                                         baseVersion: conflict.serverVersion)
-                try op.insert(db)
-                try Outbox.markDeleted(db, conflict.entity, localID)
-                return LocalChange(localID: localID, opID: op.opID)
-            }
-            var data: JSONObject = [:]
-            var base: JSONObject = [:]
-            for (key, value) in wanted where RecordFields.names(conflict.entity).contains(RecordFields.localName(key)) {
-                let (name, local) = try RecordFields.localTerms(db, key, value)
-                data[name] = local
-                base[key] = conflict.server[key] ?? .null
-            }
-            try RecordFields.write(db, conflict.entity, localID: localID, data)
-            try db.execute(sql: "UPDATE \(conflict.entity.rawValue) SET isDeleted = 0 WHERE localId = ?", arguments: [localID])
-            var op = OutboxOperation(entity: conflict.entity, action: .update, recordLocalID: localID, data: data, base: base,
-                                     baseVersion: conflict.serverVersion, policyOverride: serverDeleted ? .clientWins : nil)
-            try op.insert(db)
-            return LocalChange(localID: localID, opID: op.opID)
-        }
+        try pool.write { db in try Outbox.resolveConflict(db, conflictID, resolution) }
     }
 }

@@ -10,11 +10,13 @@ import Glibc
 
 @testable import TodoSyncClient
 
-/// An in-process server behind the library's `HTTPTransport`: applies pushed todo creates and
-/// updates (every one `applied`), answers pulls with one empty page, and can hold pushes until
-/// released, never answer, or fail as a network does.
+/// An in-process server behind the library's `HTTPTransport`: applies pushed operations (each
+/// `applied` unless told otherwise), answers pulls with one empty page, and can hold pushes until
+/// released, never answer, lose a response after applying, or fail as a network does.
 final class FakeServer: HTTPTransport, @unchecked Sendable {
     enum Mode { case answer, hang, unreachable }
+    /// How a pushed operation is answered.
+    enum Answer { case applied, merged([String]), conflict, rejected(String) }
 
     private let lock = NSLock()
     private var mode: Mode
@@ -22,12 +24,39 @@ final class FakeServer: HTTPTransport, @unchecked Sendable {
     private var held: [CheckedContinuation<Void, Never>] = []
     private var pushWaiters: [(count: Int, continuation: CheckedContinuation<Void, Never>)] = []
     private var records: [String: JSONObject] = [:]
+    private var entities: [String: String] = [:]
     private var nextID: Int64 = 100
     private var version: Int64 = 0
     /// Every request as `METHOD path`, in arrival order.
     private(set) var requests: [String] = []
     /// The opIds of each push request, in arrival order.
     private(set) var pushes: [[String]] = []
+    /// The body of each push request, as sent.
+    private(set) var pushBodies: [String] = []
+    private var answers: [Answer] = []
+    private var whilePushing: [@Sendable () -> Void] = []
+    private var responsesToLose = 0
+
+    /// The next pushed operations get these answers, in order (then `applied` again).
+    func answer(_ next: Answer...) { locked { answers += next } }
+
+    /// Runs `body` when the next push has arrived, before it is answered: its operations are
+    /// `sending` on the device meanwhile.
+    func whileNextPush(_ body: @escaping @Sendable () -> Void) { locked { whilePushing.append(body) } }
+
+    /// The next push is applied but its response is lost, as with a dropped connection.
+    func loseNextResponse() { locked { responsesToLose += 1 } }
+
+    /// Another device changes the record with this clientId: new values, a new version.
+    func editOnServer(clientID: String, _ fields: JSONObject) {
+        locked {
+            guard var record = records[clientID.lowercased()] else { return }
+            record.merge(fields) { $1 }
+            version += 1
+            record["version"] = .int(version)
+            records[clientID.lowercased()] = record
+        }
+    }
 
     init(_ mode: Mode = .answer) { self.mode = mode }
 
@@ -65,6 +94,7 @@ final class FakeServer: HTTPTransport, @unchecked Sendable {
             requests.append("\(request.httpMethod ?? "GET") \(path)")
             guard isPush, self.mode == .answer else { return (self.mode, []) }
             pushes.append((body["operations"]?.arrayValue ?? []).compactMap { $0.objectValue?["opId"]?.stringValue })
+            pushBodies.append(String(decoding: request.httpBody ?? Data(), as: UTF8.self))
             let ready = pushWaiters.filter { $0.count <= pushes.count }
             pushWaiters.removeAll { $0.count <= pushes.count }
             return (self.mode, ready.map(\.continuation))
@@ -86,32 +116,77 @@ final class FakeServer: HTTPTransport, @unchecked Sendable {
                 }
                 if !wait { continuation.resume() }
             }
-            return respond(request, ["results": .array(locked { applyPush(body) })])
+            for body in locked({ () -> [@Sendable () -> Void] in defer { whilePushing = [] }; return whilePushing }) { body() }
+            let (results, lose) = locked { () -> ([JSONValue], Bool) in
+                let results = applyPush(body)
+                defer { responsesToLose = max(0, responsesToLose - 1) }
+                return (results, responsesToLose > 0)
+            }
+            if lose { throw URLError(.networkConnectionLost) }
+            return respond(request, ["results": .array(results)])
         }
         if path.hasSuffix("/sync/pull") {
-            let empty: JSONObject = ["upserted": .array([]), "deleted": .array([])]
-            return respond(request, ["changes": .object(["tags": .object(empty), "todos": .object(empty), "dailyStats": .object(empty)]),
-                                     "cursor": .string("c1"), "hasMore": .bool(false)])
+            // A pull without cursor (a full pull) gets every record in one page; later pulls get none.
+            let full = !(request.url?.query ?? "").contains("cursor=")
+            let page = locked { () -> JSONObject in
+                var changes: JSONObject = ["dailyStats": .object(["upserted": .array([]), "deleted": .array([])])]
+                for entity in ["tag", "todo"] {
+                    let kept = full ? records.filter { entities[$0.key] == entity }.values.sorted { $0["version"]?.int64Value ?? 0 < $1["version"]?.int64Value ?? 0 } : []
+                    changes[entity + "s"] = .object([
+                        "upserted": .array(kept.filter { $0["deletedAt"]?.isNull ?? true }.map(JSONValue.object)),
+                        "deleted": .array(kept.filter { !($0["deletedAt"]?.isNull ?? true) }.map {
+                            .object(["id": $0["id"]!, "clientId": $0["clientId"]!, "version": $0["version"]!, "deletedAt": $0["deletedAt"]!])
+                        }),
+                    ])
+                }
+                return changes
+            }
+            return respond(request, ["changes": .object(page), "cursor": .string("c1"), "hasMore": .bool(false)])
         }
         return respond(request, [:], status: 404)
     }
 
     private func applyPush(_ body: JSONObject) -> [JSONValue] {
         (body["operations"]?.arrayValue ?? []).compactMap(\.objectValue).map { op in
-            let key = op["clientId"]?.stringValue?.lowercased() ?? op["id"].map { JSONText.encode($0) } ?? ""
+            let key = op["clientId"]?.stringValue?.lowercased()
+                ?? records.first { $0.value["id"] == op["id"] }?.key ?? op["id"].map { JSONText.encode($0) } ?? ""
+            let answer = answers.isEmpty ? .applied : answers.removeFirst()
+            if case .rejected(let code) = answer {
+                return .object(["opId": op["opId"] ?? .null, "status": .string("rejected"),
+                                "error": .object(["code": .string(code), "message": .string("refused by the fake server")])])
+            }
             var record = records[key] ?? [
                 "id": .int(nextID), "clientId": op["clientId"] ?? .null, "createdAt": .string("2026-11-24T10:00:00.000Z"),
                 "deletedAt": .null, "isImportant": .bool(false), "isLife": .bool(false), "tagId": .null, "difficulty": .int(0),
-                "estimatedTime": .int(0), "isCompleted": .bool(false),
+                "estimatedTime": .int(0), "isCompleted": .bool(false), "version": .int(0),
             ]
-            if records[key] == nil { nextID += 1 }
-            for (field, value) in op["data"]?.objectValue ?? [:] { record[field] = value }
+            if records[key] == nil {
+                nextID += 1
+                entities[key] = op["entity"]?.stringValue
+            }
+            if case .conflict = answer {
+                return .object(["opId": op["opId"] ?? .null, "status": .string("conflict"), "id": record["id"]!,
+                                "clientId": record["clientId"]!, "version": record["version"]!, "record": .object(record)])
+            }
+            for (field, value) in op["data"]?.objectValue ?? [:] {
+                if field == "tagClientId" {
+                    record["tagId"] = value.stringValue.flatMap { records[$0.lowercased()]?["id"] } ?? .null
+                } else {
+                    record[field] = value
+                }
+            }
+            if op["action"]?.stringValue == "delete" { record["deletedAt"] = .string("2026-11-24T10:00:01.000Z") }
             version += 1
             record["version"] = .int(version)
             record["updatedAt"] = .string("2026-11-24T10:00:00.000Z")
             records[key] = record
-            return .object(["opId": op["opId"] ?? .null, "status": .string("applied"), "id": record["id"]!,
-                            "clientId": record["clientId"]!, "version": .int(version), "record": .object(record)])
+            var result: JSONObject = ["opId": op["opId"] ?? .null, "status": .string("applied"), "id": record["id"]!,
+                                      "clientId": record["clientId"]!, "version": .int(version), "record": .object(record)]
+            if case .merged(let fields) = answer {
+                result["status"] = .string("merged")
+                result["conflictingFields"] = .array(fields.map { .string($0) })
+            }
+            return .object(result)
         }
     }
 
