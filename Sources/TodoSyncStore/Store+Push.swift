@@ -280,6 +280,7 @@ protocol PushRecord {
     var version: Int64 { get }
     var isDeleted: Bool { get }
     func write(to writer: inout JSONWriter)
+    func write(to writer: inout JSONWriter, schemaVersion: Int)
     associatedtype Patch
     /// The record as the client would have it after `patch`, without writing anything.
     static func preview(_ patch: Patch, on record: Self) throws -> Self
@@ -307,7 +308,7 @@ extension PushResult {
     private static func result<Record: PushRecord>(_ status: Status, _ operation: PushOperation,
                                                    _ record: Record) -> PushResult {
         var writer = JSONWriter(reservingCapacity: 400)
-        record.write(to: &writer)
+        record.write(to: &writer, schemaVersion: SchemaVersion.current)
         return PushResult(opID: operation.opID, status: status, id: record.id, clientID: record.clientID,
                           version: record.version, record: writer.bytes)
     }
