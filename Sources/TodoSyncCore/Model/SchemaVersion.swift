@@ -18,6 +18,12 @@ public enum SchemaVersion {
         return Int(text) ?? (text.hasPrefix("-") ? Int.min : Int.max)
     }
 
+    /// The version a request for `requested` is served at, with `minimum` the oldest served: nil
+    /// below it (426), the current version above it.
+    public static func served(_ requested: Int, minimum: Int) -> Int? {
+        requested < minimum ? nil : min(requested, current)
+    }
+
     /// The contract names of the fields a record of `kind` has at the current version but not at
     /// `version` (none at the current one).
     public static func fieldsNewerThan(_ version: Int, todo: Bool) -> [String] {

@@ -11,6 +11,9 @@ public struct PushRequest: Sendable {
     public let deviceID: String
     public let policy: ConflictPolicy
     public let operations: [PushOperation]
+    /// The schema version the client speaks (checked by the route: `RequestContext.syncSchemaVersion`);
+    /// its operations never change a field that version lacks, and its results have its fields.
+    public var schemaVersion = SchemaVersion.current
 
     /// At most this many operations per request.
     public static let maximumOperations = 500
@@ -87,6 +90,15 @@ public struct PushOperation: Sendable {
         public let baseVersion: Int64?
         public let data: [String: JSONValue]
         public let base: [String: JSONValue]
+
+        /// The operation as a client of schema `version` means it: a field that version does not
+        /// have is left out of `data` and `base` (absent means unchanged, whatever the policy).
+        public func limited(toSchema version: Int) -> Parsed {
+            let hidden = SchemaVersion.fieldsNewerThan(version, todo: entity == .todo)
+            guard !hidden.isEmpty else { return self }
+            return Parsed(entity: entity, action: action, id: id, clientID: clientID, baseVersion: baseVersion,
+                          data: data.filter { !hidden.contains($0.key) }, base: base.filter { !hidden.contains($0.key) })
+        }
     }
 
     /// Checks entity, action, addressing and the types of baseVersion, data and base.
