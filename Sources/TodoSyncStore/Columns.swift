@@ -55,7 +55,7 @@ extension RecordColumns {
 
 /// The columns of `todos` that make a `Todo` (`Todo(row:)`).
 enum TodoColumn: Int, RecordColumns {
-    case id, clientID, title, raw, isImportant, isLife, tagID, difficulty, estimatedTime, deadline, isCompleted
+    case id, clientID, title, raw, notes, isImportant, isLife, tagID, difficulty, estimatedTime, deadline, isCompleted
     case version, createdAt, updatedAt, deletedAt
 
     var sqlName: String {
@@ -64,6 +64,7 @@ enum TodoColumn: Int, RecordColumns {
         case .clientID: "client_id"
         case .title: "title"
         case .raw: "raw"
+        case .notes: "notes"
         case .isImportant: "is_important"
         case .isLife: "is_life"
         case .tagID: "tag_id"
@@ -83,6 +84,7 @@ enum TodoColumn: Int, RecordColumns {
     static let content: [(column: TodoColumn, value: @Sendable (Todo) -> DatabaseValue)] = [
         (.title, { .text($0.title) }),
         (.raw, { .text($0.raw) }),
+        (.notes, { .optionalText($0.notes) }),
         (.isImportant, { .bool($0.isImportant) }),
         (.isLife, { .bool($0.isLife) }),
         (.tagID, { .optionalInt($0.tagID) }),

@@ -4,6 +4,8 @@ public struct Todo: Sendable, Equatable {
     public var clientID: String?
     public var title: String
     public var raw: String
+    /// Free text, kept exactly as given (schema version 2).
+    public var notes: String?
     public var isImportant: Bool
     public var isLife: Bool
     public var tagID: Int64?
@@ -17,13 +19,14 @@ public struct Todo: Sendable, Equatable {
     public var updatedAt: String
     public var deletedAt: String?
 
-    public init(id: Int64, clientID: String?, title: String, raw: String, isImportant: Bool, isLife: Bool,
+    public init(id: Int64, clientID: String?, title: String, raw: String, notes: String? = nil, isImportant: Bool, isLife: Bool,
                 tagID: Int64?, difficulty: Int, estimatedTime: Int, deadline: Day, isCompleted: Bool,
                 version: Int64, createdAt: String, updatedAt: String, deletedAt: String?) {
         self.id = id
         self.clientID = clientID
         self.title = title
         self.raw = raw
+        self.notes = notes
         self.isImportant = isImportant
         self.isLife = isLife
         self.tagID = tagID
@@ -65,25 +68,27 @@ public struct Todo: Sendable, Equatable {
 /// switches are exhaustive, so a new case does not compile until every use knows it; the columns
 /// (`TodoColumn`) follow the same list (`ColumnsTests`).
 public enum TodoField: String, CaseIterable, Sendable {
-    case title, raw, isImportant, isLife, tagId, difficulty, estimatedTime, deadline, isCompleted
+    case title, raw, notes, isImportant, isLife, tagId, difficulty, estimatedTime, deadline, isCompleted
 
     /// The schema version that introduced the field.
     public var since: Int {
         switch self {
         case .title, .raw, .isImportant, .isLife, .tagId, .difficulty, .estimatedTime, .deadline, .isCompleted: 1
+        case .notes: 2
         }
     }
 
     // The validation limits (API.md "Todos"), the one copy on the server.
     public static let titleLength = 1...200
     public static let rawLength = 0...2000
+    public static let notesLength = 0...10_000
     public static let difficultyRange: ClosedRange<Int64> = 0...5
     public static let estimatedTimeRange: ClosedRange<Int64> = 0...1440
 
     /// Whether `null` is a value of the field (else a `null` in a patch is a validation problem).
     public var isNullable: Bool {
         switch self {
-        case .tagId: true
+        case .tagId, .notes: true
         case .title, .raw, .isImportant, .isLife, .difficulty, .estimatedTime, .deadline, .isCompleted: false
         }
     }
@@ -93,6 +98,7 @@ public enum TodoField: String, CaseIterable, Sendable {
         switch self {
         case .title: .string(todo.title)
         case .raw: .string(todo.raw)
+        case .notes: todo.notes.map(FieldValue.string) ?? .null
         case .isImportant: .bool(todo.isImportant)
         case .isLife: .bool(todo.isLife)
         case .tagId: todo.tagID.map(FieldValue.int) ?? .null
@@ -108,6 +114,7 @@ public enum TodoField: String, CaseIterable, Sendable {
         switch self {
         case .title: writer.string(todo.title)
         case .raw: writer.string(todo.raw)
+        case .notes: writer.optionalString(todo.notes)
         case .isImportant: writer.bool(todo.isImportant)
         case .isLife: writer.bool(todo.isLife)
         case .tagId: writer.optionalInt(todo.tagID)
@@ -125,6 +132,9 @@ public enum TodoField: String, CaseIterable, Sendable {
         switch self {
         case .title: patch.title = reader.string(rawValue, required: true, length: Self.titleLength, notBlank: true)
         case .raw: patch.raw = reader.string(rawValue, required: true, length: Self.rawLength)
+        case .notes:
+            patch.notes = value == .null ? .some(nil)
+                : reader.string(rawValue, required: true, length: Self.notesLength).map { .some($0) }
         case .isImportant: patch.isImportant = reader.bool(rawValue)
         case .isLife: patch.isLife = reader.bool(rawValue)
         case .tagId: patch.tagID = reader.nullableID(rawValue)
@@ -140,6 +150,7 @@ public enum TodoField: String, CaseIterable, Sendable {
         switch self {
         case .title: if let value = patch.title { todo.title = value }
         case .raw: if let value = patch.raw { todo.raw = value }
+        case .notes: if let value = patch.notes { todo.notes = value }
         case .isImportant: if let value = patch.isImportant { todo.isImportant = value }
         case .isLife: if let value = patch.isLife { todo.isLife = value }
         case .tagId: if let value = patch.tagID { todo.tagID = value }
@@ -155,6 +166,7 @@ public enum TodoField: String, CaseIterable, Sendable {
         switch self {
         case .title: patch.title = nil
         case .raw: patch.raw = nil
+        case .notes: patch.notes = nil
         case .isImportant: patch.isImportant = nil
         case .isLife: patch.isLife = nil
         case .tagId: patch.tagID = nil

@@ -7,11 +7,11 @@ public struct TodoDraft: Sendable, Equatable {
     public var content: Todo
 
     /// The defaults of API.md "Todos" for every field not given.
-    public init(clientID: String? = nil, title: String, raw: String? = nil, isImportant: Bool = false,
+    public init(clientID: String? = nil, title: String, raw: String? = nil, notes: String? = nil, isImportant: Bool = false,
                 isLife: Bool = false, tagID: Int64? = nil, difficulty: Int = 0, estimatedTime: Int = 0,
                 deadline: Day, isCompleted: Bool = false) {
         self.clientID = clientID
-        content = Todo(id: 0, clientID: clientID, title: title, raw: raw ?? title, isImportant: isImportant,
+        content = Todo(id: 0, clientID: clientID, title: title, raw: raw ?? title, notes: notes, isImportant: isImportant,
                        isLife: isLife, tagID: tagID, difficulty: difficulty, estimatedTime: estimatedTime,
                        deadline: deadline, isCompleted: isCompleted, version: 0, createdAt: "", updatedAt: "",
                        deletedAt: nil)
@@ -38,6 +38,8 @@ public struct TodoDraft: Sendable, Equatable {
 public struct TodoPatch: Sendable, Equatable {
     public var title: String?
     public var raw: String?
+    /// `.some(nil)` clears the notes.
+    public var notes: String??
     public var isImportant: Bool?
     public var isLife: Bool?
     public var tagID: Int64??
@@ -46,11 +48,12 @@ public struct TodoPatch: Sendable, Equatable {
     public var deadline: Day?
     public var isCompleted: Bool?
 
-    public init(title: String? = nil, raw: String? = nil, isImportant: Bool? = nil, isLife: Bool? = nil,
+    public init(title: String? = nil, raw: String? = nil, notes: String?? = nil, isImportant: Bool? = nil, isLife: Bool? = nil,
                 tagID: Int64?? = nil, difficulty: Int? = nil, estimatedTime: Int? = nil, deadline: Day? = nil,
                 isCompleted: Bool? = nil) {
         self.title = title
         self.raw = raw
+        self.notes = notes
         self.isImportant = isImportant
         self.isLife = isLife
         self.tagID = tagID
