@@ -38,6 +38,7 @@ final class FieldLimitsTests: XCTestCase {
         XCTAssertFalse(Self.openAPI.isEmpty, "openapi.yaml not found")
         XCTAssertEqual(bounds(of: "Title", "minLength", "maxLength"), lengths(TodoField.titleLength))
         XCTAssertEqual(bounds(of: "Raw", "minLength", "maxLength"), lengths(TodoField.rawLength))
+        XCTAssertEqual(bounds(of: "Notes", "minLength", "maxLength"), lengths(TodoField.notesLength))
         XCTAssertEqual(bounds(of: "Difficulty", "minimum", "maximum"), TodoField.difficultyRange)
         XCTAssertEqual(bounds(of: "EstimatedTime", "minimum", "maximum"), TodoField.estimatedTimeRange)
         XCTAssertEqual(bounds(of: "TagName", "minLength", "maxLength"), lengths(TagField.nameLength))

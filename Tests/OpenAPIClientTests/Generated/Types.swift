@@ -211,6 +211,11 @@ internal protocol APIProtocol: Sendable {
     ///
     /// `deviceId` (optional) turns on echo suppression; see the parameter.
     ///
+    /// `schemaVersion` (optional, absent = 1): the records carry exactly that schema version's
+    /// fields (version 1 has no todo `notes`), and the page names the version it used. Below
+    /// the server's minimum: 426 `upgrade_required`; above its current version: served at the
+    /// current one.
+    ///
     ///
     /// - Remark: HTTP `GET /api/v1/sync/pull`.
     /// - Remark: Generated from `#/paths//api/v1/sync/pull/get(syncPull)`.
@@ -248,6 +253,12 @@ internal protocol APIProtocol: Sendable {
     ///   tombstone retention time; replaying an opId returns the stored result and changes
     ///   nothing.
     /// - A push returns no cursor: a device pulls after it pushes.
+    /// - `schemaVersion` (optional, absent or null = 1): the client's schema version. Its
+    ///   operations never change a field its version lacks (sent or not, under every policy,
+    ///   restores included; its creates leave the field at its default), and its results'
+    ///   records have exactly its version's fields; a stored result is replayed exactly as
+    ///   first answered, whatever version the replay names. Below the server's minimum: 426
+    ///   `upgrade_required`, nothing applied; not an integer: 422.
     ///
     ///
     /// - Remark: HTTP `POST /api/v1/sync/push`.
@@ -584,6 +595,11 @@ extension APIProtocol {
     ///
     /// `deviceId` (optional) turns on echo suppression; see the parameter.
     ///
+    /// `schemaVersion` (optional, absent = 1): the records carry exactly that schema version's
+    /// fields (version 1 has no todo `notes`), and the page names the version it used. Below
+    /// the server's minimum: 426 `upgrade_required`; above its current version: served at the
+    /// current one.
+    ///
     ///
     /// - Remark: HTTP `GET /api/v1/sync/pull`.
     /// - Remark: Generated from `#/paths//api/v1/sync/pull/get(syncPull)`.
@@ -629,6 +645,12 @@ extension APIProtocol {
     ///   tombstone retention time; replaying an opId returns the stored result and changes
     ///   nothing.
     /// - A push returns no cursor: a device pulls after it pushes.
+    /// - `schemaVersion` (optional, absent or null = 1): the client's schema version. Its
+    ///   operations never change a field its version lacks (sent or not, under every policy,
+    ///   restores included; its creates leave the field at its default), and its results'
+    ///   records have exactly its version's fields; a stored result is replayed exactly as
+    ///   first answered, whatever version the replay names. Below the server's minimum: 426
+    ///   `upgrade_required`, nothing applied; not an integer: 422.
     ///
     ///
     /// - Remark: HTTP `POST /api/v1/sync/push`.
