@@ -42,5 +42,6 @@ final class FieldLimitsTests: XCTestCase {
         XCTAssertEqual(bounds(of: "Difficulty", "minimum", "maximum"), TodoField.difficultyRange)
         XCTAssertEqual(bounds(of: "EstimatedTime", "minimum", "maximum"), TodoField.estimatedTimeRange)
         XCTAssertEqual(bounds(of: "TagName", "minLength", "maxLength"), lengths(TagField.nameLength))
+        XCTAssertEqual(bounds(of: "DeviceId", "minLength", "maxLength"), lengths(PushRequest.deviceIDLength))
     }
 }

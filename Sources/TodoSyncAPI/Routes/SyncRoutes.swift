@@ -21,9 +21,10 @@ extension Application {
             }
             var deviceID: String?
             if let text = query["deviceId"] {
-                // The same rule as push's `deviceId`: 1–100 characters (Unicode scalars).
-                guard (1...100).contains(text.unicodeScalars.count) else {
-                    throw APIError.badRequest("`deviceId` must be 1–100 characters long.")
+                // The same rule as push's `deviceId` (Unicode scalars).
+                let length = PushRequest.deviceIDLength
+                guard length.contains(text.unicodeScalars.count) else {
+                    throw APIError.badRequest("`deviceId` must be \(length.lowerBound)–\(length.upperBound) characters long.")
                 }
                 deviceID = text
             }

@@ -17,10 +17,12 @@ public struct PushRequest: Sendable {
 
     /// At most this many operations per request.
     public static let maximumOperations = 500
+    /// The length of a `deviceId` (Unicode scalars), in push and in pull.
+    public static let deviceIDLength = 1...100
 
     /// Validates the envelope: deviceId, conflictPolicy, and operations (≤ 500 objects with an opId).
     public static func parse(_ reader: inout FieldReader) throws(DomainError) -> PushRequest {
-        let deviceID = reader.string("deviceId", required: true, length: 1...100)
+        let deviceID = reader.string("deviceId", required: true, length: deviceIDLength)
         var policy = ConflictPolicy.reject
         if let value = reader.value("conflictPolicy"), value != .null {
             if case .string(let text) = value, let parsed = ConflictPolicy(rawValue: text) {
