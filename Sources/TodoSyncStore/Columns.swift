@@ -7,21 +7,34 @@ import TodoSyncCore
 /// statements (`SQL.Todos.insert`, `.update`, likewise for tags) and their parameters come from one
 /// list. A new field is a case, a line in `content` (if clients write it), the model and its JSON
 /// writer.
-protocol RecordColumns: RawRepresentable<Int>, CaseIterable, Sendable where AllCases == [Self] {
+protocol RecordColumns: TableColumns {
     associatedtype Record
-    /// The column's name in SQL.
-    var sqlName: String { get }
     /// The record's content: what a create writes from the draft and an update rewrites, with the
     /// value each binds.
     static var content: [(column: Self, value: @Sendable (Record) -> DatabaseValue)] { get }
 }
 
-extension RecordColumns {
+/// The columns of a table, described once, in SELECT-list order (`ColumnsTests` checks that they
+/// are every column of the migrated table, but those a table names as not being its record's).
+protocol TableColumns: RawRepresentable<Int>, CaseIterable, Sendable where AllCases == [Self] {
+    /// The column's name in SQL.
+    var sqlName: String { get }
+    /// Columns of the table that are not part of what this description reads (the owner, keys).
+    static var notDescribed: Set<String> { get }
+}
+
+extension TableColumns {
     /// The position of the column in `selectList`.
     var index: Int { rawValue }
 
     /// Every column, in order, for a SELECT.
     static var selectList: String { allCases.map(\.sqlName).joined(separator: ", ") }
+
+    /// `(?, ?, …)`, one placeholder per column (a row of an INSERT that writes every column).
+    static var rowPlaceholders: String { "(" + allCases.map { _ in "?" }.joined(separator: ", ") + ")" }
+}
+
+extension RecordColumns {
 
     /// The names of the `content` columns, comma-separated (an INSERT's column list).
     static var contentNames: String { content.map(\.column.sqlName).joined(separator: ", ") }
@@ -42,7 +55,7 @@ extension RecordColumns {
 
 /// The columns of `todos` that make a `Todo` (`Todo(row:)`).
 enum TodoColumn: Int, RecordColumns {
-    case id, clientID, title, raw, isImportant, isLife, tagID, difficulty, estimatedTime, deadline, isCompleted
+    case id, clientID, title, raw, notes, isImportant, isLife, tagID, difficulty, estimatedTime, deadline, isCompleted
     case version, createdAt, updatedAt, deletedAt
 
     var sqlName: String {
@@ -51,6 +64,7 @@ enum TodoColumn: Int, RecordColumns {
         case .clientID: "client_id"
         case .title: "title"
         case .raw: "raw"
+        case .notes: "notes"
         case .isImportant: "is_important"
         case .isLife: "is_life"
         case .tagID: "tag_id"
@@ -65,9 +79,12 @@ enum TodoColumn: Int, RecordColumns {
         }
     }
 
+    static let notDescribed: Set<String> = ["user_id", "client_key", "changed_by_device"]
+
     static let content: [(column: TodoColumn, value: @Sendable (Todo) -> DatabaseValue)] = [
         (.title, { .text($0.title) }),
         (.raw, { .text($0.raw) }),
+        (.notes, { .optionalText($0.notes) }),
         (.isImportant, { .bool($0.isImportant) }),
         (.isLife, { .bool($0.isLife) }),
         (.tagID, { .optionalInt($0.tagID) }),
@@ -95,8 +112,88 @@ enum TagColumn: Int, RecordColumns {
         }
     }
 
+    static let notDescribed: Set<String> = ["user_id", "client_key", "changed_by_device"]
+
     static let content: [(column: TagColumn, value: @Sendable (Tag) -> DatabaseValue)] = [
         (.name, { .text($0.name) }),
         (.color, { .text($0.color) }),
     ]
+}
+
+/// The columns of `daily_stats` that make a `DailyStat` (`DailyStat(row:)`, `DailyStatRowJSON`).
+enum DailyStatColumn: Int, TableColumns {
+    case id, day, todoCount, completedCount, productivityHundredths, balanceNum, centerXHundredths
+    case centerYHundredths, tagStats, version, createdAt, updatedAt, deletedAt
+
+    var sqlName: String {
+        switch self {
+        case .id: "id"
+        case .day: "day"
+        case .todoCount: "todo_count"
+        case .completedCount: "completed_count"
+        case .productivityHundredths: "productivity_hundredths"
+        case .balanceNum: "balance_num"
+        case .centerXHundredths: "center_x_hundredths"
+        case .centerYHundredths: "center_y_hundredths"
+        case .tagStats: "tag_stats"
+        case .version: "version"
+        case .createdAt: "created_at"
+        case .updatedAt: "updated_at"
+        case .deletedAt: "deleted_at"
+        }
+    }
+
+    static let notDescribed: Set<String> = ["user_id"]
+}
+
+/// The columns of `users`, each with what it holds; the statements in `SQL.Users`, `.Quotas`,
+/// `.Pull` and `.Purge` name them.
+enum UserColumn: Int, TableColumns {
+    /// The account; its email as given, and the key it is found by (Sql/018); the password hash.
+    case id, email, emailKey, passwordHash
+    /// The last version handed out (the per-user write lock's row, `SQL.Users.lockForWrite`).
+    case changeSeq
+    case createdAt
+    /// The newest purged tombstone's version (pull's `cursor_expired`).
+    case purgedThrough
+    /// The account's own quotas (NULL: the configured defaults), and its live records (Sql/012, 017).
+    case quotaRecords, quotaOperationsPerHour, liveRecords
+
+    var sqlName: String {
+        switch self {
+        case .id: "id"
+        case .email: "email"
+        case .emailKey: "email_key"
+        case .passwordHash: "password_hash"
+        case .changeSeq: "change_seq"
+        case .createdAt: "created_at"
+        case .purgedThrough: "purged_through"
+        case .quotaRecords: "quota_records"
+        case .quotaOperationsPerHour: "quota_operations_per_hour"
+        case .liveRecords: "live_records"
+        }
+    }
+
+    static let notDescribed: Set<String> = []
+}
+
+/// The columns of the change feed, `sync_feed` (Sql/007), in the order `SQL.Feed.upsert` writes
+/// them (`FeedEntry.values`).
+enum FeedColumn: Int, TableColumns {
+    case userID, version, kind, recordID, deletedAt, device, parentTags, body
+
+    var sqlName: String {
+        switch self {
+        case .userID: "user_id"
+        case .version: "version"
+        case .kind: "kind"
+        case .recordID: "record_id"
+        case .deletedAt: "deleted_at"
+        case .device: "device"
+        case .parentTags: "parent_tags"
+        case .body: "body"
+        }
+    }
+
+    static let notDescribed: Set<String> = []
 }

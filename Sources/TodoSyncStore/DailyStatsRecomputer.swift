@@ -88,17 +88,21 @@ struct DailyStatsRecomputer {
 }
 
 extension DailyStat {
-    /// Maps a `SQL.DailyStats.columns` row (tag_stats is kept as the JSON it was stored as).
+    /// Maps a `SQL.DailyStats.columns` row, by `DailyStatColumn` position (tag_stats is kept as
+    /// the JSON it was stored as).
     init(row: Row) {
+        typealias C = DailyStatColumn
         self.init(
-            id: row.int64(0)!, date: Day(row.string(1)!)!,
+            id: row.int64(C.id.index)!, date: Day(row.string(C.day.index)!)!,
             content: DailyStatContent(
-                todoCount: row.int(2)!, completedCount: row.int(3)!, productivityHundredths: row.int64(4)!,
-                balanceNum: row.int(5)!, tagStatsJSON: row.string(8)!, centerXHundredths: row.int64(6)!,
-                centerYHundredths: row.int64(7)!),
-            version: row.int64(9)!,
-            createdAt: Timestamp.rfc3339(fromDatabaseText: row.string(10)!),
-            updatedAt: Timestamp.rfc3339(fromDatabaseText: row.string(11)!),
-            deletedAt: row.string(12).map(Timestamp.rfc3339(fromDatabaseText:)))
+                todoCount: row.int(C.todoCount.index)!, completedCount: row.int(C.completedCount.index)!,
+                productivityHundredths: row.int64(C.productivityHundredths.index)!,
+                balanceNum: row.int(C.balanceNum.index)!, tagStatsJSON: row.string(C.tagStats.index)!,
+                centerXHundredths: row.int64(C.centerXHundredths.index)!,
+                centerYHundredths: row.int64(C.centerYHundredths.index)!),
+            version: row.int64(C.version.index)!,
+            createdAt: Timestamp.rfc3339(fromDatabaseText: row.string(C.createdAt.index)!),
+            updatedAt: Timestamp.rfc3339(fromDatabaseText: row.string(C.updatedAt.index)!),
+            deletedAt: row.string(C.deletedAt.index).map(Timestamp.rfc3339(fromDatabaseText:)))
     }
 }

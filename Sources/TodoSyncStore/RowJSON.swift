@@ -97,11 +97,7 @@ enum RowJSON {
 /// for byte what `DailyStat(row:)` then `DailyStat.write(to:)` produce (`RowJSONTests`).
 enum DailyStatRowJSON {
     /// Column positions in `SQL.DailyStats.columns`.
-    private enum Column {
-        static let id = 0, day = 1, todoCount = 2, completedCount = 3, productivityHundredths = 4
-        static let balanceNum = 5, centerXHundredths = 6, centerYHundredths = 7, tagStats = 8, version = 9
-        static let createdAt = 10, updatedAt = 11, deletedAt = 12
-    }
+    private typealias Column = DailyStatColumn
 
     /// Writes the row as the next value of `writer`.
     static func write(_ row: RowCursor, to writer: inout JSONWriter) throws(DatabaseError) {
@@ -111,17 +107,17 @@ enum DailyStatRowJSON {
     /// Appends the contract's DailyStat object.
     static func appendRecord(_ row: RowCursor, to bytes: inout [UInt8]) throws(DatabaseError) {
         JSONWriter.appendLiteral(#"{"id":"#, to: &bytes)
-        try RowJSON.appendInteger(row, Column.id, to: &bytes)
+        try RowJSON.appendInteger(row, Column.id.index, to: &bytes)
         JSONWriter.appendLiteral(#","date":"#, to: &bytes)
-        try RowJSON.appendDay(row, Column.day, to: &bytes)
+        try RowJSON.appendDay(row, Column.day.index, to: &bytes)
         JSONWriter.appendLiteral(#","todoCount":"#, to: &bytes)
-        try RowJSON.appendInteger(row, Column.todoCount, to: &bytes)
+        try RowJSON.appendInteger(row, Column.todoCount.index, to: &bytes)
         JSONWriter.appendLiteral(#","completedCount":"#, to: &bytes)
-        try RowJSON.appendInteger(row, Column.completedCount, to: &bytes)
+        try RowJSON.appendInteger(row, Column.completedCount.index, to: &bytes)
         JSONWriter.appendLiteral(#","productivityNum":"#, to: &bytes)
-        try RowJSON.appendHundredths(row, Column.productivityHundredths, to: &bytes)
+        try RowJSON.appendHundredths(row, Column.productivityHundredths.index, to: &bytes)
         JSONWriter.appendLiteral(#","balance":{"num":"#, to: &bytes)
-        let balance = try row.int64(Column.balanceNum)
+        let balance = try row.int64(Column.balanceNum.index)
         if let balance { JSONWriter.appendDecimal(balance, to: &bytes) } else { JSONWriter.appendLiteral("null", to: &bytes) }
         let text = DailyStatContent.balanceText(num: Int(balance ?? 50))
         JSONWriter.appendLiteral(#","title":"#, to: &bytes)
@@ -129,14 +125,14 @@ enum DailyStatRowJSON {
         JSONWriter.appendLiteral(#","message":"#, to: &bytes)
         JSONWriter.appendQuoted(text.message, to: &bytes)
         JSONWriter.appendLiteral(#"},"tagStats":"#, to: &bytes)
-        try RowJSON.appendStoredJSON(row, Column.tagStats, to: &bytes)
+        try RowJSON.appendStoredJSON(row, Column.tagStats.index, to: &bytes)
         JSONWriter.appendLiteral(#","center":{"x":"#, to: &bytes)
-        try RowJSON.appendHundredths(row, Column.centerXHundredths, to: &bytes)
+        try RowJSON.appendHundredths(row, Column.centerXHundredths.index, to: &bytes)
         JSONWriter.appendLiteral(#","y":"#, to: &bytes)
-        try RowJSON.appendHundredths(row, Column.centerYHundredths, to: &bytes)
+        try RowJSON.appendHundredths(row, Column.centerYHundredths.index, to: &bytes)
         JSONWriter.appendLiteral("},", to: &bytes)
         try RowJSON.appendSyncFieldsAndClose(
-            row, version: Column.version, createdAt: Column.createdAt, updatedAt: Column.updatedAt,
-            deletedAt: Column.deletedAt, to: &bytes)
+            row, version: Column.version.index, createdAt: Column.createdAt.index, updatedAt: Column.updatedAt.index,
+            deletedAt: Column.deletedAt.index, to: &bytes)
     }
 }

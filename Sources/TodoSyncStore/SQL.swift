@@ -200,10 +200,8 @@ enum SQL {
     }
 
     enum DailyStats {
-        static let columns = """
-            id, day, todo_count, completed_count, productivity_hundredths, balance_num, center_x_hundredths, \
-            center_y_hundredths, tag_stats, version, created_at, updated_at, deleted_at
-            """
+        /// `DailyStatColumn`'s columns, in its order (what `DailyStat(row:)` decodes).
+        static let columns = DailyStatColumn.selectList
         /// Recomputation loads `dayBatch` dates per query (unused slots repeat a date).
         static let dayBatch = 16
         private static let daySlots = Array(repeating: "?", count: dayBatch).joined(separator: ", ")
@@ -325,8 +323,8 @@ enum SQL {
         static let batch = 32
         static func upsert(rows: Int) -> String {
             """
-            INSERT INTO sync_feed (user_id, version, kind, record_id, deleted_at, device, parent_tags, body)
-            VALUES \(Array(repeating: "(?, ?, ?, ?, ?, ?, ?, ?)", count: rows).joined(separator: ", "))
+            INSERT INTO sync_feed (\(FeedColumn.selectList))
+            VALUES \(Array(repeating: FeedColumn.rowPlaceholders, count: rows).joined(separator: ", "))
                 ON DUPLICATE KEY UPDATE version = VALUES(version), deleted_at = VALUES(deleted_at),
                    device = VALUES(device), parent_tags = VALUES(parent_tags), body = VALUES(body)
             """

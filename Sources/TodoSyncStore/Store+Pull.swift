@@ -10,23 +10,43 @@ public struct PullPage: Sendable {
     public var hasMore: Bool
     /// Records and tombstones in the page.
     public private(set) var recordCount = 0
+    /// The schema version the page's records have (and the page names).
+    public let schemaVersion: Int
+    /// The keys of the fields each kind's records have in the feed (the current version) but
+    /// not at `schemaVersion`, by `FeedKind` position.
+    private let hiddenKeys: [[[UInt8]]]
 
-    init(cursor: SyncCursor, hasMore: Bool) {
+    init(cursor: SyncCursor, hasMore: Bool, schemaVersion: Int) {
         self.cursor = cursor
         self.hasMore = hasMore
+        self.schemaVersion = schemaVersion
+        hiddenKeys = FeedKind.allCases.map { kind in
+            let names = switch kind {
+            case .tag: SchemaVersion.fieldsNewerThan(schemaVersion, todo: false)
+            case .todo: SchemaVersion.fieldsNewerThan(schemaVersion, todo: true)
+            case .dailyStat: [String]()
+            }
+            return names.map { Array($0.utf8) }
+        }
     }
 
     private static func slot(_ kind: FeedKind, deleted: Bool) -> Int {
         Int(kind.rawValue - 1) * 2 + (deleted ? 1 : 0)
     }
 
-    /// Appends a record (or tombstone) already encoded as JSON. Within an array, records must come
-    /// in version order.
+    /// Appends a record (or tombstone) already encoded as JSON at the current schema version; a
+    /// live record loses the fields the page's version does not have. Within an array, records
+    /// must come in version order.
     mutating func append(_ kind: FeedKind, deleted: Bool, _ json: UnsafeRawBufferPointer) {
         let index = PullPage.slot(kind, deleted: deleted)
         recordCount += 1
         if !arrays[index].isEmpty { arrays[index].append(UInt8(ascii: ",")) }
-        arrays[index].append(contentsOf: json)
+        let hidden = deleted ? [] : hiddenKeys[Int(kind.rawValue - 1)]
+        if hidden.isEmpty {
+            arrays[index].append(contentsOf: json)
+        } else {
+            JSONMemberFilter.append(json, removing: hidden, to: &arrays[index])
+        }
     }
 
     /// The contract's pull response body.
@@ -47,6 +67,7 @@ public struct PullPage: Sendable {
         tail.beginObject()
         tail.field("cursor", cursor.encoded)
         tail.field("hasMore", hasMore)
+        tail.field("schemaVersion", schemaVersion)
         tail.endObject()
         bytes.append(contentsOf: "},".utf8)
         bytes.append(contentsOf: tail.bytes.dropFirst())  // `"cursor":…}` closes the body
@@ -68,7 +89,11 @@ extension Store {
     /// With `deviceID`, tags and todos whose latest change was an operation pushed by that device
     /// are left out (the device holds them from its push results). They still count toward
     /// `limit`, so paging and `hasMore` are the same with or without it.
-    public func pull(userID: Int64, cursor: SyncCursor?, limit: Int, deviceID: String? = nil) throws -> PullPage {
+    ///
+    /// The feed holds records at the current schema version; a client of an older one
+    /// (`schemaVersion`) gets them without the fields its version lacks.
+    public func pull(userID: Int64, cursor: SyncCursor?, limit: Int, deviceID: String? = nil,
+                     schemaVersion: Int = SchemaVersion.current) throws -> PullPage {
         let page = try guarded {
             try db.inTransaction {
                 // The first read fixes the snapshot that every query below sees.
@@ -102,7 +127,7 @@ extension Store {
                 var page = PullPage(
                     cursor: SyncCursor(position: position, skipTombstonesThrough: skipThrough, userID: userID,
                                        epoch: epoch),
-                    hasMore: false)
+                    hasMore: false, schemaVersion: schemaVersion)
                 var rows = 0
                 var lastVersion = position
                 var parents = ParentTags()

@@ -44,7 +44,7 @@ extension Store {
                 let result: PushResult
                 do {
                     result = try db.inSavepoint {
-                        try apply(operation, policy: request.policy, in: transaction)
+                        try apply(operation, policy: request.policy, schema: request.schemaVersion, in: transaction)
                     }
                 } catch let error as DomainError where error.rejectsPushOperation {
                     // The operation's own fault (its input, or the record it names): only it is
@@ -136,27 +136,29 @@ extension Store {
         }
     }
 
-    private func apply(_ operation: PushOperation, policy: ConflictPolicy,
+    /// Runs one operation as a client of schema version `schema` meant it; its result's record has
+    /// that version's fields.
+    private func apply(_ operation: PushOperation, policy: ConflictPolicy, schema: Int,
                        in transaction: WriteTransaction) throws -> PushResult {
-        let parsed = try operation.parse()
+        let parsed = try operation.parse().limited(toSchema: schema)
         switch (parsed.entity, parsed.action) {
         case (.tag, .create):
             var data = parsed.data
             if let clientID = parsed.clientID { data["clientId"] = .string(clientID) }
             var reader = FieldReader(object: data)
             let created = try createTag(try TagDraft.parse(&reader), in: transaction)
-            return .applied(operation, created.record)
+            return .applied(operation, schema, created.record)
         case (.todo, .create):
             var data = try resolveTagReference(parsed.data, in: transaction)
             if let clientID = parsed.clientID { data["clientId"] = .string(clientID) }
             var reader = FieldReader(object: data)
             let created = try createTodo(try TodoDraft.parse(&reader), in: transaction)
-            return .applied(operation, created.record)
+            return .applied(operation, schema, created.record)
         case (.tag, .update):
             let current = try locateTag(parsed, in: transaction)
             var reader = FieldReader(object: parsed.data)
             let patch = try TagPatch.parse(&reader)
-            return try resolveUpdate(operation, parsed, policy: policy, current: current, patch: patch,
+            return try resolveUpdate(operation, parsed, policy: policy, schema: schema, current: current, patch: patch,
                                      apply: { try updateTag(current, $0.applied(to: current), in: transaction) },
                                      restrict: { $0.restricted(to: $1) })
         case (.todo, .update):
@@ -164,41 +166,41 @@ extension Store {
             let data = try resolveTagReference(parsed.data, in: transaction)
             var reader = FieldReader(object: data)
             let patch = try TodoPatch.parse(&reader)
-            return try resolveUpdate(operation, parsed, policy: policy, current: current, patch: patch,
+            return try resolveUpdate(operation, parsed, policy: policy, schema: schema, current: current, patch: patch,
                                      apply: { try updateTodo(current, $0.applied(to: current), in: transaction) },
                                      restrict: { $0.restricted(to: $1) },
                                      base: try resolveBaseTagClientID(parsed.base, in: transaction))
         case (.tag, .delete):
             let current = try locateTag(parsed, in: transaction)
-            if current.deletedAt != nil { return .applied(operation, current) }
-            if isStale(parsed, current.version) && policy != .clientWins { return .conflict(operation, current) }
-            return .applied(operation, try deleteTag(current, in: transaction))
+            if current.deletedAt != nil { return .applied(operation, schema, current) }
+            if isStale(parsed, current.version) && policy != .clientWins { return .conflict(operation, schema, current) }
+            return .applied(operation, schema, try deleteTag(current, in: transaction))
         case (.todo, .delete):
             let current = try locateTodo(parsed, in: transaction)
-            if current.deletedAt != nil { return .applied(operation, current) }
-            if isStale(parsed, current.version) && policy != .clientWins { return .conflict(operation, current) }
-            return .applied(operation, try deleteTodo(current, in: transaction))
+            if current.deletedAt != nil { return .applied(operation, schema, current) }
+            if isStale(parsed, current.version) && policy != .clientWins { return .conflict(operation, schema, current) }
+            return .applied(operation, schema, try deleteTodo(current, in: transaction))
         }
     }
 
     /// The update rules: a tombstone conflicts unless client-wins (which restores it); a stale
     /// `baseVersion` is resolved by the policy; otherwise the update is unconditional.
     private func resolveUpdate<Record: MergeableRecord & PushRecord>(
-        _ operation: PushOperation, _ parsed: PushOperation.Parsed, policy: ConflictPolicy, current: Record,
+        _ operation: PushOperation, _ parsed: PushOperation.Parsed, policy: ConflictPolicy, schema: Int, current: Record,
         patch: Record.Patch, apply: (Record.Patch) throws -> Record,
         restrict: (Record.Patch, Set<String>) -> Record.Patch,
         base: [String: JSONValue]? = nil
     ) throws -> PushResult {
         if current.isDeleted {
-            guard policy == .clientWins else { return .conflict(operation, current) }
-            return .applied(operation, try apply(patch))
+            guard policy == .clientWins else { return .conflict(operation, schema, current) }
+            return .applied(operation, schema, try apply(patch))
         }
-        guard isStale(parsed, current.version) else { return .applied(operation, try apply(patch)) }
+        guard isStale(parsed, current.version) else { return .applied(operation, schema, try apply(patch)) }
         switch policy {
         case .reject:
-            return .conflict(operation, current)
+            return .conflict(operation, schema, current)
         case .clientWins:
-            return .applied(operation, try apply(patch))
+            return .applied(operation, schema, try apply(patch))
         case .merge:
             let client = try Record.preview(patch, on: current)
             let changed = parsed.data.keys.map { $0 == "tagClientId" ? "tagId" : $0 }
@@ -209,8 +211,8 @@ extension Store {
             let decision = FieldMerge.decide(server: current, client: client, changedFields: Array(Set(changed)).sorted(),
                                              base: baseValues)
             let merged = try apply(restrict(patch, decision.take))
-            if decision.conflicting.isEmpty { return .applied(operation, merged) }
-            var result = PushResult.applied(operation, merged)
+            if decision.conflicting.isEmpty { return .applied(operation, schema, merged) }
+            var result = PushResult.applied(operation, schema, merged)
             result.status = PushResult.Status.merged
             result.conflictingFields = decision.conflicting.sorted()
             return result
@@ -313,6 +315,7 @@ protocol PushRecord {
     var version: Int64 { get }
     var isDeleted: Bool { get }
     func write(to writer: inout JSONWriter)
+    func write(to writer: inout JSONWriter, schemaVersion: Int)
     associatedtype Patch
     /// The record as the client would have it after `patch`, without writing anything.
     static func preview(_ patch: Patch, on record: Self) throws -> Self
@@ -329,18 +332,19 @@ extension Todo: PushRecord {
 }
 
 extension PushResult {
-    static func applied<Record: PushRecord>(_ operation: PushOperation, _ record: Record) -> PushResult {
-        result(.applied, operation, record)
+    static func applied<Record: PushRecord>(_ operation: PushOperation, _ schema: Int, _ record: Record) -> PushResult {
+        result(.applied, operation, schema, record)
     }
 
-    static func conflict<Record: PushRecord>(_ operation: PushOperation, _ record: Record) -> PushResult {
-        result(.conflict, operation, record)
+    static func conflict<Record: PushRecord>(_ operation: PushOperation, _ schema: Int, _ record: Record) -> PushResult {
+        result(.conflict, operation, schema, record)
     }
 
-    private static func result<Record: PushRecord>(_ status: Status, _ operation: PushOperation,
+    /// The result, its record with the fields of schema version `schema`.
+    private static func result<Record: PushRecord>(_ status: Status, _ operation: PushOperation, _ schema: Int,
                                                    _ record: Record) -> PushResult {
         var writer = JSONWriter(reservingCapacity: 400)
-        record.write(to: &writer)
+        record.write(to: &writer, schemaVersion: schema)
         return PushResult(opID: operation.opID, status: status, id: record.id, clientID: record.clientID,
                           version: record.version, record: writer.bytes)
     }

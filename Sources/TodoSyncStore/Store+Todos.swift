@@ -21,11 +21,10 @@ extension Store {
         try requireLiveTag(draft.tagID, in: transaction)
         let version = try transaction.nextVersion()
         let now = transaction.now
-        var todo = Todo(
-            id: 0, clientID: draft.clientID, title: draft.title, raw: draft.raw,
-            isImportant: draft.isImportant, isLife: draft.isLife, tagID: draft.tagID, difficulty: draft.difficulty,
-            estimatedTime: draft.estimatedTime, deadline: draft.deadline, isCompleted: draft.isCompleted,
-            version: version, createdAt: now.rfc3339, updatedAt: now.rfc3339, deletedAt: nil)
+        var todo = draft.content
+        todo.version = version
+        todo.createdAt = now.rfc3339
+        todo.updatedAt = now.rfc3339
         let inserted = try db.execute(SQL.Todos.insert, [.int(userID), .optionalText(draft.clientID), .optionalText(clientKey)]
             + TodoColumn.contentValues(of: todo)
             + [.int(version), .timestamp(now), .timestamp(now), .optionalInt(transaction.device)])

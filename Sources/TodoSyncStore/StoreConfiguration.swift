@@ -1,3 +1,4 @@
+import TodoSyncCore
 import Credentials
 
 /// Tunables of the store; defaults follow the contract.
@@ -21,6 +22,9 @@ public struct StoreConfiguration: Sendable {
     public var requestBudgetMilliseconds: Int64 = 20_000
     /// `Idempotency-Key` records are kept this long at least (contract: 24 hours), then purged.
     public var idempotencyRetentionSeconds: Int64 = 24 * 3600
+    /// The oldest schema version a sync request may speak; older is 426 `upgrade_required`
+    /// (`TODOSYNC_MIN_SCHEMA_VERSION`, 1 to `SchemaVersion.current`).
+    public var minimumSchemaVersion = SchemaVersion.first
     /// Password hashing parameters.
     public var passwordHasher = PasswordHasher()
     /// Password hashes allowed at once in this process (shared by every worker's store), with a
@@ -37,4 +41,9 @@ public struct StoreConfiguration: Sendable {
     }
 
     public init() {}
+}
+
+extension Store {
+    /// `StoreConfiguration.minimumSchemaVersion`.
+    public var minimumSchemaVersion: Int { configuration.minimumSchemaVersion }
 }

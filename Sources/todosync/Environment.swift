@@ -1,6 +1,7 @@
 import Foundation
 import MariaDB
 import TodoSyncConfig
+import TodoSyncCore
 import TodoSyncStore
 
 /// The configuration every command reads: the defaults in ``Settings``, then the config file
@@ -124,6 +125,10 @@ struct Environment {
             configuration.requestBudgetMilliseconds = Int64(try int("TODOSYNC_REQUEST_BUDGET_MS"))
             guard configuration.requestBudgetMilliseconds >= 100 else {
                 throw ConfigurationError(name: "TODOSYNC_REQUEST_BUDGET_MS", value: "\(configuration.requestBudgetMilliseconds)")
+            }
+            configuration.minimumSchemaVersion = try int("TODOSYNC_MIN_SCHEMA_VERSION")
+            guard (SchemaVersion.first...SchemaVersion.current).contains(configuration.minimumSchemaVersion) else {
+                throw ConfigurationError(name: "TODOSYNC_MIN_SCHEMA_VERSION", value: "\(configuration.minimumSchemaVersion)")
             }
             // At least the contract's 24 hours.
             configuration.idempotencyRetentionSeconds =

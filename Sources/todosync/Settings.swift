@@ -1,6 +1,7 @@
 import FastCGI
 import Foundation
 import TodoSyncConfig
+import TodoSyncCore
 import TodoSyncStore
 
 /// Every variable the `todosync` binary reads, with its default: the one place defaults live.
@@ -64,6 +65,9 @@ enum Settings {
                 rule: .integer(1...(1 << 50)), "bytes of push results an account may store per clock hour"),
         Setting("TODOSYNC_REQUEST_BUDGET_MS", default: "\(StoreConfiguration().requestBudgetMilliseconds)", rule: .integer(100...600_000),
                 "a request's deadline from nginx's handover ($msec): not started, not committed past it (503); keep it inside nginx's 30 s"),
+        Setting("TODOSYNC_MIN_SCHEMA_VERSION", default: "\(StoreConfiguration().minimumSchemaVersion)",
+                rule: .integer(SchemaVersion.first...SchemaVersion.current),
+                "oldest schema version a sync request may speak (older: 426 upgrade_required)"),
         Setting("TODOSYNC_TOMBSTONE_RETENTION_DAYS", default: "90", rule: .integer(1...36_500), "`todosync purge`: tombstones and push results kept this long"),
         Setting("TODOSYNC_IDEMPOTENCY_RETENTION_HOURS", default: "\(StoreConfiguration().idempotencyRetentionSeconds / 3600)", rule: .integer(24...876_000),
                 "`todosync purge`: Idempotency-Key records kept this long (at least 24)"),

@@ -6,11 +6,12 @@ import XCTest
 @testable import TodoSyncStore
 
 /// `TodoColumn` and `TagColumn` describe the `todos` and `tags` tables once for the SQL, the row
-/// decoding and the writes: each must name every column of the migrated table (but the user, the
-/// client key and the device, which are not part of a record), and a record must survive a create
-/// and an update through it.
+/// decoding and the writes; `DailyStatColumn`, `UserColumn` and `FeedColumn` likewise describe
+/// `daily_stats`, `users` and `sync_feed`. Each must name every column of the migrated table (but
+/// those it declares `notDescribed`: the owner, keys, the device), so a migration that adds a
+/// column the code does not describe fails here; and a record must survive a create and an update
+/// through it.
 final class ColumnsTests: StoreTestCase {
-    private let notInARecord: Set<String> = ["user_id", "client_key", "changed_by_device"]
 
     private func columns(of table: String) throws -> Set<String> {
         Set(try db.query("""
@@ -18,9 +19,32 @@ final class ColumnsTests: StoreTestCase {
             """, [.text(table)]).map { $0.string(0)! })
     }
 
+    private func assertDescribed<Columns: TableColumns>(_ table: String, by _: Columns.Type,
+                                                        file: StaticString = #filePath, line: UInt = #line) throws {
+        let described = Columns.allCases.map(\.sqlName)
+        XCTAssertEqual(Set(described).count, described.count, "\(table): a column described twice", file: file, line: line)
+        XCTAssertEqual(try columns(of: table).subtracting(Columns.notDescribed), Set(described),
+                       "\(table): the migrated table and \(Columns.self) differ", file: file, line: line)
+    }
+
     func testEveryColumnOfTheTablesIsDescribed() throws {
-        XCTAssertEqual(try columns(of: "todos").subtracting(notInARecord), Set(TodoColumn.allCases.map(\.sqlName)))
-        XCTAssertEqual(try columns(of: "tags").subtracting(notInARecord), Set(TagColumn.allCases.map(\.sqlName)))
+        try assertDescribed("todos", by: TodoColumn.self)
+        try assertDescribed("tags", by: TagColumn.self)
+        try assertDescribed("daily_stats", by: DailyStatColumn.self)
+        try assertDescribed("users", by: UserColumn.self)
+        try assertDescribed("sync_feed", by: FeedColumn.self)
+    }
+
+    /// The fields a client writes (`TodoField`, `TagField`: JSON, validation, merge) are exactly
+    /// the columns a create and an update write (`content`): one list, seen from both sides.
+    func testTheSyncedFieldsAreTheContentColumns() {
+        func snake(_ name: String) -> String {
+            name.reduce(into: "") { result, character in
+                result += character.isUppercase ? "_" + character.lowercased() : String(character)
+            }
+        }
+        XCTAssertEqual(TodoField.allCases.map { snake($0.rawValue) }, TodoColumn.content.map(\.column.sqlName))
+        XCTAssertEqual(TagField.allCases.map { snake($0.rawValue) }, TagColumn.content.map(\.column.sqlName))
     }
 
     func testATodoRoundTripsThroughTheColumns() throws {

@@ -169,9 +169,14 @@ def get_stat(api: tsapi.Api, date: str) -> dict | None:
 
 # --------------------------------------------------------------------------- pull
 
-def pull(api: tsapi.Api, cursor: str | None = None, limit: int | None = None, device: str | None = None) -> dict:
-    """One page; with `device`, as that device pulls (`deviceId`: its own pushed changes left out)."""
+def pull(api: tsapi.Api, cursor: str | None = None, limit: int | None = None, device: str | None = None,
+         schema: int | None = tsapi.CURRENT_SCHEMA) -> dict:
+    """One page; with `device`, as that device pulls (`deviceId`: its own pushed changes left out);
+    at schema version `schema` (`schemaVersion`; the current one, as REST, unless told: None
+    sends none, which is version 1)."""
     params = {}
+    if schema is not None:
+        params["schemaVersion"] = str(schema)
     if cursor is not None:
         params["cursor"] = cursor
     if limit is not None:
@@ -182,6 +187,7 @@ def pull(api: tsapi.Api, cursor: str | None = None, limit: int | None = None, de
     assert r.status_code == 200, f"pull {params}: {short(r)}"
     body = assert_json(r)
     check_page_shape(body, limit if limit is not None else 500, first_pull=cursor in (None, ""))
+    assert body["schemaVersion"] == min(schema or 1, tsapi.CURRENT_SCHEMA), body
     return body
 
 
@@ -195,7 +201,9 @@ def page_records(body: dict):
 
 
 def check_page_shape(body: dict, limit: int, first_pull: bool = False) -> None:
-    assert isinstance(body, dict) and set(body) == {"changes", "cursor", "hasMore"}, body
+    assert isinstance(body, dict) and set(body) == {"changes", "cursor", "hasMore", "schemaVersion"}, body
+    schema = body["schemaVersion"]
+    assert is_int(schema) and 1 <= schema <= tsapi.CURRENT_SCHEMA, body
     assert isinstance(body["cursor"], str) and body["cursor"], body
     assert isinstance(body["hasMore"], bool), body
     changes = body["changes"]
@@ -212,7 +220,10 @@ def check_page_shape(body: dict, limit: int, first_pull: bool = False) -> None:
             assert versions == sorted(versions) and len(set(versions)) == len(versions), (
                 f"{kind}.{sub} not ordered by version: {versions}")
         for rec in part["upserted"]:
-            ASSERT_LIVE[kind](rec)
+            if kind == "todos":
+                assert_todo(rec, schema=schema)  # exactly that version's fields
+            else:
+                ASSERT_LIVE[kind](rec)
             assert (kind, rec["id"]) not in seen, f"{kind} {rec['id']} twice in one page"
             seen.add((kind, rec["id"]))
         for rec in part["deleted"]:
@@ -372,10 +383,14 @@ def push_raw(api: tsapi.Api, body: Any, **kw):
 
 
 def push(api: tsapi.Api, operations: list[dict], policy: str | None = None, device: str = "dev-1",
-         return_response: bool = False):
+         return_response: bool = False, schema: int | None = tsapi.CURRENT_SCHEMA):
+    """A push at schema version `schema` (`schemaVersion`; the current one unless told: None
+    sends none, which is version 1)."""
     body: dict[str, Any] = {"deviceId": device, "operations": operations}
     if policy is not None:
         body["conflictPolicy"] = policy
+    if schema is not None:
+        body["schemaVersion"] = schema
     r = push_raw(api, body)
     assert r.status_code == 200, f"push: {short(r)}"
     out = assert_json(r)
@@ -383,11 +398,11 @@ def push(api: tsapi.Api, operations: list[dict], policy: str | None = None, devi
     results = out["results"]
     assert isinstance(results, list) and len(results) == len(operations), out
     for op_, res in zip(operations, results):
-        check_result(res, op_)
+        check_result(res, op_, schema=min(schema or 1, tsapi.CURRENT_SCHEMA))
     return (results, r) if return_response else results
 
 
-def check_result(res: dict, op_: dict | None = None) -> dict:
+def check_result(res: dict, op_: dict | None = None, schema: int = 1) -> dict:
     assert isinstance(res, dict), res
     keys = set(res)
     assert RESULT_KEYS <= keys, f"result keys {sorted(keys)}"
@@ -417,7 +432,7 @@ def check_result(res: dict, op_: dict | None = None) -> dict:
         if entity == "tag":
             assert_tag(rec, live=False)
         elif entity == "todo":
-            assert_todo(rec, live=False)
+            assert_todo(rec, live=False, schema=schema)
     return res
 
 

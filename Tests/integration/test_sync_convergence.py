@@ -370,14 +370,15 @@ class Device:
                 sim.oracle.refresh(sim.api)
                 floor = sim.oracle.max_version
             wire_ops = [{k: v for k, v in o.items() if not k.startswith("_")} for o in ops]
-            body = {"deviceId": self.name, "conflictPolicy": policy, "operations": wire_ops}
+            body = {"deviceId": self.name, "conflictPolicy": policy, "operations": wire_ops,
+                    "schemaVersion": tsapi.CURRENT_SCHEMA}
             raw_body = json.dumps(body).encode()
             r = self.api.post("/sync/push", data=raw_body, headers={"Content-Type": "application/json"})
             assert r.status_code == 200, short(r)
             results = assert_json(r)["results"]
             assert len(results) == len(ops)
             for o, res in zip(ops, results):
-                synclib.check_result(res, o)
+                synclib.check_result(res, o, schema=tsapi.CURRENT_SCHEMA)
                 if oracle:
                     pred = sim.oracle.predict(o, policy)
                     sim.oracle.check_and_apply(o, policy, res, pred, floor)

@@ -42,10 +42,20 @@ API_URL = BASE_URL + API_PREFIX
 TIMEOUT = 10.0  # seconds, every HTTP call
 
 TAG_KEYS = {"id", "clientId", "name", "color", "version", "createdAt", "updatedAt", "deletedAt"}
-TODO_KEYS = {
+# Schema versions (API.md "Schema versions"): REST always uses the current one; a sync request
+# names its own (absent: 1). A todo has `notes` from version 2 on.
+CURRENT_SCHEMA = 2
+TODO_KEYS_V1 = {
     "id", "clientId", "title", "raw", "isImportant", "isLife", "tagId", "difficulty",
     "estimatedTime", "deadline", "isCompleted", "version", "createdAt", "updatedAt", "deletedAt",
 }
+TODO_KEYS_V2 = TODO_KEYS_V1 | {"notes"}
+TODO_KEYS = TODO_KEYS_V2  # the current version's
+NOTES_MAX = 10_000
+
+
+def todo_keys(schema: int) -> set[str]:
+    return TODO_KEYS_V1 if schema < 2 else TODO_KEYS_V2
 TIMESTAMP_RE = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
 DATE_RE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 ERROR_CODE_RE = re.compile(r"^[a-z][a-z0-9]*(_[a-z0-9]+)*$")
@@ -176,9 +186,13 @@ def assert_tag(rec: Any, live: bool = True) -> dict:
     return rec
 
 
-def assert_todo(rec: Any, live: bool = True) -> dict:
+def assert_todo(rec: Any, live: bool = True, schema: int = CURRENT_SCHEMA) -> dict:
+    """A todo with exactly the fields of schema version `schema` (REST: the current one)."""
     assert isinstance(rec, dict), rec
-    assert set(rec) == TODO_KEYS, f"todo keys {sorted(rec)} != {sorted(TODO_KEYS)}"
+    keys = todo_keys(schema)
+    assert set(rec) == keys, f"todo keys at schema {schema}: {sorted(rec)} != {sorted(keys)}"
+    if "notes" in rec:
+        assert rec["notes"] is None or (isinstance(rec["notes"], str) and len(rec["notes"]) <= NOTES_MAX), rec
     _assert_common(rec)
     assert isinstance(rec["title"], str), rec
     assert isinstance(rec["raw"], str), rec

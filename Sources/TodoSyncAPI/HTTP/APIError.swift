@@ -14,6 +14,8 @@ public struct APIError: Error, Sendable, Equatable {
     public let extra: ExtraMember?
     /// Extra response headers, such as `Allow` on 405.
     public let headers: [HTTPHeader]
+    /// Extra members of the error object itself, such as 426's `minimum` and `current`.
+    public let errorMembers: [ErrorMember]
 
     /// A member of the error body beside `error`, already encoded.
     public struct ExtraMember: Sendable, Equatable {
@@ -22,7 +24,8 @@ public struct APIError: Error, Sendable, Equatable {
     }
 
     public init(status: Int, code: String, message: String, details: [FieldProblem] = [],
-                extra: ExtraMember? = nil, headers: [HTTPHeader] = []) {
+                extra: ExtraMember? = nil, headers: [HTTPHeader] = [], errorMembers: [ErrorMember] = []) {
+        self.errorMembers = errorMembers
         self.status = status
         self.code = code
         self.message = message
@@ -51,6 +54,13 @@ public struct APIError: Error, Sendable, Equatable {
 
     public static let unsupportedMediaType = APIError(
         status: 415, code: "unsupported_media_type", message: "The request body must be application/json.")
+
+    /// A sync request whose schema version is below the server's minimum.
+    public static func upgradeRequired(minimum: Int, current: Int) -> APIError {
+        APIError(status: 426, code: "upgrade_required",
+                 message: "This app is too old for the server: schema version \(minimum) or newer is needed. Please update it.",
+                 errorMembers: [ErrorMember("minimum", Int64(minimum)), ErrorMember("current", Int64(current))])
+    }
 
     public static let internalError = APIError(
         status: 500, code: "internal_error", message: "An unexpected error occurred.")
@@ -108,7 +118,7 @@ public struct APIError: Error, Sendable, Equatable {
 
     /// `{"code", "message", "details"?}`: the error object of an error body or a push result.
     public func writeErrorObject(to writer: inout JSONWriter) {
-        DomainError.writeErrorObject(code: code, message: message, details: details, to: &writer)
+        DomainError.writeErrorObject(code: code, message: message, details: details, integers: errorMembers, to: &writer)
     }
 }
 

@@ -21,20 +21,60 @@ extension Application {
             }
             var deviceID: String?
             if let text = query["deviceId"] {
-                // The same rule as push's `deviceId`: 1–100 characters (Unicode scalars).
-                guard (1...100).contains(text.unicodeScalars.count) else {
-                    throw APIError.badRequest("`deviceId` must be 1–100 characters long.")
+                // The same rule as push's `deviceId` (Unicode scalars).
+                let length = PushRequest.deviceIDLength
+                guard length.contains(text.unicodeScalars.count) else {
+                    throw APIError.badRequest("`deviceId` must be \(length.lowerBound)–\(length.upperBound) characters long.")
                 }
                 deviceID = text
             }
-            let page = try context.store.pull(userID: userID, cursor: cursor, limit: limit, deviceID: deviceID)
+            let schemaVersion = try context.syncSchemaVersion(.query(query["schemaVersion"]))
+            let page = try context.store.pull(userID: userID, cursor: cursor, limit: limit, deviceID: deviceID,
+                                              schemaVersion: schemaVersion)
             return .json(200, page.jsonBody)
         }
         router.add("POST", "/api/v1/sync/push") { context in
             let userID = try context.requireUser()
             var reader = try context.bodyReader()
-            let request = try PushRequest.parse(&reader)
+            let schemaVersion = try context.syncSchemaVersion(.body(reader.value("schemaVersion")))
+            var request = try PushRequest.parse(&reader)
+            request.schemaVersion = schemaVersion
             return .json(200, member: "results", try context.store.push(userID: userID, request))
         }
+    }
+}
+
+/// Where a sync request names its schema version: a GET's query, or a push body's member.
+enum RequestedSchemaVersion {
+    case query(String?)
+    case body(JSONValue?)
+}
+
+extension RequestContext {
+    /// The schema version a sync request (pull, push; snapshot and live call this too) is served
+    /// at (API.md "Schema versions"): absent (or a `null` body member) is 1; a value that is not an
+    /// integer is 400 in a query, 422 in a body; any integer below the configured minimum is 426
+    /// `upgrade_required`, before anything is read or applied; above the current version, the
+    /// current one.
+    func syncSchemaVersion(_ requested: RequestedSchemaVersion) throws -> Int {
+        let version: Int
+        switch requested {
+        case .query(nil), .body(nil), .body(.null?):
+            version = SchemaVersion.first
+        case .query(let text?):
+            guard let integer = SchemaVersion.integer(text) else {
+                throw APIError.badRequest("`schemaVersion` must be an integer.")
+            }
+            version = integer
+        case .body(let value?):
+            guard case .number(let number) = value, let integer = SchemaVersion.integer(number.literal) else {
+                throw DomainError.validation(field: "schemaVersion", "must be an integer")
+            }
+            version = integer
+        }
+        guard let served = SchemaVersion.served(version, minimum: store.minimumSchemaVersion) else {
+            throw APIError.upgradeRequired(minimum: store.minimumSchemaVersion, current: SchemaVersion.current)
+        }
+        return served
     }
 }

@@ -111,11 +111,16 @@ public enum DomainError: Error, Sendable, Equatable {
     }
 
     /// The contract's error object from its parts.
+    /// `integers`: further members of the object (426's `minimum` and `current`).
     public static func writeErrorObject(code: String, message: String, details: [FieldProblem],
-                                        to writer: inout JSONWriter) {
+                                        integers: [ErrorMember] = [], to writer: inout JSONWriter) {
         writer.beginObject()
         writer.field("code", code)
         writer.field("message", message)
+        for member in integers {
+            writer.key(member.key)
+            writer.int(member.value)
+        }
         if !details.isEmpty {
             writer.key("details")
             writer.beginArray()
@@ -128,5 +133,16 @@ public enum DomainError: Error, Sendable, Equatable {
             writer.endArray()
         }
         writer.endObject()
+    }
+}
+
+/// An integer member of an error object beside `code` and `message`.
+public struct ErrorMember: Sendable, Equatable {
+    public let key: String
+    public let value: Int64
+
+    public init(_ key: String, _ value: Int64) {
+        self.key = key
+        self.value = value
     }
 }

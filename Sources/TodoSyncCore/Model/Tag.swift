@@ -22,14 +22,68 @@ public struct Tag: Sendable, Equatable {
         self.deletedAt = deletedAt
     }
 
-    /// Writes the contract's Tag object.
-    public func write(to writer: inout JSONWriter) {
+    /// Writes the contract's Tag object at the current schema version (REST, the change feed).
+    public func write(to writer: inout JSONWriter) { write(to: &writer, schemaVersion: SchemaVersion.current) }
+
+    /// Writes the contract's Tag object with the fields of schema version `schema` (`TagField.since`).
+    public func write(to writer: inout JSONWriter, schemaVersion schema: Int) {
         writer.beginObject()
         writer.field("id", id)
         writer.field("clientId", clientID)
-        writer.field("name", name)
-        writer.field("color", color)
+        for field in TagField.allCases where field.since <= schema {
+            writer.key(field.rawValue)
+            writer.string(field.text(of: self))
+        }
         writer.syncFields(version: version, createdAt: createdAt, updatedAt: updatedAt, deletedAt: deletedAt)
         writer.endObject()
+    }
+}
+
+/// The synced content fields of a tag, described once (as `TodoField` for todos): contract name,
+/// the schema version that introduced it, its rule, and how it is read, written and patched.
+public enum TagField: String, CaseIterable, Sendable {
+    case name, color
+
+    /// The schema version that introduced the field.
+    public var since: Int {
+        switch self {
+        case .name, .color: 1
+        }
+    }
+
+    /// The validation limit of `name` (API.md "Tags"), the one copy on the server.
+    public static let nameLength = 1...50
+
+    /// The field's value in `tag` (both fields are text).
+    public func text(of tag: Tag) -> String {
+        switch self {
+        case .name: tag.name
+        case .color: tag.color
+        }
+    }
+
+    /// Reads the field into `patch` when present and not `null`, checking its rule.
+    public func read(_ reader: inout FieldReader, into patch: inout TagPatch) {
+        guard let value = reader.value(rawValue), value != .null else { return }
+        switch self {
+        case .name: patch.name = reader.string(rawValue, required: true, length: Self.nameLength, notBlank: true)
+        case .color: patch.color = TagColor.read(&reader, required: true)
+        }
+    }
+
+    /// Writes the field's value from `patch` into `tag`, when the patch has one.
+    public func apply(_ patch: TagPatch, to tag: inout Tag) {
+        switch self {
+        case .name: if let value = patch.name { tag.name = value }
+        case .color: if let value = patch.color { tag.color = value }
+        }
+    }
+
+    /// Leaves the field out of `patch`.
+    public func clear(in patch: inout TagPatch) {
+        switch self {
+        case .name: patch.name = nil
+        case .color: patch.color = nil
+        }
     }
 }

@@ -4,6 +4,8 @@ public struct Todo: Sendable, Equatable {
     public var clientID: String?
     public var title: String
     public var raw: String
+    /// Free text, kept exactly as given (schema version 2).
+    public var notes: String?
     public var isImportant: Bool
     public var isLife: Bool
     public var tagID: Int64?
@@ -17,13 +19,14 @@ public struct Todo: Sendable, Equatable {
     public var updatedAt: String
     public var deletedAt: String?
 
-    public init(id: Int64, clientID: String?, title: String, raw: String, isImportant: Bool, isLife: Bool,
+    public init(id: Int64, clientID: String?, title: String, raw: String, notes: String? = nil, isImportant: Bool, isLife: Bool,
                 tagID: Int64?, difficulty: Int, estimatedTime: Int, deadline: Day, isCompleted: Bool,
                 version: Int64, createdAt: String, updatedAt: String, deletedAt: String?) {
         self.id = id
         self.clientID = clientID
         self.title = title
         self.raw = raw
+        self.notes = notes
         self.isImportant = isImportant
         self.isLife = isLife
         self.tagID = tagID
@@ -37,22 +40,140 @@ public struct Todo: Sendable, Equatable {
         self.deletedAt = deletedAt
     }
 
-    /// Writes the contract's Todo object.
-    public func write(to writer: inout JSONWriter) {
+    /// Writes the contract's Todo object at the current schema version (REST, the change feed).
+    public func write(to writer: inout JSONWriter) { write(to: &writer, schemaVersion: SchemaVersion.current) }
+
+    /// Writes the contract's Todo object with the fields of schema version `schema` (`TodoField.since`).
+    public func write(to writer: inout JSONWriter, schemaVersion schema: Int) {
         writer.beginObject()
         writer.field("id", id)
         writer.field("clientId", clientID)
-        writer.field("title", title)
-        writer.field("raw", raw)
-        writer.field("isImportant", isImportant)
-        writer.field("isLife", isLife)
-        writer.field("tagId", tagID)
-        writer.field("difficulty", difficulty)
-        writer.field("estimatedTime", estimatedTime)
-        writer.key("deadline")
-        writer.day(deadline)
-        writer.field("isCompleted", isCompleted)
+        for field in TodoField.allCases where field.since <= schema {
+            writer.key(field.rawValue)
+            field.writeValue(of: self, to: &writer)
+        }
         writer.syncFields(version: version, createdAt: createdAt, updatedAt: updatedAt, deletedAt: deletedAt)
         writer.endObject()
+    }
+
+    /// Whether two versions of a todo differ in no synced content field.
+    public func hasSameContent(as other: Todo) -> Bool {
+        TodoField.allCases.allSatisfy { $0.value(of: self) == $0.value(of: other) }
+    }
+}
+
+/// The synced content fields of a todo (what a client writes), described once: the contract
+/// name, the schema version that introduced the field, its validation rule, and how it is read,
+/// written, compared and patched. The order of the cases is the order of the JSON object. The
+/// switches are exhaustive, so a new case does not compile until every use knows it; the columns
+/// (`TodoColumn`) follow the same list (`ColumnsTests`).
+public enum TodoField: String, CaseIterable, Sendable {
+    case title, raw, notes, isImportant, isLife, tagId, difficulty, estimatedTime, deadline, isCompleted
+
+    /// The schema version that introduced the field.
+    public var since: Int {
+        switch self {
+        case .title, .raw, .isImportant, .isLife, .tagId, .difficulty, .estimatedTime, .deadline, .isCompleted: 1
+        case .notes: 2
+        }
+    }
+
+    // The validation limits (API.md "Todos"), the one copy on the server.
+    public static let titleLength = 1...200
+    public static let rawLength = 0...2000
+    public static let notesLength = 0...10_000
+    public static let difficultyRange: ClosedRange<Int64> = 0...5
+    public static let estimatedTimeRange: ClosedRange<Int64> = 0...1440
+
+    /// Whether `null` is a value of the field (else a `null` in a patch is a validation problem).
+    public var isNullable: Bool {
+        switch self {
+        case .tagId, .notes: true
+        case .title, .raw, .isImportant, .isLife, .difficulty, .estimatedTime, .deadline, .isCompleted: false
+        }
+    }
+
+    /// The field's value in `todo`, comparable across the record, `data` and `base` (merge).
+    public func value(of todo: Todo) -> FieldValue {
+        switch self {
+        case .title: .string(todo.title)
+        case .raw: .string(todo.raw)
+        case .notes: todo.notes.map(FieldValue.string) ?? .null
+        case .isImportant: .bool(todo.isImportant)
+        case .isLife: .bool(todo.isLife)
+        case .tagId: todo.tagID.map(FieldValue.int) ?? .null
+        case .difficulty: .int(Int64(todo.difficulty))
+        case .estimatedTime: .int(Int64(todo.estimatedTime))
+        case .deadline: .string(todo.deadline.description)
+        case .isCompleted: .bool(todo.isCompleted)
+        }
+    }
+
+    /// Writes the field's JSON value (its key is written by the caller).
+    func writeValue(of todo: Todo, to writer: inout JSONWriter) {
+        switch self {
+        case .title: writer.string(todo.title)
+        case .raw: writer.string(todo.raw)
+        case .notes: writer.optionalString(todo.notes)
+        case .isImportant: writer.bool(todo.isImportant)
+        case .isLife: writer.bool(todo.isLife)
+        case .tagId: writer.optionalInt(todo.tagID)
+        case .difficulty: writer.int(Int64(todo.difficulty))
+        case .estimatedTime: writer.int(Int64(todo.estimatedTime))
+        case .deadline: writer.day(todo.deadline)
+        case .isCompleted: writer.bool(todo.isCompleted)
+        }
+    }
+
+    /// Reads the field, when present and not `null` (nullable fields: also when `null`), into
+    /// `patch`, checking its rule; a problem is recorded in `reader`.
+    public func read(_ reader: inout FieldReader, into patch: inout TodoPatch) {
+        guard let value = reader.value(rawValue), value != .null || isNullable else { return }
+        switch self {
+        case .title: patch.title = reader.string(rawValue, required: true, length: Self.titleLength, notBlank: true)
+        case .raw: patch.raw = reader.string(rawValue, required: true, length: Self.rawLength)
+        case .notes:
+            patch.notes = value == .null ? .some(nil)
+                : reader.string(rawValue, required: true, length: Self.notesLength).map { .some($0) }
+        case .isImportant: patch.isImportant = reader.bool(rawValue)
+        case .isLife: patch.isLife = reader.bool(rawValue)
+        case .tagId: patch.tagID = reader.nullableID(rawValue)
+        case .difficulty: patch.difficulty = reader.int(rawValue, range: Self.difficultyRange).map(Int.init)
+        case .estimatedTime: patch.estimatedTime = reader.int(rawValue, range: Self.estimatedTimeRange).map(Int.init)
+        case .deadline: patch.deadline = reader.day(rawValue, required: true)
+        case .isCompleted: patch.isCompleted = reader.bool(rawValue)
+        }
+    }
+
+    /// Writes the field's value from `patch` into `todo`, when the patch has one.
+    public func apply(_ patch: TodoPatch, to todo: inout Todo) {
+        switch self {
+        case .title: if let value = patch.title { todo.title = value }
+        case .raw: if let value = patch.raw { todo.raw = value }
+        case .notes: if let value = patch.notes { todo.notes = value }
+        case .isImportant: if let value = patch.isImportant { todo.isImportant = value }
+        case .isLife: if let value = patch.isLife { todo.isLife = value }
+        case .tagId: if let value = patch.tagID { todo.tagID = value }
+        case .difficulty: if let value = patch.difficulty { todo.difficulty = value }
+        case .estimatedTime: if let value = patch.estimatedTime { todo.estimatedTime = value }
+        case .deadline: if let value = patch.deadline { todo.deadline = value }
+        case .isCompleted: if let value = patch.isCompleted { todo.isCompleted = value }
+        }
+    }
+
+    /// Leaves the field out of `patch` ("leave as is").
+    public func clear(in patch: inout TodoPatch) {
+        switch self {
+        case .title: patch.title = nil
+        case .raw: patch.raw = nil
+        case .notes: patch.notes = nil
+        case .isImportant: patch.isImportant = nil
+        case .isLife: patch.isLife = nil
+        case .tagId: patch.tagID = nil
+        case .difficulty: patch.difficulty = nil
+        case .estimatedTime: patch.estimatedTime = nil
+        case .deadline: patch.deadline = nil
+        case .isCompleted: patch.isCompleted = nil
+        }
     }
 }

@@ -43,8 +43,12 @@ public enum QuickAddParser {
             let parsed = parseLine(line, tagNamed: tagNamed)
             let field = "text[\(index)]"
             if parsed.title.isEmpty { throw DomainError.validation(field: field, "leaves an empty title") }
-            if parsed.title.unicodeScalars.count > 200 { throw DomainError.validation(field: field, "title is longer than 200 characters") }
-            if parsed.raw.unicodeScalars.count > 2000 { throw DomainError.validation(field: field, "is longer than 2000 characters") }
+            if parsed.title.unicodeScalars.count > TodoField.titleLength.upperBound {
+                throw DomainError.validation(field: field, "title is longer than \(TodoField.titleLength.upperBound) characters")
+            }
+            if parsed.raw.unicodeScalars.count > TodoField.rawLength.upperBound {
+                throw DomainError.validation(field: field, "is longer than \(TodoField.rawLength.upperBound) characters")
+            }
             result.append(parsed)
         }
         return result
@@ -98,7 +102,7 @@ public enum QuickAddParser {
         }
         guard digits.isEmpty, hours != nil || minutes != nil else { return nil }
         let total = (hours ?? 0) * 60 + (minutes ?? 0)
-        return (0...1440).contains(total) ? total : nil
+        return TodoField.estimatedTimeRange.contains(Int64(total)) ? total : nil
     }
 
     /// `*1`…`*5` → difficulty; else nil.

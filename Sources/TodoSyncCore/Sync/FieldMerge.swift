@@ -27,34 +27,18 @@ public protocol MergeableRecord {
 }
 
 extension Tag: MergeableRecord {
-    public static let updatableFields = ["name", "color"]
+    public static var updatableFields: [String] { TagField.allCases.map(\.rawValue) }
 
     public func value(of field: String) -> FieldValue {
-        switch field {
-        case "name": return .string(name)
-        case "color": return .string(color)
-        default: return .null
-        }
+        TagField(rawValue: field).map { .string($0.text(of: self)) } ?? .null
     }
 }
 
 extension Todo: MergeableRecord {
-    public static let updatableFields = ["title", "raw", "isImportant", "isLife", "tagId", "difficulty",
-                                         "estimatedTime", "deadline", "isCompleted"]
+    public static var updatableFields: [String] { TodoField.allCases.map(\.rawValue) }
 
     public func value(of field: String) -> FieldValue {
-        switch field {
-        case "title": return .string(title)
-        case "raw": return .string(raw)
-        case "isImportant": return .bool(isImportant)
-        case "isLife": return .bool(isLife)
-        case "tagId": return tagID.map(FieldValue.int) ?? .null
-        case "difficulty": return .int(Int64(difficulty))
-        case "estimatedTime": return .int(Int64(estimatedTime))
-        case "deadline": return .string(deadline.description)
-        case "isCompleted": return .bool(isCompleted)
-        default: return .null
-        }
+        TodoField(rawValue: field)?.value(of: self) ?? .null
     }
 }
 
@@ -80,26 +64,5 @@ public enum FieldMerge {
             }
         }
         return (take, conflicting)
-    }
-}
-
-extension TodoPatch {
-    /// Only the fields in `fields` of this patch.
-    public func restricted(to fields: Set<String>) -> TodoPatch {
-        TodoPatch(
-            title: fields.contains("title") ? title : nil, raw: fields.contains("raw") ? raw : nil,
-            isImportant: fields.contains("isImportant") ? isImportant : nil,
-            isLife: fields.contains("isLife") ? isLife : nil, tagID: fields.contains("tagId") ? tagID : nil,
-            difficulty: fields.contains("difficulty") ? difficulty : nil,
-            estimatedTime: fields.contains("estimatedTime") ? estimatedTime : nil,
-            deadline: fields.contains("deadline") ? deadline : nil,
-            isCompleted: fields.contains("isCompleted") ? isCompleted : nil)
-    }
-}
-
-extension TagPatch {
-    /// Only the fields in `fields` of this patch.
-    public func restricted(to fields: Set<String>) -> TagPatch {
-        TagPatch(name: fields.contains("name") ? name : nil, color: fields.contains("color") ? color : nil)
     }
 }

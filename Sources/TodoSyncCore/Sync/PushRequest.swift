@@ -11,13 +11,18 @@ public struct PushRequest: Sendable {
     public let deviceID: String
     public let policy: ConflictPolicy
     public let operations: [PushOperation]
+    /// The schema version the client speaks (checked by the route: `RequestContext.syncSchemaVersion`);
+    /// its operations never change a field that version lacks, and its results have its fields.
+    public var schemaVersion = SchemaVersion.current
 
     /// At most this many operations per request.
     public static let maximumOperations = 500
+    /// The length of a `deviceId` (Unicode scalars), in push and in pull.
+    public static let deviceIDLength = 1...100
 
     /// Validates the envelope: deviceId, conflictPolicy, and operations (≤ 500 objects with an opId).
     public static func parse(_ reader: inout FieldReader) throws(DomainError) -> PushRequest {
-        let deviceID = reader.string("deviceId", required: true, length: 1...100)
+        let deviceID = reader.string("deviceId", required: true, length: deviceIDLength)
         var policy = ConflictPolicy.reject
         if let value = reader.value("conflictPolicy"), value != .null {
             if case .string(let text) = value, let parsed = ConflictPolicy(rawValue: text) {
@@ -87,6 +92,15 @@ public struct PushOperation: Sendable {
         public let baseVersion: Int64?
         public let data: [String: JSONValue]
         public let base: [String: JSONValue]
+
+        /// The operation as a client of schema `version` means it: a field that version does not
+        /// have is left out of `data` and `base` (absent means unchanged, whatever the policy).
+        public func limited(toSchema version: Int) -> Parsed {
+            let hidden = SchemaVersion.fieldsNewerThan(version, todo: entity == .todo)
+            guard !hidden.isEmpty else { return self }
+            return Parsed(entity: entity, action: action, id: id, clientID: clientID, baseVersion: baseVersion,
+                          data: data.filter { !hidden.contains($0.key) }, base: base.filter { !hidden.contains($0.key) })
+        }
     }
 
     /// Checks entity, action, addressing and the types of baseVersion, data and base.

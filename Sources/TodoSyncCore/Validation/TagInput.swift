@@ -14,7 +14,7 @@ public struct TagDraft: Sendable, Equatable {
     /// Validates a create body.
     public static func parse(_ reader: inout FieldReader) throws(DomainError) -> TagDraft {
         let clientID = reader.clientID()
-        let name = reader.string("name", required: true, length: 1...50, notBlank: true)
+        let name = reader.string("name", required: true, length: TagField.nameLength, notBlank: true)
         let color = TagColor.read(&reader, required: true)
         try reader.finish()
         return TagDraft(clientID: clientID, name: name!, color: color!)
@@ -31,20 +31,26 @@ public struct TagPatch: Sendable, Equatable {
         self.color = color
     }
 
-    /// Validates an update body.
+    /// Validates an update body: each field by its `TagField` rule.
     public static func parse(_ reader: inout FieldReader) throws(DomainError) -> TagPatch {
-        reader.rejectNulls(["name", "color"])
-        let name = reader.value("name") == .null ? nil : reader.string("name", required: false, length: 1...50, notBlank: true)
-        let color = reader.value("color") == .null ? nil : TagColor.read(&reader, required: false)
+        reader.rejectNulls(TagField.allCases.map(\.rawValue))
+        var patch = TagPatch()
+        for field in TagField.allCases { field.read(&reader, into: &patch) }
         try reader.finish()
-        return TagPatch(name: name, color: color)
+        return patch
     }
 
     /// The patch applied to `tag`.
     public func applied(to tag: Tag) -> Tag {
         var result = tag
-        if let name { result.name = name }
-        if let color { result.color = color }
+        for field in TagField.allCases { field.apply(self, to: &result) }
+        return result
+    }
+
+    /// Only the fields named in `fields` (contract names) of this patch.
+    public func restricted(to fields: Set<String>) -> TagPatch {
+        var result = self
+        for field in TagField.allCases where !fields.contains(field.rawValue) { field.clear(in: &result) }
         return result
     }
 }

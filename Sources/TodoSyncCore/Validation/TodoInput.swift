@@ -1,47 +1,36 @@
-/// The fields of a todo create (`POST /todos`, push `create`), defaults applied.
+/// The fields of a todo create (`POST /todos`, push `create`), defaults applied: the content of
+/// the todo to be (`content`, a `Todo` not yet stored), read as `draft.title`, `draft.tagID`….
+@dynamicMemberLookup
 public struct TodoDraft: Sendable, Equatable {
     public var clientID: String?
-    public var title: String
-    public var raw: String
-    public var isImportant: Bool
-    public var isLife: Bool
-    public var tagID: Int64?
-    public var difficulty: Int
-    public var estimatedTime: Int
-    public var deadline: Day
-    public var isCompleted: Bool
+    /// The new todo's content fields; its id, version and timestamps are the store's to set.
+    public var content: Todo
 
-    public init(clientID: String? = nil, title: String, raw: String? = nil, isImportant: Bool = false,
+    /// The defaults of API.md "Todos" for every field not given.
+    public init(clientID: String? = nil, title: String, raw: String? = nil, notes: String? = nil, isImportant: Bool = false,
                 isLife: Bool = false, tagID: Int64? = nil, difficulty: Int = 0, estimatedTime: Int = 0,
                 deadline: Day, isCompleted: Bool = false) {
         self.clientID = clientID
-        self.title = title
-        self.raw = raw ?? title
-        self.isImportant = isImportant
-        self.isLife = isLife
-        self.tagID = tagID
-        self.difficulty = difficulty
-        self.estimatedTime = estimatedTime
-        self.deadline = deadline
-        self.isCompleted = isCompleted
+        content = Todo(id: 0, clientID: clientID, title: title, raw: raw ?? title, notes: notes, isImportant: isImportant,
+                       isLife: isLife, tagID: tagID, difficulty: difficulty, estimatedTime: estimatedTime,
+                       deadline: deadline, isCompleted: isCompleted, version: 0, createdAt: "", updatedAt: "",
+                       deletedAt: nil)
     }
 
-    /// Validates a create body. Whether `tagId` names a live tag is the store's check.
+    public subscript<Value>(dynamicMember field: KeyPath<Todo, Value>) -> Value { content[keyPath: field] }
+
+    /// Validates a create body: every field by its `TodoField` rule, `title` and `deadline`
+    /// required, the rest defaulted. Whether `tagId` names a live tag is the store's check.
     public static func parse(_ reader: inout FieldReader) throws(DomainError) -> TodoDraft {
         let clientID = reader.clientID()
-        let title = reader.string("title", required: true, length: 1...200, notBlank: true)
-        let raw = reader.string("raw", required: false, length: 0...2000)
-        let isImportant = reader.bool("isImportant")
-        let isLife = reader.bool("isLife")
-        let tagID = reader.nullableID("tagId")
-        let difficulty = reader.int("difficulty", range: 0...5)
-        let estimatedTime = reader.int("estimatedTime", range: 0...1440)
-        let deadline = reader.day("deadline", required: true)
-        let isCompleted = reader.bool("isCompleted")
+        let patch = TodoPatch.read(&reader)
+        for field in [TodoField.title, .deadline] where !reader.has(field.rawValue) {
+            reader.report(field.rawValue, "is required")
+        }
         try reader.finish()
-        return TodoDraft(clientID: clientID, title: title!, raw: raw, isImportant: isImportant ?? false,
-                         isLife: isLife ?? false, tagID: tagID ?? nil, difficulty: Int(difficulty ?? 0),
-                         estimatedTime: Int(estimatedTime ?? 0), deadline: deadline!, isCompleted: isCompleted ?? false)
+        var draft = TodoDraft(clientID: clientID, title: patch.title!, deadline: patch.deadline!)
+        draft.content = patch.applied(to: draft.content)
+        return draft
     }
 }
 
@@ -49,6 +38,8 @@ public struct TodoDraft: Sendable, Equatable {
 public struct TodoPatch: Sendable, Equatable {
     public var title: String?
     public var raw: String?
+    /// `.some(nil)` clears the notes.
+    public var notes: String??
     public var isImportant: Bool?
     public var isLife: Bool?
     public var tagID: Int64??
@@ -57,11 +48,12 @@ public struct TodoPatch: Sendable, Equatable {
     public var deadline: Day?
     public var isCompleted: Bool?
 
-    public init(title: String? = nil, raw: String? = nil, isImportant: Bool? = nil, isLife: Bool? = nil,
+    public init(title: String? = nil, raw: String? = nil, notes: String?? = nil, isImportant: Bool? = nil, isLife: Bool? = nil,
                 tagID: Int64?? = nil, difficulty: Int? = nil, estimatedTime: Int? = nil, deadline: Day? = nil,
                 isCompleted: Bool? = nil) {
         self.title = title
         self.raw = raw
+        self.notes = notes
         self.isImportant = isImportant
         self.isLife = isLife
         self.tagID = tagID
@@ -73,44 +65,31 @@ public struct TodoPatch: Sendable, Equatable {
 
     /// Validates an update body.
     public static func parse(_ reader: inout FieldReader) throws(DomainError) -> TodoPatch {
-        let nonNullable = ["title", "raw", "isImportant", "isLife", "difficulty", "estimatedTime", "deadline", "isCompleted"]
-        reader.rejectNulls(nonNullable)
-        func present(_ key: String) -> Bool { reader.has(key) && reader.value(key) != .null }
-        var patch = TodoPatch()
-        if present("title") { patch.title = reader.string("title", required: true, length: 1...200, notBlank: true) }
-        if present("raw") { patch.raw = reader.string("raw", required: true, length: 0...2000) }
-        if present("isImportant") { patch.isImportant = reader.bool("isImportant") }
-        if present("isLife") { patch.isLife = reader.bool("isLife") }
-        patch.tagID = reader.nullableID("tagId")
-        if present("difficulty") { patch.difficulty = reader.int("difficulty", range: 0...5).map(Int.init) }
-        if present("estimatedTime") { patch.estimatedTime = reader.int("estimatedTime", range: 0...1440).map(Int.init) }
-        if present("deadline") { patch.deadline = reader.day("deadline", required: true) }
-        if present("isCompleted") { patch.isCompleted = reader.bool("isCompleted") }
+        let patch = read(&reader)
         try reader.finish()
+        return patch
+    }
+
+    /// Reads every field by its `TodoField` rule (a `null` where the field is not nullable is a
+    /// problem), recording problems in `reader`.
+    static func read(_ reader: inout FieldReader) -> TodoPatch {
+        reader.rejectNulls(TodoField.allCases.filter { !$0.isNullable }.map(\.rawValue))
+        var patch = TodoPatch()
+        for field in TodoField.allCases { field.read(&reader, into: &patch) }
         return patch
     }
 
     /// The patch applied to `todo`.
     public func applied(to todo: Todo) -> Todo {
         var result = todo
-        if let title { result.title = title }
-        if let raw { result.raw = raw }
-        if let isImportant { result.isImportant = isImportant }
-        if let isLife { result.isLife = isLife }
-        if let tagID { result.tagID = tagID }
-        if let difficulty { result.difficulty = difficulty }
-        if let estimatedTime { result.estimatedTime = estimatedTime }
-        if let deadline { result.deadline = deadline }
-        if let isCompleted { result.isCompleted = isCompleted }
+        for field in TodoField.allCases { field.apply(self, to: &result) }
         return result
     }
-}
 
-extension Todo {
-    /// Whether two versions of a todo differ in any client-visible content field.
-    public func hasSameContent(as other: Todo) -> Bool {
-        title == other.title && raw == other.raw && isImportant == other.isImportant && isLife == other.isLife
-            && tagID == other.tagID && difficulty == other.difficulty && estimatedTime == other.estimatedTime
-            && deadline == other.deadline && isCompleted == other.isCompleted
+    /// Only the fields named in `fields` (contract names) of this patch.
+    public func restricted(to fields: Set<String>) -> TodoPatch {
+        var result = self
+        for field in TodoField.allCases where !fields.contains(field.rawValue) { field.clear(in: &result) }
+        return result
     }
 }

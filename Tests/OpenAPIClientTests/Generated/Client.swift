@@ -4244,6 +4244,11 @@ internal struct Client: APIProtocol {
     ///
     /// `deviceId` (optional) turns on echo suppression; see the parameter.
     ///
+    /// `schemaVersion` (optional, absent = 1): the records carry exactly that schema version's
+    /// fields (version 1 has no todo `notes`), and the page names the version it used. Below
+    /// the server's minimum: 426 `upgrade_required`; above its current version: served at the
+    /// current one.
+    ///
     ///
     /// - Remark: HTTP `GET /api/v1/sync/pull`.
     /// - Remark: Generated from `#/paths//api/v1/sync/pull/get(syncPull)`.
@@ -4281,6 +4286,13 @@ internal struct Client: APIProtocol {
                     explode: true,
                     name: "deviceId",
                     value: input.query.deviceId
+                )
+                try converter.setQueryItemAsURI(
+                    in: &request,
+                    style: .form,
+                    explode: true,
+                    name: "schemaVersion",
+                    value: input.query.schemaVersion
                 )
                 converter.setAcceptHeader(
                     in: &request.headerFields,
@@ -4386,6 +4398,28 @@ internal struct Client: APIProtocol {
                         preconditionFailure("bestContentType chose an invalid content type.")
                     }
                     return .gone(.init(body: body))
+                case 426:
+                    let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
+                    let body: Components.Responses.UpgradeRequired.Body
+                    let chosenContentType = try converter.bestContentType(
+                        received: contentType,
+                        options: [
+                            "application/json"
+                        ]
+                    )
+                    switch chosenContentType {
+                    case "application/json":
+                        body = try await converter.getResponseBodyAsJSON(
+                            Components.Responses.UpgradeRequired.Body.JsonPayload.self,
+                            from: responseBody,
+                            transforming: { value in
+                                .json(value)
+                            }
+                        )
+                    default:
+                        preconditionFailure("bestContentType chose an invalid content type.")
+                    }
+                    return .upgradeRequired(.init(body: body))
                 case 429:
                     let headers: Components.Responses.RateLimited.Headers = .init(retryAfter: try converter.getRequiredHeaderFieldAsURI(
                         in: response.headerFields,
@@ -4492,6 +4526,12 @@ internal struct Client: APIProtocol {
     ///   nothing. Replaying costs no quota: a push of replays only is answered even at the
     ///   account's operations quota.
     /// - A push returns no cursor: a device pulls after it pushes.
+    /// - `schemaVersion` (optional, absent or null = 1): the client's schema version. Its
+    ///   operations never change a field its version lacks (sent or not, under every policy,
+    ///   restores included; its creates leave the field at its default), and its results'
+    ///   records have exactly its version's fields; a stored result is replayed exactly as
+    ///   first answered, whatever version the replay names. Below the server's minimum: 426
+    ///   `upgrade_required`, nothing applied; not an integer: 422.
     ///
     ///
     /// - Remark: HTTP `POST /api/v1/sync/push`.
@@ -4702,6 +4742,28 @@ internal struct Client: APIProtocol {
                         preconditionFailure("bestContentType chose an invalid content type.")
                     }
                     return .unprocessableContent(.init(body: body))
+                case 426:
+                    let contentType = converter.extractContentTypeIfPresent(in: response.headerFields)
+                    let body: Components.Responses.UpgradeRequired.Body
+                    let chosenContentType = try converter.bestContentType(
+                        received: contentType,
+                        options: [
+                            "application/json"
+                        ]
+                    )
+                    switch chosenContentType {
+                    case "application/json":
+                        body = try await converter.getResponseBodyAsJSON(
+                            Components.Responses.UpgradeRequired.Body.JsonPayload.self,
+                            from: responseBody,
+                            transforming: { value in
+                                .json(value)
+                            }
+                        )
+                    default:
+                        preconditionFailure("bestContentType chose an invalid content type.")
+                    }
+                    return .upgradeRequired(.init(body: body))
                 case 429:
                     let headers: Components.Responses.RateLimited.Headers = .init(retryAfter: try converter.getRequiredHeaderFieldAsURI(
                         in: response.headerFields,

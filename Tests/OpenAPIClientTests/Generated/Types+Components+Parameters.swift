@@ -50,6 +50,14 @@ extension Components {
         ///
         /// - Remark: Generated from `#/components/parameters/IdempotencyKey`.
         internal typealias IdempotencyKey = Swift.String
+        /// The schema version the client understands (absent = 1; 2 adds the todo's `notes`). A
+        /// decimal integer (anything else is 400 `bad_request`); below the server's minimum
+        /// (`TODOSYNC_MIN_SCHEMA_VERSION`, default 1: 0 and negatives) 426 `upgrade_required`;
+        /// above its current version (2), served at the current one.
+        ///
+        ///
+        /// - Remark: Generated from `#/components/parameters/SchemaVersion`.
+        internal typealias SchemaVersion = Swift.Int
         /// Echo suppression: the same value the device sends as `deviceId` to push. Records whose
         /// latest change was an operation pushed by that device are left out (the device holds
         /// them from its push results); changes the server derived (daily stats, todos un-tagged

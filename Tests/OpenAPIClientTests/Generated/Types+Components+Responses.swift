@@ -964,6 +964,105 @@ extension Components {
                 self.body = body
             }
         }
+        internal struct UpgradeRequired: Sendable, Hashable {
+            /// - Remark: Generated from `#/components/responses/UpgradeRequired/content`.
+            internal enum Body: Sendable, Hashable {
+                /// - Remark: Generated from `#/components/responses/UpgradeRequired/content/json`.
+                internal struct JsonPayload: Codable, Hashable, Sendable {
+                    /// - Remark: Generated from `#/components/responses/UpgradeRequired/content/json/value1`.
+                    internal var value1: Components.Schemas._Error
+                    /// - Remark: Generated from `#/components/responses/UpgradeRequired/content/json/value2`.
+                    internal struct Value2Payload: Codable, Hashable, Sendable {
+                        /// - Remark: Generated from `#/components/responses/UpgradeRequired/content/json/value2/error`.
+                        internal struct _ErrorPayload: Codable, Hashable, Sendable {
+                            /// - Remark: Generated from `#/components/responses/UpgradeRequired/content/json/value2/error/code`.
+                            internal var code: OpenAPIRuntime.OpenAPIValueContainer?
+                            /// - Remark: Generated from `#/components/responses/UpgradeRequired/content/json/value2/error/minimum`.
+                            internal var minimum: Swift.Int
+                            /// - Remark: Generated from `#/components/responses/UpgradeRequired/content/json/value2/error/current`.
+                            internal var current: Swift.Int
+                            /// Creates a new `_ErrorPayload`.
+                            ///
+                            /// - Parameters:
+                            ///   - code:
+                            ///   - minimum:
+                            ///   - current:
+                            internal init(
+                                code: OpenAPIRuntime.OpenAPIValueContainer? = nil,
+                                minimum: Swift.Int,
+                                current: Swift.Int
+                            ) {
+                                self.code = code
+                                self.minimum = minimum
+                                self.current = current
+                            }
+                            internal enum CodingKeys: String, CodingKey {
+                                case code
+                                case minimum
+                                case current
+                            }
+                        }
+                        /// - Remark: Generated from `#/components/responses/UpgradeRequired/content/json/value2/error`.
+                        internal var error: Components.Responses.UpgradeRequired.Body.JsonPayload.Value2Payload._ErrorPayload?
+                        /// Creates a new `Value2Payload`.
+                        ///
+                        /// - Parameters:
+                        ///   - error:
+                        internal init(error: Components.Responses.UpgradeRequired.Body.JsonPayload.Value2Payload._ErrorPayload? = nil) {
+                            self.error = error
+                        }
+                        internal enum CodingKeys: String, CodingKey {
+                            case error
+                        }
+                    }
+                    /// - Remark: Generated from `#/components/responses/UpgradeRequired/content/json/value2`.
+                    internal var value2: Components.Responses.UpgradeRequired.Body.JsonPayload.Value2Payload
+                    /// Creates a new `JsonPayload`.
+                    ///
+                    /// - Parameters:
+                    ///   - value1:
+                    ///   - value2:
+                    internal init(
+                        value1: Components.Schemas._Error,
+                        value2: Components.Responses.UpgradeRequired.Body.JsonPayload.Value2Payload
+                    ) {
+                        self.value1 = value1
+                        self.value2 = value2
+                    }
+                    internal init(from decoder: any Swift.Decoder) throws {
+                        self.value1 = try .init(from: decoder)
+                        self.value2 = try .init(from: decoder)
+                    }
+                    internal func encode(to encoder: any Swift.Encoder) throws {
+                        try self.value1.encode(to: encoder)
+                        try self.value2.encode(to: encoder)
+                    }
+                }
+                /// - Remark: Generated from `#/components/responses/UpgradeRequired/content/application\/json`.
+                case json(Components.Responses.UpgradeRequired.Body.JsonPayload)
+                /// The associated value of the enum case if `self` is `.json`.
+                ///
+                /// - Throws: An error if `self` is not `.json`.
+                /// - SeeAlso: `.json`.
+                internal var json: Components.Responses.UpgradeRequired.Body.JsonPayload {
+                    get throws {
+                        switch self {
+                        case let .json(body):
+                            return body
+                        }
+                    }
+                }
+            }
+            /// Received HTTP response body
+            internal var body: Components.Responses.UpgradeRequired.Body
+            /// Creates a new `UpgradeRequired`.
+            ///
+            /// - Parameters:
+            ///   - body: Received HTTP response body
+            internal init(body: Components.Responses.UpgradeRequired.Body) {
+                self.body = body
+            }
+        }
         internal struct ValidationFailed: Sendable, Hashable {
             /// - Remark: Generated from `#/components/responses/ValidationFailed/content`.
             internal enum Body: Sendable, Hashable {

@@ -62,6 +62,12 @@ extension Components {
         ///
         /// - Remark: Generated from `#/components/schemas/Raw`.
         internal typealias Raw = Swift.String
+        /// Free text, kept exactly as given (newlines and spaces included), 0–10,000 characters
+        /// (Unicode code points), or null. Schema version 2.
+        ///
+        ///
+        /// - Remark: Generated from `#/components/schemas/Notes`.
+        internal typealias Notes = Swift.String
         /// Integer 0–5.
         ///
         /// - Remark: Generated from `#/components/schemas/Difficulty`.
@@ -199,6 +205,13 @@ extension Components {
             internal var title: Components.Schemas.Title
             /// - Remark: Generated from `#/components/schemas/Todo/raw`.
             internal var raw: Components.Schemas.Raw
+            /// Schema version 2: always present in REST answers and in sync answers at version 2,
+            /// absent at version 1. Absent means "not known at this version", never null: keep
+            /// the local value.
+            ///
+            ///
+            /// - Remark: Generated from `#/components/schemas/Todo/notes`.
+            internal var notes: Components.Schemas.Notes?
             /// - Remark: Generated from `#/components/schemas/Todo/isImportant`.
             internal var isImportant: Swift.Bool
             /// - Remark: Generated from `#/components/schemas/Todo/isLife`.
@@ -228,6 +241,7 @@ extension Components {
             ///   - clientId:
             ///   - title:
             ///   - raw:
+            ///   - notes: Schema version 2: always present in REST answers and in sync answers at version 2,
             ///   - isImportant:
             ///   - isLife:
             ///   - tagId:
@@ -244,6 +258,7 @@ extension Components {
                 clientId: Components.Schemas.ClientId? = nil,
                 title: Components.Schemas.Title,
                 raw: Components.Schemas.Raw,
+                notes: Components.Schemas.Notes? = nil,
                 isImportant: Swift.Bool,
                 isLife: Swift.Bool,
                 tagId: Components.Schemas.TagRef? = nil,
@@ -260,6 +275,7 @@ extension Components {
                 self.clientId = clientId
                 self.title = title
                 self.raw = raw
+                self.notes = notes
                 self.isImportant = isImportant
                 self.isLife = isLife
                 self.tagId = tagId
@@ -277,6 +293,7 @@ extension Components {
                 case clientId
                 case title
                 case raw
+                case notes
                 case isImportant
                 case isLife
                 case tagId
@@ -865,6 +882,10 @@ extension Components {
             ///
             /// - Remark: Generated from `#/components/schemas/TodoCreate/raw`.
             internal var raw: Components.Schemas.Raw?
+            /// Defaults to null. Ignored in a push at schema version 1.
+            ///
+            /// - Remark: Generated from `#/components/schemas/TodoCreate/notes`.
+            internal var notes: Components.Schemas.Notes?
             /// - Remark: Generated from `#/components/schemas/TodoCreate/isImportant`.
             internal var isImportant: Swift.Bool?
             /// - Remark: Generated from `#/components/schemas/TodoCreate/isLife`.
@@ -885,6 +906,7 @@ extension Components {
             ///   - clientId:
             ///   - title:
             ///   - raw: Defaults to `title`.
+            ///   - notes: Defaults to null. Ignored in a push at schema version 1.
             ///   - isImportant:
             ///   - isLife:
             ///   - tagId:
@@ -896,6 +918,7 @@ extension Components {
                 clientId: Components.Schemas.ClientId? = nil,
                 title: Components.Schemas.Title,
                 raw: Components.Schemas.Raw? = nil,
+                notes: Components.Schemas.Notes? = nil,
                 isImportant: Swift.Bool? = nil,
                 isLife: Swift.Bool? = nil,
                 tagId: Components.Schemas.TagRef? = nil,
@@ -907,6 +930,7 @@ extension Components {
                 self.clientId = clientId
                 self.title = title
                 self.raw = raw
+                self.notes = notes
                 self.isImportant = isImportant
                 self.isLife = isLife
                 self.tagId = tagId
@@ -919,6 +943,7 @@ extension Components {
                 case clientId
                 case title
                 case raw
+                case notes
                 case isImportant
                 case isLife
                 case tagId
@@ -928,7 +953,7 @@ extension Components {
                 case isCompleted
             }
         }
-        /// Only the given fields change; `tagId: null` clears the tag, `null` for any other field is 422.
+        /// Only the given fields change; `tagId: null` clears the tag, `notes: null` clears the notes, `null` for any other field is 422.
         ///
         /// - Remark: Generated from `#/components/schemas/TodoPatch`.
         internal struct TodoPatch: Codable, Hashable, Sendable {
@@ -936,6 +961,10 @@ extension Components {
             internal var title: Components.Schemas.Title?
             /// - Remark: Generated from `#/components/schemas/TodoPatch/raw`.
             internal var raw: Components.Schemas.Raw?
+            /// Ignored in a push at schema version 1.
+            ///
+            /// - Remark: Generated from `#/components/schemas/TodoPatch/notes`.
+            internal var notes: Components.Schemas.Notes?
             /// - Remark: Generated from `#/components/schemas/TodoPatch/isImportant`.
             internal var isImportant: Swift.Bool?
             /// - Remark: Generated from `#/components/schemas/TodoPatch/isLife`.
@@ -955,6 +984,7 @@ extension Components {
             /// - Parameters:
             ///   - title:
             ///   - raw:
+            ///   - notes: Ignored in a push at schema version 1.
             ///   - isImportant:
             ///   - isLife:
             ///   - tagId:
@@ -965,6 +995,7 @@ extension Components {
             internal init(
                 title: Components.Schemas.Title? = nil,
                 raw: Components.Schemas.Raw? = nil,
+                notes: Components.Schemas.Notes? = nil,
                 isImportant: Swift.Bool? = nil,
                 isLife: Swift.Bool? = nil,
                 tagId: Components.Schemas.TagRef? = nil,
@@ -975,6 +1006,7 @@ extension Components {
             ) {
                 self.title = title
                 self.raw = raw
+                self.notes = notes
                 self.isImportant = isImportant
                 self.isLife = isLife
                 self.tagId = tagId
@@ -986,6 +1018,7 @@ extension Components {
             internal enum CodingKeys: String, CodingKey {
                 case title
                 case raw
+                case notes
                 case isImportant
                 case isLife
                 case tagId
@@ -1061,25 +1094,41 @@ extension Components {
             ///
             /// - Remark: Generated from `#/components/schemas/ErrorBody/details`.
             internal var details: [Components.Schemas.FieldProblem]?
+            /// On 426 `upgrade_required`, the oldest schema version the server serves.
+            ///
+            /// - Remark: Generated from `#/components/schemas/ErrorBody/minimum`.
+            internal var minimum: Swift.Int?
+            /// On 426 `upgrade_required`, the server's current schema version.
+            ///
+            /// - Remark: Generated from `#/components/schemas/ErrorBody/current`.
+            internal var current: Swift.Int?
             /// Creates a new `ErrorBody`.
             ///
             /// - Parameters:
             ///   - code: A snake_case error code from the contract's table.
             ///   - message: Human-readable text; never SQL, stack traces or other internals.
             ///   - details: One entry per bad field (present on `validation_failed`).
+            ///   - minimum: On 426 `upgrade_required`, the oldest schema version the server serves.
+            ///   - current: On 426 `upgrade_required`, the server's current schema version.
             internal init(
                 code: Swift.String,
                 message: Swift.String,
-                details: [Components.Schemas.FieldProblem]? = nil
+                details: [Components.Schemas.FieldProblem]? = nil,
+                minimum: Swift.Int? = nil,
+                current: Swift.Int? = nil
             ) {
                 self.code = code
                 self.message = message
                 self.details = details
+                self.minimum = minimum
+                self.current = current
             }
             internal enum CodingKeys: String, CodingKey {
                 case code
                 case message
                 case details
+                case minimum
+                case current
             }
         }
         /// The error body: `{"error": {"code", "message", "details"?}}`.
@@ -1373,25 +1422,33 @@ extension Components {
             ///
             /// - Remark: Generated from `#/components/schemas/PullResponse/hasMore`.
             internal var hasMore: Swift.Bool
+            /// The schema version of this page's records (the requested one, at most the server's current).
+            ///
+            /// - Remark: Generated from `#/components/schemas/PullResponse/schemaVersion`.
+            internal var schemaVersion: Swift.Int
             /// Creates a new `PullResponse`.
             ///
             /// - Parameters:
             ///   - changes: Parents first (tags, todos, dailyStats); each list by version.
             ///   - cursor: Opaque; pass it as `cursor` on the next pull.
             ///   - hasMore: True exactly when at least one more record remains after this page.
+            ///   - schemaVersion: The schema version of this page's records (the requested one, at most the server's current).
             internal init(
                 changes: Components.Schemas.PullResponse.ChangesPayload,
                 cursor: Swift.String,
-                hasMore: Swift.Bool
+                hasMore: Swift.Bool,
+                schemaVersion: Swift.Int
             ) {
                 self.changes = changes
                 self.cursor = cursor
                 self.hasMore = hasMore
+                self.schemaVersion = schemaVersion
             }
             internal enum CodingKeys: String, CodingKey {
                 case changes
                 case cursor
                 case hasMore
+                case schemaVersion
             }
         }
         /// - Remark: Generated from `#/components/schemas/PushRequest`.
@@ -1400,6 +1457,13 @@ extension Components {
             ///
             /// - Remark: Generated from `#/components/schemas/PushRequest/deviceId`.
             internal var deviceId: Swift.String
+            /// The client's schema version (absent or null = 1). Fields its version lacks are
+            /// never changed by its operations, and its results' records have exactly its
+            /// version's fields. Below the server's minimum: 426; not an integer: 422.
+            ///
+            ///
+            /// - Remark: Generated from `#/components/schemas/PushRequest/schemaVersion`.
+            internal var schemaVersion: Swift.Int?
             /// How stale updates and deletes are resolved; absent or null means `reject`.
             ///
             /// - Remark: Generated from `#/components/schemas/PushRequest/conflictPolicy`.
@@ -1478,19 +1542,23 @@ extension Components {
             ///
             /// - Parameters:
             ///   - deviceId: Names the pushing device (for logs and echo suppression in pull); 1–100 characters.
+            ///   - schemaVersion: The client's schema version (absent or null = 1). Fields its version lacks are
             ///   - conflictPolicy: How stale updates and deletes are resolved; absent or null means `reject`.
             ///   - operations: At most 500 operations, run in order. Each item must be an object with an `opId`
             internal init(
                 deviceId: Swift.String,
+                schemaVersion: Swift.Int? = nil,
                 conflictPolicy: Components.Schemas.PushRequest.ConflictPolicyPayload? = nil,
                 operations: Components.Schemas.PushRequest.OperationsPayload
             ) {
                 self.deviceId = deviceId
+                self.schemaVersion = schemaVersion
                 self.conflictPolicy = conflictPolicy
                 self.operations = operations
             }
             internal enum CodingKeys: String, CodingKey {
                 case deviceId
+                case schemaVersion
                 case conflictPolicy
                 case operations
             }

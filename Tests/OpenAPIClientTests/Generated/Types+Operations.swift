@@ -5282,6 +5282,11 @@ internal enum Operations {
     ///
     /// `deviceId` (optional) turns on echo suppression; see the parameter.
     ///
+    /// `schemaVersion` (optional, absent = 1): the records carry exactly that schema version's
+    /// fields (version 1 has no todo `notes`), and the page names the version it used. Below
+    /// the server's minimum: 426 `upgrade_required`; above its current version: served at the
+    /// current one.
+    ///
     ///
     /// - Remark: HTTP `GET /api/v1/sync/pull`.
     /// - Remark: Generated from `#/paths//api/v1/sync/pull/get(syncPull)`.
@@ -5313,20 +5318,31 @@ internal enum Operations {
                 ///
                 /// - Remark: Generated from `#/paths/api/v1/sync/pull/GET/query/deviceId`.
                 internal var deviceId: Components.Parameters.DeviceId?
+                /// The schema version the client understands (absent = 1; 2 adds the todo's `notes`). A
+                /// decimal integer (anything else is 400 `bad_request`); below the server's minimum
+                /// (`TODOSYNC_MIN_SCHEMA_VERSION`, default 1: 0 and negatives) 426 `upgrade_required`;
+                /// above its current version (2), served at the current one.
+                ///
+                ///
+                /// - Remark: Generated from `#/paths/api/v1/sync/pull/GET/query/schemaVersion`.
+                internal var schemaVersion: Components.Parameters.SchemaVersion?
                 /// Creates a new `Query`.
                 ///
                 /// - Parameters:
                 ///   - cursor: The opaque `cursor` of an earlier pull response. Absent or empty: pull everything live.
                 ///   - limit: Most records per page (parent tags needed for completeness come on top); outside 1..1000 is 400.
                 ///   - deviceId: Echo suppression: the same value the device sends as `deviceId` to push. Records whose
+                ///   - schemaVersion: The schema version the client understands (absent = 1; 2 adds the todo's `notes`). A
                 internal init(
                     cursor: Components.Parameters.Cursor? = nil,
                     limit: Components.Parameters.Limit? = nil,
-                    deviceId: Components.Parameters.DeviceId? = nil
+                    deviceId: Components.Parameters.DeviceId? = nil,
+                    schemaVersion: Components.Parameters.SchemaVersion? = nil
                 ) {
                     self.cursor = cursor
                     self.limit = limit
                     self.deviceId = deviceId
+                    self.schemaVersion = schemaVersion
                 }
             }
             internal var query: Operations.SyncPull.Input.Query
@@ -5484,6 +5500,33 @@ internal enum Operations {
                     }
                 }
             }
+            /// The request's `schemaVersion` is below the server's minimum: nothing was read or
+            /// applied. The app must be updated; until then it keeps its local data and queued changes
+            /// untouched. The error object also names `minimum` (the oldest version served) and
+            /// `current` (the server's version).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/sync/pull/get(syncPull)/responses/426`.
+            ///
+            /// HTTP response code: `426 upgradeRequired`.
+            case upgradeRequired(Components.Responses.UpgradeRequired)
+            /// The associated value of the enum case if `self` is `.upgradeRequired`.
+            ///
+            /// - Throws: An error if `self` is not `.upgradeRequired`.
+            /// - SeeAlso: `.upgradeRequired`.
+            internal var upgradeRequired: Components.Responses.UpgradeRequired {
+                get throws {
+                    switch self {
+                    case let .upgradeRequired(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "upgradeRequired",
+                            response: self
+                        )
+                    }
+                }
+            }
             /// Too many requests to `/api/v1/auth/*` from one address (nginx), too many failed logins
             /// for one account (login; answered the same whether or not the email exists), too many
             /// requests in flight for one account (counted per account, whatever token or spelling of
@@ -5604,6 +5647,12 @@ internal enum Operations {
     ///   nothing. Replaying costs no quota: a push of replays only is answered even at the
     ///   account's operations quota.
     /// - A push returns no cursor: a device pulls after it pushes.
+    /// - `schemaVersion` (optional, absent or null = 1): the client's schema version. Its
+    ///   operations never change a field its version lacks (sent or not, under every policy,
+    ///   restores included; its creates leave the field at its default), and its results'
+    ///   records have exactly its version's fields; a stored result is replayed exactly as
+    ///   first answered, whatever version the replay names. Below the server's minimum: 426
+    ///   `upgrade_required`, nothing applied; not an integer: 422.
     ///
     ///
     /// - Remark: HTTP `POST /api/v1/sync/push`.
@@ -5857,6 +5906,33 @@ internal enum Operations {
                     default:
                         try throwUnexpectedResponseStatus(
                             expectedStatus: "unprocessableContent",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The request's `schemaVersion` is below the server's minimum: nothing was read or
+            /// applied. The app must be updated; until then it keeps its local data and queued changes
+            /// untouched. The error object also names `minimum` (the oldest version served) and
+            /// `current` (the server's version).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/sync/push/post(syncPush)/responses/426`.
+            ///
+            /// HTTP response code: `426 upgradeRequired`.
+            case upgradeRequired(Components.Responses.UpgradeRequired)
+            /// The associated value of the enum case if `self` is `.upgradeRequired`.
+            ///
+            /// - Throws: An error if `self` is not `.upgradeRequired`.
+            /// - SeeAlso: `.upgradeRequired`.
+            internal var upgradeRequired: Components.Responses.UpgradeRequired {
+                get throws {
+                    switch self {
+                    case let .upgradeRequired(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "upgradeRequired",
                             response: self
                         )
                     }

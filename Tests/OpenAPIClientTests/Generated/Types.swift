@@ -211,6 +211,11 @@ internal protocol APIProtocol: Sendable {
     ///
     /// `deviceId` (optional) turns on echo suppression; see the parameter.
     ///
+    /// `schemaVersion` (optional, absent = 1): the records carry exactly that schema version's
+    /// fields (version 1 has no todo `notes`), and the page names the version it used. Below
+    /// the server's minimum: 426 `upgrade_required`; above its current version: served at the
+    /// current one.
+    ///
     ///
     /// - Remark: HTTP `GET /api/v1/sync/pull`.
     /// - Remark: Generated from `#/paths//api/v1/sync/pull/get(syncPull)`.
@@ -249,6 +254,12 @@ internal protocol APIProtocol: Sendable {
     ///   nothing. Replaying costs no quota: a push of replays only is answered even at the
     ///   account's operations quota.
     /// - A push returns no cursor: a device pulls after it pushes.
+    /// - `schemaVersion` (optional, absent or null = 1): the client's schema version. Its
+    ///   operations never change a field its version lacks (sent or not, under every policy,
+    ///   restores included; its creates leave the field at its default), and its results'
+    ///   records have exactly its version's fields; a stored result is replayed exactly as
+    ///   first answered, whatever version the replay names. Below the server's minimum: 426
+    ///   `upgrade_required`, nothing applied; not an integer: 422.
     ///
     ///
     /// - Remark: HTTP `POST /api/v1/sync/push`.
@@ -585,6 +596,11 @@ extension APIProtocol {
     ///
     /// `deviceId` (optional) turns on echo suppression; see the parameter.
     ///
+    /// `schemaVersion` (optional, absent = 1): the records carry exactly that schema version's
+    /// fields (version 1 has no todo `notes`), and the page names the version it used. Below
+    /// the server's minimum: 426 `upgrade_required`; above its current version: served at the
+    /// current one.
+    ///
     ///
     /// - Remark: HTTP `GET /api/v1/sync/pull`.
     /// - Remark: Generated from `#/paths//api/v1/sync/pull/get(syncPull)`.
@@ -631,6 +647,12 @@ extension APIProtocol {
     ///   nothing. Replaying costs no quota: a push of replays only is answered even at the
     ///   account's operations quota.
     /// - A push returns no cursor: a device pulls after it pushes.
+    /// - `schemaVersion` (optional, absent or null = 1): the client's schema version. Its
+    ///   operations never change a field its version lacks (sent or not, under every policy,
+    ///   restores included; its creates leave the field at its default), and its results'
+    ///   records have exactly its version's fields; a stored result is replayed exactly as
+    ///   first answered, whatever version the replay names. Below the server's minimum: 426
+    ///   `upgrade_required`, nothing applied; not an integer: 422.
     ///
     ///
     /// - Remark: HTTP `POST /api/v1/sync/push`.

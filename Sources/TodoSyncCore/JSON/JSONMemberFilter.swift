@@ -1,0 +1,71 @@
+/// Copies a JSON object leaving out some of its top-level members: how a record rendered at the
+/// current schema version (the change feed's bytes) is sent to a client of an older version
+/// (`SchemaVersion.fieldsNewerThan`). The object must be compact, as `JSONWriter` writes it.
+public enum JSONMemberFilter {
+    /// Appends `object` to `bytes` without the members named in `keys` (their exact key bytes).
+    public static func append(_ object: UnsafeRawBufferPointer, removing keys: [[UInt8]], to bytes: inout [UInt8]) {
+        let count = object.count
+        guard !keys.isEmpty, count >= 2, object[0] == UInt8(ascii: "{") else {
+            return bytes.append(contentsOf: object)
+        }
+        bytes.append(UInt8(ascii: "{"))
+        var first = true
+        var index = 1
+        while index < count - 1 {
+            let memberStart = index
+            let keyEnd = endOfString(object, from: index)  // after the key's closing quote
+            let memberEnd = endOfValue(object, from: keyEnd + 1)  // past the colon
+            let key = UnsafeRawBufferPointer(rebasing: object[(memberStart + 1)..<(keyEnd - 1)])
+            if !keys.contains(where: { $0.elementsEqual(key) }) {
+                if !first { bytes.append(UInt8(ascii: ",")) }
+                bytes.append(contentsOf: UnsafeRawBufferPointer(rebasing: object[memberStart..<memberEnd]))
+                first = false
+            }
+            index = memberEnd
+            if index < count, object[index] == UInt8(ascii: ",") { index += 1 }
+        }
+        bytes.append(UInt8(ascii: "}"))
+    }
+
+    /// `object` without the members named in `keys`.
+    public static func removing(_ keys: [String], from object: [UInt8]) -> [UInt8] {
+        var bytes: [UInt8] = []
+        object.withUnsafeBytes { append($0, removing: keys.map { Array($0.utf8) }, to: &bytes) }
+        return bytes
+    }
+
+    /// The index just past the string that starts (with its quote) at `start`.
+    private static func endOfString(_ json: UnsafeRawBufferPointer, from start: Int) -> Int {
+        var index = start + 1
+        while index < json.count, json[index] != UInt8(ascii: "\"") {
+            index += json[index] == UInt8(ascii: "\\") ? 2 : 1
+        }
+        return index + 1
+    }
+
+    /// The index just past the value that starts at `start` (a `,` or the closing `}` follows).
+    private static func endOfValue(_ json: UnsafeRawBufferPointer, from start: Int) -> Int {
+        var depth = 0
+        var index = start
+        while index < json.count {
+            switch json[index] {
+            case UInt8(ascii: "\""):
+                index = endOfString(json, from: index)
+                if depth == 0 { return index }
+                continue
+            case UInt8(ascii: "{"), UInt8(ascii: "["):
+                depth += 1
+            case UInt8(ascii: "}"), UInt8(ascii: "]"):
+                if depth == 0 { return index }
+                depth -= 1
+                if depth == 0 { return index + 1 }
+            case UInt8(ascii: ","):
+                if depth == 0 { return index }
+            default:
+                break
+            }
+            index += 1
+        }
+        return index
+    }
+}

@@ -1,0 +1,56 @@
+import TodoSyncCore
+import XCTest
+
+/// Schema versions: how a requested version is read and served, and how a record rendered at the
+/// current version is cut down to an older one.
+final class SchemaVersionTests: XCTestCase {
+    func testOnlyIntegersAreVersions() {
+        XCTAssertEqual(SchemaVersion.integer("2"), 2)
+        XCTAssertEqual(SchemaVersion.integer("0"), 0)
+        XCTAssertEqual(SchemaVersion.integer("-3"), -3)
+        XCTAssertEqual(SchemaVersion.integer("99999999999999999999"), Int.max)
+        XCTAssertEqual(SchemaVersion.integer("-99999999999999999999"), Int.min)
+        for text in ["", "-", "1.0", "1e0", "+2", " 2", "2 ", "two", "0x2", "٢"] {
+            XCTAssertNil(SchemaVersion.integer(text), text)
+        }
+    }
+
+    func testBelowTheMinimumIsRefusedAboveTheCurrentIsServedAtIt() {
+        let current = SchemaVersion.current
+        XCTAssertNil(SchemaVersion.served(1, minimum: 2))
+        XCTAssertNil(SchemaVersion.served(0, minimum: 1))
+        XCTAssertNil(SchemaVersion.served(Int.min, minimum: 1))
+        XCTAssertEqual(SchemaVersion.served(2, minimum: 2), 2)
+        XCTAssertEqual(SchemaVersion.served(1, minimum: 1), 1)
+        XCTAssertEqual(SchemaVersion.served(current + 1, minimum: 1), current)
+        XCTAssertEqual(SchemaVersion.served(Int.max, minimum: 2), current)
+    }
+
+    func testAVersionOneTodoLacksExactlyTheNewerFields() {
+        XCTAssertEqual(SchemaVersion.fieldsNewerThan(1, todo: true), TodoField.allCases.filter { $0.since > 1 }.map(\.rawValue))
+        XCTAssertEqual(SchemaVersion.fieldsNewerThan(SchemaVersion.current, todo: true), [])
+        XCTAssertEqual(SchemaVersion.fieldsNewerThan(1, todo: false), [])
+        let todo = Todo(id: 1, clientID: nil, title: #"a "quoted", \ title"#, raw: "r", isImportant: true, isLife: false,
+                        tagID: 3, difficulty: 2, estimatedTime: 5, deadline: Day("2030-01-02")!, isCompleted: false,
+                        version: 7, createdAt: "2030-01-01T00:00:00.000Z", updatedAt: "2030-01-01T00:00:00.000Z",
+                        deletedAt: nil)
+        var current = JSONWriter()
+        todo.write(to: &current)
+        var old = JSONWriter()
+        todo.write(to: &old, schemaVersion: 1)
+        XCTAssertEqual(JSONMemberFilter.removing(SchemaVersion.fieldsNewerThan(1, todo: true), from: current.bytes), old.bytes)
+    }
+
+    func testTheFilterSkipsStringsAndNestedValuesWhole() {
+        let json = #"{"a":"x\",\"b\":1","b":{"c":[1,{"b":2}],"d":"}"},"e":null,"f":[],"g":true}"#
+        func removing(_ keys: [String]) -> String {
+            String(decoding: JSONMemberFilter.removing(keys, from: Array(json.utf8)), as: UTF8.self)
+        }
+        XCTAssertEqual(removing(["b"]), #"{"a":"x\",\"b\":1","e":null,"f":[],"g":true}"#)
+        XCTAssertEqual(removing(["a", "g"]), #"{"b":{"c":[1,{"b":2}],"d":"}"},"e":null,"f":[]}"#)
+        XCTAssertEqual(removing(["e", "f"]), #"{"a":"x\",\"b\":1","b":{"c":[1,{"b":2}],"d":"}"},"g":true}"#)
+        XCTAssertEqual(removing(["a", "b", "e", "f", "g"]), "{}")
+        XCTAssertEqual(removing(["zz"]), json)
+        XCTAssertEqual(removing([]), json)
+    }
+}
