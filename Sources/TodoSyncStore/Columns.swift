@@ -156,8 +156,8 @@ enum UserColumn: Int, TableColumns {
     case createdAt
     /// The newest purged tombstone's version (pull's `cursor_expired`).
     case purgedThrough
-    /// The account's own quotas (NULL: the configured defaults), and its live records (Sql/012, 017).
-    case quotaRecords, quotaOperationsPerHour, liveRecords
+    /// The account's own quotas (NULL: the configured defaults), and its live records (Sql/012, 017, 020).
+    case quotaRecords, quotaOperationsPerHour, liveRecords, quotaStoredBytesPerHour
 
     var sqlName: String {
         switch self {
@@ -171,6 +171,7 @@ enum UserColumn: Int, TableColumns {
         case .quotaRecords: "quota_records"
         case .quotaOperationsPerHour: "quota_operations_per_hour"
         case .liveRecords: "live_records"
+        case .quotaStoredBytesPerHour: "quota_stored_bytes_per_hour"
         }
     }
 

@@ -234,7 +234,7 @@ def pull_to_end(api: tsapi.Api, store: synclib.ClientStore, counters: Counters, 
     cursor = store.cursor
     received = 0
     for _ in range(10_000):
-        params = {"limit": str(limit)}
+        params = {"limit": str(limit), "schemaVersion": str(tsapi.CURRENT_SCHEMA)}
         if cursor:
             params["cursor"] = cursor
         r = send_until_ok(lambda: api.get("/sync/pull", params=params), counters, deadline, what="pull")
@@ -330,7 +330,8 @@ class PushDevice:
                 cid = self.rng.choice(live)
                 self.todos[cid] = None
                 ops.append(synclib.op("todo", "delete", clientId=cid))
-        return {"deviceId": self.device_id, "conflictPolicy": "client-wins", "operations": ops}
+        return {"deviceId": self.device_id, "conflictPolicy": "client-wins", "operations": ops,
+                "schemaVersion": tsapi.CURRENT_SCHEMA}
 
     def push_until_acked(self, body: dict, counters: Counters, deadline: float) -> list[dict]:
         r = send_until_ok(lambda: self.api.post("/sync/push", body), counters, deadline,
