@@ -114,8 +114,20 @@ extension Store {
     /// REST routes render it, all from one transaction (InnoDB's REPEATABLE READ: every read
     /// after the first sees the same snapshot). Todos and stats are written straight from the
     /// rows as they stream in; the body is one buffer, since a FastCGI response is one
-    /// (`FastCGIResponse.body`).
+    /// (`FastCGIResponse.body`), so only `StoreConfiguration.exportSlots` exports are built at
+    /// once in a process (`throttled` beyond).
     public func exportAccount(userID: Int64) throws -> [UInt8] {
+        guard let body = try configuration.exportSlots.withSlot({ try buildExport(userID: userID) }) else {
+            throw DomainError.throttled(message: "The server is busy preparing another export; retry shortly.",
+                                        retryAfterSeconds: Self.exportRetryAfterSeconds)
+        }
+        return body
+    }
+
+    /// The `Retry-After` of an export turned away for lack of a slot.
+    static let exportRetryAfterSeconds: Int64 = 5
+
+    private func buildExport(userID: Int64) throws -> [UInt8] {
         try guarded {
             try db.inTransaction {
                 var out = JSONWriter(reservingCapacity: 64 * 1024)

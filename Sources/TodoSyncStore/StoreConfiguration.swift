@@ -24,6 +24,11 @@ public struct StoreConfiguration: Sendable {
     /// or register beyond it answers 429 with `Retry-After: 1` at once.
     public var hashSlots = HashSlots(limit: 2)
 
+    /// Account exports built at once in this process (shared by every worker's store). An export
+    /// holds its whole body in memory (the FastCGI response is one buffer): about 550 MB for
+    /// 1,000,000 todos, measured. One more is turned away at once with 429 and `Retry-After`.
+    public var exportSlots = HashSlots(limit: 1)
+
     /// The number of `hashSlots` (setting it makes a new, empty set of slots).
     public var hashConcurrency: Int {
         get { hashSlots.limit }

@@ -1570,7 +1570,8 @@ internal struct Client: APIProtocol {
     /// Every live record as the REST routes render it (the current schema version), all
     /// read in one transaction: tags by id, todos in list order by deadline, daily stats by
     /// date. The body is built whole before it is sent (the FastCGI responder does not
-    /// stream responses).
+    /// stream responses), so a responder process builds one export at a time: another one
+    /// meanwhile is 429 with `Retry-After: 5`.
     ///
     ///
     /// - Remark: HTTP `GET /api/v1/account/export`.
