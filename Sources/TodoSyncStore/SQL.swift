@@ -444,7 +444,11 @@ enum SQL {
         static let todosOfUser = "SELECT \(Todos.columns), changed_by_device FROM todos WHERE user_id = ?"
         static let dailyStatsOfUser = "SELECT \(DailyStats.columns) FROM daily_stats WHERE user_id = ?"
 
-        static let backfillQueue = "SELECT user_id FROM sync_feed_backfill ORDER BY user_id LIMIT 1000"
+        /// Deleted accounts are left to the erase (their writes fail, `Users.lockForWrite`).
+        static let backfillQueue = """
+            SELECT b.user_id FROM sync_feed_backfill b JOIN users u ON u.id = b.user_id AND u.deleted_at IS NULL
+             ORDER BY b.user_id LIMIT 1000
+            """
         static let backfillDone = "DELETE FROM sync_feed_backfill WHERE user_id = ?"
     }
 
@@ -487,7 +491,8 @@ enum SQL {
 
     /// Maintenance: full recomputation of derived data.
     enum Maintenance {
-        static let allUserIDs = "SELECT id FROM users ORDER BY id"
+        /// Live accounts only: a deleted one waits for its erase, and cannot be written.
+        static let allUserIDs = "SELECT id FROM users WHERE deleted_at IS NULL ORDER BY id"
         /// Every date that has a live todo or a stat row (live or tombstone) for the user.
         static let daysOfUser = """
             SELECT DISTINCT deadline FROM todos FORCE INDEX (todos_user_day)
