@@ -38,6 +38,7 @@ public final class Application {
         registerTodoRoutes()
         registerDailyStatRoutes()
         registerSyncRoutes()
+        registerAccountRoutes()
     }
 
     /// Answers one request. Never throws: unexpected errors become a logged 500 with a fixed body.

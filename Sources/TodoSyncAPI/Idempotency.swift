@@ -39,15 +39,25 @@ extension Application {
         return deadline.hasPassed ? .error(APIError(DomainError.unavailable)) : nil
     }
 
+    /// Routes that ignore `Idempotency-Key`. Register and login are not authenticated. The
+    /// account's password change and delete check a password, and a wrong one must count as a
+    /// failed login even though the request applies nothing: inside the keyed request's one
+    /// transaction that count would be rolled back with it, so guesses would be free. A repeat of
+    /// either is safe without a key (a password change repeated after it applied is a 401 for
+    /// the old password; a repeated delete is a 401 for the token it revoked).
+    static let routesWithoutIdempotency: Set<String> = [
+        "/api/v1/auth/register", "/api/v1/auth/login", "/api/v1/account/password", "/api/v1/account/delete",
+    ]
+
     /// Runs a route's handler. An authenticated `POST` with an `Idempotency-Key` (contract,
     /// Conventions) runs exactly once per user and key: its answer is stored in the transaction
     /// of its write and replayed to a repeat; a repeat while it runs is 409, the key with another
-    /// request 422. Register and login are not authenticated and ignore the header; a repeated
+    /// request 422. The routes in `routesWithoutIdempotency` ignore the header; a repeated
     /// logout is 401 (its token is gone), as without a key.
     func run(_ handler: RouteHandler, _ context: RequestContext) throws -> HTTPResponse {
         let request = context.request
         guard request.method == "POST", let key = request.header("idempotency-key"),
-              request.path != "/api/v1/auth/register", request.path != "/api/v1/auth/login" else {
+              !Self.routesWithoutIdempotency.contains(request.path) else {
             return try handler(context)
         }
         guard (1...100).contains(key.utf8.count), key.utf8.allSatisfy({ (0x20...0x7E).contains($0) }) else {

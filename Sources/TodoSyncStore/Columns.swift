@@ -158,6 +158,8 @@ enum UserColumn: Int, TableColumns {
     case purgedThrough
     /// The account's own quotas (NULL: the configured defaults), and its live records (Sql/012, 017, 020).
     case quotaRecords, quotaOperationsPerHour, liveRecords, quotaStoredBytesPerHour
+    /// When the account was deleted (Sql/022): unreachable at once, erased by `todosync purge`.
+    case deletedAt
 
     var sqlName: String {
         switch self {
@@ -172,6 +174,7 @@ enum UserColumn: Int, TableColumns {
         case .quotaOperationsPerHour: "quota_operations_per_hour"
         case .liveRecords: "live_records"
         case .quotaStoredBytesPerHour: "quota_stored_bytes_per_hour"
+        case .deletedAt: "deleted_at"
         }
     }
 

@@ -18,10 +18,12 @@ enum SQL {
         /// user's writes are serialised and their versions are allocated in commit order.
         /// With the lock come the account's live-record count and its quotas (its own or the
         /// defaults, parameters 1 to 3), so charging a write costs no extra round trip.
+        /// A deleted account has no row here (`DomainError.unauthenticated`): a request that
+        /// authenticated just before the delete committed writes nothing after it.
         static let lockForWrite = """
             SELECT change_seq, live_records, COALESCE(quota_records, ?), COALESCE(quota_operations_per_hour, ?),
                    COALESCE(quota_stored_bytes_per_hour, ?)
-              FROM users WHERE id = ? FOR UPDATE
+              FROM users WHERE id = ? AND deleted_at IS NULL FOR UPDATE
             """
         /// Stores the last version the transaction handed out and the change in live records
         /// (while still holding the lock). Parameters: sequence, live-record delta, user.
@@ -79,13 +81,88 @@ enum SQL {
     }
 
     enum Tokens {
+        /// `public_id` comes from the column's default (Sql/022); `last_used_at` stays NULL until
+        /// the first use a minute or more later (`lastUsed`).
         static let insert = """
             INSERT INTO auth_tokens (token_hash, user_id, created_at, expires_at) VALUES (?, ?, ?, ?)
             """
+        /// When a token was last used, as stored (NULL means when it was issued); `alias`: the
+        /// table's alias in the statement, if any.
+        static func lastUsed(_ alias: String? = nil) -> String {
+            let prefix = alias.map { "\($0)." } ?? ""
+            return "COALESCE(\(prefix)last_used_at, \(prefix)created_at)"
+        }
+        /// The token's user, and whether its last use is older than the first parameter (so
+        /// `touch` is due). Parameters: stale-before, token hash, now.
         static let userForToken = """
-            SELECT user_id FROM auth_tokens WHERE token_hash = ? AND expires_at > ?
+            SELECT user_id, \(lastUsed()) < ? FROM auth_tokens WHERE token_hash = ? AND expires_at > ?
+            """
+        /// Records a use of the token, unless another request of it already did in the last
+        /// minute: at most one write per token per minute. Parameters: now, token hash, stale-before.
+        static let touch = """
+            UPDATE auth_tokens SET last_used_at = ? WHERE token_hash = ? AND \(lastUsed()) < ?
             """
         static let delete = "DELETE FROM auth_tokens WHERE token_hash = ?"
+    }
+
+    /// The routes under `/account/` (Store+Account.swift, Sql/022).
+    enum Account {
+        /// What re-checking a signed-in user's password needs: the email key (its hash keys the
+        /// failed-login counter, as at login) and the password hash.
+        static let credentials = "SELECT email_key, password_hash FROM users WHERE id = ? AND deleted_at IS NULL"
+        /// The presented token, locked for the transaction that changes the account: it must still
+        /// be valid when the change commits. Parameters: token hash, user, now.
+        static let lockToken = """
+            SELECT 1 FROM auth_tokens WHERE token_hash = ? AND user_id = ? AND expires_at > ? FOR UPDATE
+            """
+        /// Stores a new password hash, only if the one that was checked is still current (a
+        /// concurrent change wins; this one is then a wrong password). Parameters: new, user, checked.
+        static let setPassword = "UPDATE users SET password_hash = ? WHERE id = ? AND password_hash = ?"
+        /// Every token of the user but the presented one. Parameters: user, token hash.
+        static let revokeOtherTokens = "DELETE FROM auth_tokens WHERE user_id = ? AND token_hash <> ?"
+        static let revokeAllTokens = "DELETE FROM auth_tokens WHERE user_id = ?"
+        /// The user's valid tokens, newest first. Parameters: presented token hash, user, now.
+        static let sessions = """
+            SELECT public_id, created_at, \(Tokens.lastUsed()), token_hash = ? FROM auth_tokens
+             WHERE user_id = ? AND expires_at > ? ORDER BY created_at DESC, public_id
+            """
+        /// Parameters: user, public id.
+        static let revokeSession = "DELETE FROM auth_tokens WHERE user_id = ? AND public_id = ?"
+        /// Marks the account deleted and frees its email at once: the email key becomes
+        /// `deleted:<id>`, which has no `@` and so is no email's key; the email and password
+        /// hash are blanked. Parameters: now, user.
+        static let markDeleted = """
+            UPDATE users SET deleted_at = ?, email = '', email_key = CONCAT('deleted:', id), password_hash = ''
+             WHERE id = ? AND deleted_at IS NULL
+            """
+        /// The export's `user`. Columns: id, email, created_at.
+        static let exportUser = "SELECT id, email, created_at FROM users WHERE id = ? AND deleted_at IS NULL"
+    }
+
+    /// Erasing deleted accounts (`todosync purge`): every row of the user, table by table in
+    /// batches of at most `batch` rows per statement (each its own commit, so no statement holds a
+    /// big write set on a Galera cluster), the users row last (until then the account stays marked
+    /// and the next purge goes on). Every table with a `user_id` column must be listed here: an
+    /// integration test reads the schema and fails for one that keeps rows of an erased account.
+    enum Erase {
+        static let batch = 1000
+        /// Deleted accounts are taken `userBatch` at a time.
+        static let userBatch = 1000
+        static let deletedUsers = "SELECT id FROM users WHERE deleted_at IS NOT NULL ORDER BY id LIMIT \(userBatch)"
+        /// Children first (feed and list copies, then todos before the tags they name).
+        static let tables = [
+            "auth_tokens", "idempotency_keys", "sync_operations", "sync_feed", "sync_feed_backfill", "todo_list",
+            "daily_stats", "todos", "tags", "sync_devices", "account_usage",
+        ]
+        /// Tables that another branch's migration adds (Sql/019 push result records): erased when
+        /// present, skipped when this database does not have them yet.
+        static let optionalTables = ["sync_result_records"]
+        static let existingTables = """
+            SELECT table_name FROM information_schema.tables WHERE table_schema = DATABASE()
+            """
+        /// Parameters: user, batch.
+        static func deleteBatch(_ table: String) -> String { "DELETE FROM \(table) WHERE user_id = ? LIMIT ?" }
+        static let user = "DELETE FROM users WHERE id = ? AND deleted_at IS NOT NULL"
     }
 
     enum Tags {
@@ -129,10 +206,14 @@ enum SQL {
     /// in the same statement, `auth_tokens` read as a constant table (primary-key lookup on the
     /// hash) joined to the user's rows, which saves the separate token round trip. With a token,
     /// no rows means no records *or* a bad token; only then is the token checked on its own.
+    ///
+    /// With a token, each row also says whether the token's last use is older than the first
+    /// parameter (the column before the user id), so the read can keep `last_used_at` (at most
+    /// one write a minute, `Tokens.touch`) without a round trip of its own.
     enum ReadOwner {
         /// Parameters start with the user id.
         case user
-        /// Parameters start with token hash, now.
+        /// Parameters start with stale-before, token hash, now.
         case token
 
         /// The FROM clause over `table` (with its alias and hints), `alias` being its alias.
@@ -148,7 +229,7 @@ enum SQL {
         func userID(alias: String) -> String {
             switch self {
             case .user: "\(alias).user_id"
-            case .token: "a.user_id"
+            case .token: "\(Tokens.lastUsed("a")) < ?, a.user_id"
             }
         }
 
@@ -368,7 +449,11 @@ enum SQL {
         static let todosOfUser = "SELECT \(Todos.columns), changed_by_device FROM todos WHERE user_id = ?"
         static let dailyStatsOfUser = "SELECT \(DailyStats.columns) FROM daily_stats WHERE user_id = ?"
 
-        static let backfillQueue = "SELECT user_id FROM sync_feed_backfill ORDER BY user_id LIMIT 1000"
+        /// Deleted accounts are left to the erase (their writes fail, `Users.lockForWrite`).
+        static let backfillQueue = """
+            SELECT b.user_id FROM sync_feed_backfill b JOIN users u ON u.id = b.user_id AND u.deleted_at IS NULL
+             ORDER BY b.user_id LIMIT 1000
+            """
         static let backfillDone = "DELETE FROM sync_feed_backfill WHERE user_id = ?"
     }
 
@@ -421,7 +506,8 @@ enum SQL {
 
     /// Maintenance: full recomputation of derived data.
     enum Maintenance {
-        static let allUserIDs = "SELECT id FROM users ORDER BY id"
+        /// Live accounts only: a deleted one waits for its erase, and cannot be written.
+        static let allUserIDs = "SELECT id FROM users WHERE deleted_at IS NULL ORDER BY id"
         /// Every date that has a live todo or a stat row (live or tombstone) for the user.
         static let daysOfUser = """
             SELECT DISTINCT deadline FROM todos FORCE INDEX (todos_user_day)
@@ -469,7 +555,7 @@ enum SQL {
             """
         /// The user's row lock, taken first by a keyed request's transaction, so that its reads see
         /// every earlier write of the user (the route's own `write` takes it again, a no-op).
-        static let lockUser = "SELECT id FROM users WHERE id = ? FOR UPDATE"
+        static let lockUser = "SELECT id FROM users WHERE id = ? AND deleted_at IS NULL FOR UPDATE"
         static let purge = "DELETE FROM idempotency_keys WHERE created_at < ?"
     }
 }

@@ -61,7 +61,7 @@ extension Store {
 
     /// Runs a password hash in one of the process's hash slots, after a short fair wait when they
     /// are all taken; `throttled` (retry after 1 s) when none came free (`StoreConfiguration.hashSlots`).
-    private func withHashSlot<T>(client: String, _ body: () throws -> T) throws -> T {
+    func withHashSlot<T>(client: String = "", _ body: () throws -> T) throws -> T {
         guard let result = try configuration.hashSlots.withSlot(client: client, body) else {
             throw DomainError.throttled(message: "The server is busy checking passwords; retry shortly.", retryAfterSeconds: 1)
         }
@@ -70,7 +70,7 @@ extension Store {
 
     /// Counts one login attempt against the email before its password is checked; `throttled` with the
     /// seconds left in the window when the email already has `loginMaxFailures` in it.
-    private func reserveLoginAttempt(emailHash: [UInt8], now: Timestamp) throws {
+    func reserveLoginAttempt(emailHash: [UInt8], now: Timestamp) throws {
         let windowStart = DatabaseValue.timestamp(now.adding(seconds: -configuration.loginLockoutSeconds))
         let reserved = try guarded {
             try db.execute(SQL.Logins.ensureRow, [.blob(emailHash)])
@@ -94,12 +94,34 @@ extension Store {
         try guarded { try db.execute(SQL.Tokens.delete, [.blob(BearerToken.hash(token))]) }
     }
 
-    /// The user a bearer token belongs to, or nil when it is unknown, revoked or expired.
+    /// The user a bearer token belongs to, or nil when it is unknown, revoked or expired. Records
+    /// the use (`lastUsedAt`) when the stored one is over a minute old.
     public func authenticate(token: String) throws -> Int64? {
-        try guarded {
-            try db.queryOne(SQL.Tokens.userForToken, [.blob(BearerToken.hash(token)), .timestamp(Timestamp.now())])?
-                .int64(0)
+        let now = Timestamp.now()
+        let tokenHash = BearerToken.hash(token)
+        return try guarded {
+            guard let row = try db.queryOne(SQL.Tokens.userForToken, [
+                Self.tokenUseStaleBefore(now), .blob(tokenHash), .timestamp(now),
+            ]) else { return nil }
+            if row.int64(1) == 1 { touchToken(hash: tokenHash, now: now) }
+            return row.int64(0)
         }
+    }
+
+    /// How stale a session's `lastUsedAt` may get (contract: up to a minute): a token's use is
+    /// written only when the stored one is older, so reads cost no write.
+    static let tokenUseResolutionSeconds: Int64 = 60
+
+    /// The stale-before bound of a token's last use, as `SQL.Tokens.userForToken` and the hot
+    /// reads (`SQL.ReadOwner.token`) take it.
+    static func tokenUseStaleBefore(_ now: Timestamp) -> DatabaseValue {
+        .timestamp(now.adding(seconds: -tokenUseResolutionSeconds))
+    }
+
+    /// Records a use of a token whose last one is over a minute old. Best effort: bookkeeping
+    /// must not fail the request it rides on (the next use tries again).
+    func touchToken(hash: [UInt8], now: Timestamp) {
+        _ = try? db.execute(SQL.Tokens.touch, [.timestamp(now), .blob(hash), Self.tokenUseStaleBefore(now)])
     }
 
     private func insertToken(_ token: String, userID: Int64, now: Timestamp) throws {

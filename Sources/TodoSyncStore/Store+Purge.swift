@@ -7,13 +7,20 @@ public struct PurgeReport: Sendable, CustomStringConvertible {
     public var operations = 0
     public var tokens = 0
     public var idempotencyKeys = 0
+    /// Deleted accounts erased, and their rows (`eraseDeletedAccounts`).
+    public var accountsErased = 0
+    public var accountRowsErased = 0
 
-    public var description: String { "tombstones=\(tombstones) operations=\(operations) expiredTokens=\(tokens) idempotencyKeys=\(idempotencyKeys)" }
+    public var description: String {
+        "tombstones=\(tombstones) operations=\(operations) expiredTokens=\(tokens) idempotencyKeys=\(idempotencyKeys) "
+            + "accountsErased=\(accountsErased) accountRowsErased=\(accountRowsErased)"
+    }
 }
 
 extension Store {
     /// Removes tombstones and stored push results older than `retentionSeconds`, expired tokens,
     /// and `Idempotency-Key` records older than `StoreConfiguration.idempotencyRetentionSeconds`.
+    /// Accounts deleted by their users are erased, whatever their age (`eraseDeletedAccounts`).
     /// Each user's `purged_through` is raised first, in the same transaction, so a pull
     /// cursor that could have missed a purged deletion gets 410 `cursor_expired`.
     public func purge(retentionSeconds: Int64) throws -> PurgeReport {
@@ -43,6 +50,9 @@ extension Store {
             // Operation counts of past hours (only the current hour is ever charged or checked).
             try db.execute(SQL.Quotas.deletePastHours, [.timestamp(now.adding(seconds: -3600))])
         }
+        let erased = try eraseDeletedAccounts()
+        report.accountsErased = erased.accounts
+        report.accountRowsErased = erased.rows
         return report
     }
 }

@@ -51,11 +51,13 @@ extension Store {
         write: (RowCursor, inout JSONWriter) throws(DatabaseError) -> Void
     ) throws -> RenderedList {
         let sql: String, ownerParameters: [DatabaseValue]
+        let now = Timestamp.now()
         switch owner {
         case .user(let userID):
             (sql, ownerParameters) = (userSQL, [.int(userID)])
         case .token(let token):
-            (sql, ownerParameters) = (tokenSQL, [.blob(BearerToken.hash(token)), .timestamp(Timestamp.now())])
+            (sql, ownerParameters) = (tokenSQL, [Self.tokenUseStaleBefore(now), .blob(BearerToken.hash(token)),
+                                                 .timestamp(now)])
         }
         return try guarded {
             func openArray() -> JSONWriter {
@@ -65,14 +67,23 @@ extension Store {
             }
             var items = openArray()
             var userID: Int64? = if case .user(let id) = owner { id } else { nil }
+            // With a token, whether its last use is due to be recorded (the column before the user id).
+            var tokenUseStale = false
             let rows = try db.forEachRow(sql, ownerParameters + parameters, restart: { items = openArray() }) {
                 row throws(DatabaseError) in
-                if userID == nil { userID = try row.int64(row.count - 1) }
+                if userID == nil {
+                    userID = try row.int64(row.count - 1)
+                    tokenUseStale = try row.int64(row.count - 2) == 1
+                }
                 try write(row, &items)
             }
-            if rows == 0, case .token(let token) = owner {
-                guard let id = try authenticate(token: token) else { throw DomainError.unauthenticated }
-                userID = id
+            if case .token(let token) = owner {
+                if rows == 0 {
+                    guard let id = try authenticate(token: token) else { throw DomainError.unauthenticated }
+                    userID = id
+                } else if tokenUseStale {
+                    touchToken(hash: BearerToken.hash(token), now: now)
+                }
             }
             items.endArray()
             return RenderedList(userID: userID!, json: items.bytes)

@@ -5,7 +5,7 @@ import TodoSyncStore
 
 struct Purge: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Remove tombstones and push results older than the retention horizon, expired tokens and old Idempotency-Keys.")
+        abstract: "Remove tombstones and push results older than the retention horizon, expired tokens and old Idempotency-Keys; erase deleted accounts.")
 
     @Option(help: "Retention in days (default: $TODOSYNC_TOMBSTONE_RETENTION_DAYS or 90).")
     var retentionDays: Int?
@@ -22,7 +22,8 @@ struct Purge: ParsableCommand {
         let report = try store.purge(retentionSeconds: retentionSeconds ?? Int64(days) * 86400)
         logger.info("purged", metadata: [
             "tombstones": "\(report.tombstones)", "operations": "\(report.operations)", "tokens": "\(report.tokens)",
-            "idempotencyKeys": "\(report.idempotencyKeys)",
+            "idempotencyKeys": "\(report.idempotencyKeys)", "accountsErased": "\(report.accountsErased)",
+            "accountRowsErased": "\(report.accountRowsErased)",
         ])
         print(report)
     }

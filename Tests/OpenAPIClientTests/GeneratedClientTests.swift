@@ -267,6 +267,49 @@ final class GeneratedClientTests: XCTestCase {
         XCTAssertEqual(try badLimit.badRequest.body.json.value1.error.code, "bad_request")
     }
 
+    // MARK: - Account
+
+    func testAccountRoutes() async throws {
+        let anonymous = try Self.client(token: nil)
+        let email = "oapi-\(UUID().uuidString.prefix(12))@example.com"
+        let password = "correct horse battery"
+        let registered = try await Self.riding429 { try await anonymous.register(body: .json(.init(email: email, password: password))) }
+        let phone = try Self.client(token: try registered.created.body.json.token)
+        let loggedIn = try await Self.riding429 { try await anonymous.login(body: .json(.init(email: email, password: password))) }
+        let laptop = try Self.client(token: try loggedIn.ok.body.json.token)
+        _ = try await phone.createTodo(body: .json(.init(title: "Export me", deadline: "2031-05-18"))).created
+
+        // Sessions: two, newest first; the laptop's is current for it.
+        let sessions = try await laptop.listSessions().ok.body.json.items
+        XCTAssertEqual(sessions.map(\.current), [true, false])
+        XCTAssertGreaterThanOrEqual(sessions[0].createdAt, sessions[1].createdAt)
+        let unknown = try await phone.revokeSession(path: .init(id: String(repeating: "f", count: 32)))
+        XCTAssertEqual(try unknown.notFound.body.json.value1.error.code, "not_found")
+
+        // Wrong current password: 401 naming the field; a short new one: 422.
+        let wrong = try await phone.changePassword(body: .json(.init(currentPassword: "nope", newPassword: "long enough")))
+        XCTAssertEqual(try wrong.unauthorized.body.json.value1.error.details?.map(\.field), ["currentPassword"])
+        let short = try await phone.changePassword(body: .json(.init(currentPassword: password, newPassword: "short")))
+        XCTAssertEqual(try short.unprocessableContent.body.json.value1.error.details?.map(\.field), ["newPassword"])
+
+        // Export: the user and the live todo.
+        let export = try await phone.exportAccount().ok.body.json
+        XCTAssertEqual(export.user.email, email)
+        XCTAssertEqual(export.todos.map(\.value1.title), ["Export me"])
+        XCTAssertEqual(export.dailyStats.count, 1)
+        XCTAssertEqual(export.tags.count, 0)
+
+        // Revoke the laptop, change the password, delete the account.
+        _ = try await phone.revokeSession(path: .init(id: sessions[0].id)).noContent
+        _ = try await laptop.listTags().unauthorized
+        _ = try await phone.changePassword(body: .json(.init(currentPassword: password, newPassword: "new long password")))
+            .noContent
+        let wrongDelete = try await phone.deleteAccount(body: .json(.init(password: password)))
+        XCTAssertEqual(try wrongDelete.unauthorized.body.json.value1.error.details?.map(\.field), ["password"])
+        _ = try await phone.deleteAccount(body: .json(.init(password: "new long password"))).noContent
+        _ = try await phone.exportAccount().unauthorized
+    }
+
     // MARK: - Helpers
 
     /// The stack's base URL, or a skip when the suite runs without one.

@@ -26,6 +26,11 @@ ROUTES = {
     "/api/v1/auth/register": {"post"},
     "/api/v1/auth/login": {"post"},
     "/api/v1/auth/logout": {"post"},
+    "/api/v1/account/password": {"post"},
+    "/api/v1/account/sessions": {"get"},
+    "/api/v1/account/sessions/{id}": {"delete"},
+    "/api/v1/account/export": {"get"},
+    "/api/v1/account/delete": {"post"},
     "/api/v1/tags": {"get", "post"},
     "/api/v1/tags/{id}": {"get", "patch", "delete"},
     "/api/v1/todos": {"get", "post"},
@@ -36,6 +41,9 @@ ROUTES = {
     "/api/v1/sync/pull": {"get"},
     "/api/v1/sync/push": {"post"},
 }
+# Authenticated POSTs that ignore Idempotency-Key (docs/API.md, Account): a wrong password there
+# must count toward the lockout, which a keyed request's rolled-back transaction would undo.
+IGNORE_IDEMPOTENCY_KEY = {"/api/v1/account/password", "/api/v1/account/delete"}
 METHODS = {"get", "put", "post", "delete", "options", "head", "patch", "trace"}
 
 
@@ -107,7 +115,13 @@ def test_this_rounds_headers_and_statuses(spec):
                 problems.append(f"{where}: no 429 (per-account limits)")
             if "503" not in codes:
                 problems.append(f"{where}: no 503")
-            if authed and method == "post":
+            if authed and method == "post" and path in IGNORE_IDEMPOTENCY_KEY:
+                if "Idempotency-Key" in params:
+                    problems.append(f"{where}: ignores Idempotency-Key, but lists it")
+                for code in ("422", "504"):
+                    if code not in codes:
+                        problems.append(f"{where}: no {code}")
+            elif authed and method == "post":
                 if "Idempotency-Key" not in params:
                     problems.append(f"{where}: no Idempotency-Key")
                 for code in ("409", "422", "504"):

@@ -72,7 +72,7 @@ public struct APIError: Error, Sendable, Equatable {
         var headers: [HTTPHeader] = []
         var extra: ExtraMember?
         switch error {
-        case .unauthenticated, .badCredentials:
+        case .unauthenticated, .badCredentials, .wrongPassword:
             status = 401
             headers = [HTTPHeader("WWW-Authenticate", "Bearer")]
         case .notFound:

@@ -19,6 +19,10 @@ public enum DomainError: Error, Sendable, Equatable {
     case unauthenticated
     /// Login with an email or password that does not match an account.
     case badCredentials
+    /// A signed-in user's password, asked again before a change to the account (`field` names
+    /// it in the request), does not match. Counted as a failed login of the account. A 401 like a
+    /// bad token, but with `details` naming the field, so a client can tell it is not signed out.
+    case wrongPassword(field: String)
     /// No such record of this user (or a tombstone where a live record is needed).
     case notFound
     /// A precondition on the record's version failed; `current` is the record as it is now.
@@ -56,8 +60,8 @@ public enum DomainError: Error, Sendable, Equatable {
     public var rejectsPushOperation: Bool {
         switch self {
         case .validation, .notFound, .versionMismatch, .emailTaken: true
-        case .unauthenticated, .badCredentials, .cursorExpired, .cursorFromAnotherHistory, .throttled, .unavailable,
-             .outcomeUnknown:
+        case .unauthenticated, .badCredentials, .wrongPassword, .cursorExpired, .cursorFromAnotherHistory, .throttled,
+             .unavailable, .outcomeUnknown:
             false
         }
     }
@@ -65,7 +69,7 @@ public enum DomainError: Error, Sendable, Equatable {
     /// The contract's error code.
     public var code: String {
         switch self {
-        case .unauthenticated, .badCredentials: "unauthorized"
+        case .unauthenticated, .badCredentials, .wrongPassword: "unauthorized"
         case .notFound: "not_found"
         case .versionMismatch: "version_mismatch"
         case .validation: "validation_failed"
@@ -82,6 +86,7 @@ public enum DomainError: Error, Sendable, Equatable {
         switch self {
         case .unauthenticated: "Missing, invalid or expired bearer token."
         case .badCredentials: "Email or password is incorrect."
+        case .wrongPassword: "The password is incorrect."
         case .notFound: "No such record."
         case .versionMismatch: "The record has changed since that version; see `current`."
         case .validation: "Some fields are invalid; see `details`."
@@ -101,8 +106,11 @@ public enum DomainError: Error, Sendable, Equatable {
 
     /// The field problems of a validation error (empty for other kinds).
     public var details: [FieldProblem] {
-        if case .validation(let problems) = self { return problems }
-        return []
+        switch self {
+        case .validation(let problems): problems
+        case .wrongPassword(let field): [FieldProblem(field: field, problem: "is incorrect")]
+        default: []
+        }
     }
 
     /// `{"code", "message", "details"?}`: the error object of a push result (and of an error body).

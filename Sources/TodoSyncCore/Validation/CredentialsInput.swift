@@ -3,6 +3,12 @@ public struct CredentialsInput: Sendable {
     public let email: String
     public let password: String
 
+    /// The length of a new password, in characters (Unicode scalars): register, password change.
+    public static let newPasswordLength = 8...128
+    /// What a password that is only checked may be (login, re-authentication): any string up to
+    /// this, a wrong one being a 401 rather than a 422.
+    public static let checkedPasswordLength = 0...1000
+
     /// The case-insensitive comparison key of an email: NFC, then simple per-character
     /// lowercasing, no collation folding (`ß` stays `ß`, it is not `ss`), then NFC again.
     public static func emailKey(_ email: String) -> String {
@@ -68,7 +74,7 @@ public struct CredentialsInput: Sendable {
                 checkAddress(address, &reader)
             }
         }
-        let password = reader.string("password", required: true, length: 8...128)
+        let password = reader.string("password", required: true, length: newPasswordLength)
         try reader.finish()
         return CredentialsInput(email: email!, password: password!)
     }
@@ -78,7 +84,7 @@ public struct CredentialsInput: Sendable {
     public static func parseForLogin(_ reader: inout FieldReader) throws(DomainError) -> CredentialsInput {
         let email = reader.string("email", required: true, length: 0...1000).map(normalizedEmail)
         if let email, hasInvisibleCharacter(email) { reader.report("email", invisibleCharacterProblem) }
-        let password = reader.string("password", required: true, length: 0...1000)
+        let password = reader.string("password", required: true, length: checkedPasswordLength)
         try reader.finish()
         return CredentialsInput(email: email!, password: password!)
     }

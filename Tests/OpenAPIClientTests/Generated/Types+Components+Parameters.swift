@@ -7,6 +7,10 @@ import struct Foundation.Date
 extension Components {
     /// Types generated from the `#/components/parameters` section of the OpenAPI document.
     internal enum Parameters {
+        /// A session's public id (32 lower-case hex digits); anything else is 404.
+        ///
+        /// - Remark: Generated from `#/components/parameters/SessionId`.
+        internal typealias SessionId = Swift.String
         /// A server-assigned record id. Anything that is not a positive integer (`0`, `-1`,
         /// `abc`) is 404 `not_found`, as is an id of a deleted record or of another user's record.
         ///

@@ -202,6 +202,116 @@ extension Components {
                 self.body = body
             }
         }
+        internal struct WrongPassword: Sendable, Hashable {
+            /// - Remark: Generated from `#/components/responses/WrongPassword/headers`.
+            internal struct Headers: Sendable, Hashable {
+                /// - Remark: Generated from `#/components/headers/WWWAuthenticate`.
+                internal enum WWWAuthenticate: String, Codable, Hashable, Sendable, CaseIterable {
+                    case bearer = "Bearer"
+                }
+                /// Always `Bearer`.
+                ///
+                /// - Remark: Generated from `#/components/responses/WrongPassword/headers/WWW-Authenticate`.
+                internal var wwwAuthenticate: Components.Headers.WWWAuthenticate
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - wwwAuthenticate: Always `Bearer`.
+                internal init(wwwAuthenticate: Components.Headers.WWWAuthenticate) {
+                    self.wwwAuthenticate = wwwAuthenticate
+                }
+            }
+            /// Received HTTP response headers
+            internal var headers: Components.Responses.WrongPassword.Headers
+            /// - Remark: Generated from `#/components/responses/WrongPassword/content`.
+            internal enum Body: Sendable, Hashable {
+                /// - Remark: Generated from `#/components/responses/WrongPassword/content/json`.
+                internal struct JsonPayload: Codable, Hashable, Sendable {
+                    /// - Remark: Generated from `#/components/responses/WrongPassword/content/json/value1`.
+                    internal var value1: Components.Schemas._Error
+                    /// - Remark: Generated from `#/components/responses/WrongPassword/content/json/value2`.
+                    internal struct Value2Payload: Codable, Hashable, Sendable {
+                        /// - Remark: Generated from `#/components/responses/WrongPassword/content/json/value2/error`.
+                        internal struct _ErrorPayload: Codable, Hashable, Sendable {
+                            /// - Remark: Generated from `#/components/responses/WrongPassword/content/json/value2/error/code`.
+                            internal var code: OpenAPIRuntime.OpenAPIValueContainer?
+                            /// Creates a new `_ErrorPayload`.
+                            ///
+                            /// - Parameters:
+                            ///   - code:
+                            internal init(code: OpenAPIRuntime.OpenAPIValueContainer? = nil) {
+                                self.code = code
+                            }
+                            internal enum CodingKeys: String, CodingKey {
+                                case code
+                            }
+                        }
+                        /// - Remark: Generated from `#/components/responses/WrongPassword/content/json/value2/error`.
+                        internal var error: Components.Responses.WrongPassword.Body.JsonPayload.Value2Payload._ErrorPayload?
+                        /// Creates a new `Value2Payload`.
+                        ///
+                        /// - Parameters:
+                        ///   - error:
+                        internal init(error: Components.Responses.WrongPassword.Body.JsonPayload.Value2Payload._ErrorPayload? = nil) {
+                            self.error = error
+                        }
+                        internal enum CodingKeys: String, CodingKey {
+                            case error
+                        }
+                    }
+                    /// - Remark: Generated from `#/components/responses/WrongPassword/content/json/value2`.
+                    internal var value2: Components.Responses.WrongPassword.Body.JsonPayload.Value2Payload
+                    /// Creates a new `JsonPayload`.
+                    ///
+                    /// - Parameters:
+                    ///   - value1:
+                    ///   - value2:
+                    internal init(
+                        value1: Components.Schemas._Error,
+                        value2: Components.Responses.WrongPassword.Body.JsonPayload.Value2Payload
+                    ) {
+                        self.value1 = value1
+                        self.value2 = value2
+                    }
+                    internal init(from decoder: any Swift.Decoder) throws {
+                        self.value1 = try .init(from: decoder)
+                        self.value2 = try .init(from: decoder)
+                    }
+                    internal func encode(to encoder: any Swift.Encoder) throws {
+                        try self.value1.encode(to: encoder)
+                        try self.value2.encode(to: encoder)
+                    }
+                }
+                /// - Remark: Generated from `#/components/responses/WrongPassword/content/application\/json`.
+                case json(Components.Responses.WrongPassword.Body.JsonPayload)
+                /// The associated value of the enum case if `self` is `.json`.
+                ///
+                /// - Throws: An error if `self` is not `.json`.
+                /// - SeeAlso: `.json`.
+                internal var json: Components.Responses.WrongPassword.Body.JsonPayload {
+                    get throws {
+                        switch self {
+                        case let .json(body):
+                            return body
+                        }
+                    }
+                }
+            }
+            /// Received HTTP response body
+            internal var body: Components.Responses.WrongPassword.Body
+            /// Creates a new `WrongPassword`.
+            ///
+            /// - Parameters:
+            ///   - headers: Received HTTP response headers
+            ///   - body: Received HTTP response body
+            internal init(
+                headers: Components.Responses.WrongPassword.Headers,
+                body: Components.Responses.WrongPassword.Body
+            ) {
+                self.headers = headers
+                self.body = body
+            }
+        }
         internal struct NotFound: Sendable, Hashable {
             /// - Remark: Generated from `#/components/responses/NotFound/content`.
             internal enum Body: Sendable, Hashable {

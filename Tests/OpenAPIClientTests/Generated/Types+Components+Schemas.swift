@@ -696,6 +696,166 @@ extension Components {
                 case token
             }
         }
+        /// - Remark: Generated from `#/components/schemas/PasswordChangeRequest`.
+        internal struct PasswordChangeRequest: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/PasswordChangeRequest/currentPassword`.
+            internal var currentPassword: Swift.String
+            /// 8–128 characters.
+            ///
+            /// - Remark: Generated from `#/components/schemas/PasswordChangeRequest/newPassword`.
+            internal var newPassword: Swift.String
+            /// Creates a new `PasswordChangeRequest`.
+            ///
+            /// - Parameters:
+            ///   - currentPassword:
+            ///   - newPassword: 8–128 characters.
+            internal init(
+                currentPassword: Swift.String,
+                newPassword: Swift.String
+            ) {
+                self.currentPassword = currentPassword
+                self.newPassword = newPassword
+            }
+            internal enum CodingKeys: String, CodingKey {
+                case currentPassword
+                case newPassword
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/AccountDeleteRequest`.
+        internal struct AccountDeleteRequest: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/AccountDeleteRequest/password`.
+            internal var password: Swift.String
+            /// Creates a new `AccountDeleteRequest`.
+            ///
+            /// - Parameters:
+            ///   - password:
+            internal init(password: Swift.String) {
+                self.password = password
+            }
+            internal enum CodingKeys: String, CodingKey {
+                case password
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/AccountSession`.
+        internal struct AccountSession: Codable, Hashable, Sendable {
+            /// The session's public id (not the token).
+            ///
+            /// - Remark: Generated from `#/components/schemas/AccountSession/id`.
+            internal var id: Swift.String
+            /// - Remark: Generated from `#/components/schemas/AccountSession/createdAt`.
+            internal var createdAt: Components.Schemas.Timestamp
+            /// - Remark: Generated from `#/components/schemas/AccountSession/lastUsedAt`.
+            internal var lastUsedAt: Components.Schemas.Timestamp
+            /// Whether this is the token of the request.
+            ///
+            /// - Remark: Generated from `#/components/schemas/AccountSession/current`.
+            internal var current: Swift.Bool
+            /// Creates a new `AccountSession`.
+            ///
+            /// - Parameters:
+            ///   - id: The session's public id (not the token).
+            ///   - createdAt:
+            ///   - lastUsedAt:
+            ///   - current: Whether this is the token of the request.
+            internal init(
+                id: Swift.String,
+                createdAt: Components.Schemas.Timestamp,
+                lastUsedAt: Components.Schemas.Timestamp,
+                current: Swift.Bool
+            ) {
+                self.id = id
+                self.createdAt = createdAt
+                self.lastUsedAt = lastUsedAt
+                self.current = current
+            }
+            internal enum CodingKeys: String, CodingKey {
+                case id
+                case createdAt
+                case lastUsedAt
+                case current
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/AccountSessionList`.
+        internal struct AccountSessionList: Codable, Hashable, Sendable {
+            /// One per valid token of the user, newest first.
+            ///
+            /// - Remark: Generated from `#/components/schemas/AccountSessionList/items`.
+            internal var items: [Components.Schemas.AccountSession]
+            /// Creates a new `AccountSessionList`.
+            ///
+            /// - Parameters:
+            ///   - items: One per valid token of the user, newest first.
+            internal init(items: [Components.Schemas.AccountSession]) {
+                self.items = items
+            }
+            internal enum CodingKeys: String, CodingKey {
+                case items
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/ExportUser`.
+        internal struct ExportUser: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/ExportUser/id`.
+            internal var id: Components.Schemas.Id
+            /// - Remark: Generated from `#/components/schemas/ExportUser/email`.
+            internal var email: Swift.String
+            /// - Remark: Generated from `#/components/schemas/ExportUser/createdAt`.
+            internal var createdAt: Components.Schemas.Timestamp
+            /// Creates a new `ExportUser`.
+            ///
+            /// - Parameters:
+            ///   - id:
+            ///   - email:
+            ///   - createdAt:
+            internal init(
+                id: Components.Schemas.Id,
+                email: Swift.String,
+                createdAt: Components.Schemas.Timestamp
+            ) {
+                self.id = id
+                self.email = email
+                self.createdAt = createdAt
+            }
+            internal enum CodingKeys: String, CodingKey {
+                case id
+                case email
+                case createdAt
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/AccountExport`.
+        internal struct AccountExport: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/AccountExport/user`.
+            internal var user: Components.Schemas.ExportUser
+            /// - Remark: Generated from `#/components/schemas/AccountExport/tags`.
+            internal var tags: [Components.Schemas.LiveTag]
+            /// - Remark: Generated from `#/components/schemas/AccountExport/todos`.
+            internal var todos: [Components.Schemas.LiveTodo]
+            /// - Remark: Generated from `#/components/schemas/AccountExport/dailyStats`.
+            internal var dailyStats: [Components.Schemas.LiveDailyStat]
+            /// Creates a new `AccountExport`.
+            ///
+            /// - Parameters:
+            ///   - user:
+            ///   - tags:
+            ///   - todos:
+            ///   - dailyStats:
+            internal init(
+                user: Components.Schemas.ExportUser,
+                tags: [Components.Schemas.LiveTag],
+                todos: [Components.Schemas.LiveTodo],
+                dailyStats: [Components.Schemas.LiveDailyStat]
+            ) {
+                self.user = user
+                self.tags = tags
+                self.todos = todos
+                self.dailyStats = dailyStats
+            }
+            internal enum CodingKeys: String, CodingKey {
+                case user
+                case tags
+                case todos
+                case dailyStats
+            }
+        }
         /// - Remark: Generated from `#/components/schemas/Health`.
         internal struct Health: Codable, Hashable, Sendable {
             /// - Remark: Generated from `#/components/schemas/Health/status`.

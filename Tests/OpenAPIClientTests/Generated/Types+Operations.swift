@@ -1042,6 +1042,1264 @@ internal enum Operations {
             }
         }
     }
+    /// Change the password; sign out every other session
+    ///
+    /// Checks `currentPassword` (a wrong one is 401 with `details` naming `currentPassword`,
+    /// and counts as a failed login of the account: after 10 in a row, here or at login,
+    /// every login and password check of the account is 429 until the cool-down passes),
+    /// stores `newPassword` and revokes every other token of the user in the same
+    /// transaction; the presented token stays valid. A `newPassword` outside 8–128
+    /// characters is 422, before any password is checked. `Idempotency-Key` is ignored here
+    /// (a wrong password must count even though nothing is applied); a repeat after the
+    /// change applied is a 401 for the old password.
+    ///
+    ///
+    /// - Remark: HTTP `POST /api/v1/account/password`.
+    /// - Remark: Generated from `#/paths//api/v1/account/password/post(changePassword)`.
+    internal enum ChangePassword {
+        internal static let id: Swift.String = "changePassword"
+        internal struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/api/v1/account/password/POST/header`.
+            internal struct Headers: Sendable, Hashable {
+                internal var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.ChangePassword.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - accept:
+                internal init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.ChangePassword.AcceptableContentType>] = .defaultValues()) {
+                    self.accept = accept
+                }
+            }
+            internal var headers: Operations.ChangePassword.Input.Headers
+            /// - Remark: Generated from `#/paths/api/v1/account/password/POST/requestBody`.
+            internal enum Body: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/api/v1/account/password/POST/requestBody/content/application\/json`.
+                case json(Components.Schemas.PasswordChangeRequest)
+            }
+            internal var body: Operations.ChangePassword.Input.Body
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - headers:
+            ///   - body:
+            internal init(
+                headers: Operations.ChangePassword.Input.Headers = .init(),
+                body: Operations.ChangePassword.Input.Body
+            ) {
+                self.headers = headers
+                self.body = body
+            }
+        }
+        internal enum Output: Sendable, Hashable {
+            internal struct NoContent: Sendable, Hashable {
+                /// Creates a new `NoContent`.
+                internal init() {}
+            }
+            /// Changed; every other session is signed out.
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/account/password/post(changePassword)/responses/204`.
+            ///
+            /// HTTP response code: `204 noContent`.
+            case noContent(Operations.ChangePassword.Output.NoContent)
+            /// Changed; every other session is signed out.
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/account/password/post(changePassword)/responses/204`.
+            ///
+            /// HTTP response code: `204 noContent`.
+            internal static var noContent: Self {
+                .noContent(.init())
+            }
+            /// The associated value of the enum case if `self` is `.noContent`.
+            ///
+            /// - Throws: An error if `self` is not `.noContent`.
+            /// - SeeAlso: `.noContent`.
+            internal var noContent: Operations.ChangePassword.Output.NoContent {
+                get throws {
+                    switch self {
+                    case let .noContent(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "noContent",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// `malformed_json`: the body is not parseable JSON (or is empty where one is required).
+            /// `bad_request`: a query or path parameter is missing, malformed or out of range (or
+            /// nginx could not parse the HTTP request).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/account/password/post(changePassword)/responses/400`.
+            ///
+            /// HTTP response code: `400 badRequest`.
+            case badRequest(Components.Responses.BadRequest)
+            /// The associated value of the enum case if `self` is `.badRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.badRequest`.
+            /// - SeeAlso: `.badRequest`.
+            internal var badRequest: Components.Responses.BadRequest {
+                get throws {
+                    switch self {
+                    case let .badRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "badRequest",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Missing, unknown, revoked or expired bearer token (no `details`); or the password
+            /// given in the body is wrong (`details` names its field).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/account/password/post(changePassword)/responses/401`.
+            ///
+            /// HTTP response code: `401 unauthorized`.
+            case unauthorized(Components.Responses.WrongPassword)
+            /// The associated value of the enum case if `self` is `.unauthorized`.
+            ///
+            /// - Throws: An error if `self` is not `.unauthorized`.
+            /// - SeeAlso: `.unauthorized`.
+            internal var unauthorized: Components.Responses.WrongPassword {
+                get throws {
+                    switch self {
+                    case let .unauthorized(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unauthorized",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The body is over 1 MiB (nginx may answer this itself).
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/account/password/post(changePassword)/responses/413`.
+            ///
+            /// HTTP response code: `413 contentTooLarge`.
+            case contentTooLarge(Components.Responses.PayloadTooLarge)
+            /// The associated value of the enum case if `self` is `.contentTooLarge`.
+            ///
+            /// - Throws: An error if `self` is not `.contentTooLarge`.
+            /// - SeeAlso: `.contentTooLarge`.
+            internal var contentTooLarge: Components.Responses.PayloadTooLarge {
+                get throws {
+                    switch self {
+                    case let .contentTooLarge(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "contentTooLarge",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The body's `Content-Type` is not `application/json` (or names a charset other than
+            /// UTF-8), or a non-empty body has no `Content-Type`.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/account/password/post(changePassword)/responses/415`.
+            ///
+            /// HTTP response code: `415 unsupportedMediaType`.
+            case unsupportedMediaType(Components.Responses.UnsupportedMediaType)
+            /// The associated value of the enum case if `self` is `.unsupportedMediaType`.
+            ///
+            /// - Throws: An error if `self` is not `.unsupportedMediaType`.
+            /// - SeeAlso: `.unsupportedMediaType`.
+            internal var unsupportedMediaType: Components.Responses.UnsupportedMediaType {
+                get throws {
+                    switch self {
+                    case let .unsupportedMediaType(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unsupportedMediaType",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Well-formed JSON with wrong types or values (or not an object); `details` names each field.
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/account/password/post(changePassword)/responses/422`.
+            ///
+            /// HTTP response code: `422 unprocessableContent`.
+            case unprocessableContent(Components.Responses.ValidationFailed)
+            /// The associated value of the enum case if `self` is `.unprocessableContent`.
+            ///
+            /// - Throws: An error if `self` is not `.unprocessableContent`.
+            /// - SeeAlso: `.unprocessableContent`.
+            internal var unprocessableContent: Components.Responses.ValidationFailed {
+                get throws {
+                    switch self {
+                    case let .unprocessableContent(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unprocessableContent",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Too many requests to `/api/v1/auth/*` from one address (nginx), too many failed logins
+            /// for one account (login; answered the same whether or not the email exists), too many
+            /// requests in flight for one account (counted per account, whatever token or spelling of
+            /// the `Authorization` header carries them: `TODOSYNC_ACCOUNT_IN_FLIGHT` per responder
+            /// process, and nginx's per-token limit in front), or an account quota reached. Wait
+            /// `Retry-After` seconds.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/account/password/post(changePassword)/responses/429`.
+            ///
+            /// HTTP response code: `429 tooManyRequests`.
+            case tooManyRequests(Components.Responses.RateLimited)
+            /// The associated value of the enum case if `self` is `.tooManyRequests`.
+            ///
+            /// - Throws: An error if `self` is not `.tooManyRequests`.
+            /// - SeeAlso: `.tooManyRequests`.
+            internal var tooManyRequests: Components.Responses.RateLimited {
+                get throws {
+                    switch self {
+                    case let .tooManyRequests(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "tooManyRequests",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The database is unreachable, no responder answers, or the server is overloaded:
+            /// nothing was applied. Retry after `Retry-After` seconds; the server recovers by itself
+            /// when the database returns.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/account/password/post(changePassword)/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Components.Responses.Unavailable)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            internal var serviceUnavailable: Components.Responses.Unavailable {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The server cannot tell whether the write was applied: nginx handed it to a responder, then timed out waiting (fastcgi_read_timeout) or lost the responder. Retry only with the same `clientId`, `opId` or `Idempotency-Key`, which is always safe.
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/account/password/post(changePassword)/responses/504`.
+            ///
+            /// HTTP response code: `504 gatewayTimeout`.
+            case gatewayTimeout(Components.Responses.OutcomeUnknown)
+            /// The associated value of the enum case if `self` is `.gatewayTimeout`.
+            ///
+            /// - Throws: An error if `self` is not `.gatewayTimeout`.
+            /// - SeeAlso: `.gatewayTimeout`.
+            internal var gatewayTimeout: Components.Responses.OutcomeUnknown {
+                get throws {
+                    switch self {
+                    case let .gatewayTimeout(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "gatewayTimeout",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Undocumented response.
+            ///
+            /// A response with a code that is not documented in the OpenAPI document.
+            case undocumented(statusCode: Swift.Int, OpenAPIRuntime.UndocumentedPayload)
+        }
+        internal enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case other(Swift.String)
+            internal init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            internal var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                }
+            }
+            internal static var allCases: [Self] {
+                [
+                    .json
+                ]
+            }
+        }
+    }
+    /// List the account's sessions
+    ///
+    /// One entry per valid token of the user, newest first. `id` is a public id (never the
+    /// token or its hash); `lastUsedAt` may be up to a minute stale; `current` marks the
+    /// token of this request.
+    ///
+    ///
+    /// - Remark: HTTP `GET /api/v1/account/sessions`.
+    /// - Remark: Generated from `#/paths//api/v1/account/sessions/get(listSessions)`.
+    internal enum ListSessions {
+        internal static let id: Swift.String = "listSessions"
+        internal struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/api/v1/account/sessions/GET/header`.
+            internal struct Headers: Sendable, Hashable {
+                internal var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.ListSessions.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - accept:
+                internal init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.ListSessions.AcceptableContentType>] = .defaultValues()) {
+                    self.accept = accept
+                }
+            }
+            internal var headers: Operations.ListSessions.Input.Headers
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - headers:
+            internal init(headers: Operations.ListSessions.Input.Headers = .init()) {
+                self.headers = headers
+            }
+        }
+        internal enum Output: Sendable, Hashable {
+            internal struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/api/v1/account/sessions/GET/responses/200/content`.
+                internal enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/api/v1/account/sessions/GET/responses/200/content/application\/json`.
+                    case json(Components.Schemas.AccountSessionList)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    internal var json: Components.Schemas.AccountSessionList {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                internal var body: Operations.ListSessions.Output.Ok.Body
+                /// Creates a new `Ok`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                internal init(body: Operations.ListSessions.Output.Ok.Body) {
+                    self.body = body
+                }
+            }
+            /// The sessions, newest first.
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/account/sessions/get(listSessions)/responses/200`.
+            ///
+            /// HTTP response code: `200 ok`.
+            case ok(Operations.ListSessions.Output.Ok)
+            /// The associated value of the enum case if `self` is `.ok`.
+            ///
+            /// - Throws: An error if `self` is not `.ok`.
+            /// - SeeAlso: `.ok`.
+            internal var ok: Operations.ListSessions.Output.Ok {
+                get throws {
+                    switch self {
+                    case let .ok(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "ok",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Missing, unknown, revoked or expired bearer token; or a failed login (same message whether or not the email exists).
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/account/sessions/get(listSessions)/responses/401`.
+            ///
+            /// HTTP response code: `401 unauthorized`.
+            case unauthorized(Components.Responses.Unauthorized)
+            /// The associated value of the enum case if `self` is `.unauthorized`.
+            ///
+            /// - Throws: An error if `self` is not `.unauthorized`.
+            /// - SeeAlso: `.unauthorized`.
+            internal var unauthorized: Components.Responses.Unauthorized {
+                get throws {
+                    switch self {
+                    case let .unauthorized(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unauthorized",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Too many requests to `/api/v1/auth/*` from one address (nginx), too many failed logins
+            /// for one account (login; answered the same whether or not the email exists), too many
+            /// requests in flight for one account (counted per account, whatever token or spelling of
+            /// the `Authorization` header carries them: `TODOSYNC_ACCOUNT_IN_FLIGHT` per responder
+            /// process, and nginx's per-token limit in front), or an account quota reached. Wait
+            /// `Retry-After` seconds.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/account/sessions/get(listSessions)/responses/429`.
+            ///
+            /// HTTP response code: `429 tooManyRequests`.
+            case tooManyRequests(Components.Responses.RateLimited)
+            /// The associated value of the enum case if `self` is `.tooManyRequests`.
+            ///
+            /// - Throws: An error if `self` is not `.tooManyRequests`.
+            /// - SeeAlso: `.tooManyRequests`.
+            internal var tooManyRequests: Components.Responses.RateLimited {
+                get throws {
+                    switch self {
+                    case let .tooManyRequests(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "tooManyRequests",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The database is unreachable, no responder answers, or the server is overloaded:
+            /// nothing was applied. Retry after `Retry-After` seconds; the server recovers by itself
+            /// when the database returns.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/account/sessions/get(listSessions)/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Components.Responses.Unavailable)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            internal var serviceUnavailable: Components.Responses.Unavailable {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Undocumented response.
+            ///
+            /// A response with a code that is not documented in the OpenAPI document.
+            case undocumented(statusCode: Swift.Int, OpenAPIRuntime.UndocumentedPayload)
+        }
+        internal enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case other(Swift.String)
+            internal init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            internal var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                }
+            }
+            internal static var allCases: [Self] {
+                [
+                    .json
+                ]
+            }
+        }
+    }
+    /// Revoke one session
+    ///
+    /// That token stops working at once (revoking the current session is a logout). An id
+    /// that names no session of this user, another user's included, is 404.
+    ///
+    ///
+    /// - Remark: HTTP `DELETE /api/v1/account/sessions/{id}`.
+    /// - Remark: Generated from `#/paths//api/v1/account/sessions/{id}/delete(revokeSession)`.
+    internal enum RevokeSession {
+        internal static let id: Swift.String = "revokeSession"
+        internal struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/api/v1/account/sessions/{id}/DELETE/path`.
+            internal struct Path: Sendable, Hashable {
+                /// A session's public id (32 lower-case hex digits); anything else is 404.
+                ///
+                /// - Remark: Generated from `#/paths/api/v1/account/sessions/{id}/DELETE/path/id`.
+                internal var id: Components.Parameters.SessionId
+                /// Creates a new `Path`.
+                ///
+                /// - Parameters:
+                ///   - id: A session's public id (32 lower-case hex digits); anything else is 404.
+                internal init(id: Components.Parameters.SessionId) {
+                    self.id = id
+                }
+            }
+            internal var path: Operations.RevokeSession.Input.Path
+            /// - Remark: Generated from `#/paths/api/v1/account/sessions/{id}/DELETE/header`.
+            internal struct Headers: Sendable, Hashable {
+                internal var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.RevokeSession.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - accept:
+                internal init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.RevokeSession.AcceptableContentType>] = .defaultValues()) {
+                    self.accept = accept
+                }
+            }
+            internal var headers: Operations.RevokeSession.Input.Headers
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - path:
+            ///   - headers:
+            internal init(
+                path: Operations.RevokeSession.Input.Path,
+                headers: Operations.RevokeSession.Input.Headers = .init()
+            ) {
+                self.path = path
+                self.headers = headers
+            }
+        }
+        internal enum Output: Sendable, Hashable {
+            internal struct NoContent: Sendable, Hashable {
+                /// Creates a new `NoContent`.
+                internal init() {}
+            }
+            /// Revoked.
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/account/sessions/{id}/delete(revokeSession)/responses/204`.
+            ///
+            /// HTTP response code: `204 noContent`.
+            case noContent(Operations.RevokeSession.Output.NoContent)
+            /// Revoked.
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/account/sessions/{id}/delete(revokeSession)/responses/204`.
+            ///
+            /// HTTP response code: `204 noContent`.
+            internal static var noContent: Self {
+                .noContent(.init())
+            }
+            /// The associated value of the enum case if `self` is `.noContent`.
+            ///
+            /// - Throws: An error if `self` is not `.noContent`.
+            /// - SeeAlso: `.noContent`.
+            internal var noContent: Operations.RevokeSession.Output.NoContent {
+                get throws {
+                    switch self {
+                    case let .noContent(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "noContent",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Missing, unknown, revoked or expired bearer token; or a failed login (same message whether or not the email exists).
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/account/sessions/{id}/delete(revokeSession)/responses/401`.
+            ///
+            /// HTTP response code: `401 unauthorized`.
+            case unauthorized(Components.Responses.Unauthorized)
+            /// The associated value of the enum case if `self` is `.unauthorized`.
+            ///
+            /// - Throws: An error if `self` is not `.unauthorized`.
+            /// - SeeAlso: `.unauthorized`.
+            internal var unauthorized: Components.Responses.Unauthorized {
+                get throws {
+                    switch self {
+                    case let .unauthorized(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unauthorized",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// No such live record for this user (another user's record, a deleted record, or an id that is not a positive integer), or no such route.
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/account/sessions/{id}/delete(revokeSession)/responses/404`.
+            ///
+            /// HTTP response code: `404 notFound`.
+            case notFound(Components.Responses.NotFound)
+            /// The associated value of the enum case if `self` is `.notFound`.
+            ///
+            /// - Throws: An error if `self` is not `.notFound`.
+            /// - SeeAlso: `.notFound`.
+            internal var notFound: Components.Responses.NotFound {
+                get throws {
+                    switch self {
+                    case let .notFound(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "notFound",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Too many requests to `/api/v1/auth/*` from one address (nginx), too many failed logins
+            /// for one account (login; answered the same whether or not the email exists), too many
+            /// requests in flight for one account (counted per account, whatever token or spelling of
+            /// the `Authorization` header carries them: `TODOSYNC_ACCOUNT_IN_FLIGHT` per responder
+            /// process, and nginx's per-token limit in front), or an account quota reached. Wait
+            /// `Retry-After` seconds.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/account/sessions/{id}/delete(revokeSession)/responses/429`.
+            ///
+            /// HTTP response code: `429 tooManyRequests`.
+            case tooManyRequests(Components.Responses.RateLimited)
+            /// The associated value of the enum case if `self` is `.tooManyRequests`.
+            ///
+            /// - Throws: An error if `self` is not `.tooManyRequests`.
+            /// - SeeAlso: `.tooManyRequests`.
+            internal var tooManyRequests: Components.Responses.RateLimited {
+                get throws {
+                    switch self {
+                    case let .tooManyRequests(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "tooManyRequests",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The database is unreachable, no responder answers, or the server is overloaded:
+            /// nothing was applied. Retry after `Retry-After` seconds; the server recovers by itself
+            /// when the database returns.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/account/sessions/{id}/delete(revokeSession)/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Components.Responses.Unavailable)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            internal var serviceUnavailable: Components.Responses.Unavailable {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The server cannot tell whether the write was applied: nginx handed it to a responder, then timed out waiting (fastcgi_read_timeout) or lost the responder. Retry only with the same `clientId`, `opId` or `Idempotency-Key`, which is always safe.
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/account/sessions/{id}/delete(revokeSession)/responses/504`.
+            ///
+            /// HTTP response code: `504 gatewayTimeout`.
+            case gatewayTimeout(Components.Responses.OutcomeUnknown)
+            /// The associated value of the enum case if `self` is `.gatewayTimeout`.
+            ///
+            /// - Throws: An error if `self` is not `.gatewayTimeout`.
+            /// - SeeAlso: `.gatewayTimeout`.
+            internal var gatewayTimeout: Components.Responses.OutcomeUnknown {
+                get throws {
+                    switch self {
+                    case let .gatewayTimeout(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "gatewayTimeout",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Undocumented response.
+            ///
+            /// A response with a code that is not documented in the OpenAPI document.
+            case undocumented(statusCode: Swift.Int, OpenAPIRuntime.UndocumentedPayload)
+        }
+        internal enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case other(Swift.String)
+            internal init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            internal var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                }
+            }
+            internal static var allCases: [Self] {
+                [
+                    .json
+                ]
+            }
+        }
+    }
+    /// A copy of every live record of the account
+    ///
+    /// Every live record as the REST routes render it (the current schema version), all
+    /// read in one transaction: tags by id, todos in list order by deadline, daily stats by
+    /// date. The body is built whole before it is sent (the FastCGI responder does not
+    /// stream responses), so a responder process builds one export at a time: another one
+    /// meanwhile is 429 with `Retry-After: 5`.
+    ///
+    ///
+    /// - Remark: HTTP `GET /api/v1/account/export`.
+    /// - Remark: Generated from `#/paths//api/v1/account/export/get(exportAccount)`.
+    internal enum ExportAccount {
+        internal static let id: Swift.String = "exportAccount"
+        internal struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/api/v1/account/export/GET/header`.
+            internal struct Headers: Sendable, Hashable {
+                internal var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.ExportAccount.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - accept:
+                internal init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.ExportAccount.AcceptableContentType>] = .defaultValues()) {
+                    self.accept = accept
+                }
+            }
+            internal var headers: Operations.ExportAccount.Input.Headers
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - headers:
+            internal init(headers: Operations.ExportAccount.Input.Headers = .init()) {
+                self.headers = headers
+            }
+        }
+        internal enum Output: Sendable, Hashable {
+            internal struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/api/v1/account/export/GET/responses/200/content`.
+                internal enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/api/v1/account/export/GET/responses/200/content/application\/json`.
+                    case json(Components.Schemas.AccountExport)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    internal var json: Components.Schemas.AccountExport {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                internal var body: Operations.ExportAccount.Output.Ok.Body
+                /// Creates a new `Ok`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                internal init(body: Operations.ExportAccount.Output.Ok.Body) {
+                    self.body = body
+                }
+            }
+            /// The account's data.
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/account/export/get(exportAccount)/responses/200`.
+            ///
+            /// HTTP response code: `200 ok`.
+            case ok(Operations.ExportAccount.Output.Ok)
+            /// The associated value of the enum case if `self` is `.ok`.
+            ///
+            /// - Throws: An error if `self` is not `.ok`.
+            /// - SeeAlso: `.ok`.
+            internal var ok: Operations.ExportAccount.Output.Ok {
+                get throws {
+                    switch self {
+                    case let .ok(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "ok",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Missing, unknown, revoked or expired bearer token; or a failed login (same message whether or not the email exists).
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/account/export/get(exportAccount)/responses/401`.
+            ///
+            /// HTTP response code: `401 unauthorized`.
+            case unauthorized(Components.Responses.Unauthorized)
+            /// The associated value of the enum case if `self` is `.unauthorized`.
+            ///
+            /// - Throws: An error if `self` is not `.unauthorized`.
+            /// - SeeAlso: `.unauthorized`.
+            internal var unauthorized: Components.Responses.Unauthorized {
+                get throws {
+                    switch self {
+                    case let .unauthorized(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unauthorized",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Too many requests to `/api/v1/auth/*` from one address (nginx), too many failed logins
+            /// for one account (login; answered the same whether or not the email exists), too many
+            /// requests in flight for one account (counted per account, whatever token or spelling of
+            /// the `Authorization` header carries them: `TODOSYNC_ACCOUNT_IN_FLIGHT` per responder
+            /// process, and nginx's per-token limit in front), or an account quota reached. Wait
+            /// `Retry-After` seconds.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/account/export/get(exportAccount)/responses/429`.
+            ///
+            /// HTTP response code: `429 tooManyRequests`.
+            case tooManyRequests(Components.Responses.RateLimited)
+            /// The associated value of the enum case if `self` is `.tooManyRequests`.
+            ///
+            /// - Throws: An error if `self` is not `.tooManyRequests`.
+            /// - SeeAlso: `.tooManyRequests`.
+            internal var tooManyRequests: Components.Responses.RateLimited {
+                get throws {
+                    switch self {
+                    case let .tooManyRequests(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "tooManyRequests",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The database is unreachable, no responder answers, or the server is overloaded:
+            /// nothing was applied. Retry after `Retry-After` seconds; the server recovers by itself
+            /// when the database returns.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/account/export/get(exportAccount)/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Components.Responses.Unavailable)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            internal var serviceUnavailable: Components.Responses.Unavailable {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Undocumented response.
+            ///
+            /// A response with a code that is not documented in the OpenAPI document.
+            case undocumented(statusCode: Swift.Int, OpenAPIRuntime.UndocumentedPayload)
+        }
+        internal enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case other(Swift.String)
+            internal init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            internal var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                }
+            }
+            internal static var allCases: [Self] {
+                [
+                    .json
+                ]
+            }
+        }
+    }
+    /// Delete the account
+    ///
+    /// After the password check (a wrong one is 401 with `details` naming `password`, and
+    /// counts as a failed login of the account), 204: from then on every token of the
+    /// account is 401, no route returns its data, no write of it commits, and its email may
+    /// register again as a new account. Every row of it is erased by the daily `todosync
+    /// purge`. A POST, since a body on DELETE has no defined meaning. `Idempotency-Key` is
+    /// ignored here; a repeat after the delete applied is a 401.
+    ///
+    ///
+    /// - Remark: HTTP `POST /api/v1/account/delete`.
+    /// - Remark: Generated from `#/paths//api/v1/account/delete/post(deleteAccount)`.
+    internal enum DeleteAccount {
+        internal static let id: Swift.String = "deleteAccount"
+        internal struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/api/v1/account/delete/POST/header`.
+            internal struct Headers: Sendable, Hashable {
+                internal var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.DeleteAccount.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - accept:
+                internal init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.DeleteAccount.AcceptableContentType>] = .defaultValues()) {
+                    self.accept = accept
+                }
+            }
+            internal var headers: Operations.DeleteAccount.Input.Headers
+            /// - Remark: Generated from `#/paths/api/v1/account/delete/POST/requestBody`.
+            internal enum Body: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/api/v1/account/delete/POST/requestBody/content/application\/json`.
+                case json(Components.Schemas.AccountDeleteRequest)
+            }
+            internal var body: Operations.DeleteAccount.Input.Body
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - headers:
+            ///   - body:
+            internal init(
+                headers: Operations.DeleteAccount.Input.Headers = .init(),
+                body: Operations.DeleteAccount.Input.Body
+            ) {
+                self.headers = headers
+                self.body = body
+            }
+        }
+        internal enum Output: Sendable, Hashable {
+            internal struct NoContent: Sendable, Hashable {
+                /// Creates a new `NoContent`.
+                internal init() {}
+            }
+            /// Deleted; every token of the account is revoked.
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/account/delete/post(deleteAccount)/responses/204`.
+            ///
+            /// HTTP response code: `204 noContent`.
+            case noContent(Operations.DeleteAccount.Output.NoContent)
+            /// Deleted; every token of the account is revoked.
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/account/delete/post(deleteAccount)/responses/204`.
+            ///
+            /// HTTP response code: `204 noContent`.
+            internal static var noContent: Self {
+                .noContent(.init())
+            }
+            /// The associated value of the enum case if `self` is `.noContent`.
+            ///
+            /// - Throws: An error if `self` is not `.noContent`.
+            /// - SeeAlso: `.noContent`.
+            internal var noContent: Operations.DeleteAccount.Output.NoContent {
+                get throws {
+                    switch self {
+                    case let .noContent(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "noContent",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// `malformed_json`: the body is not parseable JSON (or is empty where one is required).
+            /// `bad_request`: a query or path parameter is missing, malformed or out of range (or
+            /// nginx could not parse the HTTP request).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/account/delete/post(deleteAccount)/responses/400`.
+            ///
+            /// HTTP response code: `400 badRequest`.
+            case badRequest(Components.Responses.BadRequest)
+            /// The associated value of the enum case if `self` is `.badRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.badRequest`.
+            /// - SeeAlso: `.badRequest`.
+            internal var badRequest: Components.Responses.BadRequest {
+                get throws {
+                    switch self {
+                    case let .badRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "badRequest",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Missing, unknown, revoked or expired bearer token (no `details`); or the password
+            /// given in the body is wrong (`details` names its field).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/account/delete/post(deleteAccount)/responses/401`.
+            ///
+            /// HTTP response code: `401 unauthorized`.
+            case unauthorized(Components.Responses.WrongPassword)
+            /// The associated value of the enum case if `self` is `.unauthorized`.
+            ///
+            /// - Throws: An error if `self` is not `.unauthorized`.
+            /// - SeeAlso: `.unauthorized`.
+            internal var unauthorized: Components.Responses.WrongPassword {
+                get throws {
+                    switch self {
+                    case let .unauthorized(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unauthorized",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The body is over 1 MiB (nginx may answer this itself).
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/account/delete/post(deleteAccount)/responses/413`.
+            ///
+            /// HTTP response code: `413 contentTooLarge`.
+            case contentTooLarge(Components.Responses.PayloadTooLarge)
+            /// The associated value of the enum case if `self` is `.contentTooLarge`.
+            ///
+            /// - Throws: An error if `self` is not `.contentTooLarge`.
+            /// - SeeAlso: `.contentTooLarge`.
+            internal var contentTooLarge: Components.Responses.PayloadTooLarge {
+                get throws {
+                    switch self {
+                    case let .contentTooLarge(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "contentTooLarge",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The body's `Content-Type` is not `application/json` (or names a charset other than
+            /// UTF-8), or a non-empty body has no `Content-Type`.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/account/delete/post(deleteAccount)/responses/415`.
+            ///
+            /// HTTP response code: `415 unsupportedMediaType`.
+            case unsupportedMediaType(Components.Responses.UnsupportedMediaType)
+            /// The associated value of the enum case if `self` is `.unsupportedMediaType`.
+            ///
+            /// - Throws: An error if `self` is not `.unsupportedMediaType`.
+            /// - SeeAlso: `.unsupportedMediaType`.
+            internal var unsupportedMediaType: Components.Responses.UnsupportedMediaType {
+                get throws {
+                    switch self {
+                    case let .unsupportedMediaType(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unsupportedMediaType",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Well-formed JSON with wrong types or values (or not an object); `details` names each field.
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/account/delete/post(deleteAccount)/responses/422`.
+            ///
+            /// HTTP response code: `422 unprocessableContent`.
+            case unprocessableContent(Components.Responses.ValidationFailed)
+            /// The associated value of the enum case if `self` is `.unprocessableContent`.
+            ///
+            /// - Throws: An error if `self` is not `.unprocessableContent`.
+            /// - SeeAlso: `.unprocessableContent`.
+            internal var unprocessableContent: Components.Responses.ValidationFailed {
+                get throws {
+                    switch self {
+                    case let .unprocessableContent(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unprocessableContent",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Too many requests to `/api/v1/auth/*` from one address (nginx), too many failed logins
+            /// for one account (login; answered the same whether or not the email exists), too many
+            /// requests in flight for one account (counted per account, whatever token or spelling of
+            /// the `Authorization` header carries them: `TODOSYNC_ACCOUNT_IN_FLIGHT` per responder
+            /// process, and nginx's per-token limit in front), or an account quota reached. Wait
+            /// `Retry-After` seconds.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/account/delete/post(deleteAccount)/responses/429`.
+            ///
+            /// HTTP response code: `429 tooManyRequests`.
+            case tooManyRequests(Components.Responses.RateLimited)
+            /// The associated value of the enum case if `self` is `.tooManyRequests`.
+            ///
+            /// - Throws: An error if `self` is not `.tooManyRequests`.
+            /// - SeeAlso: `.tooManyRequests`.
+            internal var tooManyRequests: Components.Responses.RateLimited {
+                get throws {
+                    switch self {
+                    case let .tooManyRequests(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "tooManyRequests",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The database is unreachable, no responder answers, or the server is overloaded:
+            /// nothing was applied. Retry after `Retry-After` seconds; the server recovers by itself
+            /// when the database returns.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/account/delete/post(deleteAccount)/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Components.Responses.Unavailable)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            internal var serviceUnavailable: Components.Responses.Unavailable {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The server cannot tell whether the write was applied: nginx handed it to a responder, then timed out waiting (fastcgi_read_timeout) or lost the responder. Retry only with the same `clientId`, `opId` or `Idempotency-Key`, which is always safe.
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/account/delete/post(deleteAccount)/responses/504`.
+            ///
+            /// HTTP response code: `504 gatewayTimeout`.
+            case gatewayTimeout(Components.Responses.OutcomeUnknown)
+            /// The associated value of the enum case if `self` is `.gatewayTimeout`.
+            ///
+            /// - Throws: An error if `self` is not `.gatewayTimeout`.
+            /// - SeeAlso: `.gatewayTimeout`.
+            internal var gatewayTimeout: Components.Responses.OutcomeUnknown {
+                get throws {
+                    switch self {
+                    case let .gatewayTimeout(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "gatewayTimeout",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Undocumented response.
+            ///
+            /// A response with a code that is not documented in the OpenAPI document.
+            case undocumented(statusCode: Swift.Int, OpenAPIRuntime.UndocumentedPayload)
+        }
+        internal enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case other(Swift.String)
+            internal init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            internal var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                }
+            }
+            internal static var allCases: [Self] {
+                [
+                    .json
+                ]
+            }
+        }
+    }
     /// List live tags
     ///
     /// The user's live tags, ordered by `id` ascending. Deleted tags are absent.

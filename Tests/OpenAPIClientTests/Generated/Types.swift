@@ -45,6 +45,65 @@ internal protocol APIProtocol: Sendable {
     /// - Remark: HTTP `POST /api/v1/auth/logout`.
     /// - Remark: Generated from `#/paths//api/v1/auth/logout/post(logout)`.
     func logout(_ input: Operations.Logout.Input) async throws -> Operations.Logout.Output
+    /// Change the password; sign out every other session
+    ///
+    /// Checks `currentPassword` (a wrong one is 401 with `details` naming `currentPassword`,
+    /// and counts as a failed login of the account: after 10 in a row, here or at login,
+    /// every login and password check of the account is 429 until the cool-down passes),
+    /// stores `newPassword` and revokes every other token of the user in the same
+    /// transaction; the presented token stays valid. A `newPassword` outside 8–128
+    /// characters is 422, before any password is checked. `Idempotency-Key` is ignored here
+    /// (a wrong password must count even though nothing is applied); a repeat after the
+    /// change applied is a 401 for the old password.
+    ///
+    ///
+    /// - Remark: HTTP `POST /api/v1/account/password`.
+    /// - Remark: Generated from `#/paths//api/v1/account/password/post(changePassword)`.
+    func changePassword(_ input: Operations.ChangePassword.Input) async throws -> Operations.ChangePassword.Output
+    /// List the account's sessions
+    ///
+    /// One entry per valid token of the user, newest first. `id` is a public id (never the
+    /// token or its hash); `lastUsedAt` may be up to a minute stale; `current` marks the
+    /// token of this request.
+    ///
+    ///
+    /// - Remark: HTTP `GET /api/v1/account/sessions`.
+    /// - Remark: Generated from `#/paths//api/v1/account/sessions/get(listSessions)`.
+    func listSessions(_ input: Operations.ListSessions.Input) async throws -> Operations.ListSessions.Output
+    /// Revoke one session
+    ///
+    /// That token stops working at once (revoking the current session is a logout). An id
+    /// that names no session of this user, another user's included, is 404.
+    ///
+    ///
+    /// - Remark: HTTP `DELETE /api/v1/account/sessions/{id}`.
+    /// - Remark: Generated from `#/paths//api/v1/account/sessions/{id}/delete(revokeSession)`.
+    func revokeSession(_ input: Operations.RevokeSession.Input) async throws -> Operations.RevokeSession.Output
+    /// A copy of every live record of the account
+    ///
+    /// Every live record as the REST routes render it (the current schema version), all
+    /// read in one transaction: tags by id, todos in list order by deadline, daily stats by
+    /// date. The body is built whole before it is sent (the FastCGI responder does not
+    /// stream responses), so a responder process builds one export at a time: another one
+    /// meanwhile is 429 with `Retry-After: 5`.
+    ///
+    ///
+    /// - Remark: HTTP `GET /api/v1/account/export`.
+    /// - Remark: Generated from `#/paths//api/v1/account/export/get(exportAccount)`.
+    func exportAccount(_ input: Operations.ExportAccount.Input) async throws -> Operations.ExportAccount.Output
+    /// Delete the account
+    ///
+    /// After the password check (a wrong one is 401 with `details` naming `password`, and
+    /// counts as a failed login of the account), 204: from then on every token of the
+    /// account is 401, no route returns its data, no write of it commits, and its email may
+    /// register again as a new account. Every row of it is erased by the daily `todosync
+    /// purge`. A POST, since a body on DELETE has no defined meaning. `Idempotency-Key` is
+    /// ignored here; a repeat after the delete applied is a 401.
+    ///
+    ///
+    /// - Remark: HTTP `POST /api/v1/account/delete`.
+    /// - Remark: Generated from `#/paths//api/v1/account/delete/post(deleteAccount)`.
+    func deleteAccount(_ input: Operations.DeleteAccount.Input) async throws -> Operations.DeleteAccount.Output
     /// List live tags
     ///
     /// The user's live tags, ordered by `id` ascending. Deleted tags are absent.
@@ -327,6 +386,93 @@ extension APIProtocol {
     /// - Remark: Generated from `#/paths//api/v1/auth/logout/post(logout)`.
     internal func logout(headers: Operations.Logout.Input.Headers = .init()) async throws -> Operations.Logout.Output {
         try await logout(Operations.Logout.Input(headers: headers))
+    }
+    /// Change the password; sign out every other session
+    ///
+    /// Checks `currentPassword` (a wrong one is 401 with `details` naming `currentPassword`,
+    /// and counts as a failed login of the account: after 10 in a row, here or at login,
+    /// every login and password check of the account is 429 until the cool-down passes),
+    /// stores `newPassword` and revokes every other token of the user in the same
+    /// transaction; the presented token stays valid. A `newPassword` outside 8–128
+    /// characters is 422, before any password is checked. `Idempotency-Key` is ignored here
+    /// (a wrong password must count even though nothing is applied); a repeat after the
+    /// change applied is a 401 for the old password.
+    ///
+    ///
+    /// - Remark: HTTP `POST /api/v1/account/password`.
+    /// - Remark: Generated from `#/paths//api/v1/account/password/post(changePassword)`.
+    internal func changePassword(
+        headers: Operations.ChangePassword.Input.Headers = .init(),
+        body: Operations.ChangePassword.Input.Body
+    ) async throws -> Operations.ChangePassword.Output {
+        try await changePassword(Operations.ChangePassword.Input(
+            headers: headers,
+            body: body
+        ))
+    }
+    /// List the account's sessions
+    ///
+    /// One entry per valid token of the user, newest first. `id` is a public id (never the
+    /// token or its hash); `lastUsedAt` may be up to a minute stale; `current` marks the
+    /// token of this request.
+    ///
+    ///
+    /// - Remark: HTTP `GET /api/v1/account/sessions`.
+    /// - Remark: Generated from `#/paths//api/v1/account/sessions/get(listSessions)`.
+    internal func listSessions(headers: Operations.ListSessions.Input.Headers = .init()) async throws -> Operations.ListSessions.Output {
+        try await listSessions(Operations.ListSessions.Input(headers: headers))
+    }
+    /// Revoke one session
+    ///
+    /// That token stops working at once (revoking the current session is a logout). An id
+    /// that names no session of this user, another user's included, is 404.
+    ///
+    ///
+    /// - Remark: HTTP `DELETE /api/v1/account/sessions/{id}`.
+    /// - Remark: Generated from `#/paths//api/v1/account/sessions/{id}/delete(revokeSession)`.
+    internal func revokeSession(
+        path: Operations.RevokeSession.Input.Path,
+        headers: Operations.RevokeSession.Input.Headers = .init()
+    ) async throws -> Operations.RevokeSession.Output {
+        try await revokeSession(Operations.RevokeSession.Input(
+            path: path,
+            headers: headers
+        ))
+    }
+    /// A copy of every live record of the account
+    ///
+    /// Every live record as the REST routes render it (the current schema version), all
+    /// read in one transaction: tags by id, todos in list order by deadline, daily stats by
+    /// date. The body is built whole before it is sent (the FastCGI responder does not
+    /// stream responses), so a responder process builds one export at a time: another one
+    /// meanwhile is 429 with `Retry-After: 5`.
+    ///
+    ///
+    /// - Remark: HTTP `GET /api/v1/account/export`.
+    /// - Remark: Generated from `#/paths//api/v1/account/export/get(exportAccount)`.
+    internal func exportAccount(headers: Operations.ExportAccount.Input.Headers = .init()) async throws -> Operations.ExportAccount.Output {
+        try await exportAccount(Operations.ExportAccount.Input(headers: headers))
+    }
+    /// Delete the account
+    ///
+    /// After the password check (a wrong one is 401 with `details` naming `password`, and
+    /// counts as a failed login of the account), 204: from then on every token of the
+    /// account is 401, no route returns its data, no write of it commits, and its email may
+    /// register again as a new account. Every row of it is erased by the daily `todosync
+    /// purge`. A POST, since a body on DELETE has no defined meaning. `Idempotency-Key` is
+    /// ignored here; a repeat after the delete applied is a 401.
+    ///
+    ///
+    /// - Remark: HTTP `POST /api/v1/account/delete`.
+    /// - Remark: Generated from `#/paths//api/v1/account/delete/post(deleteAccount)`.
+    internal func deleteAccount(
+        headers: Operations.DeleteAccount.Input.Headers = .init(),
+        body: Operations.DeleteAccount.Input.Body
+    ) async throws -> Operations.DeleteAccount.Output {
+        try await deleteAccount(Operations.DeleteAccount.Input(
+            headers: headers,
+            body: body
+        ))
     }
     /// List live tags
     ///

@@ -1,0 +1,36 @@
+import TodoSyncCore
+import TodoSyncStore
+
+extension Application {
+    /// The contract's Account section: what a signed-in user controls of their own account.
+    func registerAccountRoutes() {
+        router.add("POST", "/api/v1/account/password") { context in
+            let userID = try context.requireUser()
+            var reader = try context.bodyReader()
+            let input = try PasswordChangeInput.parse(&reader)
+            try context.store.changePassword(userID: userID, token: context.bearerToken()!, input)
+            return .noContent
+        }
+        router.add("GET", "/api/v1/account/sessions") { context in
+            let userID = try context.requireUser()
+            let sessions = try context.store.sessions(userID: userID, token: context.bearerToken()!)
+            return .json(200, itemsBody(sessions) { $0.write(to: &$1) })
+        }
+        router.add("DELETE", "/api/v1/account/sessions/:id") { context in
+            let userID = try context.requireUser()
+            try context.store.revokeSession(userID: userID, id: context.pathParameters[0])
+            return .noContent
+        }
+        router.add("GET", "/api/v1/account/export") { context in
+            let userID = try context.requireUser()
+            return .json(200, try context.store.exportAccount(userID: userID))
+        }
+        router.add("POST", "/api/v1/account/delete") { context in
+            let userID = try context.requireUser()
+            var reader = try context.bodyReader()
+            let input = try AccountDeleteInput.parse(&reader)
+            try context.store.deleteAccount(userID: userID, token: context.bearerToken()!, input)
+            return .noContent
+        }
+    }
+}
