@@ -340,7 +340,7 @@ class PushDevice:
         results = out["results"]
         assert len(results) == len(body["operations"]), short(r)
         for o, res in zip(body["operations"], results):
-            synclib.check_result(res, o)
+            synclib.check_result(res, o, schema=tsapi.CURRENT_SCHEMA)
             assert res["status"] == "applied", f"{self.device_id}: operation {o} not applied: {res}"
         self.acked.append((body, results))
         self.ops_acked += len(results)
