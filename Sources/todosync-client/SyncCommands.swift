@@ -1,0 +1,173 @@
+import ArgumentParser
+import Foundation
+import TodoSyncClient
+import TodoSyncCore
+
+struct Sync: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Push queued changes, then pull everything new.",
+        discussion: """
+            Exits 0 when synced, 3 when offline or the server did not answer within \
+            TODOSYNC_CLIENT_REQUEST_TIMEOUT (default 30 s), 4 when another process is syncing \
+            this store ("Sync already running on STORE"; nothing changes, run it again later), \
+            6 when synced but conflicts wait (`conflicts`), 1 on another error, 2 on a usage \
+            error. Changes stay queued in every case but 0 and 6. Progress goes to stderr, \
+            only on a terminal or with --progress.
+            """)
+    @OptionGroup var options: StoreOptions
+    @Option(help: "merge, reject, client-wins, or ask (conflicts go to `conflicts`).") var policy: String = "merge"
+    @Option(help: "Records per pull page (1 to 1000).") var pageSize: Int = 1000
+    @Flag(help: "No progress output.") var quiet = false
+    @Flag(help: "Progress on stderr even when it is not a terminal.") var progress = false
+    @Flag(help: "Print how long the sync took (for benchmarks).") var timing = false
+
+    func run() async throws {
+        guard let conflictPolicy = ConflictStrategy(rawValue: policy) else {
+            throw ValidationError("--policy must be one of: merge, reject, client-wins, ask")
+        }
+        let store = try options.openStore()
+        let client = try options.client(store)
+        let out = options.output
+        let bar = ProgressBar(enabled: !quiet && !options.json && (progress || isatty(STDERR_FILENO) != 0))
+        let started = Date()
+        let report: SyncReport
+        do {
+            report = try await client.sync(policy: conflictPolicy, pageSize: pageSize) { bar.update($0) }
+            bar.finish()
+        } catch let error as SyncError {
+            bar.finish()
+            let pending = try store.pendingCount()
+            let extra: [String: JSONValue] = ["queued": .int(pending)]
+            switch error {
+            case .alreadyRunning:
+                throw ClientFailure(.syncRunning, "Sync already running on \(options.db)", extra: extra)
+            case .timedOut:
+                var failure = ClientFailure(sync: error, prefix: "Not synced: ", extra: extra)
+                failure.message += "."
+                throw failure
+            case .offline, .unavailable:
+                var failure = ClientFailure(sync: error, prefix: "Not synced: ", extra: extra)
+                failure.message += ". \(pending) change(s) stay queued and go out with the next sync."
+                throw failure
+            default:
+                var failure = ClientFailure(sync: error, prefix: "Not synced: ", extra: extra)
+                failure.message += ". \(pending) change(s) stay queued."
+                throw failure
+            }
+        }
+        let seconds = Date().timeIntervalSince(started)
+        if timing { out.say(String(format: "sync_seconds=%.4f", seconds)) }
+        var parts = ["sent \(report.operationsSent) change(s)"]
+        let sortedResults = report.results.sorted { $0.key.rawValue < $1.key.rawValue }
+        let results = sortedResults.map { "\($0.value) \($0.key.rawValue)" }
+        if !results.isEmpty { parts.append("(" + results.joined(separator: ", ") + ")") }
+        parts.append("pulled \(report.recordsPulled) record(s) in \(report.pages) page(s)")
+        if report.resyncedAfterExpiry { parts.append("after a full resync (the server's history moved on)") }
+        out.say("Synced: " + parts.joined(separator: " ") + ".")
+        let status = try store.status()
+        if status.conflicts > 0 { out.say("\(status.conflicts) conflict(s) wait for you: `todosync-client conflicts`.") }
+        if status.rejected > 0 { out.say("\(status.rejected) change(s) were rejected: `todosync-client rejected`.") }
+        out.finish(json: .object([
+            "sent": .int(report.operationsSent),
+            "results": .object(Dictionary(uniqueKeysWithValues: sortedResults.map { ($0.key.rawValue, JSONValue.int($0.value)) })),
+            "pulled": .int(report.recordsPulled), "pages": .int(report.pages), "fullPull": .bool(report.fullPull),
+            "resyncedAfterExpiry": .bool(report.resyncedAfterExpiry), "pending": .int(status.pending),
+            "conflicts": .int(status.conflicts), "rejected": .int(status.rejected),
+            "seconds": .number(JSONNumber(literal: String(format: "%.4f", seconds))),
+        ]))
+        if status.conflicts > 0 { throw ExitCode(ClientExit.conflictsWaiting.rawValue) }
+    }
+}
+
+struct Conflicts: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Conflicts waiting for a decision (sync --policy ask).")
+    @OptionGroup var options: StoreOptions
+
+    func run() throws {
+        let conflicts = try options.openStore().conflicts()
+        let out = options.output
+        if conflicts.isEmpty { out.say("No conflicts.") }
+        for conflict in conflicts {
+            out.say("conflict \(conflict.conflictID): \(conflict.action.rawValue) of \(conflict.entity.rawValue) \(conflict.recordLocalID)")
+            for field in conflict.local.keys.sorted() {
+                out.say("  \(field): base \(show(conflict.base[field])), mine \(show(conflict.local[field])), theirs \(show(conflict.server[field]))")
+            }
+            if let deletedAt = conflict.server["deletedAt"], deletedAt != .null { out.say("  deleted on the server") }
+        }
+        out.finish(json: .object(["conflicts": .array(conflicts.map { conflict in
+            .object([
+                "conflictId": .int(conflict.conflictID), "opId": .string(conflict.opID),
+                "entity": .string(conflict.entity.rawValue), "action": .string(conflict.action.rawValue),
+                "localId": .int(conflict.recordLocalID), "base": .object(conflict.base), "mine": .object(conflict.local),
+                "theirs": .object(conflict.server), "serverVersion": .int(conflict.serverVersion),
+            ])
+        })]))
+    }
+
+    private func show(_ value: JSONValue?) -> String {
+        switch value {
+        case nil: return "-"
+        case .string(let text)?: return "\"\(text)\""
+        case .number(let number)?: return number.literal
+        case .bool(let flag)?: return String(flag)
+        case .null?: return "null"
+        default: return "…"
+        }
+    }
+}
+
+struct Resolve: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Settle a conflict: --mine, --theirs, or new values (e.g. --title).")
+    @OptionGroup var options: StoreOptions
+    @Argument var conflict: Int64
+    @Flag var mine = false
+    @Flag var theirs = false
+    @Option var title: String?
+    @Option(help: "true or false.") var completed: Bool?
+
+    func run() throws {
+        let store = try options.openStore()
+        let resolution: ConflictResolution
+        if mine {
+            resolution = .keepMine
+        } else if theirs {
+            resolution = .takeTheirs
+        } else {
+            var fields: [String: JSONValue] = [:]
+            if let title { fields["title"] = .string(title) }
+            if let completed { fields["isCompleted"] = .bool(completed) }
+            guard !fields.isEmpty else { throw ValidationError("give --mine, --theirs, or values such as --title") }
+            resolution = .edited(fields)
+        }
+        try store.resolveConflict(conflict, resolution)
+        let pending = try store.pendingCount()
+        options.output.finish(
+            human: "Resolved conflict \(conflict); \(pending) change(s) waiting to sync.",
+            json: .object(["resolved": .int(conflict), "pending": .int(pending)]))
+    }
+}
+
+struct Rejected: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Changes the server refused (kept until acknowledged).")
+    @OptionGroup var options: StoreOptions
+
+    func run() throws {
+        let rejected = try options.openStore().operations(historyLimit: 0).filter { $0.status == .rejected }
+        if rejected.isEmpty { options.output.say("No rejected changes.") }
+        for op in rejected {
+            options.output.say("op \(op.opID): \(op.action.rawValue) \(op.entity.rawValue) \(op.recordLocalID): \(op.errorCode ?? "") \(op.errorMessage ?? "")")
+        }
+        options.output.finish(json: .object(["rejected": .array(rejected.map(Render.operation))]))
+    }
+}
+
+struct Acknowledge: ParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "ack", abstract: "Acknowledge a rejected change (the record returns to the server's state).")
+    @OptionGroup var options: StoreOptions
+    @Argument var opID: String
+
+    func run() throws {
+        try options.openStore().acknowledgeRejected(opID)
+        options.output.finish(human: "Acknowledged \(opID).", json: .object(["acknowledged": .string(opID)]))
+    }
+}
