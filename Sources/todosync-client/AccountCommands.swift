@@ -3,22 +3,54 @@ import Foundation
 import TodoSyncClient
 import TodoSyncCore
 
-func accountPassword(_ given: String?) throws -> String {
+/// The password, never echoed and never printed: `--password-stdin` reads the first line of
+/// stdin (for scripts), then `--password`, then TODOSYNC_PASSWORD; otherwise, on a terminal, a
+/// prompt without echo.
+func accountPassword(_ given: String?, fromStdin: Bool) throws -> String {
+    if fromStdin {
+        guard let line = readLine(strippingNewline: true), !line.isEmpty else {
+            throw ValidationError("--password-stdin: no password on stdin")
+        }
+        return line
+    }
     if let given { return given }
     if let fromEnvironment = ProcessInfo.processInfo.environment["TODOSYNC_PASSWORD"] { return fromEnvironment }
-    throw ValidationError("give --password or set TODOSYNC_PASSWORD")
+    guard isatty(STDIN_FILENO) != 0 else {
+        throw ValidationError("give --password-stdin (or set TODOSYNC_PASSWORD); stdin is not a terminal to ask on")
+    }
+    return try promptWithoutEcho("Password: ")
+}
+
+/// Asks on stderr and reads a line from the terminal with echo off (restored afterwards).
+func promptWithoutEcho(_ prompt: String) throws -> String {
+    FileHandle.standardError.write(Data(prompt.utf8))
+    var saved = termios()
+    let canHide = tcgetattr(STDIN_FILENO, &saved) == 0
+    if canHide {
+        var silent = saved
+        silent.c_lflag &= ~tcflag_t(ECHO)
+        tcsetattr(STDIN_FILENO, TCSAFLUSH, &silent)
+    }
+    defer {
+        if canHide { tcsetattr(STDIN_FILENO, TCSAFLUSH, &saved) }
+        FileHandle.standardError.write(Data("\n".utf8))
+    }
+    guard let line = readLine(strippingNewline: true), !line.isEmpty else { throw ValidationError("no password given") }
+    return line
 }
 
 /// The account options of `register` and `login`.
 struct AccountOptions: ParsableArguments {
     @Option var email: String
-    @Option(help: "The password (or set TODOSYNC_PASSWORD).") var password: String?
+    @Option(help: "The password (visible to other users in `ps`: prefer --password-stdin, TODOSYNC_PASSWORD, or the prompt).")
+    var password: String?
+    @Flag(help: "Read the password from the first line of stdin.") var passwordStdin = false
 
     /// Registers or logs the store in, and says as whom.
     func signIn(_ options: StoreOptions, register: Bool) async throws {
-        let store = try options.openStore()
+        let secret = try accountPassword(password, fromStdin: passwordStdin)
+        let store = try options.openStore(create: true)
         let client = try options.client(store)
-        let secret = try accountPassword(password)
         if register {
             try await client.register(email: email, password: secret)
         } else {

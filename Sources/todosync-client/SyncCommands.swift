@@ -171,3 +171,33 @@ struct Acknowledge: ParsableCommand {
         options.output.finish(human: "Acknowledged \(opID).", json: .object(["acknowledged": .string(opID)]))
     }
 }
+
+struct ExportPending: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "export-pending",
+        abstract: "Print the changes a store still queues, read-only (also from a damaged store).",
+        discussion: "Always one JSON document: {\"store\": PATH, \"pending\": [...]}; keep it before replacing a store.")
+    @OptionGroup var options: StoreOptions
+
+    func run() throws {
+        guard FileManager.default.fileExists(atPath: options.db) else { _ = try options.openStore(); return }
+        let changes: [PendingChange]
+        do {
+            changes = try LocalStore.pendingChanges(atPath: options.db)
+        } catch {
+            throw ClientFailure(.error, code: "unreadable_store", "nothing could be read from \(options.db): \(error)")
+        }
+        let document: JSONValue = .object([
+            "store": .string(options.db),
+            "pending": .array(changes.map { change in
+                .object([
+                    "opId": .string(change.opID), "entity": .string(change.entity.rawValue),
+                    "action": .string(change.action.rawValue), "localId": .int(change.recordLocalID),
+                    "status": .string(change.status.rawValue), "baseVersion": .optionalInt(change.baseVersion),
+                    "fields": .object(change.fields),
+                ])
+            }),
+        ])
+        print(JSONText.encode(document))
+    }
+}

@@ -30,7 +30,7 @@ struct TodoSyncClientCommand: AsyncParsableCommand {
         subcommands: [
             Register.self, Login.self, Logout.self, Add.self, List.self, Done.self, Edit.self, Remove.self,
             Tags.self, TagAdd.self, TagRemove.self, Sync.self, Status.self, Conflicts.self, Resolve.self,
-            Rejected.self, Acknowledge.self, Stat.self,
+            Rejected.self, Acknowledge.self, Stat.self, ExportPending.self,
         ])
 
     /// Parses, runs, and ends with one of `ClientExit`'s codes; with `--json` a failure is one
@@ -82,7 +82,27 @@ struct StoreOptions: ParsableArguments {
 
     var output: Output { Output(json: json) }
 
-    func openStore() throws -> LocalStore { try LocalStore(path: db) }
+    /// Opens the store; only `register` and `login` create a missing one (`create`), so a
+    /// mistyped --db is an error, not a new empty store.
+    func openStore(create: Bool = false) throws -> LocalStore {
+        do {
+            return try LocalStore(path: db, create: create)
+        } catch LocalStoreError.noStore {
+            throw ClientFailure(
+                .error, code: "no_store",
+                "no local store at \(db) (check --db or TODOSYNC_CLIENT_DB); `todosync-client register` or `login` creates one")
+        } catch LocalStoreError.unreadable(_, let reason) {
+            throw ClientFailure(
+                .error, code: "unreadable_store",
+                """
+                \(db) is not a readable TodoSync store (\(reason)): it is damaged, not a store, or from a newer client.
+                Keep what it still queues, then start a new store and sync:
+                  todosync-client export-pending --db \(db) > pending.json
+                  mv \(db) \(db).broken
+                  todosync-client login --db \(db) --email EMAIL
+                """)
+        }
+    }
 
     /// The server this command talks to, and where that choice came from: --server, then
     /// TODOSYNC_SERVER, then the URL the store remembers, then the default.

@@ -16,7 +16,8 @@ final class TerminalClientTests: StackTestCase {
     }
 
     /// Runs the client with stdout and stderr apart (`cli` merges them).
-    func run(_ arguments: [String], path: String, environment extra: [String: String] = [:]) throws -> Run {
+    func run(_ arguments: [String], path: String, environment extra: [String: String] = [:], unset: [String] = [],
+             stdin: String? = nil) throws -> Run {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: Stack.clientBinary)
         process.arguments = arguments + ["--db", path]
@@ -24,7 +25,10 @@ final class TerminalClientTests: StackTestCase {
         environment["TODOSYNC_SERVER"] = baseURL.absoluteString
         environment["TODOSYNC_PASSWORD"] = password
         environment.merge(extra) { $1 }
+        for name in unset { environment[name] = nil }
         process.environment = environment
+        let input = Pipe()
+        process.standardInput = input
         // stderr goes to a file, so that reading one pipe cannot block on the other.
         let errorFile = directory.appendingPathComponent("stderr-\(UUID().uuidString)")
         FileManager.default.createFile(atPath: errorFile.path, contents: nil)
@@ -33,6 +37,8 @@ final class TerminalClientTests: StackTestCase {
         process.standardOutput = out
         process.standardError = err
         try process.run()
+        if let stdin { input.fileHandleForWriting.write(Data(stdin.utf8)) }
+        try input.fileHandleForWriting.close()
         let stdoutData = out.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
         try err.close()
@@ -117,6 +123,7 @@ final class TerminalClientTests: StackTestCase {
 
     func testStatusNamesTheServerInUse() throws {
         let path = directory.appendingPathComponent("s.sqlite").path
+        XCTAssertEqual(try run(["register", "--email", email], path: path).status, 0)
         let result = try run(["status"], path: path)
         XCTAssertEqual(result.status, 0, result.stderr)
         XCTAssertTrue(result.stdout.contains("server:     \(baseURL.absoluteString) (from TODOSYNC_SERVER)"), result.stdout)
@@ -176,5 +183,78 @@ final class TerminalClientTests: StackTestCase {
         let document = try json(["register", "--email", "no-at-sign"], path: path, status: 1)
         let details = document["error"]?.objectValue?["details"]?.arrayValue?.compactMap(\.objectValue)
         XCTAssertEqual(details?.first?["field"], .string("email"))
+    }
+
+    // MARK: Step 3: the store's secrets
+
+    func testTheStoreFileAndItsWALAndSHMAreTheOwnersOnly() throws {
+        let path = directory.appendingPathComponent("m.sqlite").path
+        XCTAssertEqual(try run(["register", "--email", email], path: path).status, 0)
+        func mode(_ file: String) throws -> Int {
+            try XCTUnwrap((FileManager.default.attributesOfItem(atPath: file)[.posixPermissions] as? NSNumber)?.intValue)
+        }
+        XCTAssertEqual(try mode(path), 0o600, "the store file")
+        let store = try LocalStore(path: path)  // open: SQLite keeps its -wal and -shm next to it
+        _ = try store.quickAdd("Keep it private", date: Day("2026-11-24")!)
+        XCTAssertEqual(try mode(path + "-wal"), 0o600, "-wal")
+        XCTAssertEqual(try mode(path + "-shm"), 0o600, "-shm")
+    }
+
+    func testThePasswordComesFromStdinAndTheTokenIsNeverPrinted() throws {
+        let a = directory.appendingPathComponent("a.sqlite").path
+        let b = directory.appendingPathComponent("b.sqlite").path
+        let registered = try run(["register", "--email", email, "--password-stdin"], path: a, unset: ["TODOSYNC_PASSWORD"],
+                                 stdin: password + "\n")
+        XCTAssertEqual(registered.status, 0, registered.stderr)
+        let wrong = try run(["login", "--email", email, "--password-stdin"], path: b, unset: ["TODOSYNC_PASSWORD"], stdin: "nope\n")
+        XCTAssertEqual(wrong.status, 1, wrong.stderr)
+        let nothing = try run(["login", "--email", email], path: b, unset: ["TODOSYNC_PASSWORD"])
+        XCTAssertEqual(nothing.status, 2, "stdin is no terminal and no password was given: \(nothing.stderr)")
+        XCTAssertTrue(nothing.stderr.contains("--password-stdin"), nothing.stderr)
+        let login = try run(["login", "--email", email, "--password-stdin", "--json"], path: b, unset: ["TODOSYNC_PASSWORD"],
+                            stdin: password + "\n")
+        XCTAssertEqual(login.status, 0, login.stderr)
+        XCTAssertEqual(try run(["add", "Secret plans"], path: b).status, 0)
+
+        let token = try XCTUnwrap(LocalStore(path: b).token())
+        var said = registered.stdout + registered.stderr + login.stdout + login.stderr
+        for arguments in [["status"], ["status", "--json"], ["sync"], ["sync", "--json", "--progress"], ["list", "--json"]] {
+            let result = try run(arguments, path: b)
+            XCTAssertEqual(result.status, 0, "\(arguments): \(result.stderr)")
+            said += result.stdout + result.stderr
+        }
+        XCTAssertFalse(said.contains(token), "the token never appears in output")
+        XCTAssertFalse(said.contains(password), "nor the password")
+    }
+
+    // MARK: Step 4: stores that are not there or not readable
+
+    func testAMistypedStoreIsAnErrorNotANewEmptyStore() throws {
+        let path = directory.appendingPathComponent("typo.sqlite").path
+        for arguments in [["list"], ["add", "Lost?"], ["status"], ["sync"]] {
+            let result = try run(arguments, path: path)
+            XCTAssertEqual(result.status, 1, "\(arguments): \(result.stdout)")
+            XCTAssertTrue(result.stderr.contains("no local store at \(path)"), result.stderr)
+        }
+        XCTAssertFalse(FileManager.default.fileExists(atPath: path), "nothing was created")
+        XCTAssertEqual(try json(["list"], path: path, status: 1)["error"]?.objectValue?["code"], .string("no_store"))
+    }
+
+    func testACorruptStoreSaysWhatItIsAndHowToStartAgainKeepingItsChanges() throws {
+        let path = directory.appendingPathComponent("c.sqlite").path
+        XCTAssertEqual(try run(["register", "--email", email], path: path).status, 0)
+        XCTAssertEqual(try run(["add", "--date", "2026-11-24", "Keep me"], path: path).status, 0)
+        let exported = try json(["export-pending"], path: path)
+        let change = try XCTUnwrap(exported["pending"]?.arrayValue?.first?.objectValue)
+        XCTAssertEqual(change["action"], .string("create"))
+        XCTAssertEqual(change["fields"]?.objectValue?["title"], .string("Keep me"))
+
+        let broken = directory.appendingPathComponent("broken.sqlite").path
+        try Data(repeating: 0x41, count: 8192).write(to: URL(fileURLWithPath: broken))
+        let result = try run(["list"], path: broken)
+        XCTAssertEqual(result.status, 1, result.stderr)
+        XCTAssertTrue(result.stderr.contains("is not a readable TodoSync store"), result.stderr)
+        XCTAssertTrue(result.stderr.contains("todosync-client export-pending --db \(broken)"), result.stderr)
+        XCTAssertTrue(result.stderr.contains("mv \(broken) \(broken).broken"), result.stderr)
     }
 }
