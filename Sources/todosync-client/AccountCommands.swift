@@ -108,9 +108,7 @@ struct Status: ParsableCommand {
         out.say("conflicts:  \(status.conflicts)")
         out.say("last sync:  \(status.lastSyncAt ?? "never")")
         if let error = status.lastSyncError { out.say("last error: \(error)") }
-        for op in queue {
-            out.say("  \(op.status.rawValue.padding(toLength: 8, withPad: " ", startingAt: 0)) \(op.action.rawValue) \(op.entity.rawValue) \(op.recordLocalID) \(op.fields.joined(separator: ","))  op \(op.opID)")
-        }
+        for op in queue { out.say("  " + (try operationLine(op, store))) }
         out.finish(json: .object([
             "account": .optionalString(status.email), "loggedIn": .bool(try store.isLoggedIn),
             "server": .string(server.url), "serverSource": .string(server.source), "store": .string(options.db),

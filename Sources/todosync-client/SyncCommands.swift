@@ -29,6 +29,7 @@ struct Sync: AsyncParsableCommand {
         let client = try options.client(store)
         let out = options.output
         let bar = ProgressBar(enabled: !quiet && !options.json && (progress || isatty(STDERR_FILENO) != 0))
+        let queuedBefore = Set(try store.operations(historyLimit: 0).map(\.opID))
         let started = Date()
         let report: SyncReport
         do {
@@ -64,6 +65,9 @@ struct Sync: AsyncParsableCommand {
         parts.append("pulled \(report.recordsPulled) record(s) in \(report.pages) page(s)")
         if report.resyncedAfterExpiry { parts.append("after a full resync (the server's history moved on)") }
         out.say("Synced: " + parts.joined(separator: " ") + ".")
+        let outcomes = try store.operations(historyLimit: 1000).filter { queuedBefore.contains($0.opID) }
+        let settled = try SettledChanges(outcomes, policy: conflictPolicy, store: store)
+        for line in settled.lines { out.say(line) }
         let status = try store.status()
         if status.conflicts > 0 { out.say("\(status.conflicts) conflict(s) wait for you: `todosync-client conflicts`.") }
         if status.rejected > 0 { out.say("\(status.rejected) change(s) were rejected: `todosync-client rejected`.") }
@@ -74,6 +78,7 @@ struct Sync: AsyncParsableCommand {
             "resyncedAfterExpiry": .bool(report.resyncedAfterExpiry), "pending": .int(status.pending),
             "conflicts": .int(status.conflicts), "rejected": .int(status.rejected),
             "seconds": .number(JSONNumber(literal: String(format: "%.4f", seconds))),
+            "kept": .array(settled.kept.map(Render.operation)), "dropped": .array(settled.dropped.map(Render.operation)),
         ]))
         if status.conflicts > 0 { throw ExitCode(ClientExit.conflictsWaiting.rawValue) }
     }
@@ -117,13 +122,23 @@ struct Conflicts: ParsableCommand {
 }
 
 struct Resolve: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Settle a conflict: --mine, --theirs, or new values (e.g. --title).")
+    static let configuration = CommandConfiguration(
+        abstract: "Settle a conflict: --mine, --theirs, or new values of any synced field (e.g. --title).")
     @OptionGroup var options: StoreOptions
     @Argument var conflict: Int64
     @Flag var mine = false
     @Flag var theirs = false
-    @Option var title: String?
+    @Option(help: "A todo's title.") var title: String?
+    @Option(help: "A todo's quick-add text.") var raw: String?
+    @Option(help: "A todo's deadline (YYYY-MM-DD).") var date: String?
     @Option(help: "true or false.") var completed: Bool?
+    @Option(help: "true or false.") var important: Bool?
+    @Option(help: "true or false.") var life: Bool?
+    @Option(help: "0 to 5.") var difficulty: Int?
+    @Option(help: "Estimated minutes, 0 to 1440.") var minutes: Int?
+    @Option(help: "A tag name or number ('-': no tag); the tag must be on the server.") var tag: String?
+    @Option(help: "A tag's name.") var name: String?
+    @Option(help: "A tag's color (#RRGGBB).") var color: String?
 
     func run() throws {
         let store = try options.openStore()
@@ -133,9 +148,7 @@ struct Resolve: ParsableCommand {
         } else if theirs {
             resolution = .takeTheirs
         } else {
-            var fields: [String: JSONValue] = [:]
-            if let title { fields["title"] = .string(title) }
-            if let completed { fields["isCompleted"] = .bool(completed) }
+            let fields = try values(store)
             guard !fields.isEmpty else { throw ValidationError("give --mine, --theirs, or values such as --title") }
             resolution = .edited(fields)
         }
@@ -144,6 +157,92 @@ struct Resolve: ParsableCommand {
         options.output.finish(
             human: "Resolved conflict \(conflict); \(pending) change(s) waiting to sync.",
             json: .object(["resolved": .int(conflict), "pending": .int(pending)]))
+    }
+
+    /// The given values under the contract's field names (a tag by its server id).
+    private func values(_ store: LocalStore) throws -> [String: JSONValue] {
+        var fields: [String: JSONValue] = [:]
+        if let title { fields["title"] = .string(title) }
+        if let raw { fields["raw"] = .string(raw) }
+        if let date { fields["deadline"] = .string(try parseDay(date).description) }
+        if let completed { fields["isCompleted"] = .bool(completed) }
+        if let important { fields["isImportant"] = .bool(important) }
+        if let life { fields["isLife"] = .bool(life) }
+        if let difficulty { fields["difficulty"] = .int(difficulty) }
+        if let minutes { fields["estimatedTime"] = .int(minutes) }
+        if let tag {
+            if tag == "-" {
+                fields["tagId"] = .null
+            } else {
+                guard let serverID = try store.tag(try resolveTag(store, tag))?.serverID else {
+                    throw ValidationError("tag \(tag) is not on the server yet: sync first")
+                }
+                fields["tagId"] = .int(serverID)
+            }
+        }
+        if let name { fields["name"] = .string(name) }
+        if let color { fields["color"] = .string(color) }
+        return fields
+    }
+}
+
+/// What a sync's conflicts did to the changes it sent: under `merge`, the fields that kept the
+/// server's value (`kept`); under `reject`, the changes dropped whole (`dropped`). `sync` prints
+/// them after its summary line; `operations` shows them later.
+struct SettledChanges {
+    var kept: [OperationInfo] = []
+    var dropped: [OperationInfo] = []
+    var lines: [String] = []
+
+    init(_ outcomes: [OperationInfo], policy: ConflictStrategy, store: LocalStore) throws {
+        for op in outcomes {
+            let what = try SettledChanges.name(op, store)
+            if op.status == .merged, !op.conflictingFields.isEmpty {
+                kept.append(op)
+                lines.append("  kept the server's \(op.conflictingFields.joined(separator: ", ")) of \(what) (merge)")
+            } else if op.status == .conflict, policy != .askApp {
+                dropped.append(op)
+                lines.append("  dropped your \(op.action.rawValue) of \(what) (\(op.fields.joined(separator: ", "))): the server's version stays (\(policy.rawValue))")
+            }
+        }
+    }
+
+    /// `todo 3 "Plan"`, `tag 2 "Work"` (without the title when the record is gone).
+    static func name(_ op: OperationInfo, _ store: LocalStore) throws -> String {
+        let title: String?
+        switch op.entity {
+        case .todo: title = try store.todo(op.recordLocalID)?.title
+        case .tag: title = try store.tag(op.recordLocalID)?.name
+        }
+        return "\(op.entity.rawValue) \(op.recordLocalID)" + (title.map { " \"\($0)\"" } ?? "")
+    }
+}
+
+/// One operation as `status` and `operations` show it.
+func operationLine(_ op: OperationInfo, _ store: LocalStore) throws -> String {
+    "\(op.status.rawValue.padding(toLength: 8, withPad: " ", startingAt: 0)) \(op.action.rawValue) \(try SettledChanges.name(op, store)) \(op.fields.joined(separator: ","))  op \(op.opID)"
+}
+
+struct Operations: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "The outbox, then the last results: which fields kept the server's value, which changes were dropped.")
+    @OptionGroup var options: StoreOptions
+    @Option(help: "How many final results to show (newest first).") var last: Int = 20
+
+    func run() throws {
+        let store = try options.openStore()
+        let operations = try store.operations(historyLimit: max(0, last))
+        if operations.isEmpty { options.output.say("No operations.") }
+        for op in operations {
+            var line = try operationLine(op, store)
+            if op.status == .merged, !op.conflictingFields.isEmpty {
+                line += "  kept the server's: \(op.conflictingFields.joined(separator: ","))"
+            }
+            if op.status == .conflict { line += "  dropped (the server's version stays, or see `conflicts`)" }
+            if let code = op.errorCode { line += "  \(code): \(op.errorMessage ?? "")" }
+            options.output.say(line)
+        }
+        options.output.finish(json: .object(["operations": .array(operations.map(Render.operation))]))
     }
 }
 

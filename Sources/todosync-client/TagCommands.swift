@@ -43,3 +43,23 @@ struct TagRemove: ParsableCommand {
         options.output.finish(human: "Deleted tag \(tag).", json: .object(["deleted": .int(localID), "pending": .int(try store.pendingCount())]))
     }
 }
+
+struct TagEdit: ParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "tag-edit", abstract: "Rename or recolor a tag.")
+    @OptionGroup var options: StoreOptions
+    @Argument(help: "The tag's name or number.") var tag: String
+    @Option(help: "The new name.") var name: String?
+    @Option(help: "The new color (#RRGGBB).") var color: String?
+
+    func run() throws {
+        guard name != nil || color != nil else { throw ValidationError("give --name, --color, or both") }
+        let store = try options.openStore()
+        let localID = try resolveTag(store, tag)
+        try store.updateTag(localID, name: name, color: color)
+        let edited = try store.tag(localID)
+        let pending = try store.pendingCount()
+        options.output.finish(
+            human: "Changed tag \(localID)\(edited.map { " (\($0.name) \($0.color))" } ?? ""); \(pending) change(s) waiting to sync.",
+            json: .object(["tag": edited.map(Render.tag) ?? .null, "pending": .int(pending)]))
+    }
+}

@@ -257,4 +257,82 @@ final class TerminalClientTests: StackTestCase {
         XCTAssertTrue(result.stderr.contains("todosync-client export-pending --db \(broken)"), result.stderr)
         XCTAssertTrue(result.stderr.contains("mv \(broken) \(broken).broken"), result.stderr)
     }
+
+    // MARK: Step 4: conflicts said plainly, tags edited, every field resolvable
+
+    /// Two stores of one account, both holding "Plan" (local id 1 on each) after a sync.
+    func twoStoresSharingATodo() throws -> (a: String, b: String) {
+        let a = directory.appendingPathComponent("a.sqlite").path
+        let b = directory.appendingPathComponent("b.sqlite").path
+        XCTAssertEqual(try run(["register", "--email", email], path: a).status, 0)
+        XCTAssertEqual(try run(["login", "--email", email], path: b).status, 0)
+        XCTAssertEqual(try run(["add", "--date", "2026-11-24", "Plan"], path: a).status, 0)
+        XCTAssertEqual(try run(["sync", "--quiet"], path: a).status, 0)
+        XCTAssertEqual(try run(["sync", "--quiet"], path: b).status, 0)
+        return (a, b)
+    }
+
+    func testMergeAndRejectSayWhichFieldsOfWhichTodoKeptTheServersValue() throws {
+        let (a, b) = try twoStoresSharingATodo()
+        XCTAssertEqual(try run(["edit", "1", "--title", "Plan A"], path: a).status, 0)
+        XCTAssertEqual(try run(["sync", "--quiet"], path: a).status, 0)
+        XCTAssertEqual(try run(["edit", "1", "--title", "Plan B", "--important", "true"], path: b).status, 0)
+        let merged = try run(["sync", "--quiet"], path: b)
+        XCTAssertEqual(merged.status, 0, merged.stderr)
+        XCTAssertTrue(merged.stdout.hasPrefix("Synced: sent 1 change(s) (1 merged)"), "today's line first: \(merged.stdout)")
+        XCTAssertTrue(merged.stdout.contains("  kept the server's title of todo 1 \"Plan A\" (merge)\n"), merged.stdout)
+        let operations = try run(["operations", "--last", "5"], path: b)
+        XCTAssertTrue(operations.stdout.contains("kept the server's: title"), operations.stdout)
+
+        XCTAssertEqual(try run(["edit", "1", "--title", "Plan C"], path: a).status, 0)
+        XCTAssertEqual(try run(["sync", "--quiet"], path: a).status, 0)
+        XCTAssertEqual(try run(["edit", "1", "--title", "Plan D"], path: b).status, 0)
+        let rejected = try json(["sync", "--quiet", "--policy", "reject"], path: b)
+        let dropped = try XCTUnwrap(rejected["dropped"]?.arrayValue?.first?.objectValue)
+        XCTAssertEqual(dropped["localId"], .int(1))
+        XCTAssertEqual(dropped["fields"], .array([.string("title")]))
+        XCTAssertEqual(try run(["list", "--date", "2026-11-24"], path: b).stdout, "    1  [ ] ! Plan C  (2026-11-24)\n")
+    }
+
+    func testTagEditRenamesAndRecolors() async throws {
+        let path = directory.appendingPathComponent("t.sqlite").path
+        XCTAssertEqual(try run(["register", "--email", email], path: path).status, 0)
+        XCTAssertEqual(try run(["tag-add", "Work", "#ff8800"], path: path).status, 0)
+        XCTAssertEqual(try run(["sync", "--quiet"], path: path).status, 0)
+        let edited = try json(["tag-edit", "Work", "--name", "Job", "--color", "#00AA00"], path: path)
+        XCTAssertEqual(edited["tag"]?.objectValue?["name"], .string("Job"))
+        XCTAssertEqual(try run(["sync", "--quiet"], path: path).status, 0)
+        let token = try XCTUnwrap(LocalStore(path: path).token())
+        let tags = try await serverItems("/api/v1/tags", token: token)
+        XCTAssertEqual(tags.map { $0["name"] }, [.string("Job")])
+        XCTAssertEqual(tags.first?["color"]?.stringValue?.lowercased(), "#00aa00")
+        XCTAssertEqual(try run(["tag-edit", "Job"], path: path).status, 2, "nothing to change is a usage error")
+    }
+
+    func testResolveSetsAnySyncedField() async throws {
+        let (a, b) = try twoStoresSharingATodo()
+        XCTAssertEqual(try run(["tag-add", "Work", "#ff8800"], path: b).status, 0)
+        XCTAssertEqual(try run(["sync", "--quiet"], path: b).status, 0)
+        XCTAssertEqual(try run(["edit", "1", "--title", "Plan A"], path: a).status, 0)
+        XCTAssertEqual(try run(["sync", "--quiet"], path: a).status, 0)
+        XCTAssertEqual(try run(["edit", "1", "--title", "Plan B"], path: b).status, 0)
+        XCTAssertEqual(try run(["sync", "--quiet", "--policy", "ask"], path: b).status, 6)
+        let conflict = try XCTUnwrap(try json(["conflicts"], path: b)["conflicts"]?.arrayValue?.first?.objectValue?["conflictId"]?.int64Value)
+        let resolved = try run(["resolve", String(conflict), "--title", "Plan AB", "--date", "2026-11-25", "--important", "true",
+                                "--life", "true", "--difficulty", "3", "--minutes", "45", "--tag", "Work", "--completed", "true"],
+                               path: b)
+        XCTAssertEqual(resolved.status, 0, resolved.stderr)
+        XCTAssertEqual(try run(["sync", "--quiet"], path: b).status, 0)
+        let token = try XCTUnwrap(LocalStore(path: b).token())
+        let onServer = try await serverItems("/api/v1/todos?date=2026-11-25", token: token)
+        let todo = try XCTUnwrap(onServer.first)
+        XCTAssertEqual(todo["title"], .string("Plan AB"))
+        XCTAssertEqual(todo["isImportant"], .bool(true))
+        XCTAssertEqual(todo["isLife"], .bool(true))
+        XCTAssertEqual(todo["difficulty"]?.int64Value, 3)
+        XCTAssertEqual(todo["estimatedTime"]?.int64Value, 45)
+        XCTAssertEqual(todo["isCompleted"], .bool(true))
+        let tags = try await serverItems("/api/v1/tags", token: token)
+        XCTAssertEqual(todo["tagId"], tags.first?["id"])
+    }
 }
