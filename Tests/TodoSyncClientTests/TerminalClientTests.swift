@@ -106,6 +106,26 @@ final class TerminalClientTests: StackTestCase {
         XCTAssertEqual(usage["error"]?.objectValue?["code"], .string("usage"))
     }
 
+    /// docs/CLIENT-CLI.md's exit-code table lists exactly the codes `--help` prints from
+    /// `ClientExit`, with the same numbers.
+    func testTheDocumentedExitCodesAreTheCodes() throws {
+        let help = try runProcess(Stack.clientBinary, ["--help"]).output
+        let fromCode = Set(help.split(separator: "\n").compactMap { line -> Int? in
+            let parts = line.split(separator: " ", maxSplits: 1)
+            return line.hasPrefix("  ") && parts.count == 2 ? Int(parts[0]) : nil
+        })
+        let docs = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("docs/CLIENT-CLI.md")
+        let text = try String(contentsOf: docs, encoding: .utf8)
+        let table = try XCTUnwrap(text.components(separatedBy: "## Exit codes").last)
+        let fromDocs = Set(table.split(separator: "\n").compactMap { line -> Int? in
+            guard line.hasPrefix("| ") else { return nil }
+            return Int(line.dropFirst(2).prefix { $0 != " " })
+        })
+        XCTAssertEqual(fromCode, [0, 1, 2, 3, 4, 5, 6], help)
+        XCTAssertEqual(fromDocs, fromCode)
+    }
+
     func testVersionAndUsageExitCodes() throws {
         let path = directory.appendingPathComponent("v.sqlite").path
         let process = try runProcess(Stack.clientBinary, ["--version"])
@@ -225,6 +245,41 @@ final class TerminalClientTests: StackTestCase {
         }
         XCTAssertFalse(said.contains(token), "the token never appears in output")
         XCTAssertFalse(said.contains(password), "nor the password")
+    }
+
+    /// On a terminal (a pseudo-terminal made by util-linux `script`), `login` asks for the
+    /// password and the terminal does not echo it.
+    func testOnATerminalThePasswordIsAskedForWithoutEcho() throws {
+        let a = directory.appendingPathComponent("a.sqlite").path
+        let b = directory.appendingPathComponent("b.sqlite").path
+        XCTAssertEqual(try run(["register", "--email", email], path: a).status, 0)
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/script") else { throw XCTSkip("no /usr/bin/script") }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/script")
+        process.arguments = ["-qec", "'\(Stack.clientBinary)' login --db '\(b)' --email '\(email)'", "/dev/null"]
+        var environment = ProcessInfo.processInfo.environment
+        environment["TODOSYNC_SERVER"] = baseURL.absoluteString
+        environment["TODOSYNC_PASSWORD"] = nil
+        process.environment = environment
+        let input = Pipe(), output = Pipe()
+        process.standardInput = input
+        process.standardOutput = output
+        process.standardError = output
+        try process.run()
+        var seen = Data()
+        let deadline = Date().addingTimeInterval(10)
+        while !String(decoding: seen, as: UTF8.self).contains("Password: "), Date() < deadline {
+            seen.append(output.fileHandleForReading.availableData)
+        }
+        Thread.sleep(forTimeInterval: 0.2)  // the client turns echo off right after the prompt
+        signal(SIGPIPE, SIG_IGN)  // a client that did not ask has exited: the write fails, the test reports it
+        try? input.fileHandleForWriting.write(contentsOf: Data((password + "\n").utf8))
+        seen.append(output.fileHandleForReading.readDataToEndOfFile())
+        process.waitUntilExit()
+        let text = String(decoding: seen, as: UTF8.self)
+        XCTAssertEqual(process.terminationStatus, 0, text)
+        XCTAssertTrue(text.contains("Logged in as \(email)"), text)
+        XCTAssertFalse(text.contains(password), "the password is not echoed: \(text)")
     }
 
     // MARK: Step 4: stores that are not there or not readable
