@@ -7,12 +7,10 @@ struct Sync: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Push queued changes, then pull everything new.",
         discussion: """
-            Exits 0 when synced, 3 when offline or the server did not answer within \
-            TODOSYNC_CLIENT_REQUEST_TIMEOUT (default 30 s), 4 when another process is syncing \
-            this store ("Sync already running on STORE"; nothing changes, run it again later), \
-            6 when synced but conflicts wait (`conflicts`), 1 on another error, 2 on a usage \
-            error. Changes stay queued in every case but 0 and 6. Progress goes to stderr, \
-            only on a terminal or with --progress.
+            Changes stay queued whatever happens; the exit code says what did (the table: \
+            `todosync-client --help`). Another process syncing this store is reported ("Sync \
+            already running on STORE"), not waited for. Progress goes to stderr, only on a \
+            terminal or with --progress.
             """)
     @OptionGroup var options: StoreOptions
     @Option(help: "merge, reject, client-wins, or ask (conflicts go to `conflicts`).") var policy: String = "merge"
