@@ -42,8 +42,9 @@ public enum SyncError: Error, Equatable, Sendable, CustomStringConvertible {
     case unavailable(status: Int, retryAfter: Double?)
     /// The token was refused and the refresh hook gave no new one.
     case unauthorized
-    /// Any other error answer (`code` from the contract's error table).
-    case server(status: Int, code: String, message: String)
+    /// Any other error answer (`code` from the contract's error table; `details`: the body's
+    /// `error.details`, one problem per field, empty when the server sent none).
+    case server(status: Int, code: String, message: String, details: [ServerProblem] = [])
     /// The answer did not have the contract's shape.
     case protocolError(String)
     /// The server did not answer a request within `SyncTimeouts.request` (`.request`), or the
@@ -64,7 +65,9 @@ public enum SyncError: Error, Equatable, Sendable, CustomStringConvertible {
         case .offline(let reason): return "offline: the server could not be reached (\(reason)); changes stay queued"
         case .unavailable(let status, _): return "the server is unavailable (HTTP \(status)); changes stay queued"
         case .unauthorized: return "the server refused the login token; log in again (changes stay queued)"
-        case .server(let status, let code, let message): return "server error \(status) \(code): \(message)"
+        case .server(let status, let code, let message, let details):
+            let listed = details.isEmpty ? "" : " (" + details.map(\.description).joined(separator: "; ") + ")"
+            return "server error \(status) \(code): \(message)\(listed)"
         case .protocolError(let reason): return "unexpected answer from the server: \(reason)"
         case .timedOut(let kind, let seconds, let queued):
             let what = kind == .request ? "the server did not answer within" : "the sync did not finish within"
@@ -114,6 +117,19 @@ public struct RetryPolicy: Sendable {
     }
 }
 
+/// One entry of an error answer's `details` (API.md "Errors"): which field, and what is wrong.
+public struct ServerProblem: Sendable, Equatable, CustomStringConvertible {
+    public var field: String
+    public var problem: String
+
+    public init(field: String, problem: String) {
+        self.field = field
+        self.problem = problem
+    }
+
+    public var description: String { field.isEmpty ? problem : "\(field): \(problem)" }
+}
+
 /// An answer of the server: status, headers (lower-cased names) and body.
 struct APIResponse: Sendable {
     var status: Int
@@ -130,8 +146,11 @@ struct APIResponse: Sendable {
     var error: SyncError {
         let object = try? json()
         let error = object?["error"]?.objectValue
+        let details = (error?["details"]?.arrayValue ?? []).compactMap(\.objectValue).map {
+            ServerProblem(field: $0["field"]?.stringValue ?? "", problem: $0["problem"]?.stringValue ?? "")
+        }
         return .server(status: status, code: error?["code"]?.stringValue ?? "http_\(status)",
-                       message: error?["message"]?.stringValue ?? "HTTP \(status)")
+                       message: error?["message"]?.stringValue ?? "HTTP \(status)", details: details)
     }
 }
 

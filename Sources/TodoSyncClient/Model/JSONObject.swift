@@ -27,10 +27,10 @@ extension JSONWriter {
 }
 
 extension JSONValue {
-    static func int(_ value: Int64) -> JSONValue { .number(JSONNumber(literal: String(value))) }
-    static func int(_ value: Int) -> JSONValue { .number(JSONNumber(literal: String(value))) }
-    static func optionalInt(_ value: Int64?) -> JSONValue { value.map { .int($0) } ?? .null }
-    static func optionalString(_ value: String?) -> JSONValue { value.map { .string($0) } ?? .null }
+    public static func int(_ value: Int64) -> JSONValue { .number(JSONNumber(literal: String(value))) }
+    public static func int(_ value: Int) -> JSONValue { .number(JSONNumber(literal: String(value))) }
+    public static func optionalInt(_ value: Int64?) -> JSONValue { value.map { .int($0) } ?? .null }
+    public static func optionalString(_ value: String?) -> JSONValue { value.map { .string($0) } ?? .null }
 
     var stringValue: String? { if case .string(let text) = self { return text } else { return nil } }
     var boolValue: Bool? { if case .bool(let flag) = self { return flag } else { return nil } }
@@ -41,7 +41,8 @@ extension JSONValue {
     var isNull: Bool { self == .null }
 }
 
-enum JSONText {
+/// JSON text of parsed values, for the store and for tools (the terminal client's `--json`).
+public enum JSONText {
     /// The text of an object (keys sorted).
     static func encode(_ object: JSONObject) -> String {
         var writer = JSONWriter()
@@ -49,7 +50,7 @@ enum JSONText {
         return String(decoding: writer.bytes, as: UTF8.self)
     }
 
-    static func encode(_ value: JSONValue) -> String {
+    public static func encode(_ value: JSONValue) -> String {
         var writer = JSONWriter()
         writer.value(value)
         return String(decoding: writer.bytes, as: UTF8.self)

@@ -144,3 +144,34 @@ struct OutboxOperation: Sendable, Equatable, FetchableRecord, MutablePersistable
         try Set(OutboxOperation.filter(Columns.entity == entity.rawValue).select(Columns.recordLocalID, as: Int64.self).fetchAll(db))
     }
 }
+
+/// A change still on its way to the server, as `LocalStore.pendingChanges(atPath:)` hands it
+/// out: enough to redo it by hand after a store had to be replaced.
+public struct PendingChange: Sendable, Equatable {
+    public var opID: String
+    public var entity: EntityKind
+    public var action: OperationAction
+    public var recordLocalID: Int64
+    public var status: OperationStatus
+    /// The fields the operation sets, under the contract's names.
+    public var fields: [String: JSONValue]
+    public var baseVersion: Int64?
+}
+
+extension LocalStore {
+    /// The outbox of the store file at `path`, read without opening it as a store (read-only,
+    /// no migration, no lock): what a damaged store still holds, to keep before starting anew.
+    public static func pendingChanges(atPath path: String) throws -> [PendingChange] {
+        var configuration = Configuration()
+        configuration.readonly = true
+        let queue = try DatabaseQueue(path: path, configuration: configuration)
+        return try queue.read { db in
+            try OutboxOperation.fetchAll(db).map { op in
+                PendingChange(
+                    opID: op.opID, entity: op.entity, action: op.action, recordLocalID: op.recordLocalID, status: op.state,
+                    fields: Dictionary(uniqueKeysWithValues: op.data.map { (RecordFields.contractName($0.key), $0.value) }),
+                    baseVersion: op.baseVersion)
+            }
+        }
+    }
+}

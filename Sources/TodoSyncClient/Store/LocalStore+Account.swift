@@ -4,11 +4,11 @@ import TodoSyncCore
 /// The account this store belongs to, its token, and the last sync's outcome.
 extension LocalStore {
     func token() throws -> String? {
-        try pool.read { try Meta.get($0, .token) }
+        try credentials.token()
     }
 
     func setToken(_ token: String?) throws {
-        try pool.write { try Meta.set($0, .token, token) }
+        try credentials.setToken(token)
     }
 
     /// Binds the store to `userID` on first login; another account is refused (one file per account).
@@ -19,8 +19,8 @@ extension LocalStore {
             }
             try Meta.set(db, .userID, String(userID))
             try Meta.set(db, .email, email)
-            try Meta.set(db, .token, token)
         }
+        try credentials.setToken(token)
     }
 
     /// Whether a token is stored.

@@ -10,12 +10,19 @@ public enum LocalStoreError: Error, Equatable, Sendable, CustomStringConvertible
     case notFound
     /// The store belongs to another account.
     case otherAccount(String)
+    /// No store file at this path, and the caller did not ask to create one.
+    case noStore(path: String)
+    /// The file is not a store this client can read (not SQLite, damaged, or from a newer
+    /// client); `reason` is SQLite's word for it.
+    case unreadable(path: String, reason: String)
 
     public var description: String {
         switch self {
         case .validation(let field, let problem): return "\(field) \(problem)"
         case .notFound: return "no such record"
         case .otherAccount(let email): return "this local store belongs to \(email); use one store file per account"
+        case .noStore(let path): return "no local store at \(path)"
+        case .unreadable(let path, let reason): return "\(path) is not a readable TodoSync store (\(reason))"
         }
     }
 }
@@ -29,10 +36,21 @@ public final class LocalStore: Sendable {
     public let path: String
     /// One sync at a time on this file in this process, whichever `LocalStore` opened it.
     let syncRunner: SyncRunner
+    /// Where the login token is kept (by default, this file).
+    let credentials: any CredentialStore
 
-    /// Opens (creating if needed) the store at `path`.
-    public init(path: String) throws {
+    /// Opens the store at `path`. With `create` (the default) a missing file is created, readable
+    /// by its owner only (0600, and so are SQLite's `-wal` and `-shm` next to it); without it a
+    /// missing file throws `LocalStoreError.noStore` (a mistyped path never becomes an empty
+    /// store). A file that is not a readable store throws `LocalStoreError.unreadable`.
+    /// `credentials` keeps the token elsewhere than in the file (`CredentialStore`).
+    public init(path: String, create: Bool = true, credentials: (any CredentialStore)? = nil) throws {
         self.path = path
+        if !FileManager.default.fileExists(atPath: path) {
+            guard create else { throw LocalStoreError.noStore(path: path) }
+            let descriptor = open(path, O_CREAT | O_EXCL | O_WRONLY, 0o600)
+            if descriptor >= 0 { close(descriptor) }
+        }
         syncRunner = SyncRunner.forStore(atPath: path)
         var configuration = Configuration()
         configuration.busyMode = .timeout(10)
@@ -43,8 +61,14 @@ public final class LocalStore: Sendable {
             // copied back once, not once per pull page).
             try db.execute(sql: "PRAGMA cache_size = -32768; PRAGMA mmap_size = 268435456; PRAGMA wal_autocheckpoint = 8000")
         }
-        pool = try DatabasePool(path: path, configuration: configuration)
-        try LocalSchema.migrator.migrate(pool)
+        do {
+            pool = try DatabasePool(path: path, configuration: configuration)
+            try LocalSchema.migrator.migrate(pool)
+        } catch let error as DatabaseError where [.SQLITE_NOTADB, .SQLITE_CORRUPT].contains(error.resultCode)
+                    || error.message?.contains("unknown migration") == true {
+            throw LocalStoreError.unreadable(path: path, reason: error.message ?? "\(error.resultCode)")
+        }
+        self.credentials = credentials ?? StoreFileCredentials(pool: pool)
         try pool.write { db in
             if try Meta.get(db, .deviceID) == nil {
                 // One deviceId per local store: a reset store is a new device for echo suppression.

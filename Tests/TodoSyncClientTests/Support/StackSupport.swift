@@ -145,7 +145,7 @@ class StackTestCase: XCTestCase {
                                 tokenRefresh: tokenRefresh)
         do {
             try await device.client.login(email: email, password: password)
-        } catch SyncError.server(status: 401, _, _) {
+        } catch SyncError.server(status: 401, _, _, _) {
             try await device.client.register(email: email, password: password)
         }
         return device

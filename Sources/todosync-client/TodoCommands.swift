@@ -1,0 +1,146 @@
+import ArgumentParser
+import Foundation
+import TodoSyncClient
+import TodoSyncCore
+
+/// One todo as `list` and `add` print it; what waits for the server or for the user is marked
+/// at the end of the line (`[pending]`, `[conflict]`, `[rejected]`), after today's text.
+func todoLine(_ todo: LocalTodo, tags: [Int64: LocalTag], marks: RecordMarks) -> String {
+    var line = String(format: "%5lld  [%@] ", todo.localID, todo.isCompleted ? "x" : " ")
+    if todo.isImportant { line += "! " }
+    line += todo.title
+    var extras: [String] = [todo.deadline.description]
+    if let tag = todo.tagLocalID.flatMap({ tags[$0] }) { extras.append("#\(tag.name)") }
+    if todo.isLife { extras.append("@life") }
+    if todo.estimatedTime > 0 { extras.append("\(todo.estimatedTime)m") }
+    if todo.difficulty > 0 { extras.append("*\(todo.difficulty)") }
+    if todo.serverID == nil { extras.append("not synced") }
+    line += "  (" + extras.joined(separator: " ") + ")"
+    let mark = marks.todo(todo.localID)
+    if mark.conflict { line += "  [conflict]" }
+    if mark.rejected { line += "  [rejected]" }
+    if mark.pending { line += "  [pending]" }
+    return line
+}
+
+struct Add: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Add todos in the quick-add syntax (one per line): !important #tag @life 30m/2h *1..*5.")
+    @OptionGroup var options: StoreOptions
+    @Option(help: "Deadline (YYYY-MM-DD); today when omitted.") var date: String?
+    @Argument(help: "The text; each argument is one line.") var lines: [String]
+
+    func run() throws {
+        let store = try options.openStore()
+        let changes = try store.quickAdd(lines.joined(separator: "\n"), date: try parseDay(date))
+        let tags = try Render.tagsByID(store)
+        let marks = try RecordMarks(store)
+        let added = try changes.compactMap { try store.todo($0.localID) }
+        for todo in added { options.output.say(todoLine(todo, tags: tags, marks: marks)) }
+        let pending = try store.pendingCount()
+        options.output.finish(
+            human: "\(changes.count) added; \(pending) change(s) waiting to sync.",
+            json: .object(["added": .array(added.map { Render.todo($0, tags: tags, marks: marks) }), "pending": .int(pending)]))
+    }
+}
+
+struct List: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "List todos of a day (the server's order), or of a range.")
+    @OptionGroup var options: StoreOptions
+    @Option(help: "The day (YYYY-MM-DD); today when omitted.") var date: String?
+    @Option var from: String?
+    @Option var to: String?
+    @Flag(help: "Every todo in the store.") var all = false
+
+    func run() throws {
+        let store = try options.openStore()
+        let todos: [LocalTodo]
+        if all {
+            todos = try store.allTodos()
+        } else if from != nil || to != nil {
+            todos = try store.todos(from: try parseDay(from), to: try parseDay(to))
+        } else {
+            todos = try store.todos(on: try parseDay(date))
+        }
+        let tags = try Render.tagsByID(store)
+        let marks = try RecordMarks(store)
+        for todo in todos { options.output.say(todoLine(todo, tags: tags, marks: marks)) }
+        options.output.finish(
+            human: todos.isEmpty ? "Nothing to do." : nil,
+            json: .object(["todos": .array(todos.map { Render.todo($0, tags: tags, marks: marks) })]))
+    }
+}
+
+struct Done: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Mark a todo completed (--undo: not completed).")
+    @OptionGroup var options: StoreOptions
+    @Argument var ref: Int64
+    @Flag var undo = false
+
+    func run() throws {
+        let store = try options.openStore()
+        try store.updateTodo(ref, TodoChanges(isCompleted: !undo))
+        options.output.finish(
+            human: undo ? "Reopened \(ref)." : "Completed \(ref).",
+            json: .object(["localId": .int(ref), "isCompleted": .bool(!undo), "pending": .int(try store.pendingCount())]))
+    }
+}
+
+struct Edit: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Change a todo's fields.")
+    @OptionGroup var options: StoreOptions
+    @Argument var ref: Int64
+    @Option var title: String?
+    @Option(help: "New deadline (YYYY-MM-DD).") var date: String?
+    @Option(help: "true or false.") var important: Bool?
+    @Option(help: "true or false.") var life: Bool?
+    @Option(help: "0 to 5.") var difficulty: Int?
+    @Option(help: "Estimated minutes, 0 to 1440.") var minutes: Int?
+    @Option(help: "A tag name or number; '-' removes the tag.") var tag: String?
+
+    func run() throws {
+        let store = try options.openStore()
+        var changes = TodoChanges(title: title, isImportant: important, isLife: life, difficulty: difficulty, estimatedTime: minutes)
+        if let date { changes.deadline = try parseDay(date) }
+        if let tag { changes.tag = tag == "-" ? .some(nil) : .some(try resolveTag(store, tag)) }
+        try store.updateTodo(ref, changes)
+        let pending = try store.pendingCount()
+        let todo = try store.todo(ref)
+        options.output.finish(
+            human: "Changed \(ref); \(pending) change(s) waiting to sync.",
+            json: .object([
+                "todo": try todo.map { Render.todo($0, tags: try Render.tagsByID(store), marks: try RecordMarks(store)) } ?? .null,
+                "pending": .int(pending),
+            ]))
+    }
+}
+
+struct Remove: ParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "rm", abstract: "Delete a todo.")
+    @OptionGroup var options: StoreOptions
+    @Argument var ref: Int64
+
+    func run() throws {
+        let store = try options.openStore()
+        try store.deleteTodo(ref)
+        options.output.finish(human: "Deleted \(ref).", json: .object(["deleted": .int(ref), "pending": .int(try store.pendingCount())]))
+    }
+}
+
+struct Stat: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "The daily statistic of a day (as last synced).")
+    @OptionGroup var options: StoreOptions
+    @Option var date: String?
+
+    func run() throws {
+        let day = try parseDay(date)
+        guard let stat = try options.openStore().dailyStat(for: day) else {
+            options.output.finish(human: "No statistic for \(day) (yet).", json: .object(["date": .string(day.description), "stat": .null]))
+            return
+        }
+        let statJSON = (try? JSONParser.parse(Array(stat.json.utf8))) ?? .null
+        options.output.finish(
+            human: "\(day): \(stat.completedCount)/\(stat.todoCount) done, productivity \(stat.productivityNum), balance \(stat.balanceNum) (\(stat.balanceTitle))",
+            json: .object(["date": .string(day.description), "stat": statJSON]))
+    }
+}
