@@ -42,9 +42,11 @@ struct StoreOptions: ParsableArguments {
         var timeouts = SyncTimeouts()
         if let seconds = try Self.seconds(environment, "TODOSYNC_CLIENT_REQUEST_TIMEOUT") { timeouts.request = seconds }
         if let seconds = try Self.seconds(environment, "TODOSYNC_CLIENT_SYNC_TIMEOUT") { timeouts.sync = seconds }
+        // An older client's shapes, for tests of mixed fleets (docs/CLIENT-SETTINGS.md).
+        let schemaVersion = environment["TODOSYNC_CLIENT_SCHEMA_VERSION"].flatMap(Int.init) ?? SchemaVersion.current
         return TodoSyncClient(
             store: store, baseURL: baseURL, retry: RetryPolicy(maxAttempts: attempts, initialDelay: 0.2, maxDelay: 5),
-            timeouts: timeouts, hooks: CrashHooks.fromEnvironment())
+            timeouts: timeouts, hooks: CrashHooks.fromEnvironment(), schemaVersion: schemaVersion)
     }
 
     /// A positive number of seconds from the environment, or nil when the variable is unset.
@@ -63,6 +65,8 @@ enum ClientExit {
     static let offline = ExitCode(3)
     /// Another process is syncing the same store file.
     static let syncRunning = ExitCode(4)
+    /// The server answered 426 `upgrade_required`: this client's schema version is too old.
+    static let upgradeRequired = ExitCode(5)
 }
 
 /// `TODOSYNC_CLIENT_CRASH_AT=push-response:N | page-written:N | page-committed:N` makes the
@@ -118,7 +122,14 @@ func printTodo(_ todo: LocalTodo, tags: [Int64: LocalTag]) {
     if todo.estimatedTime > 0 { extras.append("\(todo.estimatedTime)m") }
     if todo.difficulty > 0 { extras.append("*\(todo.difficulty)") }
     if todo.serverID == nil { extras.append("not synced") }
-    print(line + "  (" + extras.joined(separator: " ") + ")")
+    print(line + "  (" + extras.joined(separator: " ") + ")" + compactNotes(todo.notes))
+}
+
+/// Notes on the todo's line: `  -- ` and their first 60 characters, newlines as `⏎`.
+func compactNotes(_ notes: String?) -> String {
+    guard let notes, !notes.isEmpty else { return "" }
+    let flat = notes.replacingOccurrences(of: "\r\n", with: "\n").replacingOccurrences(of: "\n", with: " ⏎ ")
+    return "  -- " + (flat.count > 60 ? String(flat.prefix(59)) + "…" : flat)
 }
 
 /// The account options of `register` and `login`.
@@ -172,11 +183,12 @@ struct Add: ParsableCommand {
         abstract: "Add todos in the quick-add syntax (one per line): !important #tag @life 30m/2h *1..*5.")
     @OptionGroup var options: StoreOptions
     @Option(help: "Deadline (YYYY-MM-DD); today when omitted.") var date: String?
+    @Option(help: "Notes for each added todo (up to 10,000 characters).") var notes: String?
     @Argument(help: "The text; each argument is one line.") var lines: [String]
 
     func run() throws {
         let store = try options.openStore()
-        let changes = try store.quickAdd(lines.joined(separator: "\n"), date: try parseDay(date))
+        let changes = try store.quickAdd(lines.joined(separator: "\n"), date: try parseDay(date), notes: notes)
         let tags = Dictionary(uniqueKeysWithValues: try store.tags().map { ($0.localID, $0) })
         for change in changes { if let todo = try store.todo(change.localID) { printTodo(todo, tags: tags) } }
         print("\(changes.count) added; \(try store.pendingCount()) change(s) waiting to sync.")
@@ -231,10 +243,12 @@ struct Edit: ParsableCommand {
     @Option(help: "0 to 5.") var difficulty: Int?
     @Option(help: "Estimated minutes, 0 to 1440.") var minutes: Int?
     @Option(help: "A tag name or number; '-' removes the tag.") var tag: String?
+    @Option(help: "New notes (up to 10,000 characters); '-' removes them.") var notes: String?
 
     func run() throws {
         let store = try options.openStore()
         var changes = TodoChanges(title: title, isImportant: important, isLife: life, difficulty: difficulty, estimatedTime: minutes)
+        if let notes { changes.notes = notes == "-" ? .some(nil) : .some(notes) }
         if let date { changes.deadline = try parseDay(date) }
         if let tag { changes.tag = tag == "-" ? .some(nil) : .some(try resolveTag(store, tag)) }
         try store.updateTodo(ref, changes)
@@ -296,7 +310,9 @@ struct Sync: AsyncParsableCommand {
             Exit codes: 0 synced; 1 error; 3 offline (not reachable, busy, or no answer within \
             TODOSYNC_CLIENT_REQUEST_TIMEOUT, default 30 s); 4 another process is syncing this \
             store (it says "Sync already running on STORE" and changes nothing; run it again \
-            later); 64 usage. Changes stay queued in every case but 0.
+            later); 5 upgrade required (the server no longer serves this client's schema version: \
+            update todosync-client; nothing was sent); 64 usage. Changes stay queued in every \
+            case but 0.
             """)
     @OptionGroup var options: StoreOptions
     @Option(help: "merge, reject, client-wins, or ask (conflicts go to `conflicts`).") var policy: String = "merge"
@@ -332,6 +348,9 @@ struct Sync: AsyncParsableCommand {
             case .alreadyRunning:
                 print("Sync already running on \(options.db)")
                 throw ClientExit.syncRunning
+            case .upgradeRequired:
+                print("Not synced: \(error). \(pending) change(s) stay queued.")
+                throw ClientExit.upgradeRequired
             case .timedOut:
                 print("Not synced: \(error).")
                 throw ClientExit.offline
@@ -405,6 +424,7 @@ struct Status: ParsableCommand {
         print("conflicts:  \(status.conflicts)")
         print("last sync:  \(status.lastSyncAt ?? "never")")
         if let error = status.lastSyncError { print("last error: \(error)") }
+        if let required = status.upgradeRequired { print("sync:       stopped, \(required)") }
         for op in try store.operations(historyLimit: 0) {
             print("  \(op.status.rawValue.padding(toLength: 8, withPad: " ", startingAt: 0)) \(op.action.rawValue) \(op.entity.rawValue) \(op.recordLocalID) \(op.fields.joined(separator: ","))  op \(op.opID)")
         }
