@@ -349,7 +349,7 @@ struct Sync: AsyncParsableCommand {
                 print("Sync already running on \(options.db)")
                 throw ClientExit.syncRunning
             case .upgradeRequired:
-                print("Not synced: \(error). \(pending) change(s) stay queued.")
+                print("Not synced: \(error); \(pending) change(s) are queued.")
                 throw ClientExit.upgradeRequired
             case .timedOut:
                 print("Not synced: \(error).")

@@ -204,6 +204,8 @@ final class SchemaVersionStackTests: StackTestCase {
     func testVersionOneAndTwoClientsEditingTheSameTodosOfflineNeverLoseNotesUnderEveryPolicy() async throws {
         let new = try await device("new")
         let old = try await device("old", schemaVersion: 1)
+        // A third device, of version 2, that only reads: it gets notes from pull pages alone.
+        let reader = try await device("reader")
         for policy in ConflictStrategy.allCases {
             // Two todos with notes (one with newlines, one empty), one without; both devices have them.
             let a = try new.store.addTodo(NewTodo(title: "a \(policy)", notes: "line 1\nline 2\n", deadline: day))
@@ -235,6 +237,7 @@ final class SchemaVersionStackTests: StackTestCase {
             }
             try await new.client.sync()
             try await old.client.sync()
+            try await reader.client.sync()
 
             let server = try await notesOnServer(new)
             XCTAssertEqual(server[clientIDs[0]], .string("new notes\n"), "\(policy): the new client's notes survive the old client's edit")
@@ -242,15 +245,16 @@ final class SchemaVersionStackTests: StackTestCase {
             if let notes = server[clientIDs[2]] {
                 XCTAssertEqual(notes, .string("c's notes"), "\(policy): a todo the old client deleted and the policy kept")
             }
-            let newTodos = try new.store.allTodos()
-            for (clientID, notes) in server {
-                XCTAssertEqual(newTodos.first { $0.clientID == clientID }.map { JSONValue.optionalString($0.notes) }, notes,
-                               "\(policy): the new client's store holds the server's notes")
+            for device in [new, reader] {
+                let todos = try device.store.allTodos()
+                for (clientID, notes) in server {
+                    XCTAssertEqual(todos.first { $0.clientID == clientID }.map { JSONValue.optionalString($0.notes) }, notes,
+                                   "\(policy): \(device.name)'s store holds the server's notes")
+                }
             }
             let oldNotes = try await notesInStore(old)
             XCTAssertEqual(oldNotes, 0, "\(policy): the version-1 store never sees notes")
-            try await assertEqualsServer(new)
-            try await assertEqualsServer(old)
+            for device in [new, old, reader] { try await assertEqualsServer(device) }
         }
     }
 

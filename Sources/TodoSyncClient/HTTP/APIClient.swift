@@ -106,7 +106,7 @@ public struct UpgradeRequired: Sendable, Equatable, CustomStringConvertible {
 
     public var description: String {
         "upgrade required: the server needs schema version \(minimum) or newer (it speaks \(current)); "
-            + "update the app to sync again (changes stay queued)"
+            + "update the app to sync again"
     }
 }
 
