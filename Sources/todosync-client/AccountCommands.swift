@@ -108,13 +108,15 @@ struct Status: ParsableCommand {
         out.say("conflicts:  \(status.conflicts)")
         out.say("last sync:  \(status.lastSyncAt ?? "never")")
         if let error = status.lastSyncError { out.say("last error: \(error)") }
+        if let required = status.upgradeRequired { out.say("sync:       stopped, \(required)") }
         for op in queue { out.say("  " + (try operationLine(op, store))) }
         out.finish(json: .object([
             "account": .optionalString(status.email), "loggedIn": .bool(try store.isLoggedIn),
             "server": .string(server.url), "serverSource": .string(server.source), "store": .string(options.db),
             "deviceId": .string(status.deviceID), "pending": .int(status.pending), "rejected": .int(status.rejected),
             "conflicts": .int(status.conflicts), "lastSyncAt": .optionalString(status.lastSyncAt),
-            "lastSyncError": .optionalString(status.lastSyncError), "operations": .array(queue.map(Render.operation)),
+            "lastSyncError": .optionalString(status.lastSyncError),
+            "upgradeRequired": status.upgradeRequired.map { .string("\($0)") } ?? .null, "operations": .array(queue.map(Render.operation)),
         ]))
     }
 }

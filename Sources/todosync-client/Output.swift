@@ -18,7 +18,9 @@ enum ClientExit: Int32, CaseIterable {
     case offline = 3
     /// Another process is syncing this store; nothing was done.
     case syncRunning = 4
-    // 5 is reserved: "upgrade required" (the server no longer speaks this client's version).
+    /// The server answered 426 `upgrade_required`: this client's schema version is too old.
+    /// Nothing was sent; every record and queued change stays as it was.
+    case upgradeRequired = 5
     /// Synced, but conflicts wait for a decision (`conflicts`, `resolve`).
     case conflictsWaiting = 6
 
@@ -31,6 +33,7 @@ enum ClientExit: Int32, CaseIterable {
         case .usage: return "usage"
         case .offline: return "offline"
         case .syncRunning: return "sync_running"
+        case .upgradeRequired: return "upgrade_required"
         case .conflictsWaiting: return "conflicts_waiting"
         }
     }
@@ -42,13 +45,14 @@ enum ClientExit: Int32, CaseIterable {
         case .usage: return "usage: unknown command or flag, bad value or setting"
         case .offline: return "offline or timed out; changes stay queued"
         case .syncRunning: return "another process is syncing this store; nothing was done"
+        case .upgradeRequired: return "upgrade required: the server no longer serves this client's schema version; nothing was sent, changes stay queued"
         case .conflictsWaiting: return "synced, but conflicts wait for a decision (`conflicts`)"
         }
     }
 
-    /// The table as `--help` prints it (code 5 is listed as reserved).
+    /// The table as `--help` prints it.
     static var table: String {
-        (allCases.map { ($0.rawValue, $0.meaning) } + [(5, "reserved: upgrade required")])
+        allCases.map { ($0.rawValue, $0.meaning) }
             .sorted { $0.0 < $1.0 }.map { "  \($0.0)  \($0.1)" }.joined(separator: "\n")
     }
 }
@@ -100,6 +104,8 @@ struct ClientFailure: Error {
         switch error {
         case .alreadyRunning:
             self.init(.syncRunning, "\(error)", extra: extra)
+        case .upgradeRequired:
+            self.init(.upgradeRequired, code: "upgrade_required", prefix + "\(error)", extra: extra)
         case .timedOut:
             self.init(.offline, code: "timed_out", prefix + "\(error)", extra: extra)
         case .offline, .unavailable:
@@ -173,7 +179,7 @@ enum Render {
             "isImportant": .bool(todo.isImportant), "isLife": .bool(todo.isLife), "difficulty": .int(todo.difficulty),
             "estimatedTime": .int(todo.estimatedTime), "tagLocalId": .optionalInt(todo.tagLocalID),
             "tag": .optionalString(todo.tagLocalID.flatMap { tags[$0]?.name }), "version": .optionalInt(todo.version),
-            "synced": .bool(todo.serverID != nil),
+            "synced": .bool(todo.serverID != nil), "notes": .optionalString(todo.notes),
         ]
         let mark = marks.todo(todo.localID)
         object["pending"] = .bool(mark.pending)

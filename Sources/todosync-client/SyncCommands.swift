@@ -40,6 +40,10 @@ struct Sync: AsyncParsableCommand {
             switch error {
             case .alreadyRunning:
                 throw ClientFailure(.syncRunning, "Sync already running on \(options.db)", extra: extra)
+            case .upgradeRequired:
+                var failure = ClientFailure(sync: error, prefix: "Not synced: ", extra: extra)
+                failure.message += "; \(pending) change(s) are queued."
+                throw failure
             case .timedOut:
                 var failure = ClientFailure(sync: error, prefix: "Not synced: ", extra: extra)
                 failure.message += "."

@@ -15,7 +15,7 @@ func todoLine(_ todo: LocalTodo, tags: [Int64: LocalTag], marks: RecordMarks) ->
     if todo.estimatedTime > 0 { extras.append("\(todo.estimatedTime)m") }
     if todo.difficulty > 0 { extras.append("*\(todo.difficulty)") }
     if todo.serverID == nil { extras.append("not synced") }
-    line += "  (" + extras.joined(separator: " ") + ")"
+    line += "  (" + extras.joined(separator: " ") + ")" + compactNotes(todo.notes)
     let mark = marks.todo(todo.localID)
     if mark.conflict { line += "  [conflict]" }
     if mark.rejected { line += "  [rejected]" }
@@ -23,16 +23,24 @@ func todoLine(_ todo: LocalTodo, tags: [Int64: LocalTag], marks: RecordMarks) ->
     return line
 }
 
+/// Notes on the todo's line: `  -- ` and their first 60 characters, newlines as `⏎`.
+func compactNotes(_ notes: String?) -> String {
+    guard let notes, !notes.isEmpty else { return "" }
+    let flat = notes.replacingOccurrences(of: "\r\n", with: "\n").replacingOccurrences(of: "\n", with: " ⏎ ")
+    return "  -- " + (flat.count > 60 ? String(flat.prefix(59)) + "…" : flat)
+}
+
 struct Add: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Add todos in the quick-add syntax (one per line): !important #tag @life 30m/2h *1..*5.")
     @OptionGroup var options: StoreOptions
     @Option(help: "Deadline (YYYY-MM-DD); today when omitted.") var date: String?
+    @Option(help: "Notes for each added todo (up to 10,000 characters).") var notes: String?
     @Argument(help: "The text; each argument is one line.") var lines: [String]
 
     func run() throws {
         let store = try options.openStore()
-        let changes = try store.quickAdd(lines.joined(separator: "\n"), date: try parseDay(date))
+        let changes = try store.quickAdd(lines.joined(separator: "\n"), date: try parseDay(date), notes: notes)
         let tags = try Render.tagsByID(store)
         let marks = try RecordMarks(store)
         let added = try changes.compactMap { try store.todo($0.localID) }
@@ -97,10 +105,12 @@ struct Edit: ParsableCommand {
     @Option(help: "0 to 5.") var difficulty: Int?
     @Option(help: "Estimated minutes, 0 to 1440.") var minutes: Int?
     @Option(help: "A tag name or number; '-' removes the tag.") var tag: String?
+    @Option(help: "New notes (up to 10,000 characters); '-' removes them.") var notes: String?
 
     func run() throws {
         let store = try options.openStore()
         var changes = TodoChanges(title: title, isImportant: important, isLife: life, difficulty: difficulty, estimatedTime: minutes)
+        if let notes { changes.notes = notes == "-" ? .some(nil) : .some(notes) }
         if let date { changes.deadline = try parseDay(date) }
         if let tag { changes.tag = tag == "-" ? .some(nil) : .some(try resolveTag(store, tag)) }
         try store.updateTodo(ref, changes)

@@ -214,6 +214,27 @@ final class OutboxTransitionTests: XCTestCase {
         XCTAssertEqual(try queued().count, 0)
     }
 
+    /// F4: a push answered 426 (nothing applied) gives the operations it froze back to
+    /// `pending`, payload unset; one left `sending` by an earlier lost response stays as it was.
+    func testF4_A426GivesBackOnlyWhatThatPushFroze() async throws {
+        let todo = try await syncedTodo()
+        try store.updateTodo(todo.localID, TodoChanges(title: "sent before"))
+        server.loseNextResponse()
+        _ = try? await client.sync()
+        try store.addTodo(NewTodo(title: "B", deadline: day))
+        let before = try queued()
+        XCTAssertEqual(before.map(\.state), [.sending, .pending])
+        server.requireSchemaVersion(3)
+        do {
+            _ = try await client.sync()
+            XCTFail("synced below the minimum")
+        } catch SyncError.upgradeRequired {}
+        XCTAssertEqual(server.pushes.count, 3, "the refused push carried both")
+        let after = try queued()
+        XCTAssertEqual(after, before)
+        XCTAssertNil(after[1].payload)
+    }
+
     func testF2_FreezingStoresPayloadAndStateTogetherTagCreatesFirst() throws {
         try store.addTodo(NewTodo(title: "untagged", deadline: day))
         let tag = try store.addTag(name: "Work", color: "#112233")
@@ -405,7 +426,7 @@ final class OutboxTransitionTests: XCTestCase {
                 walked.insert(String(part))
             }
         }
-        XCTAssertEqual(rows.count, 22, "rows in Outbox.swift's table")
+        XCTAssertEqual(rows.count, 23, "rows in Outbox.swift's table")
         XCTAssertEqual(rows.subtracting(walked).sorted(), [], "rows without a test")
         XCTAssertEqual(walked.subtracting(rows).sorted(), [], "tests naming no row")
     }

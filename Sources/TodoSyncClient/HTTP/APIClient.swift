@@ -53,6 +53,9 @@ public enum SyncError: Error, Equatable, Sendable, CustomStringConvertible {
     case timedOut(TimeoutKind, seconds: Double, queued: Int?)
     /// Another process is syncing the same store file; this sync did nothing.
     case alreadyRunning(store: String)
+    /// 426 `upgrade_required`: the server no longer serves this client's schema version. Sync
+    /// stops until the app is upgraded; nothing was applied, local data and the queue are kept.
+    case upgradeRequired(UpgradeRequired)
 
     /// Which bound a `timedOut` sync hit.
     public enum TimeoutKind: String, Sendable {
@@ -74,6 +77,7 @@ public enum SyncError: Error, Equatable, Sendable, CustomStringConvertible {
             let stay = queued.map { "\($0) change(s) stay queued" } ?? "changes stay queued"
             return "\(what) \(Self.seconds(seconds)) s; \(stay)"
         case .alreadyRunning(let store): return "Sync already running on \(store)"
+        case .upgradeRequired(let required): return required.description
         }
     }
 
@@ -89,6 +93,23 @@ public enum SyncError: Error, Equatable, Sendable, CustomStringConvertible {
         case .offline, .unavailable, .timedOut: return true
         default: return false
         }
+    }
+}
+
+/// The server's answer to a client whose schema version is below its minimum (426).
+public struct UpgradeRequired: Sendable, Equatable, CustomStringConvertible {
+    /// The oldest schema version the server serves, and its newest.
+    public var minimum: Int
+    public var current: Int
+
+    public init(minimum: Int, current: Int) {
+        self.minimum = minimum
+        self.current = current
+    }
+
+    public var description: String {
+        "upgrade required: the server needs schema version \(minimum) or newer (it speaks \(current)); "
+            + "update the app to sync again"
     }
 }
 

@@ -27,6 +27,8 @@ public struct LocalTodo: Sendable, Equatable, Identifiable {
     public var clientID: String?
     public var title: String
     public var raw: String
+    /// Free text (schema version 2); nil when none, and always nil for a version-1 client.
+    public var notes: String?
     public var isImportant: Bool
     public var isLife: Bool
     /// The tag, by its local handle.
@@ -77,6 +79,8 @@ public struct LocalDailyStat: Sendable, Equatable {
 public struct NewTodo: Sendable, Equatable {
     public var title: String
     public var raw: String?
+    /// Free text, up to 10,000 characters (schema version 2; a version-1 client does not send it).
+    public var notes: String?
     public var deadline: Day
     public var isImportant: Bool
     public var isLife: Bool
@@ -85,10 +89,11 @@ public struct NewTodo: Sendable, Equatable {
     public var estimatedTime: Int
     public var isCompleted: Bool
 
-    public init(title: String, raw: String? = nil, deadline: Day, isImportant: Bool = false, isLife: Bool = false,
-                tag: Int64? = nil, difficulty: Int = 0, estimatedTime: Int = 0, isCompleted: Bool = false) {
+    public init(title: String, raw: String? = nil, notes: String? = nil, deadline: Day, isImportant: Bool = false,
+                isLife: Bool = false, tag: Int64? = nil, difficulty: Int = 0, estimatedTime: Int = 0, isCompleted: Bool = false) {
         self.title = title
         self.raw = raw
+        self.notes = notes
         self.deadline = deadline
         self.isImportant = isImportant
         self.isLife = isLife
@@ -99,10 +104,12 @@ public struct NewTodo: Sendable, Equatable {
     }
 }
 
-/// Changes to a todo; nil leaves a field as it is. `tag: .some(nil)` clears the tag.
+/// Changes to a todo; nil leaves a field as it is. `tag: .some(nil)` clears the tag, and
+/// `notes: .some(nil)` the notes.
 public struct TodoChanges: Sendable, Equatable {
     public var title: String?
     public var raw: String?
+    public var notes: String??
     public var deadline: Day?
     public var isImportant: Bool?
     public var isLife: Bool?
@@ -111,11 +118,12 @@ public struct TodoChanges: Sendable, Equatable {
     public var estimatedTime: Int?
     public var isCompleted: Bool?
 
-    public init(title: String? = nil, raw: String? = nil, deadline: Day? = nil, isImportant: Bool? = nil,
+    public init(title: String? = nil, raw: String? = nil, notes: String?? = nil, deadline: Day? = nil, isImportant: Bool? = nil,
                 isLife: Bool? = nil, tag: Int64?? = nil, difficulty: Int? = nil, estimatedTime: Int? = nil,
                 isCompleted: Bool? = nil) {
         self.title = title
         self.raw = raw
+        self.notes = notes
         self.deadline = deadline
         self.isImportant = isImportant
         self.isLife = isLife

@@ -26,6 +26,7 @@ import TodoSyncCore
 /// | F1  | sending                       | freeze                           | sending                        | sent first, its stored payload byte for byte (after a crash or lost response) |
 /// | F2  | pending                       | freeze                           | sending                        | payload and state stored in one transaction; tag creates first; one policy per batch; ≤ 500 ops, ≤ 768 KiB |
 /// | F3  | pending waiting               | freeze                           | pending waiting                | not sent until R1 / R2 |
+/// | F4  | sending (frozen by this batch) | the batch answered 426           | pending                        | nothing was applied: payload unset, as before the sync |
 /// | S1  | sending                       | result applied / merged          | log applied / merged           | the server record is stored (fields later ops change are kept); then R1 |
 /// | S2  | sending                       | result conflict                  | log conflict                   | the server record is stored; policy `ask`: an inbox row (base, local, server); then R2 |
 /// | S3  | sending                       | result rejected                  | rejected                       | the fields it changed show the newest server values again; then R2 |
@@ -145,7 +146,8 @@ enum Outbox {
     /// first, byte for byte as before. Then pending ones (F2): tag creates first (a todo may name
     /// a new tag by its clientId only once the create is ahead of it), the rest in the order the
     /// user made them. Waiting operations (F3) wait for a later batch. nil when nothing is left.
-    static func freeze(_ db: Database, policy: ConflictStrategy, maxOperations: Int = 500, maxBytes: Int = 768 * 1024) throws -> PushBatch? {
+    static func freeze(_ db: Database, policy: ConflictStrategy, schemaVersion: Int = SchemaVersion.current, maxOperations: Int = 500,
+                       maxBytes: Int = 768 * 1024) throws -> PushBatch? {
         let queued = try OutboxOperation.fetchAll(db)
         let sending = queued.filter { $0.state == .sending }
         let pending = queued.filter { $0.state == .pending && !$0.waitsForPredecessor }
@@ -156,18 +158,30 @@ enum Outbox {
         var batch = PushBatch(policy: batchPolicy, operations: [])
         var bytes = 0
         for var op in ordered where (op.policyOverride ?? policy) == batchPolicy {
-            let payload = try op.payload ?? PushWire.json(db, op)
+            let payload = try op.payload ?? PushWire.json(db, op, schemaVersion: schemaVersion)
             if !batch.operations.isEmpty
                 && (batch.operations.count >= maxOperations || bytes + payload.utf8.count > maxBytes) { break }
             if op.state == .pending {
                 op.payload = payload
                 op.state = .sending
                 try op.update(db)
+                batch.frozenNow.append(op.opID)
             }
             bytes += payload.utf8.count
             batch.operations.append((op.opID, payload))
         }
         return batch
+    }
+
+    /// F4: a batch the server refused whole, applying nothing (426 `upgrade_required`): the
+    /// operations it froze go back to `pending`, payload unset. Only those: an operation that was
+    /// `sending` before may have reached the server in an earlier attempt.
+    static func thaw(_ db: Database, opIDs: [String]) throws {
+        for var op in try OutboxOperation.filter(opIDs.contains(OutboxOperation.Columns.opID)).fetchAll(db) where op.state == .sending {
+            op.state = .pending
+            op.payload = nil
+            try op.update(db)
+        }
     }
 
     // MARK: Settle a result (S1-S4)

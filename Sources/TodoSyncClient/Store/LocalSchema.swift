@@ -124,6 +124,11 @@ enum LocalSchema {
                 CREATE INDEX todo_pending_tag ON todo (pendingTagId) WHERE pendingTagId IS NOT NULL
                 """)
         }
+        migrator.registerMigration("v4: the todo's notes (schema version 2)") { db in
+            // Null until a version-2 client pulls the todo (or writes notes): existing stores
+            // keep working, and their first version-2 sync brings the notes (a full pull, once).
+            try db.execute(sql: "ALTER TABLE todo ADD COLUMN notes TEXT")
+        }
         return migrator
     }
 }

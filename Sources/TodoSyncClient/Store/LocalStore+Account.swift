@@ -38,6 +38,15 @@ extension LocalStore {
         try pool.write { try Meta.set($0, .server, url) }
     }
 
+    /// Remembers (or, nil, forgets) that the server requires a newer schema version.
+    func setUpgradeRequired(_ required: UpgradeRequired?) throws {
+        try pool.write { db in try Meta.set(db, .upgradeRequired, required.map { "\($0.minimum) \($0.current)" }) }
+    }
+
+    func upgradeRequired() throws -> UpgradeRequired? {
+        try pool.read { try Meta.upgradeRequired($0) }
+    }
+
     func recordSync(error: String?) throws {
         try pool.write { db in
             if let error {

@@ -57,9 +57,10 @@ extension LocalStore {
     }
 
     /// The contract's quick-add, parsed on the device with the server's own parser: one todo per
-    /// non-blank line, `#tag` matched against the local live tags. All lines or none.
+    /// non-blank line, `#tag` matched against the local live tags, each with `notes` when given.
+    /// All lines or none.
     @discardableResult
-    public func quickAdd(_ text: String, date: Day) throws -> [LocalChange] {
+    public func quickAdd(_ text: String, date: Day, notes: String? = nil) throws -> [LocalChange] {
         try pool.write { db in
             var tagsByName: [String: Int64] = [:]
             for tag in try Self.fetchTags(db) where tagsByName[tag.name.lowercased()] == nil {
@@ -73,7 +74,7 @@ extension LocalStore {
                 throw LocalStoreError.validation(field: problem?.field ?? "text", problem: problem?.problem ?? error.message)
             }
             return try lines.map { line in
-                let todo = NewTodo(title: line.title, raw: line.raw, deadline: date, isImportant: line.isImportant,
+                let todo = NewTodo(title: line.title, raw: line.raw, notes: notes, deadline: date, isImportant: line.isImportant,
                                    isLife: line.isLife, tag: line.tagID, difficulty: line.difficulty ?? 0,
                                    estimatedTime: line.estimatedTime ?? 0)
                 return try Self.insertTodo(db, try Validate.newTodo(todo))
@@ -127,6 +128,13 @@ enum Validate {
         return raw
     }
 
+    static func notes(_ notes: String) throws -> String {
+        guard TodoField.notesLength.contains(notes.unicodeScalars.count) else {
+            throw LocalStoreError.validation(field: "notes", problem: "must be at most \(TodoField.notesLength.upperBound) characters")
+        }
+        return notes
+    }
+
     static func int(_ field: String, _ value: Int, _ range: ClosedRange<Int>) throws -> JSONValue {
         guard range.contains(value) else {
             throw LocalStoreError.validation(field: field, problem: "must be an integer from \(range.lowerBound) to \(range.upperBound)")
@@ -135,19 +143,23 @@ enum Validate {
     }
 
     static func newTodo(_ todo: NewTodo) throws -> JSONObject {
-        [
+        var fields: JSONObject = [
             "title": .string(try title(todo.title)), "raw": .string(try raw(todo.raw ?? todo.title)),
             "isImportant": .bool(todo.isImportant), "isLife": .bool(todo.isLife), "tag": .optionalInt(todo.tag),
             "difficulty": try int("difficulty", todo.difficulty, 0...5),
             "estimatedTime": try int("estimatedTime", todo.estimatedTime, 0...1440),
             "deadline": .string(todo.deadline.description), "isCompleted": .bool(todo.isCompleted),
         ]
+        // Absent unless given: a create leaves notes at their default (null).
+        if let notes = todo.notes { fields["notes"] = .string(try self.notes(notes)) }
+        return fields
     }
 
     static func todoChanges(_ changes: TodoChanges) throws -> JSONObject {
         var fields: JSONObject = [:]
         if let title = changes.title { fields["title"] = .string(try self.title(title)) }
         if let raw = changes.raw { fields["raw"] = .string(try self.raw(raw)) }
+        if let notes = changes.notes { fields["notes"] = try notes.map { .string(try self.notes($0)) } ?? .null }
         if let deadline = changes.deadline { fields["deadline"] = .string(deadline.description) }
         if let isImportant = changes.isImportant { fields["isImportant"] = .bool(isImportant) }
         if let isLife = changes.isLife { fields["isLife"] = .bool(isLife) }

@@ -174,6 +174,9 @@ public final class LocalStore: Sendable {
         public var lastSyncAt: String?
         public var lastSyncError: String?
         public var hasCursor: Bool
+        /// Set when the server answered 426 `upgrade_required`: this app's schema version is too
+        /// old, sync has stopped until the app is upgraded (local data and the queue are kept).
+        public var upgradeRequired: UpgradeRequired?
     }
 
     public func status() throws -> Status {
@@ -184,7 +187,7 @@ public final class LocalStore: Sendable {
                 rejected: try OutboxOperation.filter(OutboxOperation.Columns.state == OperationStatus.rejected.rawValue).fetchCount(db),
                 conflicts: try ConflictRecord.fetchCount(db),
                 lastSyncAt: try Meta.get(db, .lastSyncAt), lastSyncError: try Meta.get(db, .lastSyncError),
-                hasCursor: try Meta.get(db, .cursor) != nil)
+                hasCursor: try Meta.get(db, .cursor) != nil, upgradeRequired: try Meta.upgradeRequired(db))
         }
     }
 
@@ -242,6 +245,18 @@ enum Meta {
         case resyncGeneration
         case resyncActive
         case generation
+        /// The oldest schema version any record in the store may have been pulled at (absent:
+        /// 1, a store older than versions); a newer client pulls everything again, once.
+        case schemaVersion
+        /// "MINIMUM CURRENT" from a 426 answer (see `UpgradeRequired`).
+        case upgradeRequired
+    }
+
+    static func upgradeRequired(_ db: Database) throws -> UpgradeRequired? {
+        guard let parts = try get(db, .upgradeRequired)?.split(separator: " ").compactMap({ Int($0) }), parts.count == 2 else {
+            return nil
+        }
+        return UpgradeRequired(minimum: parts[0], current: parts[1])
     }
 
     static func get(_ db: Database, _ key: Key) throws -> String? {

@@ -9,6 +9,15 @@ import TodoSyncCore
 enum RecordFields {
     static func names(_ entity: EntityKind) -> [String] { SyncedRecords.type(entity).syncedFieldNames }
 
+    /// Whether a client of `schemaVersion` knows the synced field `name` (local terms), by the
+    /// shared description (`TodoField.since`, `TagField.since`): a client never sends a field
+    /// its version does not have.
+    static func known(_ entity: EntityKind, _ name: String, schemaVersion: Int) -> Bool {
+        let contract = contractName(name)
+        let since = entity == .todo ? TodoField(rawValue: contract)?.since : TagField(rawValue: contract)?.since
+        return (since ?? SchemaVersion.first) <= schemaVersion
+    }
+
     /// The record's current fields, or nil when there is no such row.
     static func read(_ db: Database, _ entity: EntityKind, localID: Int64) throws -> JSONObject? {
         try SyncedRecords.fetch(db, entity, localID: localID)?.syncedFields

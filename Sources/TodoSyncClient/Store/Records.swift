@@ -98,12 +98,12 @@ struct SyncState: Sendable, Equatable {
 /// conflicts, rejections) and `ServerRecords` handle them only as a `JSONObject` through this
 /// protocol, so they name no field.
 ///
-/// **Seam for the schema-versions issue**, which owns the shared description of a todo's and a
-/// tag's synced fields (a todo gains `notes`): when it lands, `syncedFieldNames`,
-/// `syncedFields`, `setSyncedFields`, `takeServerFields` and `ServerRecord.carries` below are
-/// built from that description. Until then a new field is named here (its column, these five
-/// members), in `ServerRecord`/`PageDecoder` (the wire), in `Validate` (the contract's rules),
-/// in the public `NewTodo`/`TodoChanges`/`LocalTodo`, and one migration in `LocalSchema`.
+/// The names follow the shared description of the synced fields (`TodoField`, `TagField` in
+/// TodoSyncCore: the contract name and the schema version that introduced each field); a new
+/// field is still named here (its column and the value members), in `ServerRecord`/`PageDecoder`
+/// (the wire), in `Validate` (its rule, from the description's limits), in the public
+/// `NewTodo`/`TodoChanges`/`LocalTodo`, and one migration in `LocalSchema`. Which fields a
+/// client of a given schema version sends is `RecordFields.known(_:_:schemaVersion:)`.
 protocol SyncedRecord: FetchableRecord, MutablePersistableRecord, Sendable {
     static var entity: EntityKind { get }
     /// The synced fields, local terms.
@@ -158,9 +158,11 @@ extension SyncedRecord {
 }
 
 extension ServerRecord {
-    /// Whether the record carries the synced field `name` (local terms).
+    /// Whether the record carries the synced field `name` (local terms). A field the record
+    /// lacks is "not known at the version it was sent at": the device keeps its own value.
     func carries(_ name: String) -> Bool {
         switch name {
+        case "notes": return notes != nil
         case "name": return self.name != nil
         case "color": return color != nil
         case "title": return title != nil
@@ -181,7 +183,7 @@ extension ServerRecord {
 struct TagRecord: SyncedRecord, Equatable {
     static let databaseTableName = "tag"
     static let entity = EntityKind.tag
-    static let syncedFieldNames = ["name", "color"]
+    static let syncedFieldNames = TagField.allCases.map(\.rawValue)
 
     enum Columns {
         static let name = Column("name")
@@ -244,13 +246,15 @@ struct TagRecord: SyncedRecord, Equatable {
 struct TodoRecord: SyncedRecord, Equatable {
     static let databaseTableName = "todo"
     static let entity = EntityKind.todo
-    static let syncedFieldNames = ["title", "raw", "isImportant", "isLife", "tag", "difficulty", "estimatedTime", "deadline", "isCompleted"]
+    static let syncedFieldNames = TodoField.allCases.map { RecordFields.localName($0.rawValue) }
 
     enum Columns {
         static let title = Column("title")
         /// The title's sort key (simple-lowercased code points, compared as bytes): derived.
         static let titleKey = Column("titleKey")
         static let raw = Column("raw")
+        /// Schema version 2; null in a store only version-1 clients have synced.
+        static let notes = Column("notes")
         static let isImportant = Column("isImportant")
         static let isLife = Column("isLife")
         static let tagLocalID = Column("tagLocalId")
@@ -265,6 +269,7 @@ struct TodoRecord: SyncedRecord, Equatable {
     var state: SyncState
     var title: String
     var raw: String
+    var notes: String?
     var isImportant = false
     var isLife = false
     var tagLocalID: Int64?
@@ -292,6 +297,7 @@ struct TodoRecord: SyncedRecord, Equatable {
         state = SyncState(row: row)
         title = row[Columns.title]
         raw = row[Columns.raw]
+        notes = row[Columns.notes]
         isImportant = row[Columns.isImportant]
         isLife = row[Columns.isLife]
         tagLocalID = row[Columns.tagLocalID]
@@ -309,6 +315,7 @@ struct TodoRecord: SyncedRecord, Equatable {
         body(Columns.title, title)
         body(Columns.titleKey, Data(TitleOrder.key(title)))
         body(Columns.raw, raw)
+        body(Columns.notes, notes)
         body(Columns.isImportant, isImportant)
         body(Columns.isLife, isLife)
         body(Columns.tagLocalID, tagLocalID)
@@ -321,7 +328,7 @@ struct TodoRecord: SyncedRecord, Equatable {
 
     var syncedFields: JSONObject {
         [
-            "title": .string(title), "raw": .string(raw), "isImportant": .bool(isImportant), "isLife": .bool(isLife),
+            "title": .string(title), "raw": .string(raw), "notes": .optionalString(notes), "isImportant": .bool(isImportant), "isLife": .bool(isLife),
             "tag": .optionalInt(tagLocalID), "difficulty": .int(difficulty), "estimatedTime": .int(estimatedTime),
             "deadline": .string(deadline), "isCompleted": .bool(isCompleted),
         ]
@@ -332,6 +339,7 @@ struct TodoRecord: SyncedRecord, Equatable {
             switch name {
             case "title": title = value.stringValue ?? ""
             case "raw": raw = value.stringValue ?? ""
+            case "notes": notes = value.stringValue
             case "isImportant": isImportant = value.boolValue ?? false
             case "isLife": isLife = value.boolValue ?? false
             case "tag": tagLocalID = value.int64Value
@@ -350,6 +358,8 @@ struct TodoRecord: SyncedRecord, Equatable {
         }
         take("title", record.title, &title)
         take("raw", record.raw, &raw)
+        // Absent (a version-1 answer, or a push result stored before an upgrade): keep ours.
+        take("notes", record.notes, &notes)
         take("isImportant", record.isImportant, &isImportant)
         take("isLife", record.isLife, &isLife)
         take("difficulty", record.difficulty, &difficulty)
@@ -395,7 +405,7 @@ struct TodoWithTag: FetchableRecord {
         let tagIsLive = tag?.state.isDeleted == false
         return LocalTodo(
             localID: todo.state.localID ?? 0, serverID: todo.state.serverID, clientID: todo.state.clientID, title: todo.title,
-            raw: todo.raw, isImportant: todo.isImportant, isLife: todo.isLife, tagLocalID: tagIsLive ? todo.tagLocalID : nil,
+            raw: todo.raw, notes: todo.notes, isImportant: todo.isImportant, isLife: todo.isLife, tagLocalID: tagIsLive ? todo.tagLocalID : nil,
             tagServerID: tagIsLive ? tag?.state.serverID : nil, difficulty: Int(todo.difficulty), estimatedTime: Int(todo.estimatedTime),
             deadline: Day(todo.deadline)!, isCompleted: todo.isCompleted, version: todo.state.version,
             createdAt: todo.state.createdAt ?? "", updatedAt: todo.state.updatedAt, deletedAt: todo.state.deletedAt)

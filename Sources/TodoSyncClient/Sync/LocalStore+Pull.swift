@@ -26,6 +26,19 @@ extension LocalStore {
         }
     }
 
+    /// Notes that pages are about to be pulled at schema version `version`. True when the store
+    /// holds records pulled at an older version (an upgraded app, or a store older than
+    /// versions): they lack the fields that version added, which the server will not send again
+    /// for records that do not change, so everything must be pulled anew, once.
+    func pullsAnew(atSchemaVersion version: Int) throws -> Bool {
+        try pool.write { db in
+            let fresh = try Meta.get(db, .cursor) == nil && Meta.get(db, .resyncActive) == nil
+            let stored = try Meta.get(db, .schemaVersion).flatMap { Int($0) } ?? (fresh ? version : SchemaVersion.first)
+            try Meta.set(db, .schemaVersion, String(version))
+            return stored < version
+        }
+    }
+
     /// Starts the full pull over (410 during a pull): a new generation, no cursor.
     func restartFullPull() throws {
         try pool.write { db in try Meta.set(db, .resyncActive, nil) }

@@ -15,6 +15,8 @@ struct ServerRecord: Sendable, Equatable {
     // todo
     var title: String?
     var raw: String?
+    /// nil: absent (not known at the version the record was sent at); `.some(nil)`: null.
+    var notes: String??
     var isImportant: Bool?
     var isLife: Bool?
     var tagID: Int64?
@@ -42,6 +44,7 @@ struct ServerRecord: Sendable, Equatable {
         color = object["color"]?.stringValue
         title = object["title"]?.stringValue
         raw = object["raw"]?.stringValue
+        if let value = object["notes"] { notes = .some(value.stringValue) }
         isImportant = object["isImportant"]?.boolValue
         isLife = object["isLife"]?.boolValue
         if let tag = object["tagId"] {
@@ -136,6 +139,7 @@ struct PageDecoder {
             case "color": record.color = try decoder.optionalString()
             case "title": record.title = try decoder.optionalString()
             case "raw": record.raw = try decoder.optionalString()
+            case "notes": record.notes = .some(try decoder.optionalString())
             case "isImportant": record.isImportant = try decoder.bool()
             case "isLife": record.isLife = try decoder.bool()
             case "tagId":

@@ -59,8 +59,16 @@ public struct SyncHooks: Sendable {
 /// any client on that file) share one follow-up sync, and a sync in another process on the same
 /// file makes this one fail at once with `SyncError.alreadyRunning`. Every request and every
 /// sync is bounded in time (`SyncTimeouts`). Every setting: docs/CLIENT-SETTINGS.md.
+///
+/// Every sync request names `schemaVersion` (API.md "Schema versions"): the client gets and
+/// sends exactly that version's fields. When the server answers 426 `upgrade_required`, sync
+/// stops (`SyncError.upgradeRequired`, `LocalStore.Status.upgradeRequired`) until a client of a
+/// version the server serves syncs the store; nothing local is touched.
 public final class TodoSyncClient: Sendable {
     public let store: LocalStore
+    /// The record shapes this client understands (`SchemaVersion.current` unless a test or an
+    /// old build says otherwise).
+    public let schemaVersion: Int
     let api: APIClient
     let tokenRefresh: (@Sendable () async throws -> String?)?
     let hooks: SyncHooks
@@ -71,11 +79,13 @@ public final class TodoSyncClient: Sendable {
     ///   - clock: the clock of backoff waits and of the sync's bound (tests pass a fake one).
     ///   - tokenRefresh: called when the server answers 401; return a new token (e.g. by logging
     ///     in again) or nil to give up. The outbox is kept either way.
+    ///   - schemaVersion: the record shapes this client speaks (tests run version-1 clients).
     public init(store: LocalStore, baseURL: URL, transport: any HTTPTransport = URLSessionTransport(),
                 retry: RetryPolicy = RetryPolicy(), timeouts: SyncTimeouts = SyncTimeouts(),
                 clock: any SyncClock = SystemSyncClock(), tokenRefresh: (@Sendable () async throws -> String?)? = nil,
-                hooks: SyncHooks = SyncHooks()) {
+                hooks: SyncHooks = SyncHooks(), schemaVersion: Int = SchemaVersion.current) {
         self.store = store
+        self.schemaVersion = schemaVersion
         self.api = APIClient(baseURL: baseURL, transport: transport, retry: retry, timeouts: timeouts, clock: clock)
         self.tokenRefresh = tokenRefresh
         self.hooks = hooks
@@ -143,6 +153,11 @@ public final class TodoSyncClient: Sendable {
         let deadline = SyncDeadline(clock: api.clock, seconds: api.timeouts.sync)
         var report = SyncReport()
         do {
+            if let required = try store.upgradeRequired() {
+                // Stopped by an earlier 426: only a client the server serves may sync again.
+                guard schemaVersion >= required.minimum else { throw SyncError.upgradeRequired(required) }
+                try store.setUpgradeRequired(nil)
+            }
             try await push(policy: policy, report: &report, deadline: deadline, progress: progress)
             let resynced = try await pull(pageSize: pageSize, report: &report, deadline: deadline, progress: progress)
             let stillPending = try store.pendingCount()
@@ -153,6 +168,10 @@ public final class TodoSyncClient: Sendable {
             }
             try store.recordSync(error: nil)
             return report
+        } catch SyncError.upgradeRequired(let required) {
+            try? store.setUpgradeRequired(required)
+            try? store.recordSync(error: required.description)
+            throw SyncError.upgradeRequired(required)
         } catch SyncError.timedOut(let kind, let seconds, _) {
             let error = SyncError.timedOut(kind, seconds: seconds, queued: try? store.pendingCount())
             try? store.recordSync(error: String(describing: error))
@@ -168,11 +187,13 @@ public final class TodoSyncClient: Sendable {
         let deviceID = try store.deviceID
         let total = try store.pendingCount()
         var batchIndex = 0
-        while let batch = try store.nextPushBatch(policy: policy) {
+        while let batch = try store.nextPushBatch(policy: policy, schemaVersion: schemaVersion) {
             batchIndex += 1
             var body = Data()
             body.append(contentsOf: Array(#"{"deviceId":"#.utf8))
             body.append(contentsOf: JSONText.encode(.string(deviceID)).utf8)
+            body.append(contentsOf: Array(#","schemaVersion":"#.utf8))
+            body.append(contentsOf: String(schemaVersion).utf8)
             body.append(contentsOf: Array(#","conflictPolicy":"#.utf8))
             body.append(contentsOf: JSONText.encode(.string(batch.policy.wireName)).utf8)
             body.append(contentsOf: Array(#","operations":["#.utf8))
@@ -182,7 +203,12 @@ public final class TodoSyncClient: Sendable {
             }
             body.append(contentsOf: Array("]}".utf8))
             let response = try await authorized("POST", "/api/v1/sync/push", body: body, deadline: deadline)
-            guard response.status == 200 else { throw Self.failure(response) }
+            guard response.status == 200 else {
+                let failure = Self.failure(response)
+                // Nothing was applied: the queue goes back to how it was before this sync.
+                if case .upgradeRequired = failure { try store.thaw(batch.frozenNow) }
+                throw failure
+            }
             guard let results = try response.json()["results"]?.arrayValue, results.count == batch.operations.count else {
                 throw SyncError.protocolError("push answer without one result per operation")
             }
@@ -201,12 +227,17 @@ public final class TodoSyncClient: Sendable {
                       progress: (@Sendable (SyncProgress) -> Void)?) async throws -> Bool {
         let deviceID = try store.deviceID
         var resynced = false
-        if try store.pullCursor() == nil { try store.beginFullPull() }
+        if try store.pullsAnew(atSchemaVersion: schemaVersion) {
+            try store.restartFullPull()
+        } else if try store.pullCursor() == nil {
+            try store.beginFullPull()
+        }
         var full = try store.isFullPullActive()
         report.fullPull = report.fullPull || full
 
         func fetch(cursor: String?, full: Bool) -> Task<APIResponse, Error> {
-            var query = [URLQueryItem(name: "limit", value: String(pageSize))]
+            var query = [URLQueryItem(name: "limit", value: String(pageSize)),
+                         URLQueryItem(name: "schemaVersion", value: String(schemaVersion))]
             if let cursor { query.append(URLQueryItem(name: "cursor", value: cursor)) }
             // A full pull must bring this device's own records too: no echo suppression.
             if !full { query.append(URLQueryItem(name: "deviceId", value: deviceID)) }
@@ -279,6 +310,10 @@ public final class TodoSyncClient: Sendable {
     static func failure(_ response: APIResponse) -> SyncError {
         switch response.status {
         case 401: return .unauthorized
+        case 426:
+            let error = (try? response.json())?["error"]?.objectValue
+            guard let minimum = error?["minimum"]?.int64Value, let current = error?["current"]?.int64Value else { return response.error }
+            return .upgradeRequired(UpgradeRequired(minimum: Int(minimum), current: Int(current)))
         case 429, 502, 503, 504:
             return .unavailable(status: response.status, retryAfter: response.headers["retry-after"].flatMap(Double.init))
         default: return response.error

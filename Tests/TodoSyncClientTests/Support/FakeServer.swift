@@ -36,6 +36,12 @@ final class FakeServer: HTTPTransport, @unchecked Sendable {
     private var answers: [Answer] = []
     private var whilePushing: [@Sendable () -> Void] = []
     private var responsesToLose = 0
+    /// The oldest schema version served: a sync request naming an older one (absent: 1) gets 426.
+    private var minimumSchemaVersion = 1
+    /// The query of each pull request, as sent.
+    private(set) var pullQueries: [String] = []
+
+    func requireSchemaVersion(_ minimum: Int) { locked { minimumSchemaVersion = minimum } }
 
     /// The next pushed operations get these answers, in order (then `applied` again).
     func answer(_ next: Answer...) { locked { answers += next } }
@@ -100,6 +106,19 @@ final class FakeServer: HTTPTransport, @unchecked Sendable {
             return (self.mode, ready.map(\.continuation))
         }
         for continuation in ready { continuation.resume() }
+        if path.hasSuffix("/sync/pull") { locked { pullQueries.append(request.url?.query ?? "") } }
+        if isPush || path.hasSuffix("/sync/pull") {
+            let query = URLComponents(url: request.url!, resolvingAgainstBaseURL: false)?.queryItems ?? []
+            let named = isPush ? body["schemaVersion"]?.int64Value.map(Int.init)
+                : query.first { $0.name == "schemaVersion" }?.value.flatMap { Int($0) }
+            let minimum = locked { minimumSchemaVersion }
+            if mode == .answer, (named ?? 1) < minimum {
+                return respond(request, ["error": .object([
+                    "code": .string("upgrade_required"), "message": .string("this app is too old"),
+                    "minimum": .int(Int64(minimum)), "current": .int(2),
+                ])], status: 426)
+            }
+        }
         switch mode {
         case .unreachable:
             throw URLError(.cannotConnectToHost)

@@ -108,13 +108,15 @@ final class Device: @unchecked Sendable {
     let client: TodoSyncClient
 
     init(_ name: String, directory: URL, baseURL: URL, transport: any HTTPTransport = URLSessionTransport(),
-         hooks: SyncHooks = SyncHooks(), tokenRefresh: (@Sendable () async throws -> String?)? = nil) throws {
+         hooks: SyncHooks = SyncHooks(), tokenRefresh: (@Sendable () async throws -> String?)? = nil,
+         schemaVersion: Int = SchemaVersion.current) throws {
         self.name = name
         path = directory.appendingPathComponent("\(name).sqlite").path
         store = try LocalStore(path: path)
         client = TodoSyncClient(
             store: store, baseURL: baseURL, transport: transport,
-            retry: RetryPolicy(maxAttempts: 8, initialDelay: 0.1, maxDelay: 2), tokenRefresh: tokenRefresh, hooks: hooks)
+            retry: RetryPolicy(maxAttempts: 8, initialDelay: 0.1, maxDelay: 2), tokenRefresh: tokenRefresh, hooks: hooks,
+            schemaVersion: schemaVersion)
     }
 
     var token: String { get throws { try XCTUnwrap(store.token()) } }
@@ -140,9 +142,10 @@ class StackTestCase: XCTestCase {
 
     /// A device logged in to this test's account (the first one registers it).
     func device(_ name: String, transport: any HTTPTransport = URLSessionTransport(), hooks: SyncHooks = SyncHooks(),
-                tokenRefresh: (@Sendable () async throws -> String?)? = nil) async throws -> Device {
+                tokenRefresh: (@Sendable () async throws -> String?)? = nil,
+                schemaVersion: Int = SchemaVersion.current) async throws -> Device {
         let device = try Device(name, directory: directory, baseURL: baseURL, transport: transport, hooks: hooks,
-                                tokenRefresh: tokenRefresh)
+                                tokenRefresh: tokenRefresh, schemaVersion: schemaVersion)
         do {
             try await device.client.login(email: email, password: password)
         } catch SyncError.server(status: 401, _, _, _) {
