@@ -71,7 +71,8 @@ unset _config_file _saved_env
 : "${TODOSYNC_DROP_PRIVILEGES:=auto}"            # on | off | auto: service users unless they cannot reach the checkout
 # nginx's limits, defaults in nginx/limits.env: TODOSYNC_AUTH_RATE / TODOSYNC_AUTH_BURST (requests/s
 # and burst per address on /api/v1/auth/), TODOSYNC_ACCOUNT_CONCURRENCY (requests in flight per
-# bearer token), TODOSYNC_ADDRESS_CONCURRENCY (requests in progress per client address).
+# bearer token), TODOSYNC_ADDRESS_CONCURRENCY (requests in progress per client address),
+# TODOSYNC_LIVE_STREAMS (open live-sync streams per account).
 while IFS='=' read -r _k _v; do
     [[ -n ${!_k:-} ]] || printf -v "$_k" '%s' "$_v"
 done < <("$REPO_ROOT/scripts/render-nginx.sh" --limits)
@@ -85,6 +86,7 @@ unset _k _v
 : "${TODOSYNC_BIN:=}"                            # default: the release build
 : "${TODOSYNC_NGINX_TEMPLATE:=nginx/todosync.conf.template}"
 : "${TODOSYNC_FASTCGI_PARAMS:=/etc/nginx/fastcgi_params}"
+: "${TODOSYNC_NCHAN_MODULE:=/usr/lib/nginx/modules/ngx_nchan_module.so}" # Debian's libnginx-mod-nchan
 : "${TODOSYNC_UP_TIMEOUT:=60}"                   # seconds to wait for MariaDB, sockets and /healthz
 : "${TODOSYNC_STOP_TIMEOUT:=20}"                 # seconds between SIGTERM (or nginx QUIT) and SIGKILL
 : "${TODOSYNC_SKIP_DEPS:=0}"                     # 1: `run` skips deps
@@ -99,7 +101,7 @@ STACK_VARS=(
     TODOSYNC_DROP_PRIVILEGES TODOSYNC_AUTH_RATE TODOSYNC_AUTH_BURST TODOSYNC_ACCOUNT_CONCURRENCY
     TODOSYNC_ADDRESS_CONCURRENCY TODOSYNC_REAL_IP_FROM TODOSYNC_REAL_IP_HEADER
     TODOSYNC_ENABLE_TEST_HOOKS TODOSYNC_BENCH_LOCATIONS TODOSYNC_DB_PORT TODOSYNC_MARIADB_ARGS
-    TODOSYNC_BIN TODOSYNC_NGINX_TEMPLATE TODOSYNC_FASTCGI_PARAMS TODOSYNC_UP_TIMEOUT
+    TODOSYNC_BIN TODOSYNC_NGINX_TEMPLATE TODOSYNC_FASTCGI_PARAMS TODOSYNC_NCHAN_MODULE TODOSYNC_UP_TIMEOUT
     TODOSYNC_STOP_TIMEOUT TODOSYNC_SKIP_DEPS TODOSYNC_SKIP_BUILD TODOSYNC_CONFIG
 )
 
@@ -110,7 +112,7 @@ abspath() { realpath -m -- "$1"; }
 
 is_uint() { [[ $1 =~ ^[0-9]+$ ]]; }
 for _v in TODOSYNC_HTTP_PORT TODOSYNC_HTTPS_PORT TODOSYNC_RESPONDERS TODOSYNC_NGINX_WORKERS TODOSYNC_AUTH_RATE \
-    TODOSYNC_AUTH_BURST TODOSYNC_ACCOUNT_CONCURRENCY TODOSYNC_ADDRESS_CONCURRENCY TODOSYNC_UP_TIMEOUT \
+    TODOSYNC_AUTH_BURST TODOSYNC_ACCOUNT_CONCURRENCY TODOSYNC_ADDRESS_CONCURRENCY TODOSYNC_LIVE_STREAMS TODOSYNC_UP_TIMEOUT \
     TODOSYNC_STOP_TIMEOUT; do
     is_uint "${!_v}" || die "$_v must be a non-negative integer (got '${!_v}')"
 done
@@ -118,6 +120,7 @@ done
 ((TODOSYNC_RESPONDERS >= 1)) || die "TODOSYNC_RESPONDERS must be at least 1"
 ((TODOSYNC_ACCOUNT_CONCURRENCY >= 1)) || die "TODOSYNC_ACCOUNT_CONCURRENCY must be at least 1"
 ((TODOSYNC_ADDRESS_CONCURRENCY >= 1)) || die "TODOSYNC_ADDRESS_CONCURRENCY must be at least 1"
+((TODOSYNC_LIVE_STREAMS >= 1)) || die "TODOSYNC_LIVE_STREAMS must be at least 1"
 unset _v
 case $TODOSYNC_DROP_PRIVILEGES in
     auto | on | off) ;;
@@ -145,7 +148,11 @@ TODOSYNC_DB_SOCKET=$TODOSYNC_SOCKET_DIR-db/mariadb.sock
 # What the stack decides for the binary: its database is the stack's, with a generated password
 # unless TODOSYNC_DB_PASSWORD is set (`todosync create-database` writes the file).
 TODOSYNC_DB_PASSWORD_FILE=$TODOSYNC_STATE_DIR/secrets/db-password
-export "${STACK_VARS[@]}" TODOSYNC_DB_SOCKET TODOSYNC_DB_PASSWORD_FILE
+# Live sync: nginx's nchan publisher listens on a Unix socket in <socket dir>-live, a directory
+# only root (nginx's master binds it) and the responders' group can enter: no client, no other
+# local user can publish a poke. The responders post to it after each commit.
+TODOSYNC_LIVE_PUBLISHER=$TODOSYNC_SOCKET_DIR-live/pub.sock
+export "${STACK_VARS[@]}" TODOSYNC_DB_SOCKET TODOSYNC_DB_PASSWORD_FILE TODOSYNC_LIVE_PUBLISHER
 
 STATE=$TODOSYNC_STATE_DIR
 SOCK_DIR=$TODOSYNC_SOCKET_DIR
@@ -155,6 +162,7 @@ DB_DIR=$STATE/mariadb
 DB_DATA=$DB_DIR/data
 DB_PIDFILE=$DB_DIR/mariadbd.pid
 DB_SOCK_DIR=$TODOSYNC_SOCKET_DIR-db
+LIVE_SOCK_DIR=$TODOSYNC_SOCKET_DIR-live
 SECRETS_DIR=$STATE/secrets
 DB_SOCK=$TODOSYNC_DB_SOCKET
 NGINX_DIR=$STATE/nginx
@@ -169,6 +177,7 @@ DEB_PACKAGES=(
     runit  # runsv runs and restarts the dev stack's daemons (production: systemd units)
     logrotate  # ops (issue 14): test_logrotate.py checks the installed config with a real rotation
     libsqlite3-dev  # the client library (GRDB) uses the system SQLite
+    libnginx-mod-nchan  # live sync (issue 22): nginx holds the streams and carries the pokes
 )
 
 # --- helpers -----------------------------------------------------------------------------------
@@ -323,13 +332,14 @@ ensure_service_users() {
 # users, by the invoking user only). The responders create theirs in <socket dir> (nginx's
 # workers connect), MariaDB in <socket dir>-db (the responders connect).
 prepare_socket_dirs() {
-    mkdir -p "$SOCK_DIR" "$DB_SOCK_DIR"
-    chmod 750 "$SOCK_DIR" "$DB_SOCK_DIR"
+    mkdir -p "$SOCK_DIR" "$DB_SOCK_DIR" "$LIVE_SOCK_DIR"
+    chmod 750 "$SOCK_DIR" "$DB_SOCK_DIR" "$LIVE_SOCK_DIR"
     if ((TODOSYNC__SERVICE_USERS)); then
         chown "$TODOSYNC_APP_USER:$TODOSYNC_NGINX_GROUP" "$SOCK_DIR"
         chown "$TODOSYNC_DB_OS_USER:$TODOSYNC_SERVICE_GROUP" "$DB_SOCK_DIR"
+        chown "root:$TODOSYNC_SERVICE_GROUP" "$LIVE_SOCK_DIR"
     elif ((EUID == 0)); then
-        chown root:root "$SOCK_DIR" "$DB_SOCK_DIR"
+        chown root:root "$SOCK_DIR" "$DB_SOCK_DIR" "$LIVE_SOCK_DIR"
     fi
 }
 
@@ -659,6 +669,7 @@ cmd_responder_pids() {
 
 render_nginx_conf() {
     [[ -r $TODOSYNC_FASTCGI_PARAMS ]] || die "$TODOSYNC_FASTCGI_PARAMS not found (install nginx)"
+    [[ -r $TODOSYNC_NCHAN_MODULE ]] || die "$TODOSYNC_NCHAN_MODULE not found (run: scripts/stack.sh deps)"
     grep -q 'REQUEST_URI' "$TODOSYNC_FASTCGI_PARAMS" ||
         die "$TODOSYNC_FASTCGI_PARAMS does not pass REQUEST_URI"
     local idx upstream="" bench="" user_directive="" real_ip
@@ -708,7 +719,10 @@ render_nginx_conf() {
         HTTPS_REDIRECT_PORT="$TODOSYNC_HTTPS_PORT" \
         ACCOUNT_CONCURRENCY="$TODOSYNC_ACCOUNT_CONCURRENCY" \
         ADDRESS_CONCURRENCY="$TODOSYNC_ADDRESS_CONCURRENCY" \
-        REAL_IP="$real_ip" >"$NGINX_CONF.tmp" || die "could not render $TODOSYNC_NGINX_TEMPLATE"
+        REAL_IP="$real_ip" \
+        NCHAN_MODULE="$TODOSYNC_NCHAN_MODULE" \
+        LIVE_STREAMS="$TODOSYNC_LIVE_STREAMS" \
+        LIVE_PUBLISHER_SOCKET="$TODOSYNC_LIVE_PUBLISHER" >"$NGINX_CONF.tmp" || die "could not render $TODOSYNC_NGINX_TEMPLATE"
     mv -f "$NGINX_CONF.tmp" "$NGINX_CONF"
     # ops (issue 14): /metrics and /metrics/N, loopback only (the template includes conf.d/*.conf).
     mkdir -p "$NGINX_DIR/conf.d"

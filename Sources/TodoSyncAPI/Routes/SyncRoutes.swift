@@ -39,7 +39,19 @@ extension Application {
             let schemaVersion = try context.syncSchemaVersion(.body(reader.value("schemaVersion")))
             var request = try PushRequest.parse(&reader)
             request.schemaVersion = schemaVersion
+            context.pushingDevice = request.deviceID
             return .json(200, member: "results", try context.store.push(userID: userID, request))
+        }
+        // Live sync (contract, "Sync: live (pokes)"): the responder authenticates the stream
+        // (401, 426 before any stream starts) and hands it to nginx's internal nchan subscriber
+        // location for this user's channel; nginx holds it (no worker waits), counts the
+        // account's open streams (429) and pings it. See LivePublisher for the pokes.
+        router.add("GET", "/api/v1/sync/live", limit: .openStreams) { context in
+            let userID = try context.requireUser()
+            _ = try context.syncSchemaVersion(.query(context.request.query["schemaVersion"]))
+            return HTTPResponse(status: 200, headers: [
+                HTTPHeader("X-Accel-Redirect", "\(LivePublisher.subscribePathPrefix)\(userID)"),
+            ])
         }
     }
 }
