@@ -151,7 +151,12 @@ TODOSYNC_DB_PASSWORD_FILE=$TODOSYNC_STATE_DIR/secrets/db-password
 # Live sync: nginx's nchan publisher listens on a Unix socket in <socket dir>-live, a directory
 # only root (nginx's master binds it) and the responders' group can enter: no client, no other
 # local user can publish a poke. The responders post to it after each commit.
-TODOSYNC_LIVE_PUBLISHER=$TODOSYNC_SOCKET_DIR-live/pub.sock
+# Its nginx's own (a second nginx of the same responders has another state dir, another socket).
+if ((${#TODOSYNC_STATE_DIR} <= 90)); then
+    TODOSYNC_LIVE_PUBLISHER=$TODOSYNC_STATE_DIR/sock-live/pub.sock
+else
+    TODOSYNC_LIVE_PUBLISHER=/tmp/todosync-live-$(printf '%s' "$TODOSYNC_STATE_DIR" | cksum | cut -d' ' -f1)/pub.sock
+fi
 export "${STACK_VARS[@]}" TODOSYNC_DB_SOCKET TODOSYNC_DB_PASSWORD_FILE TODOSYNC_LIVE_PUBLISHER
 
 STATE=$TODOSYNC_STATE_DIR
@@ -162,7 +167,7 @@ DB_DIR=$STATE/mariadb
 DB_DATA=$DB_DIR/data
 DB_PIDFILE=$DB_DIR/mariadbd.pid
 DB_SOCK_DIR=$TODOSYNC_SOCKET_DIR-db
-LIVE_SOCK_DIR=$TODOSYNC_SOCKET_DIR-live
+LIVE_SOCK_DIR=$(dirname "$TODOSYNC_LIVE_PUBLISHER")
 SECRETS_DIR=$STATE/secrets
 DB_SOCK=$TODOSYNC_DB_SOCKET
 NGINX_DIR=$STATE/nginx
@@ -332,14 +337,13 @@ ensure_service_users() {
 # users, by the invoking user only). The responders create theirs in <socket dir> (nginx's
 # workers connect), MariaDB in <socket dir>-db (the responders connect).
 prepare_socket_dirs() {
-    mkdir -p "$SOCK_DIR" "$DB_SOCK_DIR" "$LIVE_SOCK_DIR"
-    chmod 750 "$SOCK_DIR" "$DB_SOCK_DIR" "$LIVE_SOCK_DIR"
+    mkdir -p "$SOCK_DIR" "$DB_SOCK_DIR"
+    chmod 750 "$SOCK_DIR" "$DB_SOCK_DIR"
     if ((TODOSYNC__SERVICE_USERS)); then
         chown "$TODOSYNC_APP_USER:$TODOSYNC_NGINX_GROUP" "$SOCK_DIR"
         chown "$TODOSYNC_DB_OS_USER:$TODOSYNC_SERVICE_GROUP" "$DB_SOCK_DIR"
-        chown "root:$TODOSYNC_SERVICE_GROUP" "$LIVE_SOCK_DIR"
     elif ((EUID == 0)); then
-        chown root:root "$SOCK_DIR" "$DB_SOCK_DIR" "$LIVE_SOCK_DIR"
+        chown root:root "$SOCK_DIR" "$DB_SOCK_DIR"
     fi
 }
 
@@ -667,6 +671,18 @@ cmd_responder_pids() {
 
 # --- nginx -------------------------------------------------------------------------------------
 
+# Live sync's publisher socket dir (nginx's master binds the socket): 0750, root and the
+# responders' group only, so no client and no other local user can publish a poke.
+prepare_live_dir() {
+    mkdir -p "$LIVE_SOCK_DIR"
+    chmod 750 "$LIVE_SOCK_DIR"
+    if ((TODOSYNC__SERVICE_USERS)); then
+        chown "root:$TODOSYNC_SERVICE_GROUP" "$LIVE_SOCK_DIR"
+    elif ((EUID == 0)); then
+        chown root:root "$LIVE_SOCK_DIR"
+    fi
+}
+
 render_nginx_conf() {
     [[ -r $TODOSYNC_FASTCGI_PARAMS ]] || die "$TODOSYNC_FASTCGI_PARAMS not found (install nginx)"
     [[ -r $TODOSYNC_NCHAN_MODULE ]] || die "$TODOSYNC_NCHAN_MODULE not found (run: scripts/stack.sh deps)"
@@ -724,6 +740,7 @@ render_nginx_conf() {
         LIVE_STREAMS="$TODOSYNC_LIVE_STREAMS" \
         LIVE_PUBLISHER_SOCKET="$TODOSYNC_LIVE_PUBLISHER" >"$NGINX_CONF.tmp" || die "could not render $TODOSYNC_NGINX_TEMPLATE"
     mv -f "$NGINX_CONF.tmp" "$NGINX_CONF"
+    prepare_live_dir
     # ops (issue 14): /metrics and /metrics/N, loopback only (the template includes conf.d/*.conf).
     mkdir -p "$NGINX_DIR/conf.d"
     "$REPO_ROOT/scripts/nginx-metrics-locations.sh" "$TODOSYNC_RESPONDERS" "$SOCK_DIR/fcgi-%d.sock" >"$NGINX_DIR/conf.d/metrics.conf"

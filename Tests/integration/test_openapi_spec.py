@@ -35,6 +35,7 @@ ROUTES = {
     "/api/v1/daily-stats/{date}": {"get"},
     "/api/v1/sync/pull": {"get"},
     "/api/v1/sync/push": {"post"},
+    "/api/v1/sync/live": {"get"},
 }
 METHODS = {"get", "put", "post", "delete", "options", "head", "patch", "trace"}
 
