@@ -515,6 +515,8 @@ render_front_conf() {
         REAL_IP="$("$REPO_ROOT/scripts/nginx-real-ip.sh" unix: proxy_protocol)" \
         NCHAN_MODULE=/usr/lib/nginx/modules/ngx_nchan_module.so \
         LIVE_STREAMS="$TODOSYNC_LIVE_STREAMS" \
+        LIVE_HTTP="@$REPO_ROOT/nginx/live-http.conf.template" \
+        LIVE_LOCATIONS="@$REPO_ROOT/nginx/live-locations.conf.template" \
         LIVE_PUBLISHER_SOCKET="$LIVE_PUBLISHER_SOCKET") || die "could not render the front's nginx.conf"
     # The template's listeners become the front's unix sockets (the ports stay in the text for
     # redirects: they are what clients see on the edge).

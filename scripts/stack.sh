@@ -738,6 +738,8 @@ render_nginx_conf() {
         REAL_IP="$real_ip" \
         NCHAN_MODULE="$TODOSYNC_NCHAN_MODULE" \
         LIVE_STREAMS="$TODOSYNC_LIVE_STREAMS" \
+        LIVE_HTTP="@$REPO_ROOT/nginx/live-http.conf.template" \
+        LIVE_LOCATIONS="@$REPO_ROOT/nginx/live-locations.conf.template" \
         LIVE_PUBLISHER_SOCKET="$TODOSYNC_LIVE_PUBLISHER" >"$NGINX_CONF.tmp" || die "could not render $TODOSYNC_NGINX_TEMPLATE"
     mv -f "$NGINX_CONF.tmp" "$NGINX_CONF"
     prepare_live_dir
