@@ -545,7 +545,7 @@ EOF
 nginx_up() {
     ensure_cert
     render_front_conf
-    rm -f "$SOCK_DIR/front-http.sock" "$SOCK_DIR/front-https.sock"
+    rm -f "$SOCK_DIR/front-http.sock" "$SOCK_DIR/front-https.sock" "$LIVE_PUBLISHER_SOCKET"
     ip netns exec "$FRONT_NS" nginx -p "$STATE/front/" -c "$STATE/front/nginx.conf" -e "$LOG_DIR/front-error.log" -t -q ||
         die "front nginx configuration test failed"
     log "front: nginx in $FRONT_NS ($FRONT_IP), upstream of $APPS responder host(s) ($TODOSYNC_CLUSTER_ROUTING)"

@@ -15,6 +15,7 @@
 #   /etc/nginx/sites-available/todosync (+ sites-enabled link), with /metrics for loopback; it
 #     includes /etc/nginx/todosync.d/*.conf, the operator's own settings (never overwritten)
 #   /etc/tmpfiles.d/todosync.conf                   /run/todosync-live/ (0750 root:todosync), live sync's publisher socket
+#   /etc/systemd/system/nginx.service.d/todosync-live.conf  removes a stale publisher socket before nginx starts
 #   /etc/nginx/todosync.d/real-ip.conf              with --real-ip-from: the proxies' client addresses
 #   /etc/logrotate.d/todosync                       rotates /var/log/todosync/ (responder and nginx logs)
 #
@@ -202,6 +203,9 @@ LIVE_PUBLISHER=/run/todosync-live/pub.sock
 install -d -m 0755 "$ROOT/etc/tmpfiles.d"
 install_conffile 0644 "$ROOT/etc/tmpfiles.d/todosync.conf" scripts/systemd/todosync.tmpfiles \
     <"$REPO_ROOT/scripts/systemd/todosync.tmpfiles"
+install -d -m 0755 "$SYSTEMD/nginx.service.d"
+install_conffile 0644 "$SYSTEMD/nginx.service.d/todosync-live.conf" scripts/systemd/nginx-todosync-live.conf \
+    <"$REPO_ROOT/scripts/systemd/nginx-todosync-live.conf"
 
 # The nginx site: one upstream server per instance socket; the local settings' directory.
 upstream=""

@@ -764,7 +764,10 @@ nginx_start() {
         return 0
     fi
     log "nginx: starting on $HTTP_BASE and $HTTPS_BASE"
-    write_service nginx nginx -p "$NGINX_DIR/" -c "$NGINX_CONF" -e "$LOG_DIR/nginx-error.log" -g "daemon off;"
+    # A publisher socket left by an nginx that was killed would make every start fail (bind: address
+    # in use): the run script removes it first (runsv runs one nginx; a reload keeps its socket).
+    write_service nginx bash -c 'rm -f -- "$1" && shift && exec "$@"' nginx-run "$TODOSYNC_LIVE_PUBLISHER" \
+        nginx -p "$NGINX_DIR/" -c "$NGINX_CONF" -e "$LOG_DIR/nginx-error.log" -g "daemon off;"
     # `sv down`/`exit` send QUIT instead of TERM: nginx finishes the requests in flight.
     mkdir -p "$(service_dir nginx)/control"
     printf '#!/bin/sh\nkill -QUIT "$(cat supervise/pid)"\n' >"$(service_dir nginx)/control/t"
