@@ -207,6 +207,22 @@ def test_a_schema_version_below_the_minimum_is_426_before_any_stream(client, str
     assert streams(token_of(client), query="?schemaVersion=abc").status == 400
 
 
+@pytest.mark.parametrize("accept", ["*/*", "application/json", None])
+def test_a_request_that_does_not_ask_for_an_event_stream_is_a_json_400(client, streams, accept):
+    url = urllib.parse.urlsplit(tsapi.BASE_URL)
+    conn = http.client.HTTPConnection(url.hostname, url.port, timeout=10)
+    headers = {"Authorization": f"Bearer {token_of(client)}"}
+    if accept is not None:
+        headers["Accept"] = accept
+    conn.request("GET", LIVE, headers=headers)
+    resp = conn.getresponse()
+    body = resp.read()
+    conn.close()
+    assert resp.status == 400, (resp.status, body)
+    assert resp.getheader("Content-Type").startswith("application/json")
+    assert json.loads(body)["error"]["code"] == "bad_request"
+
+
 def test_too_many_open_streams_for_one_account_is_429_json(client, other_client, streams):
     limit = live_stream_limit()
     opened = [streams(token_of(client)) for _ in range(limit)]

@@ -49,6 +49,11 @@ extension Application {
         router.add("GET", "/api/v1/sync/live", limit: .openStreams) { context in
             let userID = try context.requireUser()
             _ = try context.syncSchemaVersion(.query(context.request.query["schemaVersion"]))
+            // nchan serves an event stream only to a request that asks for one; anything else got
+            // its bare 403 with no body. A contract error instead, before the handover.
+            guard context.request.header("accept")?.lowercased().contains("text/event-stream") == true else {
+                throw APIError.badRequest("This route serves Server-Sent Events only: send `Accept: text/event-stream`.")
+            }
             return HTTPResponse(status: 200, headers: [
                 HTTPHeader("X-Accel-Redirect", "\(LivePublisher.subscribePathPrefix)\(userID)"),
             ])

@@ -6062,7 +6062,8 @@ internal enum Operations {
     /// (reconnect; the token is checked again). A missing or bad token is 401 and a schema
     /// version below the minimum 426, both before any stream starts. Open streams count against
     /// their own per-account limit only (10 per account and server front; more: 429), never
-    /// against the limit on requests in flight.
+    /// against the limit on requests in flight. A request whose `Accept` does not name
+    /// `text/event-stream` is 400 `bad_request`.
     ///
     ///
     /// - Remark: HTTP `GET /api/v1/sync/live`.
