@@ -150,6 +150,25 @@ def test_a_push_pokes_with_the_pushing_device(client, streams):
     assert got[1] == {"version": newest_version(client), "deviceId": "phone-live"}, got
 
 
+def test_quick_add_and_an_idempotency_key_write_poke_after_their_commit(client, streams):
+    s = streams(token_of(client))
+    assert s.status == 200, s.body
+    r = client.post("/todos/quick-add", {"text": "buy milk\ncall mum", "date": "2030-02-02"})
+    assert r.status_code == 201, tsapi.short(r)
+    got = s.poke()
+    assert got is not None and got[1] == {"version": newest_version(client), "deviceId": None}, got
+    # An Idempotency-Key write commits in its own outer transaction: the poke follows that commit,
+    # and a replay of the stored answer changes nothing and pokes nothing.
+    key = {"Idempotency-Key": tsapi.unique("live-key")}
+    r = client.post("/todos", {"title": "keyed", "deadline": "2030-02-03"}, headers=key)
+    assert r.status_code == 201, tsapi.short(r)
+    got = s.poke()
+    assert got is not None and got[1] == {"version": newest_version(client), "deviceId": None}, got
+    replay = client.post("/todos", {"title": "keyed", "deadline": "2030-02-03"}, headers=key)
+    assert replay.status_code == 201 and replay.json() == r.json()
+    assert s.poke(timeout=1.0) is None, "a replayed answer poked"
+
+
 def test_a_derived_change_pokes_untagging_by_a_tag_delete(client, streams):
     tag = client.create_tag("live tag")
     client.create_todo("tagged", tagId=tag["id"])
