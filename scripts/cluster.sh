@@ -104,6 +104,10 @@ LOG_DIR=$STATE/log
 PID_DIR=$STATE/pids
 # Unix socket paths must stay short.
 SOCK_DIR=$STATE/sock
+# Live sync's publisher (the front's nchan): a Unix socket the responder hosts reach because the
+# namespaces share this filesystem. On separate hosts it would be a listener on the private
+# network allowed only to the responder hosts (or nchan's Redis mode): not built yet (issue 22).
+LIVE_PUBLISHER_SOCKET=$SOCK_DIR/front-live-pub.sock
 if ((${#SOCK_DIR} > 80)); then SOCK_DIR=/tmp/$P-$(printf '%s' "$STATE" | cksum | cut -d' ' -f1); fi
 # What mariadbd and its SST scripts (as mysql) open: data dirs, my.cnf, pid files, sockets. Their
 # logs are their stderr, which this script (root) appends to $LOG_DIR/dbN.log.
@@ -149,6 +153,7 @@ need_root() { ((EUID == 0)) || die "needs root (network namespaces)"; }
 # --- deps ----------------------------------------------------------------------------------------
 
 cmd_deps() {
+    # stack.sh deps installs nginx and its nchan module (libnginx-mod-nchan: live sync) too.
     "$REPO_ROOT/scripts/stack.sh" deps
     local want=(galera-4 rsync iproute2 libnginx-mod-stream lsof) missing=() pkg
     for pkg in "${want[@]}"; do
@@ -432,6 +437,7 @@ cmd_app_start() {
         TODOSYNC_DB_HOSTS="$(app_db_hosts "$n")" TODOSYNC_DB_USER=$DB_USER TODOSYNC_DB_PASSWORD=$DB_PASSWORD \
         TODOSYNC_DB_NAME=$DB_NAME TODOSYNC_LOG_LEVEL="$TODOSYNC_LOG_LEVEL" TODOSYNC_RETRY_LOG_SECONDS=5 \
         TODOSYNC_DB_TRANSACTION_ATTEMPTS=12 ${TODOSYNC_ACCOUNT_IN_FLIGHT:+TODOSYNC_ACCOUNT_IN_FLIGHT=$TODOSYNC_ACCOUNT_IN_FLIGHT} \
+        TODOSYNC_LIVE_PUBLISHER="$LIVE_PUBLISHER_SOCKET" \
         MALLOC_ARENA_MAX=2 MALLOC_MMAP_THRESHOLD_=1048576 "$TODOSYNC_BIN" "${args[@]}"
     # the pid of the responder itself: the only process in the namespace running the binary
     local deadline=$((SECONDS + 30)) pid=""
@@ -506,7 +512,12 @@ render_front_conf() {
         HTTPS_REDIRECT_PORT="$TODOSYNC_CLUSTER_HTTPS_PORT" \
         ACCOUNT_CONCURRENCY="$TODOSYNC_ACCOUNT_CONCURRENCY" \
         ADDRESS_CONCURRENCY="$TODOSYNC_ADDRESS_CONCURRENCY" \
-        REAL_IP="$("$REPO_ROOT/scripts/nginx-real-ip.sh" unix: proxy_protocol)") || die "could not render the front's nginx.conf"
+        REAL_IP="$("$REPO_ROOT/scripts/nginx-real-ip.sh" unix: proxy_protocol)" \
+        NCHAN_MODULE=/usr/lib/nginx/modules/ngx_nchan_module.so \
+        LIVE_STREAMS="$TODOSYNC_LIVE_STREAMS" \
+        LIVE_HTTP="@$REPO_ROOT/nginx/live-http.conf.template" \
+        LIVE_LOCATIONS="@$REPO_ROOT/nginx/live-locations.conf.template" \
+        LIVE_PUBLISHER_SOCKET="$LIVE_PUBLISHER_SOCKET") || die "could not render the front's nginx.conf"
     # The template's listeners become the front's unix sockets (the ports stay in the text for
     # redirects: they are what clients see on the edge).
     local http_listen="listen 127.0.0.1:$TODOSYNC_CLUSTER_HTTP_PORT " https_listen="listen 127.0.0.1:$TODOSYNC_CLUSTER_HTTPS_PORT "
@@ -534,7 +545,7 @@ EOF
 nginx_up() {
     ensure_cert
     render_front_conf
-    rm -f "$SOCK_DIR/front-http.sock" "$SOCK_DIR/front-https.sock"
+    rm -f "$SOCK_DIR/front-http.sock" "$SOCK_DIR/front-https.sock" "$LIVE_PUBLISHER_SOCKET"
     ip netns exec "$FRONT_NS" nginx -p "$STATE/front/" -c "$STATE/front/nginx.conf" -e "$LOG_DIR/front-error.log" -t -q ||
         die "front nginx configuration test failed"
     log "front: nginx in $FRONT_NS ($FRONT_IP), upstream of $APPS responder host(s) ($TODOSYNC_CLUSTER_ROUTING)"

@@ -14,6 +14,8 @@
 #                                                   when absent; MariaDB reads it at its next restart)
 #   /etc/nginx/sites-available/todosync (+ sites-enabled link), with /metrics for loopback; it
 #     includes /etc/nginx/todosync.d/*.conf, the operator's own settings (never overwritten)
+#   /etc/tmpfiles.d/todosync.conf                   /run/todosync-live/ (0750 root:todosync), live sync's publisher socket
+#   /etc/systemd/system/nginx.service.d/todosync-live.conf  removes a stale publisher socket before nginx starts
 #   /etc/nginx/todosync.d/real-ip.conf              with --real-ip-from: the proxies' client addresses
 #   /etc/logrotate.d/todosync                       rotates /var/log/todosync/ (responder and nginx logs)
 #
@@ -26,7 +28,8 @@
 #
 # and then (not with --root): creates the `todosync` system user, the database and its account
 # (a generated password, only in todosync.env), applies the migrations, starts N responder
-# instances by socket activation and the daily purge and backup timers, and reloads nginx.
+# instances by socket activation and the daily purge and backup timers, installs nginx's nchan
+# module (libnginx-mod-nchan, live sync) when missing, and reloads nginx.
 #
 # Usage: scripts/install.sh [options]
 #   --binary PATH        the todosync binary (default: build it with `scripts/stack.sh build`)
@@ -193,6 +196,17 @@ for dir in todosync@.service.d todosync-.service.d; do
     install_conffile 0644 "$SYSTEMD/$dir/hardening.conf" scripts/systemd/hardening.conf <"$REPO_ROOT/scripts/systemd/hardening.conf"
 done
 
+# Live sync: nginx's nchan publisher listens on a Unix socket in a directory of root and the
+# responders' group only (tmpfiles.d creates it at boot, before nginx), named to the responders
+# by their unit (TODOSYNC_LIVE_PUBLISHER in todosync@.service).
+LIVE_PUBLISHER=/run/todosync-live/pub.sock
+install -d -m 0755 "$ROOT/etc/tmpfiles.d"
+install_conffile 0644 "$ROOT/etc/tmpfiles.d/todosync.conf" scripts/systemd/todosync.tmpfiles \
+    <"$REPO_ROOT/scripts/systemd/todosync.tmpfiles"
+install -d -m 0755 "$SYSTEMD/nginx.service.d"
+install_conffile 0644 "$SYSTEMD/nginx.service.d/todosync-live.conf" scripts/systemd/nginx-todosync-live.conf \
+    <"$REPO_ROOT/scripts/systemd/nginx-todosync-live.conf"
+
 # The nginx site: one upstream server per instance socket; the local settings' directory.
 upstream=""
 for ((i = 1; i <= INSTANCES; i++)); do
@@ -208,7 +222,10 @@ render_site() { # the site template on stdin, rendered with this install's value
     "$REPO_ROOT/scripts/render-nginx.sh" "$template" SERVER_NAME="$SERVER_NAME" TLS_CERT="$TLS_CERT" \
         TLS_KEY="$TLS_KEY" UPSTREAM_SERVERS="${upstream%$'\n'}" AUTH_RATE="$AUTH_RATE" AUTH_BURST="$AUTH_BURST" \
         ACCOUNT_CONCURRENCY="$ACCOUNT_CONCURRENCY" ADDRESS_CONCURRENCY="$ADDRESS_CONCURRENCY" \
-        METRICS_LOCATIONS="$metrics" LOCAL_INCLUDE="/etc/nginx/todosync.d/*.conf"
+        METRICS_LOCATIONS="$metrics" LOCAL_INCLUDE="/etc/nginx/todosync.d/*.conf" \
+        LIVE_STREAMS="$LIVE_STREAMS" LIVE_PUBLISHER_SOCKET="$LIVE_PUBLISHER" \
+        LIVE_HTTP="@$REPO_ROOT/nginx/live-http.conf.template" \
+        LIVE_LOCATIONS="@$REPO_ROOT/nginx/live-locations.conf.template"
     local rc=$?
     rm -f "$template"
     return "$rc"
@@ -259,6 +276,10 @@ getent passwd todosync >/dev/null ||  # lookups run even in a dry run
 host chown root:todosync "$ENV_FILE"
 host chmod 0640 "$ENV_FILE"
 host chown todosync:todosync "$ROOT/var/backups/todosync"
+host systemd-tmpfiles --create /etc/tmpfiles.d/todosync.conf
+# Live sync: nginx's nchan module (Debian loads it from /etc/nginx/modules-enabled).
+dpkg-query -W -f='${Status}' libnginx-mod-nchan 2>/dev/null | grep -q 'install ok installed' ||
+    host env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends libnginx-mod-nchan
 
 if [[ -n $new_password ]]; then
     log "creating the database and its account (password in $ENV_FILE only)"

@@ -6,6 +6,9 @@
 # (nginx/todosync.conf.template, a whole nginx.conf) and scripts/install.sh
 # (nginx/todosync-site.conf.template, a host's site).
 #
+# A value `@FILE` stands for FILE rendered with the same (plain) NAME=VALUE pairs: how the shared
+# snippets (nginx/live-http.conf.template, nginx/live-locations.conf.template) enter every config.
+#
 # Usage: scripts/render-nginx.sh TEMPLATE NAME=VALUE...   (prints the result)
 #        scripts/render-nginx.sh --limits                 (prints nginx/limits.env's NAME=VALUE lines)
 set -euo pipefail
@@ -19,12 +22,30 @@ fi
 template=$1
 shift
 [[ -r $template ]] || { echo "$0: template $template not found" >&2; exit 1; }
-text=$(<"$template")
+plain=()
 for pair in "$@"; do
     name=${pair%%=*}
     [[ $name =~ ^[A-Z_]+$ && $pair == *=* ]] || { echo "$0: not NAME=VALUE: $pair" >&2; exit 2; }
-    text=${text//"\${$name}"/"${pair#*=}"}
+    [[ ${pair#*=} == @* ]] || plain+=("$pair")
 done
+substitute() { # TEXT NAME=VALUE...: prints TEXT with each placeholder replaced
+    local text=$1 pair
+    shift
+    for pair in "$@"; do
+        text=${text//"\${${pair%%=*}}"/"${pair#*=}"}
+    done
+    printf '%s' "$text"
+}
+text=$(<"$template")
+for pair in "$@"; do
+    value=${pair#*=}
+    if [[ $value == @* ]]; then
+        [[ -r ${value#@} ]] || { echo "$0: snippet ${value#@} not found" >&2; exit 1; }
+        value=$(substitute "$(<"${value#@}")" "${plain[@]}")
+        text=$(substitute "$text" "${pair%%=*}=$value")
+    fi
+done
+text=$(substitute "$text" "${plain[@]}")
 if [[ $text =~ \$\{[A-Z_]+\} ]]; then
     echo "$0: unknown placeholder ${BASH_REMATCH[0]} in $template" >&2
     exit 1

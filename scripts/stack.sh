@@ -72,7 +72,8 @@ unset _config_file _saved_env
 : "${TODOSYNC_DROP_PRIVILEGES:=auto}"            # on | off | auto: service users unless they cannot reach the checkout
 # nginx's limits, defaults in nginx/limits.env: TODOSYNC_AUTH_RATE / TODOSYNC_AUTH_BURST (requests/s
 # and burst per address on /api/v1/auth/), TODOSYNC_ACCOUNT_CONCURRENCY (requests in flight per
-# bearer token), TODOSYNC_ADDRESS_CONCURRENCY (requests in progress per client address).
+# bearer token), TODOSYNC_ADDRESS_CONCURRENCY (requests in progress per client address),
+# TODOSYNC_LIVE_STREAMS (open live-sync streams per account).
 while IFS='=' read -r _k _v; do
     [[ -n ${!_k:-} ]] || printf -v "$_k" '%s' "$_v"
 done < <("$REPO_ROOT/scripts/render-nginx.sh" --limits)
@@ -86,6 +87,7 @@ unset _k _v
 : "${TODOSYNC_BIN:=}"                            # default: the release build
 : "${TODOSYNC_NGINX_TEMPLATE:=nginx/todosync.conf.template}"
 : "${TODOSYNC_FASTCGI_PARAMS:=/etc/nginx/fastcgi_params}"
+: "${TODOSYNC_NCHAN_MODULE:=/usr/lib/nginx/modules/ngx_nchan_module.so}" # Debian's libnginx-mod-nchan
 : "${TODOSYNC_UP_TIMEOUT:=60}"                   # seconds to wait for MariaDB, sockets and /healthz
 : "${TODOSYNC_STOP_TIMEOUT:=20}"                 # seconds between SIGTERM (or nginx QUIT) and SIGKILL
 : "${TODOSYNC_SKIP_DEPS:=0}"                     # 1: `run` skips deps
@@ -100,7 +102,7 @@ STACK_VARS=(
     TODOSYNC_DROP_PRIVILEGES TODOSYNC_AUTH_RATE TODOSYNC_AUTH_BURST TODOSYNC_ACCOUNT_CONCURRENCY
     TODOSYNC_ADDRESS_CONCURRENCY TODOSYNC_REAL_IP_FROM TODOSYNC_REAL_IP_HEADER
     TODOSYNC_ENABLE_TEST_HOOKS TODOSYNC_BENCH_LOCATIONS TODOSYNC_DB_PORT TODOSYNC_MARIADB_ARGS
-    TODOSYNC_BIN TODOSYNC_NGINX_TEMPLATE TODOSYNC_FASTCGI_PARAMS TODOSYNC_UP_TIMEOUT
+    TODOSYNC_BIN TODOSYNC_NGINX_TEMPLATE TODOSYNC_FASTCGI_PARAMS TODOSYNC_NCHAN_MODULE TODOSYNC_UP_TIMEOUT
     TODOSYNC_STOP_TIMEOUT TODOSYNC_SKIP_DEPS TODOSYNC_SKIP_BUILD TODOSYNC_CONFIG
 )
 
@@ -111,7 +113,7 @@ abspath() { realpath -m -- "$1"; }
 
 is_uint() { [[ $1 =~ ^[0-9]+$ ]]; }
 for _v in TODOSYNC_HTTP_PORT TODOSYNC_HTTPS_PORT TODOSYNC_RESPONDERS TODOSYNC_NGINX_WORKERS TODOSYNC_AUTH_RATE \
-    TODOSYNC_AUTH_BURST TODOSYNC_ACCOUNT_CONCURRENCY TODOSYNC_ADDRESS_CONCURRENCY TODOSYNC_UP_TIMEOUT \
+    TODOSYNC_AUTH_BURST TODOSYNC_ACCOUNT_CONCURRENCY TODOSYNC_ADDRESS_CONCURRENCY TODOSYNC_LIVE_STREAMS TODOSYNC_UP_TIMEOUT \
     TODOSYNC_STOP_TIMEOUT; do
     is_uint "${!_v}" || die "$_v must be a non-negative integer (got '${!_v}')"
 done
@@ -119,6 +121,7 @@ done
 ((TODOSYNC_RESPONDERS >= 1)) || die "TODOSYNC_RESPONDERS must be at least 1"
 ((TODOSYNC_ACCOUNT_CONCURRENCY >= 1)) || die "TODOSYNC_ACCOUNT_CONCURRENCY must be at least 1"
 ((TODOSYNC_ADDRESS_CONCURRENCY >= 1)) || die "TODOSYNC_ADDRESS_CONCURRENCY must be at least 1"
+((TODOSYNC_LIVE_STREAMS >= 1)) || die "TODOSYNC_LIVE_STREAMS must be at least 1"
 unset _v
 case $TODOSYNC_DROP_PRIVILEGES in
     auto | on | off) ;;
@@ -146,7 +149,16 @@ TODOSYNC_DB_SOCKET=$TODOSYNC_SOCKET_DIR-db/mariadb.sock
 # What the stack decides for the binary: its database is the stack's, with a generated password
 # unless TODOSYNC_DB_PASSWORD is set (`todosync create-database` writes the file).
 TODOSYNC_DB_PASSWORD_FILE=$TODOSYNC_STATE_DIR/secrets/db-password
-export "${STACK_VARS[@]}" TODOSYNC_DB_SOCKET TODOSYNC_DB_PASSWORD_FILE
+# Live sync: nginx's nchan publisher listens on a Unix socket in <socket dir>-live, a directory
+# only root (nginx's master binds it) and the responders' group can enter: no client, no other
+# local user can publish a poke. The responders post to it after each commit.
+# Its nginx's own (a second nginx of the same responders has another state dir, another socket).
+if ((${#TODOSYNC_STATE_DIR} <= 90)); then
+    TODOSYNC_LIVE_PUBLISHER=$TODOSYNC_STATE_DIR/sock-live/pub.sock
+else
+    TODOSYNC_LIVE_PUBLISHER=/tmp/todosync-live-$(printf '%s' "$TODOSYNC_STATE_DIR" | cksum | cut -d' ' -f1)/pub.sock
+fi
+export "${STACK_VARS[@]}" TODOSYNC_DB_SOCKET TODOSYNC_DB_PASSWORD_FILE TODOSYNC_LIVE_PUBLISHER
 
 STATE=$TODOSYNC_STATE_DIR
 SOCK_DIR=$TODOSYNC_SOCKET_DIR
@@ -156,6 +168,7 @@ DB_DIR=$STATE/mariadb
 DB_DATA=$DB_DIR/data
 DB_PIDFILE=$DB_DIR/mariadbd.pid
 DB_SOCK_DIR=$TODOSYNC_SOCKET_DIR-db
+LIVE_SOCK_DIR=$(dirname "$TODOSYNC_LIVE_PUBLISHER")
 SECRETS_DIR=$STATE/secrets
 DB_SOCK=$TODOSYNC_DB_SOCKET
 NGINX_DIR=$STATE/nginx
@@ -170,6 +183,7 @@ DEB_PACKAGES=(
     runit  # runsv runs and restarts the dev stack's daemons (production: systemd units)
     logrotate  # ops (issue 14): test_logrotate.py checks the installed config with a real rotation
     libsqlite3-dev  # the client library (GRDB) uses the system SQLite
+    libnginx-mod-nchan  # live sync (issue 22): nginx holds the streams and carries the pokes
 )
 
 # --- helpers -----------------------------------------------------------------------------------
@@ -658,8 +672,21 @@ cmd_responder_pids() {
 
 # --- nginx -------------------------------------------------------------------------------------
 
+# Live sync's publisher socket dir (nginx's master binds the socket): 0750, root and the
+# responders' group only, so no client and no other local user can publish a poke.
+prepare_live_dir() {
+    mkdir -p "$LIVE_SOCK_DIR"
+    chmod 750 "$LIVE_SOCK_DIR"
+    if ((TODOSYNC__SERVICE_USERS)); then
+        chown "root:$TODOSYNC_SERVICE_GROUP" "$LIVE_SOCK_DIR"
+    elif ((EUID == 0)); then
+        chown root:root "$LIVE_SOCK_DIR"
+    fi
+}
+
 render_nginx_conf() {
     [[ -r $TODOSYNC_FASTCGI_PARAMS ]] || die "$TODOSYNC_FASTCGI_PARAMS not found (install nginx)"
+    [[ -r $TODOSYNC_NCHAN_MODULE ]] || die "$TODOSYNC_NCHAN_MODULE not found (run: scripts/stack.sh deps)"
     grep -q 'REQUEST_URI' "$TODOSYNC_FASTCGI_PARAMS" ||
         die "$TODOSYNC_FASTCGI_PARAMS does not pass REQUEST_URI"
     local idx upstream="" bench="" user_directive="" real_ip
@@ -709,8 +736,14 @@ render_nginx_conf() {
         HTTPS_REDIRECT_PORT="$TODOSYNC_HTTPS_PORT" \
         ACCOUNT_CONCURRENCY="$TODOSYNC_ACCOUNT_CONCURRENCY" \
         ADDRESS_CONCURRENCY="$TODOSYNC_ADDRESS_CONCURRENCY" \
-        REAL_IP="$real_ip" >"$NGINX_CONF.tmp" || die "could not render $TODOSYNC_NGINX_TEMPLATE"
+        REAL_IP="$real_ip" \
+        NCHAN_MODULE="$TODOSYNC_NCHAN_MODULE" \
+        LIVE_STREAMS="$TODOSYNC_LIVE_STREAMS" \
+        LIVE_HTTP="@$REPO_ROOT/nginx/live-http.conf.template" \
+        LIVE_LOCATIONS="@$REPO_ROOT/nginx/live-locations.conf.template" \
+        LIVE_PUBLISHER_SOCKET="$TODOSYNC_LIVE_PUBLISHER" >"$NGINX_CONF.tmp" || die "could not render $TODOSYNC_NGINX_TEMPLATE"
     mv -f "$NGINX_CONF.tmp" "$NGINX_CONF"
+    prepare_live_dir
     # ops (issue 14): /metrics and /metrics/N, loopback only (the template includes conf.d/*.conf).
     mkdir -p "$NGINX_DIR/conf.d"
     "$REPO_ROOT/scripts/nginx-metrics-locations.sh" "$TODOSYNC_RESPONDERS" "$SOCK_DIR/fcgi-%d.sock" >"$NGINX_DIR/conf.d/metrics.conf"
@@ -732,7 +765,10 @@ nginx_start() {
         return 0
     fi
     log "nginx: starting on $HTTP_BASE and $HTTPS_BASE"
-    write_service nginx nginx -p "$NGINX_DIR/" -c "$NGINX_CONF" -e "$LOG_DIR/nginx-error.log" -g "daemon off;"
+    # A publisher socket left by an nginx that was killed would make every start fail (bind: address
+    # in use): the run script removes it first (runsv runs one nginx; a reload keeps its socket).
+    write_service nginx bash -c 'rm -f -- "$1" && shift && exec "$@"' nginx-run "$TODOSYNC_LIVE_PUBLISHER" \
+        nginx -p "$NGINX_DIR/" -c "$NGINX_CONF" -e "$LOG_DIR/nginx-error.log" -g "daemon off;"
     # `sv down`/`exit` send QUIT instead of TERM: nginx finishes the requests in flight.
     mkdir -p "$(service_dir nginx)/control"
     printf '#!/bin/sh\nkill -QUIT "$(cat supervise/pid)"\n' >"$(service_dir nginx)/control/t"

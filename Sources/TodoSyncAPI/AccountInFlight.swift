@@ -57,8 +57,9 @@ public enum AccountLimit: Sendable {
     case requestsInFlight
     /// None: routes without an account (register, login, health, benchmark).
     case notCounted
-    // The live-sync stream (`GET /api/v1/sync/live`, future work) must count only against its own
-    // per-account limit of open streams, never against requests in flight (contract, "Live
-    // sync"): when it lands, give it its own case here (say `openStreams`) counted by whatever
-    // holds the stream open, and keep its nginx location without the per-token `limit_conn`.
+    /// Open live-sync streams (`GET /api/v1/sync/live`), never requests in flight (contract, "Sync:
+    /// live"): the responder only authenticates the stream and hands it to nginx, whose nchan
+    /// subscriber location holds it and counts the account's open streams (`limit_conn
+    /// todosync_streams`, TODOSYNC_LIVE_STREAMS in nginx/limits.env).
+    case openStreams
 }

@@ -11,10 +11,15 @@ public struct ApplicationOptions: Sendable {
     /// Requests in flight per account in this process, shared by every worker's application
     /// (`TODOSYNC_ACCOUNT_IN_FLIGHT`); nil: not counted.
     public var accountInFlight: AccountInFlight?
+    /// Where committed changes are announced to live-sync streams (`TODOSYNC_LIVE_PUBLISHER`);
+    /// nil: no pokes (clients still catch up by pulling).
+    public var livePublisher: LivePublisher?
 
-    public init(enableTestHooks: Bool = false, accountInFlight: AccountInFlight? = nil) {
+    public init(enableTestHooks: Bool = false, accountInFlight: AccountInFlight? = nil,
+                livePublisher: LivePublisher? = nil) {
         self.enableTestHooks = enableTestHooks
         self.accountInFlight = accountInFlight
+        self.livePublisher = livePublisher
     }
 }
 
@@ -44,6 +49,7 @@ public final class Application {
     /// Answers one request. Never throws: unexpected errors become a logged 500 with a fixed body.
     public func handle(_ request: HTTPRequest, requestID: String? = nil) -> HTTPResponse {
         observed = RequestObservation()
+        store.changedVersion = nil
         if let late = startRequest(request) { return late }
         switch router.match(method: request.method, path: request.path) {
         case .notFound:
@@ -57,7 +63,9 @@ public final class Application {
             do {
                 let counted = try admit(context, limit)
                 defer { if let counted { options.accountInFlight?.leave(counted) } }
-                return try run(handler, context)
+                let response = try run(handler, context)
+                announce(context)
+                return response
             } catch let error as DomainError {
                 return failed(APIError(error), requestID: requestID)
             } catch let error as APIError {
@@ -90,6 +98,17 @@ public final class Application {
             throw AccountInFlight.refusal
         }
         return owner.userID
+    }
+
+    /// After the request's outermost commit (`run` has returned: a plain write committed in
+    /// `Store.write`, an `Idempotency-Key` request's in `runIdempotent`): when it changed what the
+    /// user's pull returns (its writes handed out a version: REST writes, pushes, quick-add and the
+    /// derived daily stats and un-tagging they cause), a poke to the user's live-sync streams.
+    /// Never fails the request (`LivePublisher`).
+    private func announce(_ context: RequestContext) {
+        guard let publisher = options.livePublisher, let version = store.changedVersion,
+              let userID = context.userID else { return }
+        publisher.publish(userID: userID, version: version, deviceID: context.pushingDevice)
     }
 
     /// The error response for an expected failure; the server's own (5xx) are logged.

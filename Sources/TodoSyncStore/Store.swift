@@ -17,6 +17,10 @@ public final class Store {
     var decoyPasswordHash: String { Self.decoy.hash }
     /// The current request's deadline (`RequestDeadline`): set per request by the API layer.
     public var deadline: RequestDeadline?
+    /// The newest version the current request's writes handed out (the user's change sequence
+    /// after them), nil while none changed anything: what a live-sync poke announces once the
+    /// outermost transaction has committed (`Application`). Reset per request by the API layer.
+    public var changedVersion: Int64?
 
     public init(connection: Connection, configuration: StoreConfiguration = StoreConfiguration()) {
         self.db = connection
@@ -72,6 +76,7 @@ public final class Store {
                                      quota: locked.int64(2)!)
                 try transaction.finish()
                 try checkDeadline()
+                if let advanced = transaction.advancedSequence { changedVersion = advanced }
                 return result
             }
         }
@@ -131,6 +136,9 @@ final class WriteTransaction {
         changeSequence += 1
         return changeSequence
     }
+
+    /// The user's change sequence after this transaction, when it handed out any version.
+    var advancedSequence: Int64? { changeSequence != initialChangeSequence ? changeSequence : nil }
 
     /// Notes that a tag or todo came to life (+1: created, or a tombstone restored) or died (-1).
     func liveRecords(_ change: Int64) {

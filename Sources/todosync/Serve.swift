@@ -48,9 +48,15 @@ struct Serve: ParsableCommand {
         guard accountInFlight >= 1 else {
             throw ConfigurationError(name: "TODOSYNC_ACCOUNT_IN_FLIGHT", value: "\(accountInFlight)")
         }
-        let options = ApplicationOptions(
-            enableTestHooks: enableTestHooks, accountInFlight: AccountInFlight(limit: accountInFlight))
         let observability = try Observability(environment, logger: logger)
+        // After Observability: its counters register with the metrics system it bootstraps.
+        let livePublisher = try environment.optionalString("TODOSYNC_LIVE_PUBLISHER").map {
+            LivePublisher(socketPath: $0, timeoutMilliseconds: try environment.int("TODOSYNC_LIVE_PUBLISH_TIMEOUT_MS"),
+                          logger: logger)
+        }
+        let options = ApplicationOptions(
+            enableTestHooks: enableTestHooks, accountInFlight: AccountInFlight(limit: accountInFlight),
+            livePublisher: livePublisher)
         var configuration = FastCGIServerConfiguration(
             socketPath: socket ?? environment.string("TODOSYNC_SOCKET"))
         configuration.listenAddress = try listenAddress(environment)

@@ -30,6 +30,11 @@ enum Settings {
         Setting("TODOSYNC_LOG_REQUESTS", default: "1", rule: .oneOf(["0", "1"]), "1: one `request served` line per request; 0: none"),
         Setting("TODOSYNC_SLOW_STATEMENT_MS", default: "250", rule: .integer(0...3_600_000), "log and count SQL statements at least this slow (0: off)"),
         Setting("TODOSYNC_INSTANCE", "the `responder` label on this process's metrics (the stack and systemd set it)"),
+        // live sync (docs/OPERATIONS.md, "Live sync")
+        Setting("TODOSYNC_LIVE_PUBLISHER",
+                "unix socket of nginx's nchan publisher: pokes to live-sync streams after each commit (unset: no pokes)"),
+        Setting("TODOSYNC_LIVE_PUBLISH_TIMEOUT_MS", default: "100", rule: .integer(1...5000),
+                "longest wait for each step (connect, send, answer) of a poke; a write never waits longer or fails for it"),
         // the database
         Setting("TODOSYNC_DB_SOCKET", "MariaDB unix socket (wins over host and port)"),
         Setting("TODOSYNC_DB_HOST", default: "127.0.0.1", "MariaDB host"),

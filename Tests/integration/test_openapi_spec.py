@@ -40,6 +40,7 @@ ROUTES = {
     "/api/v1/daily-stats/{date}": {"get"},
     "/api/v1/sync/pull": {"get"},
     "/api/v1/sync/push": {"post"},
+    "/api/v1/sync/live": {"get"},
 }
 # Authenticated POSTs that ignore Idempotency-Key (docs/API.md, Account): a wrong password there
 # must count toward the lockout, which a keyed request's rolled-back transaction would undo.

@@ -33,6 +33,7 @@ from pathlib import Path
 import pytest
 import requests
 
+import tsapi
 from test_release_binary import db_env, fastcgi_get, stack_env
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -152,6 +153,8 @@ def site_nginx(conf, tmp_path_factory):
     for i, sock in enumerate(sockets, start=1):
         site = site.replace(f"unix:/run/todosync/responder-{i}.sock", f"unix:{sock}")
     site = site.replace("/var/log/todosync/", f"{root}/logs/")  # the site's JSON access log
+    assert "unix:/run/todosync-live/pub.sock;" in site, "live sync's publisher socket moved: update this test"
+    site = site.replace("unix:/run/todosync-live/pub.sock;", f"unix:{root}/live-pub.sock;")
     http, https = free_port(), free_port()
     site = re.sub(r"listen 80;\n\s*listen \[::\]:80;", f"listen 127.0.0.1:{http};", site)
     site = re.sub(r"listen 443 ssl http2;\n\s*listen \[::\]:443 ssl http2;", f"listen 127.0.0.1:{https} ssl http2;", site)
@@ -159,8 +162,10 @@ def site_nginx(conf, tmp_path_factory):
     (root / "site.conf").write_text(site)
     for d in ("tmp", "logs"):
         (root / d).mkdir()
-    # Like Debian's /etc/nginx/nginx.conf: mime.types at http level, sites included after it.
+    # Like Debian's /etc/nginx/nginx.conf: the enabled modules (nchan, for live sync) first,
+    # mime.types at http level, sites included after it.
     (root / "nginx.conf").write_text(f"""
+include /etc/nginx/modules-enabled/*.conf;
 user root;
 worker_processes 1;
 pid {root}/nginx.pid;
@@ -207,6 +212,23 @@ def test_site_serves_the_api_over_tls(site_nginx):
                           json={"email": "nobody@example.com", "password": "not a password"})
     assert login.status_code == 401, login.text
     assert login.json()["error"]["code"] == "unauthorized"
+
+
+def test_site_serves_live_sync_streams(site_nginx):
+    """Issue 22: the production site hands an authenticated stream to nchan (SSE, unbuffered); no
+    token is 401 before any stream; the internal subscriber location is not reachable."""
+    api = tsapi.new_user()
+    url = site_nginx["https"] + "/api/v1/sync/live"
+    headers = {"Accept": "text/event-stream"}
+    with requests.get(url, verify=site_nginx["ca"], timeout=10, stream=True,
+                      headers={**headers, "Authorization": f"Bearer {api.token}"}) as r:
+        assert r.status_code == 200, r.text[:200]
+        assert r.headers["Content-Type"].startswith("text/event-stream"), r.headers
+        assert r.headers.get("X-Accel-Buffering") == "no", r.headers
+    r = requests.get(url, verify=site_nginx["ca"], timeout=10, headers=headers)
+    assert r.status_code == 401 and r.json()["error"]["code"] == "unauthorized", r.text[:200]
+    r = requests.get(site_nginx["https"] + "/__live/subscribe/1", verify=site_nginx["ca"], timeout=10, headers=headers)
+    assert r.status_code == 404 and r.json()["error"]["code"] == "not_found", r.text[:200]
 
 
 def test_site_answers_its_own_errors_as_contract_json(site_nginx):

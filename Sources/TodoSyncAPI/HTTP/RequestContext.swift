@@ -9,6 +9,8 @@ public final class RequestContext {
     let store: Store
     /// The user whose token ``requireUser()`` accepted (for the request log; nil before).
     public private(set) var userID: Int64?
+    /// The `deviceId` of a push, named in the live-sync poke its commit sends (nil: a REST write).
+    var pushingDevice: String?
     /// The user whose token was checked for this request already (`authenticated(as:)`).
     private var verifiedUserID: Int64?
 

@@ -39,7 +39,24 @@ extension Application {
             let schemaVersion = try context.syncSchemaVersion(.body(reader.value("schemaVersion")))
             var request = try PushRequest.parse(&reader)
             request.schemaVersion = schemaVersion
+            context.pushingDevice = request.deviceID
             return .json(200, member: "results", try context.store.push(userID: userID, request))
+        }
+        // Live sync (contract, "Sync: live (pokes)"): the responder authenticates the stream
+        // (401, 426 before any stream starts) and hands it to nginx's internal nchan subscriber
+        // location for this user's channel; nginx holds it (no worker waits), counts the
+        // account's open streams (429) and pings it. See LivePublisher for the pokes.
+        router.add("GET", "/api/v1/sync/live", limit: .openStreams) { context in
+            let userID = try context.requireUser()
+            _ = try context.syncSchemaVersion(.query(context.request.query["schemaVersion"]))
+            // nchan serves an event stream only to a request that asks for one; anything else got
+            // its bare 403 with no body. A contract error instead, before the handover.
+            guard context.request.header("accept")?.lowercased().contains("text/event-stream") == true else {
+                throw APIError.badRequest("This route serves Server-Sent Events only: send `Accept: text/event-stream`.")
+            }
+            return HTTPResponse(status: 200, headers: [
+                HTTPHeader("X-Accel-Redirect", "\(LivePublisher.subscribePathPrefix)\(userID)"),
+            ])
         }
     }
 }

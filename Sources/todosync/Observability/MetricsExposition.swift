@@ -21,6 +21,7 @@ enum MetricsExposition {
         "todosync_push_operations_total": "Push operations by result, counted once committed.",
         "todosync_pull_pages_total": "Pull pages served.",
         "todosync_pull_records_total": "Records in the pull pages served.",
+        "todosync_live_publishes_total": "Live-sync pokes sent to nginx's nchan publisher after a commit, by result (published, failed: the write succeeded all the same).",
         "todosync_argon2_hashes_total": "Password hashes computed (hash, verify).",
         "todosync_argon2_duration_seconds": "Time per password hash (hash, verify).",
         "todosync_build_info": "The running binary: version and git commit (always 1).",

@@ -7305,4 +7305,313 @@ internal enum Operations {
             }
         }
     }
+    /// A stream of pokes (Server-Sent Events)
+    ///
+    /// Opens a stream of pokes for this user: Server-Sent Events (`Accept: text/event-stream`;
+    /// this server offers neither long-polling nor WebSocket). A poke is a hint, not data: each
+    /// event's `data:` is one line of JSON, `{"version": <the user's newest version>,
+    /// "deviceId": <the pushing device, or null>}`, sent after the change has committed, for
+    /// every change a pull would return (REST writes, pushes, quick-add, derived daily stats,
+    /// un-tagging); absent faults within a second of the commit. Pokes may be coalesced, delayed
+    /// or lost: pull when the stream opens and after each poke (a poke naming your own
+    /// `deviceId` may be skipped), and reconnect with a jittered backoff.
+    ///
+    /// The server sends a `: ping` comment every 20 s and ends a stream after 10 minutes
+    /// (reconnect; the token is checked again). A missing or bad token is 401 and a schema
+    /// version below the minimum 426, both before any stream starts. Open streams count against
+    /// their own per-account limit only (10 per account and server front; more: 429), never
+    /// against the limit on requests in flight. A request whose `Accept` does not name
+    /// `text/event-stream` is 400 `bad_request`.
+    ///
+    ///
+    /// - Remark: HTTP `GET /api/v1/sync/live`.
+    /// - Remark: Generated from `#/paths//api/v1/sync/live/get(syncLive)`.
+    internal enum SyncLive {
+        internal static let id: Swift.String = "syncLive"
+        internal struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/api/v1/sync/live/GET/query`.
+            internal struct Query: Sendable, Hashable {
+                /// The schema version the client understands (absent = 1; 2 adds the todo's `notes`). A
+                /// decimal integer (anything else is 400 `bad_request`); below the server's minimum
+                /// (`TODOSYNC_MIN_SCHEMA_VERSION`, default 1: 0 and negatives) 426 `upgrade_required`;
+                /// above its current version (2), served at the current one.
+                ///
+                ///
+                /// - Remark: Generated from `#/paths/api/v1/sync/live/GET/query/schemaVersion`.
+                internal var schemaVersion: Components.Parameters.SchemaVersion?
+                /// Creates a new `Query`.
+                ///
+                /// - Parameters:
+                ///   - schemaVersion: The schema version the client understands (absent = 1; 2 adds the todo's `notes`). A
+                internal init(schemaVersion: Components.Parameters.SchemaVersion? = nil) {
+                    self.schemaVersion = schemaVersion
+                }
+            }
+            internal var query: Operations.SyncLive.Input.Query
+            /// - Remark: Generated from `#/paths/api/v1/sync/live/GET/header`.
+            internal struct Headers: Sendable, Hashable {
+                internal var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.SyncLive.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - accept:
+                internal init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.SyncLive.AcceptableContentType>] = .defaultValues()) {
+                    self.accept = accept
+                }
+            }
+            internal var headers: Operations.SyncLive.Input.Headers
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - query:
+            ///   - headers:
+            internal init(
+                query: Operations.SyncLive.Input.Query = .init(),
+                headers: Operations.SyncLive.Input.Headers = .init()
+            ) {
+                self.query = query
+                self.headers = headers
+            }
+        }
+        internal enum Output: Sendable, Hashable {
+            internal struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/api/v1/sync/live/GET/responses/200/headers`.
+                internal struct Headers: Sendable, Hashable {
+                    /// Always `no`, so that proxies do not buffer the stream.
+                    ///
+                    /// - Remark: Generated from `#/paths/api/v1/sync/live/GET/responses/200/headers/X-Accel-Buffering`.
+                    internal var xAccelBuffering: Swift.String?
+                    /// Creates a new `Headers`.
+                    ///
+                    /// - Parameters:
+                    ///   - xAccelBuffering: Always `no`, so that proxies do not buffer the stream.
+                    internal init(xAccelBuffering: Swift.String? = nil) {
+                        self.xAccelBuffering = xAccelBuffering
+                    }
+                }
+                /// Received HTTP response headers
+                internal var headers: Operations.SyncLive.Output.Ok.Headers
+                /// - Remark: Generated from `#/paths/api/v1/sync/live/GET/responses/200/content`.
+                internal enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/api/v1/sync/live/GET/responses/200/content/text\/event-stream`.
+                    case textEventStream(OpenAPIRuntime.HTTPBody)
+                    /// The associated value of the enum case if `self` is `.textEventStream`.
+                    ///
+                    /// - Throws: An error if `self` is not `.textEventStream`.
+                    /// - SeeAlso: `.textEventStream`.
+                    internal var textEventStream: OpenAPIRuntime.HTTPBody {
+                        get throws {
+                            switch self {
+                            case let .textEventStream(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                internal var body: Operations.SyncLive.Output.Ok.Body
+                /// Creates a new `Ok`.
+                ///
+                /// - Parameters:
+                ///   - headers: Received HTTP response headers
+                ///   - body: Received HTTP response body
+                internal init(
+                    headers: Operations.SyncLive.Output.Ok.Headers = .init(),
+                    body: Operations.SyncLive.Output.Ok.Body
+                ) {
+                    self.headers = headers
+                    self.body = body
+                }
+            }
+            /// The stream; one event per poke, comments between them.
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/sync/live/get(syncLive)/responses/200`.
+            ///
+            /// HTTP response code: `200 ok`.
+            case ok(Operations.SyncLive.Output.Ok)
+            /// The associated value of the enum case if `self` is `.ok`.
+            ///
+            /// - Throws: An error if `self` is not `.ok`.
+            /// - SeeAlso: `.ok`.
+            internal var ok: Operations.SyncLive.Output.Ok {
+                get throws {
+                    switch self {
+                    case let .ok(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "ok",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// `malformed_json`: the body is not parseable JSON (or is empty where one is required).
+            /// `bad_request`: a query or path parameter is missing, malformed or out of range (or
+            /// nginx could not parse the HTTP request).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/sync/live/get(syncLive)/responses/400`.
+            ///
+            /// HTTP response code: `400 badRequest`.
+            case badRequest(Components.Responses.BadRequest)
+            /// The associated value of the enum case if `self` is `.badRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.badRequest`.
+            /// - SeeAlso: `.badRequest`.
+            internal var badRequest: Components.Responses.BadRequest {
+                get throws {
+                    switch self {
+                    case let .badRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "badRequest",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Missing, unknown, revoked or expired bearer token; or a failed login (same message whether or not the email exists).
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/sync/live/get(syncLive)/responses/401`.
+            ///
+            /// HTTP response code: `401 unauthorized`.
+            case unauthorized(Components.Responses.Unauthorized)
+            /// The associated value of the enum case if `self` is `.unauthorized`.
+            ///
+            /// - Throws: An error if `self` is not `.unauthorized`.
+            /// - SeeAlso: `.unauthorized`.
+            internal var unauthorized: Components.Responses.Unauthorized {
+                get throws {
+                    switch self {
+                    case let .unauthorized(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unauthorized",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The request's `schemaVersion` is below the server's minimum: nothing was read or
+            /// applied. The app must be updated; until then it keeps its local data and queued changes
+            /// untouched. The error object also names `minimum` (the oldest version served) and
+            /// `current` (the server's version).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/sync/live/get(syncLive)/responses/426`.
+            ///
+            /// HTTP response code: `426 upgradeRequired`.
+            case upgradeRequired(Components.Responses.UpgradeRequired)
+            /// The associated value of the enum case if `self` is `.upgradeRequired`.
+            ///
+            /// - Throws: An error if `self` is not `.upgradeRequired`.
+            /// - SeeAlso: `.upgradeRequired`.
+            internal var upgradeRequired: Components.Responses.UpgradeRequired {
+                get throws {
+                    switch self {
+                    case let .upgradeRequired(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "upgradeRequired",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Too many requests to `/api/v1/auth/*` from one address (nginx), too many failed logins
+            /// for one account (login; answered the same whether or not the email exists), too many
+            /// requests in flight for one account (counted per account, whatever token or spelling of
+            /// the `Authorization` header carries them: `TODOSYNC_ACCOUNT_IN_FLIGHT` per responder
+            /// process, and nginx's per-token limit in front), or an account quota reached. Wait
+            /// `Retry-After` seconds.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/sync/live/get(syncLive)/responses/429`.
+            ///
+            /// HTTP response code: `429 tooManyRequests`.
+            case tooManyRequests(Components.Responses.RateLimited)
+            /// The associated value of the enum case if `self` is `.tooManyRequests`.
+            ///
+            /// - Throws: An error if `self` is not `.tooManyRequests`.
+            /// - SeeAlso: `.tooManyRequests`.
+            internal var tooManyRequests: Components.Responses.RateLimited {
+                get throws {
+                    switch self {
+                    case let .tooManyRequests(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "tooManyRequests",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The database is unreachable, no responder answers, or the server is overloaded:
+            /// nothing was applied. Retry after `Retry-After` seconds; the server recovers by itself
+            /// when the database returns.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/sync/live/get(syncLive)/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Components.Responses.Unavailable)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            internal var serviceUnavailable: Components.Responses.Unavailable {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Undocumented response.
+            ///
+            /// A response with a code that is not documented in the OpenAPI document.
+            case undocumented(statusCode: Swift.Int, OpenAPIRuntime.UndocumentedPayload)
+        }
+        internal enum AcceptableContentType: AcceptableProtocol {
+            case textEventStream
+            case json
+            case other(Swift.String)
+            internal init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "text/event-stream":
+                    self = .textEventStream
+                case "application/json":
+                    self = .json
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            internal var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .textEventStream:
+                    return "text/event-stream"
+                case .json:
+                    return "application/json"
+                }
+            }
+            internal static var allCases: [Self] {
+                [
+                    .textEventStream,
+                    .json
+                ]
+            }
+        }
+    }
 }

@@ -324,6 +324,28 @@ internal protocol APIProtocol: Sendable {
     /// - Remark: HTTP `POST /api/v1/sync/push`.
     /// - Remark: Generated from `#/paths//api/v1/sync/push/post(syncPush)`.
     func syncPush(_ input: Operations.SyncPush.Input) async throws -> Operations.SyncPush.Output
+    /// A stream of pokes (Server-Sent Events)
+    ///
+    /// Opens a stream of pokes for this user: Server-Sent Events (`Accept: text/event-stream`;
+    /// this server offers neither long-polling nor WebSocket). A poke is a hint, not data: each
+    /// event's `data:` is one line of JSON, `{"version": <the user's newest version>,
+    /// "deviceId": <the pushing device, or null>}`, sent after the change has committed, for
+    /// every change a pull would return (REST writes, pushes, quick-add, derived daily stats,
+    /// un-tagging); absent faults within a second of the commit. Pokes may be coalesced, delayed
+    /// or lost: pull when the stream opens and after each poke (a poke naming your own
+    /// `deviceId` may be skipped), and reconnect with a jittered backoff.
+    ///
+    /// The server sends a `: ping` comment every 20 s and ends a stream after 10 minutes
+    /// (reconnect; the token is checked again). A missing or bad token is 401 and a schema
+    /// version below the minimum 426, both before any stream starts. Open streams count against
+    /// their own per-account limit only (10 per account and server front; more: 429), never
+    /// against the limit on requests in flight. A request whose `Accept` does not name
+    /// `text/event-stream` is 400 `bad_request`.
+    ///
+    ///
+    /// - Remark: HTTP `GET /api/v1/sync/live`.
+    /// - Remark: Generated from `#/paths//api/v1/sync/live/get(syncLive)`.
+    func syncLive(_ input: Operations.SyncLive.Input) async throws -> Operations.SyncLive.Output
 }
 
 /// Convenience overloads for operation inputs.
@@ -810,6 +832,36 @@ extension APIProtocol {
         try await syncPush(Operations.SyncPush.Input(
             headers: headers,
             body: body
+        ))
+    }
+    /// A stream of pokes (Server-Sent Events)
+    ///
+    /// Opens a stream of pokes for this user: Server-Sent Events (`Accept: text/event-stream`;
+    /// this server offers neither long-polling nor WebSocket). A poke is a hint, not data: each
+    /// event's `data:` is one line of JSON, `{"version": <the user's newest version>,
+    /// "deviceId": <the pushing device, or null>}`, sent after the change has committed, for
+    /// every change a pull would return (REST writes, pushes, quick-add, derived daily stats,
+    /// un-tagging); absent faults within a second of the commit. Pokes may be coalesced, delayed
+    /// or lost: pull when the stream opens and after each poke (a poke naming your own
+    /// `deviceId` may be skipped), and reconnect with a jittered backoff.
+    ///
+    /// The server sends a `: ping` comment every 20 s and ends a stream after 10 minutes
+    /// (reconnect; the token is checked again). A missing or bad token is 401 and a schema
+    /// version below the minimum 426, both before any stream starts. Open streams count against
+    /// their own per-account limit only (10 per account and server front; more: 429), never
+    /// against the limit on requests in flight. A request whose `Accept` does not name
+    /// `text/event-stream` is 400 `bad_request`.
+    ///
+    ///
+    /// - Remark: HTTP `GET /api/v1/sync/live`.
+    /// - Remark: Generated from `#/paths//api/v1/sync/live/get(syncLive)`.
+    internal func syncLive(
+        query: Operations.SyncLive.Input.Query = .init(),
+        headers: Operations.SyncLive.Input.Headers = .init()
+    ) async throws -> Operations.SyncLive.Output {
+        try await syncLive(Operations.SyncLive.Input(
+            query: query,
+            headers: headers
         ))
     }
 }
