@@ -28,6 +28,12 @@ final class Router {
 
     private var routes: [Route] = []
 
+    /// Every registered route, `(method, pattern, limit)` in registration order: the route table
+    /// that nginx's method map, openapi.yaml and docs/API.md are checked against (RouteTableTests).
+    var table: [(method: String, pattern: String, limit: AccountLimit)] {
+        routes.map { ($0.method, $0.pattern, $0.limit) }
+    }
+
     /// Registers `handler` for `method` and a pattern such as `/api/v1/tags/:id`. `limit`: the
     /// per-account limit its requests count against (every authenticated route: requests in flight).
     func add(_ method: String, _ pattern: String, limit: AccountLimit = .requestsInFlight,

@@ -149,6 +149,17 @@ def test_405_lists_allowed_methods(shared_client, shared_records, method, path, 
     assert method not in listed
 
 
+def test_nginx_405_says_what_the_responder_says(shared_client):
+    """One error, one wording: nginx answers TRACE itself (it never reaches a responder), a
+    responder answers DELETE on the same route; a client sees the same message and Allow from both."""
+    responder = shared_client.request("DELETE", "/api/v1/tags")
+    nginx = tsapi.raw_request("TRACE", "/api/v1/tags", {"Authorization": f"Bearer {shared_client.token}"})
+    for r in (responder, nginx):
+        assert_error(r, 405, "method_not_allowed")
+    assert nginx.json()["error"]["message"] == responder.json()["error"]["message"]
+    assert nginx.headers.get("Allow") == responder.headers.get("Allow"), (nginx.headers, responder.headers)
+
+
 def test_healthz_wrong_method_not_2xx(base_url):
     import requests
     r = requests.post(base_url + "/healthz", timeout=tsapi.TIMEOUT)
