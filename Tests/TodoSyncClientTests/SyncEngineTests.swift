@@ -264,3 +264,19 @@ final class SyncEngineTests: XCTestCase {
         XCTAssertEqual(rig.server.requests.count, requests)
     }
 }
+
+/// The Server-Sent Events reader, fed the way the network delivers: in arbitrary chunks.
+final class SSEParserTests: XCTestCase {
+    func testPokesSplitAcrossChunksCommentsAndCRLF() {
+        var parser = SSEParser()
+        let stream = ": hi\n\nid: 1:0\ndata: {\"version\": 7, \"deviceId\": \"dev-a\"}\n\n: ping\r\n\r\ndata: {\"version\":8,\"deviceId\":null}\r\n\r\ndata: not json\n\n"
+        var events: [LiveEvent] = []
+        var bytes = Array(stream.utf8)[...]
+        while !bytes.isEmpty {
+            let chunk = bytes.prefix(5)
+            bytes = bytes.dropFirst(5)
+            events += parser.feed(chunk)
+        }
+        XCTAssertEqual(events, [.poke(version: 7, deviceID: "dev-a"), .poke(version: 8, deviceID: nil)])
+    }
+}
