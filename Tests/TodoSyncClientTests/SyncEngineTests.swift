@@ -227,6 +227,26 @@ final class SyncEngineTests: XCTestCase {
         await rig.engine.stop()
     }
 
+    func testStatusSaysIdleOfflineAndNeedsAttention() async throws {
+        let rig = try rig()
+        await started(rig)
+        guard case .idle = await rig.engine.status else { return XCTFail("\(await rig.engine.status)") }
+        rig.server.answer(.rejected("validation_failed"))
+        try rig.store.addTodo(NewTodo(title: "Refused", deadline: day))
+        await rig.engine.localWrite()
+        rig.clock.advance(by: 0.3)
+        await waitFor("a sync with the rejection") { rig.pushes == 1 && rig.log.synced.last == .localWrite }
+        let attention = await rig.engine.status
+        XCTAssertEqual(attention, .needsAttention(conflicts: 0, rejected: 1))
+        rig.server.set(.unreachable)
+        await rig.engine.appDidBecomeActive()
+        await waitFor("the failure") { rig.log.failures.count == 1 }
+        guard case .offline = await rig.engine.status else { return XCTFail("\(await rig.engine.status)") }
+        await rig.engine.stop()
+        let stopped = await rig.engine.status
+        XCTAssertEqual(stopped, .stopped(.requested))
+    }
+
     func testA426StopsTheEngineAndKeepsTheQueue() async throws {
         let rig = try rig(schemaVersion: 1)
         rig.server.requireSchemaVersion(2)

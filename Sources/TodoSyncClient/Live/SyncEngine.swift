@@ -62,6 +62,21 @@ public actor SyncEngine {
         case loginRequired
     }
 
+    /// Where the engine stands (`status`), for a status line.
+    public enum Status: Sendable, Equatable {
+        case starting
+        /// In sync as of `lastSyncedAt`.
+        case idle(lastSyncedAt: Date)
+        case syncing(Trigger)
+        /// The last sync failed; the next attempt comes by itself at `nextAttemptAt`.
+        case offline(nextAttemptAt: Date, reason: String)
+        /// Synced, but the user has to look: conflicts wait in the inbox, or the server rejected
+        /// changes (`LocalStore.conflicts()`, `rejectedOperations()`).
+        case needsAttention(conflicts: Int, rejected: Int)
+        /// Stopped: `.loginRequired` and `.upgradeRequired` need the user too.
+        case stopped(StopReason)
+    }
+
     /// What the engine does, in order (`events`).
     public enum Event: Sendable, Equatable {
         case syncing(Trigger)
@@ -83,6 +98,8 @@ public actor SyncEngine {
     public let settings: Settings
     /// Every event, as it happens; finishes when the engine stops.
     public nonisolated let events: AsyncStream<Event>
+    /// The current state (every change of it is also an `events` element).
+    public private(set) var status = Status.starting
     private let emit: AsyncStream<Event>.Continuation
     private let clock: any SyncClock
     private let live: (any LiveStream)?
@@ -206,6 +223,7 @@ public actor SyncEngine {
                 continue
             }
             pending = nil
+            status = .syncing(trigger)
             emit.yield(.syncing(trigger))
             syncing = true
             defer { syncing = false }
@@ -215,6 +233,12 @@ public actor SyncEngine {
                 failures = 0
                 retryAt = nil
                 nextTimer = clock.now + settings.interval
+                let facts = try? client.store.status()
+                if let facts, facts.conflicts + facts.rejected > 0 {
+                    status = .needsAttention(conflicts: facts.conflicts, rejected: facts.rejected)
+                } else {
+                    status = .idle(lastSyncedAt: Date())
+                }
                 emit.yield(.synced(report, trigger))
             } catch SyncError.upgradeRequired(let required) {
                 finish(.upgradeRequired(required))
@@ -230,6 +254,7 @@ public actor SyncEngine {
                 retryAt = clock.now + delay
                 // Whatever came meanwhile waits for the backoff: the next attempt is the retry.
                 pending = (retryAt!, .retry)
+                status = .offline(nextAttemptAt: Date().addingTimeInterval(delay), reason: String(describing: error))
                 emit.yield(.failed(String(describing: error), offline: (error as? SyncError)?.isOffline ?? true, retryIn: delay))
             }
         }
@@ -249,6 +274,7 @@ public actor SyncEngine {
         sleeper?.cancel()
         loop?.cancel()
         for task in tasks { task.cancel() }
+        status = .stopped(reason)
         emit.yield(.stopped(reason))
         emit.finish()
     }
