@@ -41,6 +41,30 @@ final class LiveSyncStackTests: StackTestCase {
         try await assertEqualsServer(b)
     }
 
+    /// nginx reloads (its streams close) while B's engine is subscribed: the engine reconnects
+    /// by itself after its jittered wait, and the pull when the stream opens brings what A pushed
+    /// meanwhile (no poke needed).
+    func testAfterAnNginxReloadTheEngineReconnectsAndCatchesUp() async throws {
+        let a = try await device("A")
+        let b = try await device("B")
+        let engine = SyncEngine(client: b.client, settings: SyncEngine.Settings(interval: 3600, liveInitialBackoff: 1))
+        let log = EventLog(engine)
+        await engine.start()
+        await waitFor("B's stream is open", timeout: 10) { log.events.contains(.connected) && !log.synced.isEmpty }
+        try Stack.command(["up"])  // reloads nginx: its streams end
+        await waitFor("B's stream closed", timeout: 5) {
+            log.events.contains { if case .disconnected = $0 { return true } else { return false } }
+        }
+        let day = Day("2026-11-24")!
+        try a.store.addTodo(NewTodo(title: "During the reload", deadline: day))
+        try await a.client.sync()
+        await waitFor("B caught up after reconnecting", timeout: 4) {
+            ((try? b.store.todos(from: day, to: day)) ?? []).contains { $0.title == "During the reload" }
+        }
+        XCTAssertEqual(log.events.filter { $0 == .connected }.count, 2, "\(log.events)")
+        await engine.stop()
+    }
+
     /// `todosync-client watch` on B's store file: A's change lands in B's file within 2 s, a
     /// change queued by another invocation on B's file goes out by itself, and SIGTERM ends the
     /// watch at once with exit 0 and a last `stopped` line.
