@@ -65,6 +65,57 @@ final class LiveSyncStackTests: StackTestCase {
         await engine.stop()
     }
 
+    /// Three engines on one account, random local edits for a few seconds while each device's
+    /// network is cut and restored at random (the engines are not told): every store ends equal
+    /// to the server's view, and nothing in the test calls `sync()`.
+    func testThreeEnginesWithTheNetworkCutConvergeByThemselves() async throws {
+        let day = Day("2026-11-24")!
+        var devices: [Device] = []
+        var links: [CuttableLink] = []
+        var engines: [SyncEngine] = []
+        let settings = SyncEngine.Settings(debounce: 0.05, interval: 2, initialBackoff: 0.2, maxBackoff: 1,
+                                           liveInitialBackoff: 0.2, liveMaxBackoff: 1)
+        for name in ["A", "B", "C"] {
+            let link = CuttableLink(baseURL: baseURL)
+            let device = try await device(name, transport: link)
+            devices.append(device)
+            links.append(link)
+            engines.append(SyncEngine(client: device.client, settings: settings, live: link))
+        }
+        for engine in engines { await engine.start() }
+        var generator = SystemRandomNumberGenerator()
+        let end = Date().addingTimeInterval(4)
+        var edits = 0
+        while Date() < end {
+            let index = Int.random(in: 0..<3, using: &generator)
+            let device = devices[index]
+            if Int.random(in: 0..<10, using: &generator) == 0 { links[index].cut.toggle() }
+            let todos = try device.store.todos(from: day, to: day)
+            if todos.isEmpty || Bool.random(using: &generator) {
+                try device.store.addTodo(NewTodo(title: "\(device.name) \(edits)", deadline: day))
+            } else {
+                let todo = todos.randomElement(using: &generator)!
+                _ = try? device.store.updateTodo(todo.localID, TodoChanges(title: "\(device.name) edit \(edits)"))
+            }
+            edits += 1
+            await engines[index].localWrite()
+            try await Task.sleep(nanoseconds: 20_000_000)
+        }
+        for link in links { link.cut = false }
+        let token = try devices[0].token
+        await waitFor("every store equals the server's view", timeout: 15) {
+            guard let server = try? await self.serverItems("/api/v1/todos?from=2026-11-24&to=2026-11-24", token: token) else { return false }
+            let expected = server.map { "\($0["id"]?.int64Value ?? 0)/\($0["version"]?.int64Value ?? 0)" }
+            return devices.allSatisfy { device in
+                let local = ((try? device.store.todos(from: day, to: day)) ?? []).map { "\($0.serverID ?? 0)/\($0.version ?? 0)" }
+                return local == expected && ((try? device.store.pendingCount()) ?? 1) == 0
+            }
+        }
+        for engine in engines { await engine.stop() }
+        for device in devices { try await assertEqualsServer(device) }
+        XCTAssertGreaterThan(edits, 50)
+    }
+
     /// `todosync-client watch` on B's store file: A's change lands in B's file within 2 s, a
     /// change queued by another invocation on B's file goes out by itself, and SIGTERM ends the
     /// watch at once with exit 0 and a last `stopped` line.
@@ -118,4 +169,59 @@ final class LiveSyncStackTests: StackTestCase {
 struct OutputFile {
     let path: String
     var text: String { (try? String(contentsOfFile: path, encoding: .utf8)) ?? "" }
+}
+
+/// A device's network, which the test cuts and restores: requests fail as with no route, and
+/// the live stream breaks and cannot reopen while cut.
+final class CuttableLink: HTTPTransport, LiveStream, @unchecked Sendable {
+    private let inner = URLSessionTransport()
+    private let live: URLSessionLiveStream
+    private let lock = NSLock()
+    private var isCut = false
+    private var streams: [Int: AsyncThrowingStream<LiveEvent, Error>.Continuation] = [:]
+    private var nextID = 0
+
+    init(baseURL: URL) { live = URLSessionLiveStream(baseURL: baseURL) }
+
+    var cut: Bool {
+        get { lock.withLock { isCut } }
+        set {
+            let broken = lock.withLock { () -> [AsyncThrowingStream<LiveEvent, Error>.Continuation] in
+                isCut = newValue
+                return newValue ? Array(streams.values) : []
+            }
+            for stream in broken { stream.finish(throwing: URLError(.networkConnectionLost)) }
+        }
+    }
+
+    func send(_ request: URLRequest) async throws -> (Data, HTTPURLResponse) {
+        if cut { throw URLError(.notConnectedToInternet) }
+        let answer = try await inner.send(request)
+        if cut { throw URLError(.networkConnectionLost) }
+        return answer
+    }
+
+    func open(token: String, schemaVersion: Int) -> AsyncThrowingStream<LiveEvent, Error> {
+        AsyncThrowingStream { continuation in
+            let id = lock.withLock { () -> Int? in
+                guard !isCut else { return nil }
+                nextID += 1
+                streams[nextID] = continuation
+                return nextID
+            }
+            guard let id else { return continuation.finish(throwing: URLError(.notConnectedToInternet)) }
+            let forward = Task {
+                do {
+                    for try await event in live.open(token: token, schemaVersion: schemaVersion) { continuation.yield(event) }
+                    continuation.finish()
+                } catch {
+                    continuation.finish(throwing: error)
+                }
+            }
+            continuation.onTermination = { [weak self] _ in
+                forward.cancel()
+                self?.lock.withLock { _ = self?.streams.removeValue(forKey: id) }
+            }
+        }
+    }
 }
