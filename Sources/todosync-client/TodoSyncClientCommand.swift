@@ -30,7 +30,7 @@ struct TodoSyncClientCommand: AsyncParsableCommand {
         subcommands: [
             Register.self, Login.self, Logout.self, Add.self, List.self, Done.self, Edit.self, Remove.self,
             Tags.self, TagAdd.self, TagRemove.self, Sync.self, Status.self, Conflicts.self, Resolve.self,
-            Rejected.self, Acknowledge.self, Operations.self, Stat.self, ExportPending.self, TagEdit.self,
+            Rejected.self, Acknowledge.self, Operations.self, Stat.self, ExportPending.self, TagEdit.self, Watch.self,
         ])
 
     /// Parses, runs, and ends with one of `ClientExit`'s codes; with `--json` a failure is one

@@ -1,0 +1,368 @@
+import Foundation
+import GRDB
+
+/// Keeps one store in sync by itself (docs/CLIENT.md "Live sync"): after local writes
+/// (debounced), when the live stream opens or pokes, when the network returns, when the app
+/// becomes active, and on a timer while connected, since pokes can be lost. One sync at a time:
+/// triggers that arrive during a sync coalesce into one follow-up. A failed sync is retried by
+/// itself after a jittered exponential backoff (honouring `Retry-After`); the live stream
+/// reconnects with its own jittered backoff, so devices do not all return in the same second
+/// after a server restart. The engine stops for good on 426 (`upgradeRequired`) and when the
+/// login is refused (401 with no new token from `tokenRefresh`), keeping every local change.
+public actor SyncEngine {
+    /// How often and how soon (docs/CLIENT-SETTINGS.md "Live sync"). Seconds.
+    public struct Settings: Sendable, Equatable {
+        /// A local write syncs this long after it (many writes meanwhile: one sync).
+        public var debounce: Double
+        /// A pull this long after the last successful sync, whether or not a poke came.
+        public var interval: Double
+        /// The backoff of failed syncs: waits of up to `initialBackoff · 2^(n-1)` (full jitter),
+        /// at most `maxBackoff`, at least `initialBackoff` and at least the server's `Retry-After`.
+        public var initialBackoff: Double
+        public var maxBackoff: Double
+        /// Whether to hold a live stream open for pokes.
+        public var live: Bool
+        /// The live stream's reconnect backoff: up to `liveInitialBackoff · 2^(n-1)`, full
+        /// jitter, at most `liveMaxBackoff`. A stream that stayed open `liveMaxBackoff`
+        /// seconds starts the sequence again.
+        public var liveInitialBackoff: Double
+        public var liveMaxBackoff: Double
+        /// When set, the store file is checked this often for changes queued by other processes
+        /// (`PRAGMA data_version`); one found syncs as a local write does. Nil: only
+        /// `localWrite()` says so.
+        public var storeCheckInterval: Double?
+
+        public init(debounce: Double = 0.3, interval: Double = 60, initialBackoff: Double = 1, maxBackoff: Double = 300,
+                    live: Bool = true, liveInitialBackoff: Double = 5, liveMaxBackoff: Double = 120,
+                    storeCheckInterval: Double? = nil) {
+            self.storeCheckInterval = storeCheckInterval
+            self.debounce = debounce
+            self.interval = interval
+            self.initialBackoff = initialBackoff
+            self.maxBackoff = maxBackoff
+            self.live = live
+            self.liveInitialBackoff = liveInitialBackoff
+            self.liveMaxBackoff = liveMaxBackoff
+        }
+    }
+
+    /// Why a sync started.
+    public enum Trigger: String, Sendable {
+        case start, localWrite = "local-write", poke, streamOpened = "stream-opened", networkRegained = "network-regained"
+        case appActive = "app-active", timer, retry
+    }
+
+    /// Why the engine stopped.
+    public enum StopReason: Sendable, Equatable {
+        /// `stop()` was called.
+        case requested
+        /// 426: the app must be upgraded before it syncs again.
+        case upgradeRequired(UpgradeRequired)
+        /// No token, or the server refused it: log in again, then start a new engine.
+        case loginRequired
+    }
+
+    /// Where the engine stands (`status`), for a status line.
+    public enum Status: Sendable, Equatable {
+        case starting
+        /// In sync as of `lastSyncedAt`.
+        case idle(lastSyncedAt: Date)
+        case syncing(Trigger)
+        /// The last sync failed; the next attempt comes by itself at `nextAttemptAt`.
+        case offline(nextAttemptAt: Date, reason: String)
+        /// Synced, but the user has to look: conflicts wait in the inbox, or the server rejected
+        /// changes (`LocalStore.conflicts()`, `rejectedOperations()`).
+        case needsAttention(conflicts: Int, rejected: Int)
+        /// Stopped: `.loginRequired` and `.upgradeRequired` need the user too.
+        case stopped(StopReason)
+    }
+
+    /// What the engine does, in order (`events`).
+    public enum Event: Sendable, Equatable {
+        case syncing(Trigger)
+        case synced(SyncReport, Trigger)
+        /// A sync failed; the next attempt comes by itself in `retryIn` seconds.
+        case failed(String, offline: Bool, retryIn: Double)
+        /// The live stream opened.
+        case connected
+        /// The live stream ended or could not open; it reopens in `retryIn` seconds.
+        case disconnected(String, retryIn: Double)
+        /// A poke from another device (or a REST write: `deviceID` nil).
+        case poke(version: Int64, deviceID: String?)
+        /// The app said the network went away (false) or came back (true).
+        case reachability(Bool)
+        case stopped(StopReason)
+    }
+
+    public let client: TodoSyncClient
+    public let settings: Settings
+    /// Every event, as it happens; finishes when the engine stops.
+    public nonisolated let events: AsyncStream<Event>
+    /// The current state (every change of it is also an `events` element).
+    public private(set) var status = Status.starting
+    private let emit: AsyncStream<Event>.Continuation
+    private let clock: any SyncClock
+    private let live: (any LiveStream)?
+    private let reachability: AsyncStream<Bool>?
+    private let random: @Sendable (ClosedRange<Double>) -> Double
+
+    private var pending: (at: Double, trigger: Trigger)?
+    private var retryAt: Double?
+    private var failures = 0
+    private var nextTimer: Double = .infinity
+    private var reachable = true
+    private var stopped = false
+    private var syncing = false
+    private var sleeper: Task<Void, Never>?
+    private var tasks: [Task<Void, Never>] = []
+    private var loop: Task<Void, Never>?
+
+    /// - Parameters:
+    ///   - live: the source of pokes (default: SSE over URLSession at the client's server).
+    ///   - reachability: the app's network state (true: reachable). On Apple platforms feed it
+    ///     from `NWPathMonitor`; when absent the network counts as always reachable.
+    ///   - clock: the clock of the debounce, the timer and every backoff (tests pass a fake one).
+    ///   - random: a value in the range (the jitter); tests pass a fixed one.
+    public init(client: TodoSyncClient, settings: Settings = Settings(), live: (any LiveStream)? = nil,
+                reachability: AsyncStream<Bool>? = nil, clock: any SyncClock = SystemSyncClock(),
+                random: @escaping @Sendable (ClosedRange<Double>) -> Double = { Double.random(in: $0) }) {
+        self.client = client
+        self.settings = settings
+        self.live = settings.live ? (live ?? URLSessionLiveStream(baseURL: client.api.baseURL)) : nil
+        self.reachability = reachability
+        self.clock = clock
+        self.random = random
+        (events, emit) = AsyncStream.makeStream(of: Event.self, bufferingPolicy: .bufferingNewest(1000))
+    }
+
+    // MARK: Control
+
+    /// Syncs at once, then keeps syncing until `stop()` or a stop reason.
+    public func start() {
+        guard loop == nil, !stopped else { return }
+        request(.start, after: 0)
+        loop = Task { await self.run() }
+        if let live { tasks.append(Task { await self.runLive(live) }) }
+        if let interval = settings.storeCheckInterval {
+            tasks.append(Task { await self.watchStoreFile(every: interval) })
+        }
+        if let reachability {
+            tasks.append(Task {
+                for await up in reachability { await self.setReachable(up) }
+            })
+        }
+    }
+
+    /// Stops the engine and waits until no sync runs. A sync in flight is cancelled; every
+    /// local write is atomic, so nothing is half-written and the outbox keeps what was not sent.
+    public func stop() async {
+        finish(.requested)
+        await loop?.value
+        for task in tasks { await task.value }
+    }
+
+    /// Call after each local write (`addTodo`, `updateTodo`, …): syncs `debounce` seconds later.
+    public func localWrite() { request(.localWrite, after: settings.debounce) }
+
+    /// Call when the app comes to the front: syncs now, even during a backoff.
+    public func appDidBecomeActive() {
+        retryAt = nil
+        request(.appActive, after: 0)
+    }
+
+    /// The network went away (no sync is tried until it returns) or came back (a sync now).
+    public func setReachable(_ up: Bool) {
+        guard up != reachable else { return }
+        reachable = up
+        emit.yield(.reachability(up))
+        if up {
+            retryAt = nil
+            request(.networkRegained, after: 0)
+        } else {
+            sleeper?.cancel()
+        }
+    }
+
+    /// Whether the engine has stopped.
+    public var isStopped: Bool { stopped }
+
+    // MARK: The sync loop
+
+    private func request(_ trigger: Trigger, after delay: Double) {
+        guard !stopped else { return }
+        let at = clock.now + delay
+        // Not pushed back by later triggers: a stream of writes still syncs `debounce` after the first.
+        if pending == nil || at < pending!.at { pending = (at, trigger) }
+        sleeper?.cancel()
+        sleeper = nil
+    }
+
+    /// Whether the loop waits for a trigger or a time, with no sync running (for tests).
+    var isWaiting: Bool { sleeper != nil && !syncing }
+
+    /// When the next sync is due, and why.
+    private func due() -> (at: Double, trigger: Trigger) {
+        guard reachable else { return (.infinity, .networkRegained) }
+        var next = (at: nextTimer, trigger: Trigger.timer)
+        if let pending, pending.at <= next.at { next = pending }
+        if let retryAt, retryAt > next.at { next.at = retryAt }
+        return next
+    }
+
+    private func run() async {
+        while !stopped && !Task.isCancelled {
+            let (at, trigger) = due()
+            let now = clock.now
+            if at > now + 1e-9 {
+                let wait = at == .infinity ? 365 * 86400 : at - now
+                let clock = self.clock
+                let sleep = Task { _ = try? await clock.sleep(seconds: wait) }
+                sleeper = sleep
+                await sleep.value
+                sleeper = nil
+                continue
+            }
+            pending = nil
+            status = .syncing(trigger)
+            emit.yield(.syncing(trigger))
+            syncing = true
+            defer { syncing = false }
+            do {
+                let report = try await client.sync()
+                guard !stopped else { return }
+                failures = 0
+                retryAt = nil
+                nextTimer = clock.now + settings.interval
+                let facts = try? client.store.status()
+                if let facts, facts.conflicts + facts.rejected > 0 {
+                    status = .needsAttention(conflicts: facts.conflicts, rejected: facts.rejected)
+                } else {
+                    status = .idle(lastSyncedAt: Date())
+                }
+                emit.yield(.synced(report, trigger))
+            } catch SyncError.upgradeRequired(let required) {
+                finish(.upgradeRequired(required))
+            } catch SyncError.unauthorized, SyncError.notLoggedIn {
+                finish(.loginRequired)
+            } catch {
+                guard !stopped, !Task.isCancelled else { return }
+                failures += 1
+                var retryAfter: Double?
+                if case .unavailable(_, let after) = error as? SyncError { retryAfter = after }
+                let delay = backoff(failures, initial: settings.initialBackoff, max: settings.maxBackoff,
+                                    floor: max(settings.initialBackoff, retryAfter ?? 0))
+                retryAt = clock.now + delay
+                // Whatever came meanwhile waits for the backoff: the next attempt is the retry.
+                pending = (retryAt!, .retry)
+                status = .offline(nextAttemptAt: Date().addingTimeInterval(delay), reason: String(describing: error))
+                emit.yield(.failed(String(describing: error), offline: (error as? SyncError)?.isOffline ?? true, retryIn: delay))
+            }
+        }
+    }
+
+    /// Full jitter: a wait in `0…min(max, initial·2^(n-1))` for attempt n, at least `floor`
+    /// (for syncs: `initialBackoff`, so no storm of instant retries, and the server's `Retry-After`).
+    private func backoff(_ attempt: Int, initial: Double, max maximum: Double, floor: Double) -> Double {
+        let ceiling = min(maximum, initial * pow(2, Double(min(attempt, 60) - 1)))
+        return max(random(0...max(ceiling, 0)), floor)
+    }
+
+    private func finish(_ reason: StopReason) {
+        guard !stopped else { return }
+        stopped = true
+        pending = nil
+        sleeper?.cancel()
+        loop?.cancel()
+        for task in tasks { task.cancel() }
+        status = .stopped(reason)
+        emit.yield(.stopped(reason))
+        emit.finish()
+    }
+
+    /// Polls the file's `PRAGMA data_version` (it changes when another connection commits) and
+    /// syncs when the outbox then holds changes: writes of other processes on the same file.
+    /// Our own syncs change it too, but leave nothing pending, so they trigger nothing.
+    private func watchStoreFile(every interval: Double) async {
+        guard let version = try? DataVersion(path: client.store.path) else { return }
+        var last = try? version.current()
+        while !stopped && !Task.isCancelled {
+            do {
+                try await clock.sleep(seconds: interval)
+            } catch {
+                return
+            }
+            // Our own sync changes the file too: look again once it is over.
+            guard !syncing else { continue }
+            let now = try? version.current()
+            guard now != last else { continue }
+            last = now
+            if let queued = try? client.store.pendingCount(), queued > 0 { localWrite() }
+        }
+    }
+
+    // MARK: The live stream
+
+    private func runLive(_ live: any LiveStream) async {
+        let deviceID = try? client.store.deviceID
+        var attempt = 0
+        while !stopped && !Task.isCancelled {
+            var reason = "closed by the server"
+            var floor: Double?
+            var openedAt: Double?
+            if let token = try? client.store.token() {
+                do {
+                    for try await event in live.open(token: token, schemaVersion: client.schemaVersion) {
+                        guard !stopped else { return }
+                        switch event {
+                        case .opened:
+                            openedAt = clock.now
+                            emit.yield(.connected)
+                            request(.streamOpened, after: 0)
+                        case .poke(let version, let from):
+                            if from != nil && from == deviceID { continue }
+                            emit.yield(.poke(version: version, deviceID: from))
+                            request(.poke, after: 0)
+                        }
+                    }
+                } catch LiveStreamError.refused(let status, let retryAfter, _) {
+                    reason = "HTTP \(status)"
+                    floor = retryAfter
+                    // 401 and 426 are the sync's to report (it refreshes the token or stops).
+                    if status == 401 || status == 426 { request(.retry, after: 0) }
+                } catch LiveStreamError.ended(let why) {
+                    reason = why
+                } catch {
+                    reason = String(describing: error)
+                }
+            } else {
+                reason = "not logged in"
+            }
+            guard !stopped, !Task.isCancelled else { return }
+            if let openedAt, clock.now - openedAt >= settings.liveMaxBackoff { attempt = 0 }
+            attempt += 1
+            let delay = backoff(attempt, initial: settings.liveInitialBackoff, max: settings.liveMaxBackoff, floor: floor ?? 0)
+            emit.yield(.disconnected(reason, retryIn: delay))
+            do {
+                try await clock.sleep(seconds: delay)
+            } catch {
+                return
+            }
+        }
+    }
+}
+
+/// `PRAGMA data_version` of one store file, read on a connection of its own (the number is per
+/// connection: it changes when any other connection commits).
+private struct DataVersion: Sendable {
+    let queue: DatabaseQueue
+
+    init(path: String) throws {
+        var configuration = Configuration()
+        configuration.readonly = true
+        queue = try DatabaseQueue(path: path, configuration: configuration)
+    }
+
+    func current() throws -> Int {
+        try queue.read { try Int.fetchOne($0, sql: "PRAGMA data_version") ?? 0 }
+    }
+}

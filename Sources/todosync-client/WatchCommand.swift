@@ -1,0 +1,134 @@
+import ArgumentParser
+import Dispatch
+import Foundation
+import TodoSyncClient
+import TodoSyncCore
+
+struct Watch: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Keep this store in sync until Ctrl-C: live pokes, a periodic pull, retries by themselves.",
+        discussion: """
+            Runs a SyncEngine in the foreground (docs/CLIENT-CLI.md "watch"): syncs at once, on \
+            every poke from the server's live stream, after changes queued meanwhile by other \
+            invocations on the same store, every --interval seconds, and after failures with a \
+            jittered backoff. Prints one line per sync that moved something and per status \
+            change (with --json: one JSON object per line). SIGINT/SIGTERM stop it cleanly \
+            (exit 0); 426 exits 5, a refused login 1.
+            """)
+    @OptionGroup var options: StoreOptions
+    @Option(help: "Seconds between periodic pulls (pokes can be lost).") var interval: Double = 60
+    @Option(help: "Seconds after a change queued by another invocation before it is synced.") var debounce: Double = 0.3
+    @Option(help: "Seconds between checks of the store file for changes of other invocations.") var checkEvery: Double = 0.5
+    @Flag(help: "No live stream: only the periodic pull and local changes.") var noLive = false
+    @Flag(help: "Also print syncs that moved nothing.") var verbose = false
+
+    func validate() throws {
+        for (name, value) in [("--interval", interval), ("--check-every", checkEvery)] where !(value > 0 && value.isFinite) {
+            throw ValidationError("\(name) must be a positive number of seconds")
+        }
+        guard debounce >= 0, debounce.isFinite else { throw ValidationError("--debounce must be 0 or more seconds") }
+    }
+
+    func run() async throws {
+        let store = try options.openStore()
+        let client = try options.client(store)
+        let engine = SyncEngine(client: client, settings: SyncEngine.Settings(
+            debounce: debounce, interval: interval, live: !noLive, storeCheckInterval: checkEvery))
+        let signals = StopSignals { Task { await engine.stop() } }
+        defer { signals.cancel() }
+        let printer = WatchPrinter(json: options.json, verbose: verbose)
+        await engine.start()
+        var reason = SyncEngine.StopReason.requested
+        for await event in engine.events {
+            printer.show(event)
+            if case .stopped(let why) = event { reason = why }
+        }
+        switch reason {
+        case .requested: return
+        case .upgradeRequired(let required): throw ClientFailure(sync: .upgradeRequired(required), prefix: "Stopped: ")
+        case .loginRequired: throw ClientFailure(.error, code: "unauthorized", "Stopped: the server refused the login; log in again")
+        }
+    }
+}
+
+/// SIGINT and SIGTERM call `handler` once (the engine then ends the watch) instead of killing
+/// the process mid-write.
+final class StopSignals: @unchecked Sendable {
+    private var sources: [DispatchSourceSignal] = []
+
+    init(_ handler: @escaping @Sendable () -> Void) {
+        for number in [SIGINT, SIGTERM] {
+            signal(number, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+            source.setEventHandler(handler: handler)
+            source.resume()
+            sources.append(source)
+        }
+    }
+
+    func cancel() {
+        for source in sources { source.cancel() }
+    }
+}
+
+/// One line per event worth a line, human or JSON (docs/CLIENT-CLI.md "watch").
+struct WatchPrinter {
+    let json: Bool
+    let verbose: Bool
+
+    func show(_ event: SyncEngine.Event) {
+        let at = ISO8601DateFormatter().string(from: Date())
+        var fields: [String: JSONValue] = ["at": .string(at)]
+        let line: String?
+        switch event {
+        case .syncing:
+            return
+        case .synced(let report, let trigger):
+            let moved = report.operationsSent > 0 || report.recordsPulled > 0
+            guard moved || verbose || json else { return }
+            fields["event"] = .string("synced")
+            fields["trigger"] = .string(trigger.rawValue)
+            fields["sent"] = .int(Int64(report.operationsSent))
+            fields["pulled"] = .int(Int64(report.recordsPulled))
+            line = "synced (\(trigger.rawValue)): sent \(report.operationsSent), pulled \(report.recordsPulled)"
+        case .failed(let message, let offline, let retryIn):
+            fields["event"] = .string(offline ? "offline" : "failed")
+            fields["message"] = .string(message)
+            fields["retryIn"] = .number(JSONNumber(literal: String(format: "%.3f", retryIn)))
+            line = "\(offline ? "offline" : "sync failed"): \(message); retrying in \(Self.seconds(retryIn)) s"
+        case .connected:
+            fields["event"] = .string("connected")
+            line = "live: connected"
+        case .disconnected(let reason, let retryIn):
+            fields["event"] = .string("disconnected")
+            fields["message"] = .string(reason)
+            fields["retryIn"] = .number(JSONNumber(literal: String(format: "%.3f", retryIn)))
+            line = "live: disconnected (\(reason)); reconnecting in \(Self.seconds(retryIn)) s"
+        case .poke(let version, let deviceID):
+            fields["event"] = .string("poke")
+            fields["version"] = .int(version)
+            fields["deviceId"] = deviceID.map(JSONValue.string) ?? .null
+            guard verbose || json else { return }
+            line = "poke: version \(version)"
+        case .reachability(let up):
+            fields["event"] = .string(up ? "online" : "offline")
+            line = up ? "network: back" : "network: gone"
+        case .stopped(let reason):
+            fields["event"] = .string("stopped")
+            switch reason {
+            case .requested: fields["reason"] = .string("requested")
+            case .upgradeRequired: fields["reason"] = .string("upgrade_required")
+            case .loginRequired: fields["reason"] = .string("login_required")
+            }
+            line = json ? nil : "stopped"
+        }
+        if json {
+            print(JSONText.encode(.object(fields)))
+        } else if let line {
+            print("\(at) \(line)")
+        }
+        fflush(nil)
+    }
+
+    static func seconds(_ value: Double) -> String { String(format: "%.1f", value) }
+}
