@@ -157,8 +157,8 @@ final class LiveSyncStackTests: StackTestCase {
         XCTAssertLessThan(Date().timeIntervalSince(stopped), 2, "SIGTERM ends the watch at once")
         XCTAssertEqual(process.terminationReason, .exit)
         XCTAssertEqual(process.terminationStatus, 0, lines.text)
-        // The poke may arrive during the sync of the stream opening and coalesce into its follow-up.
-        XCTAssertTrue(lines.text.contains(#""event":"poke""#), lines.text)
+        // Whether A's change came by its poke or by a sync already under way (the stream's opening
+        // sync, which a poke coalesces into) is timing; that it came within 2 s is asserted above.
         XCTAssertTrue(lines.text.contains(#""trigger":"local-write""#), lines.text)
         XCTAssertTrue(lines.text.contains(#""event":"stopped","reason":"requested""#) || lines.text.contains(#""reason":"requested""#), lines.text)
         XCTAssertEqual(try b.store.pendingCount(), 0)
