@@ -64,19 +64,19 @@ enum SQL {
                  + (SELECT COUNT(*) FROM tags WHERE user_id = ? AND deleted_at IS NULL)
             """
         static let setLiveRecords = "UPDATE users SET live_records = ? WHERE id = ?"
-        /// Charges operations to the account's clock hour unless that would pass its quota: the
-        /// affected-row count is 1 (new hour row), 2 (charged) or 0 (quota reached, unchanged).
-        /// Parameters: user, hour, operations, operations, quota, operations.
-        static let chargeOperations = """
-            INSERT INTO account_usage (user_id, hour_start, operations) VALUES (?, ?, ?)
-                ON DUPLICATE KEY UPDATE operations = IF(operations + ? <= ?, operations + ?, operations)
+        /// Charges an amount to one of `account_usage`'s per-hour counters unless that would pass
+        /// its quota: the affected-row count is 1 (new hour row), 2 (charged) or 0 (quota reached,
+        /// unchanged). Parameters: user, hour, amount, amount, quota, amount.
+        private static func chargeHour(_ column: String) -> String {
             """
-        /// The same for the bytes a write stores (push results and their records, Sql/020).
-        /// Parameters: user, hour, bytes, bytes, quota, bytes.
-        static let chargeStoredBytes = """
-            INSERT INTO account_usage (user_id, hour_start, stored_bytes) VALUES (?, ?, ?)
-                ON DUPLICATE KEY UPDATE stored_bytes = IF(stored_bytes + ? <= ?, stored_bytes + ?, stored_bytes)
+            INSERT INTO account_usage (user_id, hour_start, \(column)) VALUES (?, ?, ?)
+                ON DUPLICATE KEY UPDATE \(column) = IF(\(column) + ? <= ?, \(column) + ?, \(column))
             """
+        }
+        /// Write operations (Sql/012).
+        static let chargeOperations = chargeHour("operations")
+        /// Bytes of push results and their records (Sql/020).
+        static let chargeStoredBytes = chargeHour("stored_bytes")
         static let deletePastHours = "DELETE FROM account_usage WHERE hour_start < ?"
     }
 

@@ -19,7 +19,7 @@ extension Store {
             transaction.refuseChanges(try chargeOperations(
                 userID: userID, fresh, quota: transaction.operationsQuota, at: transaction.now))
             var seen = Set<OpKey>()
-            var newResults: [(key: OpKey, result: PushResult)] = []
+            var newResults: [(key: OpKey, stored: PushResult.Stored)] = []
             var body: [UInt8] = [UInt8(ascii: "[")]
             for (index, operation) in request.operations.enumerated() {
                 if index > 0 { body.append(UInt8(ascii: ",")) }
@@ -52,8 +52,9 @@ extension Store {
                     result = .rejected(operation.opID, error, clientID: operation.clientIDText)
                 }
                 tally.add(result.status)
-                newResults.append((operation.key, result))
-                body.append(contentsOf: result.json)
+                let stored = result.stored  // rendered once: answered and stored
+                newResults.append((operation.key, stored))
+                body.append(contentsOf: stored.answer)
             }
             body.append(UInt8(ascii: "]"))
             // Stored in the same transaction as the operations' effects: exactly once.
@@ -82,11 +83,8 @@ extension Store {
             let slots = (0..<SQL.Push.batch).map { DatabaseValue.text(chunk[min($0, chunk.count - 1)]) }
             for row in try db.query(SQL.Push.storedResults, [.int(userID), .int(userID)] + slots) {
                 let key = OpKey(row.string(0)!)
-                var json = Array(row.string(1)!.utf8)
-                if let offset = row.int64(3), let record = row.bytes(4) {
-                    // The stored `null` at the offset stands for the record.
-                    json.replaceSubrange(Int(offset)..<Int(offset) + 4, with: record)
-                }
+                let json = PushResult.Stored(json: Array(row.string(1)!.utf8), record: row.bytes(4),
+                                             recordOffset: row.int64(3).map(Int.init)).answer
                 if row.bool(2) == true { legacy[key] = json } else { exact[key] = json }
             }
         }
@@ -100,29 +98,26 @@ extension Store {
     /// Stores each result with `(user, opId)`, and each distinct record once (by its SHA-256),
     /// so that many results naming one record version cost one copy of it (Sql/019).
     /// Charged to the account's stored bytes per hour first (Sql/020).
-    private func storeResults(_ results: [(key: OpKey, result: PushResult)], deviceID: String,
+    private func storeResults(_ results: [(key: OpKey, stored: PushResult.Stored)], deviceID: String,
                               in transaction: WriteTransaction) throws {
         let (userID, now) = (transaction.userID, transaction.now)
         var rows: [[DatabaseValue]] = []
         rows.reserveCapacity(results.count)
         var records: [[UInt8]: [UInt8]] = [:]
-        for (key, result) in results {
-            let stored = result.storedForm
+        var bytes = 0
+        for (key, stored) in results {
+            bytes += stored.json.count
             var digest = DatabaseValue.null
             var offset = DatabaseValue.null
             if let record = stored.record, let recordOffset = stored.recordOffset {
                 let hash = BearerToken.sha256(record)
-                records[hash] = record
+                if records.updateValue(record, forKey: hash) == nil { bytes += record.count }
                 digest = .blob(hash)
                 offset = .int(Int64(recordOffset))
             }
             rows.append([.int(userID), .text(key.text), .text(deviceID), .text(String(decoding: stored.json, as: UTF8.self)),
                          .timestamp(now), digest, offset])
         }
-        let bytes = rows.reduce(0) { total, row in
-            if case .text(let json) = row[3] { return total + json.utf8.count }
-            return total
-        } + records.values.reduce(0) { $0 + $1.count }
         try chargeStoredBytes(userID: userID, Int64(bytes), quota: transaction.storedBytesQuota, at: now)
         for (digest, record) in records {
             try db.execute(SQL.Push.storeRecord, [.int(userID), .blob(digest), .blob(record), .timestamp(now)])

@@ -11,36 +11,35 @@ extension Store {
     /// left in the hour. `Store.write` raises it at the write's first change, not at once, so
     /// that a write that changes nothing (a replay) is still answered at the quota.
     func chargeOperations(userID: Int64, _ operations: Int, quota: Int64, at now: Timestamp) throws -> DomainError? {
-        guard operations > 0 else { return nil }
-        let hourMilliseconds: Int64 = 3_600_000
-        let hourStart = now.millisecondsSinceEpoch / hourMilliseconds * hourMilliseconds
-        let count = Int64(operations)
-        let charged = count <= quota ? try db.execute(SQL.Quotas.chargeOperations, [
-            .int(userID), .timestamp(Timestamp(millisecondsSinceEpoch: hourStart)), .int(count), .int(count),
-            .int(quota), .int(count),
-        ]).affectedRows : 0
-        guard charged == 0 else { return nil }
-        let left = (hourStart + hourMilliseconds - now.millisecondsSinceEpoch + 999) / 1000
-        return DomainError.throttled(
-            message: "This account has reached its quota of \(quota) write operations per hour.",
-            retryAfterSeconds: left)
+        try chargeHour(SQL.Quotas.chargeOperations, userID: userID, Int64(operations), quota: quota, at: now,
+                       refusal: "This account has reached its quota of \(quota) write operations per hour.")
     }
 
     /// Charges `bytes` stored by a write to the account's clock hour; `throttled` (with the rest
     /// of the hour) when that would pass `quota`. Inside the write's transaction, so a refused
     /// write rolls back whole and costs nothing.
     func chargeStoredBytes(userID: Int64, _ bytes: Int64, quota: Int64, at now: Timestamp) throws {
-        guard bytes > 0 else { return }
+        if let refusal = try chargeHour(SQL.Quotas.chargeStoredBytes, userID: userID, bytes, quota: quota, at: now,
+                                        refusal: "This account has reached its quota of \(quota) stored bytes per hour.") {
+            throw refusal
+        }
+    }
+
+    /// The one mechanism of the hourly budgets: charges `amount` with `statement` (one of
+    /// `SQL.Quotas.charge…`) to the account's current clock hour; nil when charged, else (charging
+    /// nothing) `throttled` with `refusal` and the seconds left in the hour.
+    private func chargeHour(_ statement: String, userID: Int64, _ amount: Int64, quota: Int64, at now: Timestamp,
+                            refusal: String) throws -> DomainError? {
+        guard amount > 0 else { return nil }
         let hourMilliseconds: Int64 = 3_600_000
         let hourStart = now.millisecondsSinceEpoch / hourMilliseconds * hourMilliseconds
-        let charged = bytes <= quota ? try db.execute(SQL.Quotas.chargeStoredBytes, [
-            .int(userID), .timestamp(Timestamp(millisecondsSinceEpoch: hourStart)), .int(bytes), .int(bytes),
-            .int(quota), .int(bytes),
+        let charged = amount <= quota ? try db.execute(statement, [
+            .int(userID), .timestamp(Timestamp(millisecondsSinceEpoch: hourStart)), .int(amount), .int(amount),
+            .int(quota), .int(amount),
         ]).affectedRows : 0
-        guard charged == 0 else { return }
-        throw DomainError.throttled(
-            message: "This account has reached its quota of \(quota) stored bytes per hour.",
-            retryAfterSeconds: (hourStart + hourMilliseconds - now.millisecondsSinceEpoch + 999) / 1000)
+        guard charged == 0 else { return nil }
+        return DomainError.throttled(
+            message: refusal, retryAfterSeconds: (hourStart + hourMilliseconds - now.millisecondsSinceEpoch + 999) / 1000)
     }
 
     /// `throttled` when adding `delta` live records to the account's `live` ones would pass

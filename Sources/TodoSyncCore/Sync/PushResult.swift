@@ -34,10 +34,31 @@ public struct PushResult: Sendable {
 
     /// The result as stored for replays (Sql/019): `record` written as `null`, with the byte
     /// offset where that `null` starts, and the record's bytes to keep beside it (nil when the
-    /// result has no record). Putting the bytes back at the offset gives `json` exactly.
-    public var storedForm: (json: [UInt8], record: [UInt8]?, recordOffset: Int?) {
+    /// result has no record). `answer` puts the bytes back: it is `json`, exactly.
+    public struct Stored: Sendable {
+        public let json: [UInt8]
+        public let record: [UInt8]?
+        public let recordOffset: Int?
+
+        public init(json: [UInt8], record: [UInt8]?, recordOffset: Int?) {
+            self.json = json
+            self.record = record
+            self.recordOffset = recordOffset
+        }
+
+        /// The result as answered: the record in place of its `null` (a new push and a replay alike).
+        public var answer: [UInt8] {
+            guard let record, let recordOffset else { return json }
+            var bytes = json
+            bytes.replaceSubrange(recordOffset..<recordOffset + 4, with: record)
+            return bytes
+        }
+    }
+
+    /// Rendered once: a push answers `stored.answer` and stores the rest.
+    public var stored: Stored {
         let (json, offset) = rendered(recordAsNull: true)
-        return record == nil ? (json, nil, nil) : (json, record, offset)
+        return Stored(json: json, record: record, recordOffset: record == nil ? nil : offset)
     }
 
     private func rendered(recordAsNull: Bool) -> (json: [UInt8], recordOffset: Int) {
