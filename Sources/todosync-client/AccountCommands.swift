@@ -5,20 +5,22 @@ import TodoSyncCore
 
 /// The password, never echoed and never printed: `--password-stdin` reads the first line of
 /// stdin (for scripts), then `--password`, then TODOSYNC_PASSWORD; otherwise, on a terminal, a
-/// prompt without echo.
-func accountPassword(_ given: String?, fromStdin: Bool) throws -> String {
+/// prompt without echo. `password`'s new one comes the same way: the next line of stdin,
+/// `--new-password`, TODOSYNC_NEW_PASSWORD, or a prompt.
+func accountPassword(_ given: String?, fromStdin: Bool, variable: String = "TODOSYNC_PASSWORD",
+                     prompt: String = "Password: ") throws -> String {
     if fromStdin {
         guard let line = readLine(strippingNewline: true), !line.isEmpty else {
-            throw ValidationError("--password-stdin: no password on stdin")
+            throw ValidationError("--password-stdin: no \(prompt.lowercased().dropLast(2)) on stdin")
         }
         return line
     }
     if let given { return given }
-    if let fromEnvironment = ProcessInfo.processInfo.environment["TODOSYNC_PASSWORD"] { return fromEnvironment }
+    if let fromEnvironment = ProcessInfo.processInfo.environment[variable] { return fromEnvironment }
     guard isatty(STDIN_FILENO) != 0 else {
-        throw ValidationError("give --password-stdin (or set TODOSYNC_PASSWORD); stdin is not a terminal to ask on")
+        throw ValidationError("give --password-stdin (or set \(variable)); stdin is not a terminal to ask on")
     }
-    return try promptWithoutEcho("Password: ")
+    return try promptWithoutEcho(prompt)
 }
 
 /// Asks on stderr and reads a line from the terminal with echo off (restored afterwards).
@@ -100,7 +102,7 @@ struct Status: ParsableCommand {
         let server = try options.serverInUse(store)
         let queue = try store.operations(historyLimit: 0)
         let out = options.output
-        out.say("account:    \(status.email ?? "(not logged in)")")
+        out.say("account:    \(status.email ?? "(not logged in)")\(status.signedOut ? " (\(SyncError.unauthorized))" : "")")
         out.say("server:     \(server.url) (from \(server.source))")
         out.say("device:     \(status.deviceID)")
         out.say("pending:    \(status.pending) change(s) waiting to sync")
@@ -111,7 +113,7 @@ struct Status: ParsableCommand {
         if let required = status.upgradeRequired { out.say("sync:       stopped, \(required)") }
         for op in queue { out.say("  " + (try operationLine(op, store))) }
         out.finish(json: .object([
-            "account": .optionalString(status.email), "loggedIn": .bool(try store.isLoggedIn),
+            "account": .optionalString(status.email), "loggedIn": .bool(try store.isLoggedIn), "signedOut": .bool(status.signedOut),
             "server": .string(server.url), "serverSource": .string(server.source), "store": .string(options.db),
             "deviceId": .string(status.deviceID), "pending": .int(status.pending), "rejected": .int(status.rejected),
             "conflicts": .int(status.conflicts), "lastSyncAt": .optionalString(status.lastSyncAt),

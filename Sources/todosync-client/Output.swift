@@ -116,6 +116,9 @@ struct ClientFailure: Error {
             self.init(.error, code: "not_logged_in", prefix + "\(error)", extra: extra)
         case .unauthorized:
             self.init(.error, code: "unauthorized", prefix + "\(error)", extra: extra)
+        case .wrongPassword(let field):
+            self.init(.error, code: "wrong_password", prefix + "\(error)", details: [ServerProblem(field: field, problem: "is incorrect")],
+                      extra: extra)
         case .protocolError:
             self.init(.error, code: "protocol_error", prefix + "\(error)", extra: extra)
         }

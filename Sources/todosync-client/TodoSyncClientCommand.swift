@@ -9,8 +9,8 @@ import TodoSyncCore
 /// The files of this target: this one (the command tree, the options every command takes, and
 /// `main`, which turns every outcome into one exit code of `ClientExit`), `Output.swift` (human
 /// text or one `--json` document; the exit-code table), `AccountCommands.swift`,
-/// `TodoCommands.swift`, `TagCommands.swift`, `SyncCommands.swift` (sync, conflicts, rejected
-/// changes) and `ProgressBar.swift`. docs/CLIENT-CLI.md documents what a user and a script see.
+/// `AccountControlCommands.swift` (password, sessions, export, delete-account), `TodoCommands.swift`,
+/// `TagCommands.swift`, `SyncCommands.swift` (sync, conflicts, rejected changes) and `ProgressBar.swift`. docs/CLIENT-CLI.md documents what a user and a script see.
 @main
 struct TodoSyncClientCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -19,7 +19,7 @@ struct TodoSyncClientCommand: AsyncParsableCommand {
         discussion: """
             Records are addressed by the number `list` shows (a local id, stable for this store).
             Every command takes --json: one JSON document on stdout (an error: on stderr).
-            Environment: TODOSYNC_CLIENT_DB (store file), TODOSYNC_SERVER (base URL), TODOSYNC_PASSWORD,
+            Environment: TODOSYNC_CLIENT_DB (store file), TODOSYNC_SERVER (base URL), TODOSYNC_PASSWORD, TODOSYNC_NEW_PASSWORD,
             TODOSYNC_CLIENT_RETRIES, TODOSYNC_CLIENT_REQUEST_TIMEOUT, TODOSYNC_CLIENT_SYNC_TIMEOUT
             (every setting and its default: docs/CLIENT-SETTINGS.md; output and exit codes: docs/CLIENT-CLI.md).
 
@@ -31,6 +31,7 @@ struct TodoSyncClientCommand: AsyncParsableCommand {
             Register.self, Login.self, Logout.self, Add.self, List.self, Done.self, Edit.self, Remove.self,
             Tags.self, TagAdd.self, TagRemove.self, Sync.self, Status.self, Conflicts.self, Resolve.self,
             Rejected.self, Acknowledge.self, Operations.self, Stat.self, ExportPending.self, TagEdit.self, Watch.self,
+            ChangePassword.self, Sessions.self, Export.self, DeleteAccount.self,
         ])
 
     /// Parses, runs, and ends with one of `ClientExit`'s codes; with `--json` a failure is one

@@ -46,7 +46,7 @@ struct Watch: AsyncParsableCommand {
         switch reason {
         case .requested: return
         case .upgradeRequired(let required): throw ClientFailure(sync: .upgradeRequired(required), prefix: "Stopped: ")
-        case .loginRequired: throw ClientFailure(.error, code: "unauthorized", "Stopped: the server refused the login; log in again")
+        case .loginRequired: throw ClientFailure(sync: .unauthorized, prefix: "Stopped: ")
         }
     }
 }

@@ -7,6 +7,20 @@ import FoundationNetworking
 /// Sends one HTTP request. The default is URLSession; tests wrap it to lose responses.
 public protocol HTTPTransport: Sendable {
     func send(_ request: URLRequest) async throws -> (Data, HTTPURLResponse)
+    /// Sends a request whose 200 answer's body is written to `file` (created or truncated) as it
+    /// arrives, never held whole in memory; any other answer's body is returned instead (and
+    /// `file` is left empty). The default implementation (for transports that only `send`)
+    /// receives the body whole, then writes it.
+    func download(_ request: URLRequest, to file: URL) async throws -> (Data, HTTPURLResponse)
+}
+
+extension HTTPTransport {
+    public func download(_ request: URLRequest, to file: URL) async throws -> (Data, HTTPURLResponse) {
+        let (data, response) = try await send(request)
+        guard response.statusCode == 200 else { return (data, response) }
+        try data.write(to: file)
+        return (Data(), response)
+    }
 }
 
 /// URLSession as the transport (FoundationNetworking on Linux).
@@ -30,6 +44,12 @@ public struct URLSessionTransport: HTTPTransport {
         guard let http = response as? HTTPURLResponse else { throw URLError(.badServerResponse) }
         return (data, http)
     }
+
+    /// Streams a 200's body to `file` through a data delegate (`FileDownload`); the request's
+    /// `timeoutInterval` bounds the wait for each byte, not the whole transfer.
+    public func download(_ request: URLRequest, to file: URL) async throws -> (Data, HTTPURLResponse) {
+        try await FileDownload.run(request, to: file)
+    }
 }
 
 /// Why a sync (or an auth call) stopped. Local data and the outbox are kept in every case.
@@ -40,8 +60,16 @@ public enum SyncError: Error, Equatable, Sendable, CustomStringConvertible {
     case offline(String)
     /// The server answered 503/429/504 for every retry; nothing was lost.
     case unavailable(status: Int, retryAfter: Double?)
-    /// The token was refused and the refresh hook gave no new one.
+    /// Signed out: the server refused the token (the password was changed or the session revoked
+    /// on another device, the account deleted elsewhere, or the token expired) and the refresh
+    /// hook gave no new one, or the store was logged out. The token is forgotten; local data and
+    /// the outbox are kept, and the next login sends the queued changes.
     case unauthorized
+    /// 401 to a password check (`changePassword`, `deleteAccount`): the password given is wrong
+    /// (`field` names it). The device is still signed in and nothing changed; the server counts it
+    /// as a failed login of the account (10 in a row: `unavailable(status: 429, …)` until the
+    /// cool-down passes).
+    case wrongPassword(field: String)
     /// Any other error answer (`code` from the contract's error table; `details`: the body's
     /// `error.details`, one problem per field, empty when the server sent none).
     case server(status: Int, code: String, message: String, details: [ServerProblem] = [])
@@ -67,7 +95,8 @@ public enum SyncError: Error, Equatable, Sendable, CustomStringConvertible {
         case .notLoggedIn: return "not logged in"
         case .offline(let reason): return "offline: the server could not be reached (\(reason)); changes stay queued"
         case .unavailable(let status, _): return "the server is unavailable (HTTP \(status)); changes stay queued"
-        case .unauthorized: return "the server refused the login token; log in again (changes stay queued)"
+        case .unauthorized: return "signed out: log in again (changes stay queued)"
+        case .wrongPassword: return "wrong password: nothing changed (still signed in)"
         case .server(let status, let code, let message, let details):
             let listed = details.isEmpty ? "" : " (" + details.map(\.description).joined(separator: "; ") + ")"
             return "server error \(status) \(code): \(message)\(listed)"
@@ -164,6 +193,13 @@ struct APIResponse: Sendable {
         return object
     }
 
+    /// A 401 that names a field (`details`): a wrong password on an account route, not a refused
+    /// token (whose 401 has no `details`; API.md "Account").
+    var wrongPasswordField: String? {
+        guard status == 401, case .server(_, _, _, let details) = error else { return nil }
+        return details.first?.field
+    }
+
     var error: SyncError {
         let object = try? json()
         let error = object?["error"]?.objectValue
@@ -186,8 +222,17 @@ struct APIClient: Sendable {
     /// Sends a request, retrying retryable failures; returns the final answer (any status).
     /// Each attempt gets `timeouts.request` seconds (less when `deadline` is nearer); a timed-out
     /// attempt ends the call with `SyncError.timedOut`.
+    ///
+    /// - Parameters:
+    ///   - file: a 200's body goes there as it arrives (`HTTPTransport.download`), and the
+    ///     answer's `body` is empty; `timeouts.request` then bounds each wait for a byte, not
+    ///     the whole transfer.
+    ///   - resend: false for a request that is not safe to repeat (no opId or key makes it so):
+    ///     a lost answer (network error, 502, 504) is not resent; only 429 and 503, which
+    ///     apply nothing, are retried.
     func send(_ method: String, _ path: String, query: [URLQueryItem] = [], body: Data? = nil,
-              token: String?, deadline: SyncDeadline? = nil) async throws -> APIResponse {
+              token: String?, deadline: SyncDeadline? = nil, into file: URL? = nil,
+              resend: Bool = true) async throws -> APIResponse {
         let deadline = deadline ?? SyncDeadline(clock: clock, seconds: timeouts.sync)
         var components = URLComponents(url: baseURL.appendingPathComponent(path), resolvingAgainstBaseURL: false)!
         if !query.isEmpty { components.queryItems = query }
@@ -206,11 +251,16 @@ struct APIClient: Sendable {
             guard remaining > 0 else { throw SyncError.timedOut(.sync, seconds: deadline.seconds, queued: nil) }
             let (limit, kind) = remaining < timeouts.request ? (remaining, SyncError.TimeoutKind.sync)
                 : (timeouts.request, SyncError.TimeoutKind.request)
-            // URLSession's own timer is a backstop behind the race below.
-            request.timeoutInterval = limit + 1
+            // URLSession's own timer is a backstop behind the race below (for a download, the
+            // bound of each wait for a byte).
+            request.timeoutInterval = file == nil ? limit + 1 : limit
             let response: APIResponse
             do {
-                let (data, http) = try await Self.send(request, over: transport, within: limit)
+                let (data, http) = if let file {
+                    try await transport.download(request, to: file)
+                } else {
+                    try await Self.send(request, over: transport, within: limit)
+                }
                 var headers: [String: String] = [:]
                 for (name, value) in http.allHeaderFields {
                     if let name = name as? String, let value = value as? String { headers[name.lowercased()] = value }
@@ -221,11 +271,11 @@ struct APIClient: Sendable {
             } catch let error where error is RequestTimedOut || (error as? URLError)?.code == .timedOut {
                 throw SyncError.timedOut(kind, seconds: kind == .request ? timeouts.request : deadline.seconds, queued: nil)
             } catch {
-                guard attempt < retry.maxAttempts else { throw SyncError.offline(Self.describe(error)) }
+                guard resend, attempt < retry.maxAttempts else { throw SyncError.offline(Self.describe(error)) }
                 try await wait(retry.delay(afterAttempt: attempt, retryAfter: nil), before: deadline)
                 continue
             }
-            guard [429, 502, 503, 504].contains(response.status) else { return response }
+            guard (resend ? [429, 502, 503, 504] : [429, 503]).contains(response.status) else { return response }
             let retryAfter = response.headers["retry-after"].flatMap(Double.init)
             guard attempt < retry.maxAttempts, (retryAfter ?? 0) <= retry.maxDelay else { return response }
             try await wait(retry.delay(afterAttempt: attempt, retryAfter: retryAfter), before: deadline)

@@ -1,3 +1,4 @@
+import Foundation
 import GRDB
 import TodoSyncCore
 
@@ -26,6 +27,31 @@ extension LocalStore {
     /// Whether a token is stored.
     public var isLoggedIn: Bool {
         get throws { try token() != nil }
+    }
+
+    /// Whether the store has been signed in to an account (it keeps it after logout and after
+    /// the server refused its token).
+    var hasAccount: Bool {
+        get throws { try pool.read { try Meta.get($0, .userID) } != nil }
+    }
+
+    /// The server refused `token` for good (revoked by a password change or by `revokeSession`
+    /// on another device, the account deleted elsewhere, expired): forget it, so the store says
+    /// "signed out: log in again" (`Status.signedOut`). Records and the outbox stay; logging in
+    /// to the same account sends the queue. A token stored meanwhile (a login) is kept.
+    func signOut(refused token: String) throws {
+        if try self.token() == token { try setToken(nil) }
+    }
+
+    /// After the server deleted the account (`TodoSyncClient.deleteAccount`): forgets the token,
+    /// closes the database and removes the store file, its `-wal`, `-shm` and sync lock. The
+    /// store cannot be used afterwards.
+    func closeAndRemoveFiles() throws {
+        try? setToken(nil)  // a token kept outside the file (CredentialStore) goes too
+        try pool.close()
+        for file in [path, path + "-wal", path + "-shm", path + ".sync-lock"] {
+            if unlink(file) != 0 && errno != ENOENT { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+        }
     }
 
     /// The server this store syncs with, as last set (a preference for tools; the client is

@@ -177,17 +177,23 @@ public final class LocalStore: Sendable {
         /// Set when the server answered 426 `upgrade_required`: this app's schema version is too
         /// old, sync has stopped until the app is upgraded (local data and the queue are kept).
         public var upgradeRequired: UpgradeRequired?
+        /// The store has an account but no token: the server refused it (password changed or
+        /// session revoked elsewhere, account deleted elsewhere) or the user logged out. Log in
+        /// again: records and the queue were kept and the next sync sends them.
+        public var signedOut: Bool
     }
 
     public func status() throws -> Status {
-        try pool.read { db in
+        let signedOut = try token() == nil && hasAccount
+        return try pool.read { db in
             Status(
                 email: try Meta.get(db, .email), deviceID: try Meta.get(db, .deviceID)!,
                 pending: try OutboxOperation.onTheirWay().fetchCount(db),
                 rejected: try OutboxOperation.filter(OutboxOperation.Columns.state == OperationStatus.rejected.rawValue).fetchCount(db),
                 conflicts: try ConflictRecord.fetchCount(db),
                 lastSyncAt: try Meta.get(db, .lastSyncAt), lastSyncError: try Meta.get(db, .lastSyncError),
-                hasCursor: try Meta.get(db, .cursor) != nil, upgradeRequired: try Meta.upgradeRequired(db))
+                hasCursor: try Meta.get(db, .cursor) != nil, upgradeRequired: try Meta.upgradeRequired(db),
+                signedOut: signedOut)
         }
     }
 

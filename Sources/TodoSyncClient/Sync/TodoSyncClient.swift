@@ -112,12 +112,7 @@ public final class TodoSyncClient: Sendable {
     }
 
     private func authenticate(_ path: String, email: String, password: String) async throws {
-        var writer = JSONWriter()
-        writer.beginObject()
-        writer.field("email", email)
-        writer.field("password", password)
-        writer.endObject()
-        let response = try await api.send("POST", path, body: Data(writer.bytes), token: nil)
+        let response = try await api.send("POST", path, body: Self.jsonObject(["email": email, "password": password]), token: nil)
         guard response.status == 200 || response.status == 201 else { throw response.error }
         let body = try response.json()
         guard let token = body["token"]?.stringValue, let user = body["user"]?.objectValue,
@@ -294,22 +289,43 @@ public final class TodoSyncClient: Sendable {
         return resynced
     }
 
-    /// Sends with the stored token; on 401 asks the app for a new one, once.
+    /// Sends with the stored token; on 401 asks the app for a new one, once. When the token is
+    /// refused for good the store is signed out (`LocalStore.signOut(refused:)`: the token is
+    /// forgotten, local data and the outbox stay) and the call throws `SyncError.unauthorized`.
+    /// A 401 for a wrong password (`APIResponse.wrongPasswordField`) is an answer, not a refusal.
+    /// `file` and `resend`: as `APIClient.send`.
     func authorized(_ method: String, _ path: String, query: [URLQueryItem] = [], body: Data? = nil,
-                    deadline: SyncDeadline) async throws -> APIResponse {
-        guard let token = try store.token() else { throw SyncError.notLoggedIn }
-        let response = try await api.send(method, path, query: query, body: body, token: token, deadline: deadline)
-        guard response.status == 401 else { return response }
-        guard let tokenRefresh, let fresh = try await tokenRefresh() else { throw SyncError.unauthorized }
+                    deadline: SyncDeadline, into file: URL? = nil, resend: Bool = true) async throws -> APIResponse {
+        guard let token = try store.token() else { throw try store.hasAccount ? SyncError.unauthorized : SyncError.notLoggedIn }
+        let response = try await api.send(method, path, query: query, body: body, token: token, deadline: deadline,
+                                          into: file, resend: resend)
+        guard response.status == 401, response.wrongPasswordField == nil else { return response }
+        guard let tokenRefresh, let fresh = try await tokenRefresh() else {
+            try store.signOut(refused: token)
+            throw SyncError.unauthorized
+        }
         try store.setToken(fresh)
-        let retried = try await api.send(method, path, query: query, body: body, token: fresh, deadline: deadline)
-        if retried.status == 401 { throw SyncError.unauthorized }
+        let retried = try await api.send(method, path, query: query, body: body, token: fresh, deadline: deadline,
+                                         into: file, resend: resend)
+        if retried.status == 401, retried.wrongPasswordField == nil {
+            try store.signOut(refused: fresh)
+            throw SyncError.unauthorized
+        }
         return retried
+    }
+
+    /// A request body: one JSON object of string members.
+    static func jsonObject(_ members: KeyValuePairs<StaticString, String>) -> Data {
+        var writer = JSONWriter()
+        writer.beginObject()
+        for (name, value) in members { writer.field(name, value) }
+        writer.endObject()
+        return Data(writer.bytes)
     }
 
     static func failure(_ response: APIResponse) -> SyncError {
         switch response.status {
-        case 401: return .unauthorized
+        case 401: return response.wrongPasswordField.map { .wrongPassword(field: $0) } ?? .unauthorized
         case 426:
             let error = (try? response.json())?["error"]?.objectValue
             guard let minimum = error?["minimum"]?.int64Value, let current = error?["current"]?.int64Value else { return response.error }
