@@ -12,6 +12,9 @@ Skipped unless the cluster runner started the suite (see clusterlib.py).
                          commit order, across nodes)
   read your writes       each write is read back at once through the other responder host and
                          node (round-robin): always seen (wsrep_sync_wait=1)
+  account delete         a delete through the front is seen on every node at once: the account's
+                         every token is 401 through every responder host, each Galera node has
+                         the users row marked deleted and no token of it, the email registers again
 """
 
 from __future__ import annotations
@@ -172,3 +175,26 @@ def test_reads_see_the_write_just_acknowledged_on_another_node(make_client, caps
             f"round {i}: read version {got['version']} after the acknowledged {version}")
     report(capsys, "read-your-writes across responder hosts", rounds=rounds, todos_per_write=lines,
            seconds=round(time.monotonic() - t0, 1))
+
+
+def test_an_account_deleted_through_the_front_is_gone_on_every_node(make_client):
+    phone = make_client()
+    laptop = tsapi.login(phone.email, phone.password)
+    assert laptop.status_code == 200, short(laptop)
+    other = tsapi.Api(laptop.json()["token"])
+    assert other.get("/tags").status_code == 200
+    r = phone.post("/account/delete", {"password": phone.password})
+    assert r.status_code == 204, short(r)
+    # round-robin: consecutive requests go to every responder host, hence every node
+    for i in range(2 * clusterlib.APPS):
+        for api in (phone, other):
+            r = api.get("/tags")
+            assert r.status_code == 401, f"request {i}: a token of the deleted account answered {r.status_code}"
+    user_id = int(phone.user["id"])
+    for n in range(1, clusterlib.NODES + 1):
+        out = clusterlib.node_sql(n, "SELECT (SELECT COUNT(*) FROM todosync.users WHERE id = %d AND deleted_at IS NOT NULL),"
+                                     " (SELECT COUNT(*) FROM todosync.auth_tokens WHERE user_id = %d)" % (user_id, user_id))
+        assert out.split() == ["1", "0"], f"db{n}: deleted users row, tokens left: {out!r}"
+    r = tsapi.register(phone.email, phone.password)
+    assert r.status_code == 201, short(r)
+    assert r.json()["user"]["id"] != user_id
