@@ -274,6 +274,9 @@ final class SyncEngineTests: XCTestCase {
         await waitFor("stopped") { rig.log.events.last.map { if case .stopped = $0 { return true } else { return false } } ?? false }
         XCTAssertEqual(rig.log.events.last, .stopped(.loginRequired))
         XCTAssertEqual(rig.log.attempts, 1)
+        let status = await rig.engine.status
+        XCTAssertEqual(status, .stopped(.loginRequired))
+        XCTAssertTrue(try rig.store.status().signedOut, "the store says: signed out, log in again")
     }
 
     func testStopEndsEverythingAndLaterTriggersDoNothing() async throws {

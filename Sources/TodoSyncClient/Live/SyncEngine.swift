@@ -58,7 +58,9 @@ public actor SyncEngine {
         case requested
         /// 426: the app must be upgraded before it syncs again.
         case upgradeRequired(UpgradeRequired)
-        /// No token, or the server refused it: log in again, then start a new engine.
+        /// Signed out (`SyncError.unauthorized`: the server refused the token, e.g. after a
+        /// password change or a revoke on another device; or no token): log in again, then
+        /// start a new engine. Every queued change is kept and sent after the login.
         case loginRequired
     }
 
