@@ -28,7 +28,8 @@ struct ChangePassword: AsyncParsableCommand {
     func run() async throws {
         let store = try options.openStore()
         let current = try accountPassword(password, fromStdin: passwordStdin, prompt: "Current password: ")
-        let new = try accountPassword(newPassword, fromStdin: passwordStdin, variable: "TODOSYNC_NEW_PASSWORD", prompt: "New password: ")
+        let new = try accountPassword(newPassword, fromStdin: passwordStdin && newPassword == nil, variable: "TODOSYNC_NEW_PASSWORD",
+                                      prompt: "New password: ")
         if !passwordStdin, newPassword == nil, ProcessInfo.processInfo.environment["TODOSYNC_NEW_PASSWORD"] == nil {
             guard try promptWithoutEcho("New password again: ") == new else {
                 throw ValidationError("the new passwords differ; nothing changed")
