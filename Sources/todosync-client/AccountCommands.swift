@@ -102,7 +102,7 @@ struct Status: ParsableCommand {
         let server = try options.serverInUse(store)
         let queue = try store.operations(historyLimit: 0)
         let out = options.output
-        out.say("account:    \(status.email ?? "(not logged in)")\(status.signedOut ? " (\(SyncError.unauthorized))" : "")")
+        out.say("account:    \(status.email ?? "(not logged in)")\(status.signedOut ? " — \(SyncError.unauthorized)" : "")")
         out.say("server:     \(server.url) (from \(server.source))")
         out.say("device:     \(status.deviceID)")
         out.say("pending:    \(status.pending) change(s) waiting to sync")

@@ -52,7 +52,7 @@ extension TerminalClientTests {
         XCTAssertEqual(status["signedOut"], .bool(true))
         XCTAssertEqual(status["pending"], .int(1))
         let human = try run(["status"], path: b)
-        XCTAssertTrue(human.stdout.contains("(signed out: log in again"), human.stdout)
+        XCTAssertTrue(human.stdout.contains("account:    \(email) — signed out: log in again"), human.stdout)
 
         let login = try run(["login", "--email", email], path: b, environment: ["TODOSYNC_PASSWORD": newPassword])
         XCTAssertEqual(login.status, 0, login.stderr)
