@@ -116,6 +116,8 @@ public actor SyncEngine {
     private var stopped = false
     private var syncing = false
     private var sleeper: Task<Void, Never>?
+    /// Set once the sleeper has handed its wait to the clock.
+    private var sleepBegun = false
     private var tasks: [Task<Void, Never>] = []
     private var loop: Task<Void, Never>?
 
@@ -200,7 +202,7 @@ public actor SyncEngine {
     }
 
     /// Whether the loop waits for a trigger or a time, with no sync running (for tests).
-    var isWaiting: Bool { sleeper != nil && !syncing }
+    var isWaiting: Bool { sleepBegun && !syncing }
 
     /// When the next sync is due, and why.
     private func due() -> (at: Double, trigger: Trigger) {
@@ -218,10 +220,17 @@ public actor SyncEngine {
             if at > now + 1e-9 {
                 let wait = at == .infinity ? 365 * 86400 : at - now
                 let clock = self.clock
-                let sleep = Task { _ = try? await clock.sleep(seconds: wait) }
+                // The task runs on this actor: `sleepBegun` and the clock's registration of the
+                // wait happen in one step, so `isWaiting` never says "waiting" before the clock
+                // knows the wait (tests move a manual clock right after).
+                let sleep = Task {
+                    self.sleepBegun = true
+                    _ = try? await clock.sleep(seconds: wait)
+                }
                 sleeper = sleep
                 await sleep.value
                 sleeper = nil
+                sleepBegun = false
                 continue
             }
             pending = nil
