@@ -267,16 +267,6 @@ extension EventLog {
 }
 
 extension Stack {
-    /// `scripts/stack.sh ARGS` for the test stack, its standard output.
-    static func output(_ arguments: [String]) throws -> String {
-        guard let stack = ProcessInfo.processInfo.environment["TODOSYNC_TEST_STACK"] else {
-            throw XCTSkip("TODOSYNC_TEST_STACK is not set")
-        }
-        let result = try runProcess(stack, arguments)
-        guard result.status == 0 else { throw TestFailure("stack \(arguments) failed: \(result.output)") }
-        return result.output
-    }
-
     /// The stack's configuration (`stack.sh env`: KEY=VALUE lines).
     static func environment() throws -> [String: String] {
         var values: [String: String] = [:]

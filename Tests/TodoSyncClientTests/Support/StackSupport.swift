@@ -20,11 +20,17 @@ enum Stack {
 
     /// Runs `scripts/stack.sh ARGS` for the test stack (e.g. `purge --retention-seconds 0`).
     static func command(_ arguments: [String]) throws {
+        _ = try output(arguments)
+    }
+
+    /// Runs `scripts/stack.sh ARGS` for the test stack; its output (stdout and stderr).
+    static func output(_ arguments: [String]) throws -> String {
         guard let stack = ProcessInfo.processInfo.environment["TODOSYNC_TEST_STACK"] else {
             throw XCTSkip("TODOSYNC_TEST_STACK is not set")
         }
         let result = try runProcess(stack, arguments)
         guard result.status == 0 else { throw TestFailure("stack \(arguments) failed: \(result.output)") }
+        return result.output
     }
 
     /// The client executable built next to the test bundle.
