@@ -4,7 +4,7 @@
 #
 # Usage: scripts/cluster.sh COMMAND
 #   deps              install what the cluster needs besides the stack's packages (galera-4, rsync,
-#                     iproute2, nginx's stream module)
+#                     iproute2, nginx's stream module, redis-server: never started as a service)
 #   up                build the hosts, bootstrap Galera, migrate once, start responders and nginx;
 #                     the last line printed is the base URL (http://127.0.0.1:PORT)
 #   down              stop everything and delete every namespace and link (idempotent)
