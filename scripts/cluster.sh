@@ -4,7 +4,7 @@
 #
 # Usage: scripts/cluster.sh COMMAND
 #   deps              install what the cluster needs besides the stack's packages (galera-4, rsync,
-#                     iproute2, nginx's stream module)
+#                     iproute2, nginx's stream module, redis-server: never started as a service)
 #   up                build the hosts, bootstrap Galera, migrate once, start responders and nginx;
 #                     the last line printed is the base URL (http://127.0.0.1:PORT)
 #   down              stop everything and delete every namespace and link (idempotent)
@@ -29,6 +29,12 @@
 #     ──MariaDB/TCP──▶ tsx-db1..N 10.213.0.11..: mariadbd + galera-4, replicating to each other
 #   All hosts hang off the bridge tsx-br in the namespace tsx-net.
 #
+#   With TODOSYNC_CLUSTER_FRONTS=2, a second front tsx-fe2 10.213.0.3 (the same upstream), reached
+#   on 127.0.0.2:HTTP/HTTPS, and a private redis-server in tsx-rds 10.213.0.5:6379 (its own
+#   config and data dir under the state dir; never the system's instance) that both fronts' nchan
+#   use (nchan_redis_pass): a poke published on either front reaches streams on both. Responder
+#   host N publishes to front ((N-1) mod FRONTS)+1's publisher socket (docs/SCALING.md).
+#
 # Configuration (environment):
 #   TODOSYNC_CLUSTER_STATE_DIR   .state/cluster  logs, front sockets, rendered configs, TLS
 #   TODOSYNC_CLUSTER_DB_DIR      /var/lib/todosync-cluster/PREFIX
@@ -39,6 +45,8 @@
 #                                                wiped by `up` and removed by `down`
 #   TODOSYNC_CLUSTER_NODES       3               Galera nodes (1 runs a single-node "cluster")
 #   TODOSYNC_CLUSTER_APPS        2               responder hosts
+#   TODOSYNC_CLUSTER_FRONTS      1               nginx fronts: 1, or 2 (live sync through nchan's
+#                                                Redis mode and a private redis-server)
 #   TODOSYNC_CLUSTER_WORKERS     8               worker threads per responder host
 #   TODOSYNC_CLUSTER_HTTP_PORT   48180           front ports on 127.0.0.1
 #   TODOSYNC_CLUSTER_HTTPS_PORT  48543
@@ -72,6 +80,7 @@ export PATH="$PATH:/usr/local/sbin:/usr/sbin:/sbin"
 : "${TODOSYNC_CLUSTER_DB_DIR:=}"
 : "${TODOSYNC_CLUSTER_NODES:=3}"
 : "${TODOSYNC_CLUSTER_APPS:=2}"
+: "${TODOSYNC_CLUSTER_FRONTS:=1}"
 : "${TODOSYNC_CLUSTER_WORKERS:=8}"
 : "${TODOSYNC_CLUSTER_HTTP_PORT:=48180}"
 : "${TODOSYNC_CLUSTER_HTTPS_PORT:=48543}"
@@ -100,14 +109,12 @@ P=$TODOSYNC_CLUSTER_PREFIX
 NET=$TODOSYNC_CLUSTER_NET
 NODES=$TODOSYNC_CLUSTER_NODES
 APPS=$TODOSYNC_CLUSTER_APPS
+FRONTS=$TODOSYNC_CLUSTER_FRONTS
+[[ $FRONTS == 1 || $FRONTS == 2 ]] || die "TODOSYNC_CLUSTER_FRONTS must be 1 or 2"
 LOG_DIR=$STATE/log
 PID_DIR=$STATE/pids
 # Unix socket paths must stay short.
 SOCK_DIR=$STATE/sock
-# Live sync's publisher (the front's nchan): a Unix socket the responder hosts reach because the
-# namespaces share this filesystem. On separate hosts it would be a listener on the private
-# network allowed only to the responder hosts (or nchan's Redis mode): not built yet (issue 22).
-LIVE_PUBLISHER_SOCKET=$SOCK_DIR/front-live-pub.sock
 if ((${#SOCK_DIR} > 80)); then SOCK_DIR=/tmp/$P-$(printf '%s' "$STATE" | cksum | cut -d' ' -f1); fi
 # What mariadbd and its SST scripts (as mysql) open: data dirs, my.cnf, pid files, sockets. Their
 # logs are their stderr, which this script (root) appends to $LOG_DIR/dbN.log.
@@ -116,16 +123,34 @@ case $DB_ROOT in
     / | /var | /var/lib | /tmp | /home | /root | "$STATE" | "$REPO_ROOT") die "refusing to use $DB_ROOT as the nodes' dir" ;;
 esac
 TLS_DIR=$STATE/tls
-FRONT_NS=$P-fe
 BRIDGE_NS=$P-net
 BRIDGE=$P-br
-FRONT_IP=$NET.2
+# Front 1 is the one clients reach by default (HTTP_BASE); front 2 exists with FRONTS=2.
+FRONT_NS=$P-fe
 HTTP_BASE=http://127.0.0.1:$TODOSYNC_CLUSTER_HTTP_PORT
 HTTPS_BASE=https://127.0.0.1:$TODOSYNC_CLUSTER_HTTPS_PORT
+# nchan's shared store with two fronts: redis-server on the private network only.
+REDIS_NS=$P-rds # (interface names: at most 15 characters with the -b suffix)
+REDIS_IP=$NET.5
+REDIS_PORT=6379
+REDIS_DIR=$STATE/redis
 GALERA_LIB=/usr/lib/galera/libgalera_smm.so
 STREAM_MODULE=/usr/lib/nginx/modules/ngx_stream_module.so
 DB_NAME=todosync DB_USER=todosync DB_PASSWORD=todosync
 
+front_ns() { if (($1 == 1)); then printf '%s' "$FRONT_NS"; else printf '%s-fe%s' "$P" "$1"; fi; }
+front_ip() { printf '%s.%s' "$NET" "$((1 + $1))"; }
+front_name() { if (($1 == 1)); then printf front; else printf 'front%s' "$1"; fi; } # its files' stem
+front_edge_address() { printf '127.0.0.%s' "$1"; } # where the host reaches it
+# Live sync's publisher of front N (its nchan): a Unix socket the responder hosts reach because
+# the namespaces share this filesystem. On separate hosts it would be a listener on the private
+# network allowed only to the responder hosts.
+front_publisher() { printf '%s/%s-live-pub.sock' "$SOCK_DIR" "$(front_name "$1")"; }
+front_ips() { # comma-separated: the responders' allow-list
+    local n list=""
+    for ((n = 1; n <= FRONTS; n++)); do list+="${list:+,}$(front_ip "$n")"; done
+    printf '%s' "$list"
+}
 node_ns() { printf '%s-db%s' "$P" "$1"; }
 node_ip() { printf '%s.%s' "$NET" "$((10 + $1))"; }
 node_dir() { printf '%s/db%s' "$DB_ROOT" "$1"; }
@@ -136,7 +161,8 @@ all_ns() {
     local i
     for ((i = 1; i <= NODES; i++)); do node_ns "$i"; echo; done
     for ((i = 1; i <= APPS; i++)); do app_ns "$i"; echo; done
-    echo "$FRONT_NS"
+    for ((i = 1; i <= FRONTS; i++)); do front_ns "$i"; echo; done
+    ((FRONTS == 1)) || echo "$REDIS_NS"
     echo "$BRIDGE_NS"
 }
 
@@ -155,7 +181,9 @@ need_root() { ((EUID == 0)) || die "needs root (network namespaces)"; }
 cmd_deps() {
     # stack.sh deps installs nginx and its nchan module (libnginx-mod-nchan: live sync) too.
     "$REPO_ROOT/scripts/stack.sh" deps
-    local want=(galera-4 rsync iproute2 libnginx-mod-stream lsof) missing=() pkg
+    # redis-server: nchan's shared store with two fronts, run privately by this script (the
+    # policy-rc.d below keeps apt from starting the system's instance).
+    local want=(galera-4 rsync iproute2 libnginx-mod-stream lsof redis-server) missing=() pkg
     for pkg in "${want[@]}"; do
         dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || missing+=("$pkg")
     done
@@ -193,7 +221,7 @@ add_host() {
 
 net_up() {
     ns_exists "$BRIDGE_NS" && die "namespace $BRIDGE_NS exists: run '$0 down' first"
-    log "network: bridge $BRIDGE in $BRIDGE_NS, $NODES database host(s), $APPS responder host(s), front"
+    log "network: bridge $BRIDGE in $BRIDGE_NS, $NODES database host(s), $APPS responder host(s), $FRONTS front(s)"
     ip netns add "$BRIDGE_NS"
     ip -n "$BRIDGE_NS" link set lo up
     ip -n "$BRIDGE_NS" link add "$BRIDGE" type bridge
@@ -201,7 +229,8 @@ net_up() {
     local i
     for ((i = 1; i <= NODES; i++)); do add_host "$(node_ns "$i")" "$(node_ip "$i")"; done
     for ((i = 1; i <= APPS; i++)); do add_host "$(app_ns "$i")" "$(app_ip "$i")"; done
-    add_host "$FRONT_NS" "$FRONT_IP"
+    for ((i = 1; i <= FRONTS; i++)); do add_host "$(front_ns "$i")" "$(front_ip "$i")"; done
+    ((FRONTS == 1)) || add_host "$REDIS_NS" "$REDIS_IP"
 }
 
 # SIGKILLs every process that lives in namespace NS (only namespaces this script created).
@@ -218,7 +247,7 @@ kill_ns() {
 
 net_down() {
     local ns
-    for ns in $(all_ns) $(ip netns list 2>/dev/null | awk '{print $1}' | grep -E "^$P-(db|app)[0-9]+$" || true); do
+    for ns in $(all_ns) $(ip netns list 2>/dev/null | awk '{print $1}' | grep -E "^$P-((db|app|fe)[0-9]+|rds)$" || true); do
         if ns_exists "$ns"; then
             kill_ns "$ns"
             ip netns delete "$ns" 2>/dev/null || true
@@ -430,14 +459,14 @@ cmd_app_start() {
     ns=$(app_ns "$n")
     resolve_bin
     [[ -n $(app_pid "$n") ]] && { log "app$n: already running"; return 0; }
-    args=(serve --listen "$(app_ip "$n"):9000" --allow "$FRONT_IP" --workers "$TODOSYNC_CLUSTER_WORKERS")
+    args=(serve --listen "$(app_ip "$n"):9000" --allow "$(front_ips)" --workers "$TODOSYNC_CLUSTER_WORKERS")
     [[ $TODOSYNC_ENABLE_TEST_HOOKS == 1 ]] && args+=(--enable-test-hooks)
     log "app$n: starting in $ns ($(app_ip "$n"):9000, databases $(app_db_hosts "$n"))"
     spawn_in "$ns" "$LOG_DIR/app$n.log" env -i PATH="$PATH" TODOSYNC_CONFIG=/dev/null \
         TODOSYNC_DB_HOSTS="$(app_db_hosts "$n")" TODOSYNC_DB_USER=$DB_USER TODOSYNC_DB_PASSWORD=$DB_PASSWORD \
         TODOSYNC_DB_NAME=$DB_NAME TODOSYNC_LOG_LEVEL="$TODOSYNC_LOG_LEVEL" TODOSYNC_RETRY_LOG_SECONDS=5 \
         TODOSYNC_DB_TRANSACTION_ATTEMPTS=12 ${TODOSYNC_ACCOUNT_IN_FLIGHT:+TODOSYNC_ACCOUNT_IN_FLIGHT=$TODOSYNC_ACCOUNT_IN_FLIGHT} \
-        TODOSYNC_LIVE_PUBLISHER="$LIVE_PUBLISHER_SOCKET" \
+        TODOSYNC_LIVE_PUBLISHER="$(front_publisher $(((n - 1) % FRONTS + 1)))" \
         MALLOC_ARENA_MAX=2 MALLOC_MMAP_THRESHOLD_=1048576 "$TODOSYNC_BIN" "${args[@]}"
     # the pid of the responder itself: the only process in the namespace running the binary
     local deadline=$((SECONDS + 30)) pid=""
@@ -475,16 +504,28 @@ ensure_cert() {
     mkdir -p "$TLS_DIR"
     [[ -s $TLS_DIR/cert.pem ]] && return 0
     (umask 077 && openssl req -x509 -newkey rsa:2048 -nodes -sha256 -days 3650 -keyout "$TLS_DIR/key.pem" \
-        -out "$TLS_DIR/cert.pem" -subj /CN=localhost -addext "subjectAltName=DNS:localhost,IP:127.0.0.1" \
+        -out "$TLS_DIR/cert.pem" -subj /CN=localhost -addext "subjectAltName=DNS:localhost,IP:127.0.0.1,IP:127.0.0.2" \
         >"$LOG_DIR/openssl.log" 2>&1) || die "openssl failed"
     chmod 644 "$TLS_DIR/cert.pem"
 }
 
-# The front nginx: the stack's own template, listening on unix sockets behind the host-side
+# Front F's nginx: the stack's own template, listening on unix sockets behind the host-side
 # stream proxy (PROXY protocol carries the client address), upstream = the responder hosts on TCP.
+# With two fronts, nchan keeps its channels in the private redis-server.
 render_front_conf() {
-    local dir=$STATE/front upstream="" n balance=""
-    mkdir -p "$dir/tmp"
+    local f=$1 name dir logs upstream="" n balance="" redis_http="" redis_pass=""
+    name=$(front_name "$f")
+    dir=$STATE/$name
+    # front 1's logs where they always were (nginx-access.log, nginx-error.log); front N's in log/frontN/
+    logs=$LOG_DIR
+    ((f == 1)) || logs=$LOG_DIR/$name
+    mkdir -p "$dir/tmp" "$logs"
+    if ((FRONTS > 1)); then
+        redis_http="upstream todosync_redis {
+    nchan_redis_server redis://$REDIS_IP:$REDIS_PORT;
+}"
+        redis_pass="nchan_redis_pass todosync_redis;"
+    fi
     [[ $TODOSYNC_CLUSTER_ROUTING == hash ]] && balance=$'        hash $http_authorization consistent;\n'
     for ((n = 1; n <= APPS; n++)); do
         upstream+="        server $(app_ip "$n"):9000 max_fails=1 fail_timeout=2s;"$'\n'
@@ -497,7 +538,7 @@ render_front_conf() {
         NGINX_USER_DIRECTIVE="user root;" \
         NGINX_WORKERS=2 \
         NGINX_DIR="$dir" \
-        LOG_DIR="$LOG_DIR" \
+        LOG_DIR="$logs" \
         LISTEN_ADDRESS=127.0.0.1 \
         HTTP_PORT="$TODOSYNC_CLUSTER_HTTP_PORT" \
         HTTPS_PORT="$TODOSYNC_CLUSTER_HTTPS_PORT" \
@@ -517,14 +558,26 @@ render_front_conf() {
         LIVE_STREAMS="$TODOSYNC_LIVE_STREAMS" \
         LIVE_HTTP="@$REPO_ROOT/nginx/live-http.conf.template" \
         LIVE_LOCATIONS="@$REPO_ROOT/nginx/live-locations.conf.template" \
-        LIVE_PUBLISHER_SOCKET="$LIVE_PUBLISHER_SOCKET") || die "could not render the front's nginx.conf"
+        LIVE_PUBLISHER_SOCKET="$(front_publisher "$f")" \
+        LIVE_REDIS_HTTP="$redis_http" \
+        LIVE_REDIS_PASS="$redis_pass") || die "could not render the front's nginx.conf"
     # The template's listeners become the front's unix sockets (the ports stay in the text for
     # redirects: they are what clients see on the edge).
     local http_listen="listen 127.0.0.1:$TODOSYNC_CLUSTER_HTTP_PORT " https_listen="listen 127.0.0.1:$TODOSYNC_CLUSTER_HTTPS_PORT "
     [[ $text == *"$http_listen"* && $text == *"$https_listen"* ]] || die "the nginx template's listen lines changed: update render_front_conf"
-    text=${text//"$http_listen"/"listen unix:$SOCK_DIR/front-http.sock proxy_protocol "}
-    text=${text//"$https_listen"/"listen unix:$SOCK_DIR/front-https.sock proxy_protocol "}
+    text=${text//"$http_listen"/"listen unix:$SOCK_DIR/$name-http.sock proxy_protocol "}
+    text=${text//"$https_listen"/"listen unix:$SOCK_DIR/$name-https.sock proxy_protocol "}
     printf '%s\n' "$text" >"$dir/nginx.conf"
+}
+
+render_edge_conf() {
+    local f name servers=""
+    for ((f = 1; f <= FRONTS; f++)); do
+        name=$(front_name "$f")
+        servers+="    server { listen $(front_edge_address "$f"):$TODOSYNC_CLUSTER_HTTP_PORT backlog=4096; proxy_pass unix:$SOCK_DIR/$name-http.sock; proxy_protocol on; }
+    server { listen $(front_edge_address "$f"):$TODOSYNC_CLUSTER_HTTPS_PORT backlog=4096; proxy_pass unix:$SOCK_DIR/$name-https.sock; proxy_protocol on; }
+"
+    done
     cat >"$STATE/edge.conf" <<EOF
 # Host side: forwards 127.0.0.1's ports to the front host's unix sockets (bytes only; TLS ends at the front).
 load_module $STREAM_MODULE;
@@ -536,21 +589,63 @@ pid "$STATE/edge.pid";
 error_log "$LOG_DIR/edge-error.log" warn;
 events { worker_connections 8192; }
 stream {
-    server { listen 127.0.0.1:$TODOSYNC_CLUSTER_HTTP_PORT backlog=4096; proxy_pass unix:$SOCK_DIR/front-http.sock; proxy_protocol on; }
-    server { listen 127.0.0.1:$TODOSYNC_CLUSTER_HTTPS_PORT backlog=4096; proxy_pass unix:$SOCK_DIR/front-https.sock; proxy_protocol on; }
+${servers%$'\n'}
 }
 EOF
 }
 
+# redis-server for nchan with two fronts: in its own namespace, on the private address only, with
+# its own config and data dir (nothing saved: channels are hints), as the redis user.
+redis_up() {
+    command -v redis-server >/dev/null || die "redis-server is missing: run '$0 deps'"
+    mkdir -p "$REDIS_DIR"
+    cat >"$REDIS_DIR/redis.conf" <<EOF
+# Written by scripts/cluster.sh: nchan's store for the cluster's fronts (not the system's instance).
+bind $REDIS_IP
+port $REDIS_PORT
+# Only the private network reaches this address (the fronts; nothing on the host's loopback).
+protected-mode no
+daemonize no
+supervised no
+dir $REDIS_DIR
+pidfile $REDIS_DIR/redis.pid
+logfile ""
+save ""
+appendonly no
+maxmemory 64mb
+EOF
+    local as=()
+    if id redis >/dev/null 2>&1; then
+        chown -R redis:redis "$REDIS_DIR"
+        as=(setpriv --reuid=redis --regid=redis --clear-groups --)
+    fi
+    log "redis: redis-server in $REDIS_NS ($REDIS_IP:$REDIS_PORT), nchan's store for $FRONTS fronts"
+    spawn_in "$REDIS_NS" "$LOG_DIR/redis.log" "${as[@]}" redis-server "$REDIS_DIR/redis.conf"
+    local deadline=$((SECONDS + 20))
+    until ip netns exec "$REDIS_NS" bash -c "exec 3<>/dev/tcp/$REDIS_IP/$REDIS_PORT" 2>/dev/null; do
+        ((SECONDS < deadline)) || { tail -n 20 "$LOG_DIR/redis.log" >&2; die "redis-server is not listening"; }
+        sleep 0.1
+    done
+}
+
+front_start() { # front_start F: front F's nginx in its namespace
+    local f=$1 name ns
+    name=$(front_name "$f")
+    ns=$(front_ns "$f")
+    render_front_conf "$f"
+    rm -f "$SOCK_DIR/$name-http.sock" "$SOCK_DIR/$name-https.sock" "$(front_publisher "$f")"
+    ip netns exec "$ns" nginx -p "$STATE/$name/" -c "$STATE/$name/nginx.conf" -e "$LOG_DIR/$name-error.log" -t -q ||
+        die "$name nginx configuration test failed"
+    log "$name: nginx in $ns ($(front_ip "$f")), upstream of $APPS responder host(s) ($TODOSYNC_CLUSTER_ROUTING)"
+    spawn_in "$ns" "$LOG_DIR/$name.out" nginx -p "$STATE/$name/" -c "$STATE/$name/nginx.conf" -e "$LOG_DIR/$name-error.log"
+}
+
 nginx_up() {
     ensure_cert
-    render_front_conf
-    rm -f "$SOCK_DIR/front-http.sock" "$SOCK_DIR/front-https.sock" "$LIVE_PUBLISHER_SOCKET"
-    ip netns exec "$FRONT_NS" nginx -p "$STATE/front/" -c "$STATE/front/nginx.conf" -e "$LOG_DIR/front-error.log" -t -q ||
-        die "front nginx configuration test failed"
-    log "front: nginx in $FRONT_NS ($FRONT_IP), upstream of $APPS responder host(s) ($TODOSYNC_CLUSTER_ROUTING)"
-    spawn_in "$FRONT_NS" "$LOG_DIR/front.out" nginx -p "$STATE/front/" -c "$STATE/front/nginx.conf" -e "$LOG_DIR/front-error.log"
-    log "edge: 127.0.0.1:$TODOSYNC_CLUSTER_HTTP_PORT/$TODOSYNC_CLUSTER_HTTPS_PORT -> front"
+    local f
+    for ((f = 1; f <= FRONTS; f++)); do front_start "$f"; done
+    render_edge_conf
+    log "edge: 127.0.0.N:$TODOSYNC_CLUSTER_HTTP_PORT/$TODOSYNC_CLUSTER_HTTPS_PORT -> front N (of $FRONTS)"
     # The front ports may lie in the ephemeral range, where a passing outgoing connection can hold
     # the number for a moment: retry the bind a few times before giving up.
     local attempt
@@ -610,10 +705,11 @@ cmd_up() {
     db_setup
     local n
     for ((n = 1; n <= APPS; n++)); do cmd_app_start "$n"; done
+    ((FRONTS == 1)) || redis_up
     nginx_up
     wait_healthy
     trap - EXIT
-    log "up in $((SECONDS - t0)) s: $NODES Galera node(s), $APPS responder host(s) x $TODOSYNC_CLUSTER_WORKERS workers"
+    log "up in $((SECONDS - t0)) s: $NODES Galera node(s), $APPS responder host(s) x $TODOSYNC_CLUSTER_WORKERS workers, $FRONTS front(s)"
     echo "$HTTP_BASE"
 }
 
@@ -656,7 +752,17 @@ cmd_status() {
     for ((i = 1; i <= APPS; i++)); do
         printf '%-6s %-14s %-10s %s\n' "app$i" "$(app_ns "$i")" "$(app_ip "$i")" "$([[ -n $(app_pid "$i") ]] && echo "serving :9000 (pid $(app_pid "$i"))" || echo down)"
     done
-    printf '%-6s %-14s %-10s %s\n' front "$FRONT_NS" "$FRONT_IP" "$HTTP_BASE $HTTPS_BASE"
+    for ((i = 1; i <= FRONTS; i++)); do
+        printf '%-6s %-14s %-10s %s\n' "$(front_name "$i")" "$(front_ns "$i")" "$(front_ip "$i")" \
+            "http://$(front_edge_address "$i"):$TODOSYNC_CLUSTER_HTTP_PORT https://$(front_edge_address "$i"):$TODOSYNC_CLUSTER_HTTPS_PORT"
+    done
+    ((FRONTS == 1)) || printf '%-6s %-14s %-10s %s\n' redis "$REDIS_NS" "$REDIS_IP" "$(ip netns pids "$REDIS_NS" 2>/dev/null | head -n 1 | sed 's/^/pid /')"
+}
+
+front_urls() { # the fronts' HTTP base URLs, comma-separated (front 1 first)
+    local f list=""
+    for ((f = 1; f <= FRONTS; f++)); do list+="${list:+,}http://$(front_edge_address "$f"):$TODOSYNC_CLUSTER_HTTP_PORT"; done
+    printf '%s' "$list"
 }
 
 cmd_env() {
@@ -665,6 +771,8 @@ TODOSYNC_CLUSTER_STATE_DIR=$STATE
 TODOSYNC_CLUSTER_DB_DIR=$DB_ROOT
 TODOSYNC_CLUSTER_NODES=$NODES
 TODOSYNC_CLUSTER_APPS=$APPS
+TODOSYNC_CLUSTER_FRONTS=$FRONTS
+TODOSYNC_CLUSTER_FRONT_URLS=$(front_urls)
 TODOSYNC_CLUSTER_BASE_URL=$HTTP_BASE
 TODOSYNC_CLUSTER_HTTPS_URL=$HTTPS_BASE
 TODOSYNC_CLUSTER_CA_CERT=$TLS_DIR/cert.pem
@@ -688,7 +796,7 @@ cmd_test() {
     {
         echo '#!/usr/bin/env bash'
         local v
-        for v in TODOSYNC_CLUSTER_STATE_DIR TODOSYNC_CLUSTER_DB_DIR TODOSYNC_CLUSTER_NODES TODOSYNC_CLUSTER_APPS TODOSYNC_CLUSTER_WORKERS \
+        for v in TODOSYNC_CLUSTER_STATE_DIR TODOSYNC_CLUSTER_DB_DIR TODOSYNC_CLUSTER_NODES TODOSYNC_CLUSTER_APPS TODOSYNC_CLUSTER_FRONTS TODOSYNC_CLUSTER_WORKERS \
             TODOSYNC_CLUSTER_HTTP_PORT TODOSYNC_CLUSTER_HTTPS_PORT TODOSYNC_CLUSTER_NET TODOSYNC_CLUSTER_PREFIX \
             TODOSYNC_CLUSTER_SYNC_WAIT TODOSYNC_CLUSTER_ROUTING TODOSYNC_ENABLE_TEST_HOOKS TODOSYNC_AUTH_RATE \
             TODOSYNC_AUTH_BURST TODOSYNC_ACCOUNT_CONCURRENCY TODOSYNC_ADDRESS_CONCURRENCY TODOSYNC_ACCOUNT_IN_FLIGHT TODOSYNC_BIN TODOSYNC_LOG_LEVEL; do
@@ -703,7 +811,7 @@ cmd_test() {
         TODOSYNC_TEST_BASE_URL="$HTTP_BASE" TODOSYNC_TEST_HTTPS_URL="$HTTPS_BASE" \
         TODOSYNC_TEST_CA_CERT="$TLS_DIR/cert.pem" TODOSYNC_TEST_DB_SOCKET="$(node_sock 1)" \
         TODOSYNC_TEST_STATE_DIR="$STATE" TODOSYNC_TEST_CLUSTER_CMD="$wrapper" \
-        TODOSYNC_TEST_CLUSTER_NODES="$NODES" TODOSYNC_TEST_CLUSTER_APPS="$APPS" \
+        TODOSYNC_TEST_CLUSTER_NODES="$NODES" TODOSYNC_TEST_CLUSTER_APPS="$APPS" TODOSYNC_TEST_CLUSTER_FRONT_URLS="$(front_urls)" \
         TODOSYNC_TEST_CLUSTER_SOCKETS="$sockets" TODOSYNC_TEST_CLUSTER_LOG_DIR="$LOG_DIR" \
         TODOSYNC_TEST_CLUSTER_NET="$NET" TODOSYNC_TEST_CLUSTER_PREFIX="$P" \
         "$python" -m pytest "$@" || rc=$?

@@ -223,7 +223,7 @@ render_site() { # the site template on stdin, rendered with this install's value
         TLS_KEY="$TLS_KEY" UPSTREAM_SERVERS="${upstream%$'\n'}" AUTH_RATE="$AUTH_RATE" AUTH_BURST="$AUTH_BURST" \
         ACCOUNT_CONCURRENCY="$ACCOUNT_CONCURRENCY" ADDRESS_CONCURRENCY="$ADDRESS_CONCURRENCY" \
         METRICS_LOCATIONS="$metrics" LOCAL_INCLUDE="/etc/nginx/todosync.d/*.conf" \
-        LIVE_STREAMS="$LIVE_STREAMS" LIVE_PUBLISHER_SOCKET="$LIVE_PUBLISHER" \
+        LIVE_STREAMS="$LIVE_STREAMS" LIVE_PUBLISHER_SOCKET="$LIVE_PUBLISHER" LIVE_REDIS_HTTP="" LIVE_REDIS_PASS="" \
         LIVE_HTTP="@$REPO_ROOT/nginx/live-http.conf.template" \
         LIVE_LOCATIONS="@$REPO_ROOT/nginx/live-locations.conf.template"
     local rc=$?

@@ -741,7 +741,8 @@ render_nginx_conf() {
         LIVE_STREAMS="$TODOSYNC_LIVE_STREAMS" \
         LIVE_HTTP="@$REPO_ROOT/nginx/live-http.conf.template" \
         LIVE_LOCATIONS="@$REPO_ROOT/nginx/live-locations.conf.template" \
-        LIVE_PUBLISHER_SOCKET="$TODOSYNC_LIVE_PUBLISHER" >"$NGINX_CONF.tmp" || die "could not render $TODOSYNC_NGINX_TEMPLATE"
+        LIVE_PUBLISHER_SOCKET="$TODOSYNC_LIVE_PUBLISHER" \
+        LIVE_REDIS_HTTP="" LIVE_REDIS_PASS="" >"$NGINX_CONF.tmp" || die "could not render $TODOSYNC_NGINX_TEMPLATE"
     mv -f "$NGINX_CONF.tmp" "$NGINX_CONF"
     prepare_live_dir
     # ops (issue 14): /metrics and /metrics/N, loopback only (the template includes conf.d/*.conf).

@@ -30,8 +30,13 @@
 #   TODOSYNC_TEST_CLUSTER_FAULTS_SHORT  1      0: the short scenario without test_cluster_faults.py
 #   TODOSYNC_TEST_SKIP_CLUSTER          0      1: skip the short cluster scenario
 #   TODOSYNC_TEST_CLUSTER_HTTP_PORT     HTTP port + 100 (and HTTPS port + 100): the cluster's front
+#   TODOSYNC_TEST_CLUSTER_NET           10.213.0   the cluster's private /24 (each run has its own
+#                                       bridge; a different one keeps concurrent runs apart in logs)
 #   TODOSYNC_TEST_CLUSTER_SOAK_SECONDS  0      longer fault soak: node and host failures in cycles
 #   TODOSYNC_TEST_CLUSTER_DEVICES       16 short / 32 --cluster
+#   TODOSYNC_TEST_CLUSTER_FRONTS        2 short / 1 --cluster: nginx fronts; 2 adds the second
+#                                       front and the private redis-server of nchan's Redis mode
+#                                       (test_cluster.py: a write through front 1 pokes streams on both)
 #
 # The suites get:
 #   TODOSYNC_TEST_BASE_URL   http://127.0.0.1:18080
@@ -240,10 +245,12 @@ cluster_suite() {
         args=(Tests/integration)
         [[ -n $PYTEST_ARGS ]] && eval "args+=($PYTEST_ARGS)"
     fi
-    say "cluster ($mode): 3 Galera nodes, 2 responder hosts, front on 127.0.0.1:$CLUSTER_HTTP_PORT"
+    say "cluster ($mode): 3 Galera nodes, 2 responder hosts, front 1 on 127.0.0.1:$CLUSTER_HTTP_PORT"
     run_bounded 1800 env TODOSYNC_CLUSTER_STATE_DIR="$STATE-cluster" TODOSYNC_CLUSTER_PREFIX="tsx$((CLUSTER_HTTP_PORT % 100000))" \
         TODOSYNC_CLUSTER_HTTP_PORT="$CLUSTER_HTTP_PORT" TODOSYNC_CLUSTER_HTTPS_PORT="$CLUSTER_HTTPS_PORT" \
         TODOSYNC_TEST_CLUSTER_DEVICES="${TODOSYNC_TEST_CLUSTER_DEVICES:-$([[ $mode == short ]] && echo 16 || echo 32)}" \
+        TODOSYNC_CLUSTER_FRONTS="${TODOSYNC_TEST_CLUSTER_FRONTS:-$([[ $mode == short ]] && echo 2 || echo 1)}" \
+        TODOSYNC_CLUSTER_NET="${TODOSYNC_TEST_CLUSTER_NET:-10.213.0}" \
         TODOSYNC_TEST_CLUSTER_FAULTS="${TODOSYNC_TEST_CLUSTER_FAULTS:-$([[ $mode == short ]] && echo node || echo node,app)}" \
         "$REPO_ROOT/scripts/cluster.sh" test "$VENV/bin/python" "${args[@]}" -ra --timeout="$((CASE_TIMEOUT * 5))" \
         > >(tee -a "$COUNT_DIR/pytest.log") 2>&1 || rc=$?

@@ -6,6 +6,8 @@ responder hosts in network namespaces).  Those tests skip unless the cluster run
   TODOSYNC_TEST_CLUSTER_APPS     number of responder hosts
   TODOSYNC_TEST_CLUSTER_SOCKETS  the nodes' MariaDB unix sockets (root, no password), comma-separated
   TODOSYNC_TEST_CLUSTER_LOG_DIR  logs: dbN.log, appN.log, nginx-access.log
+  TODOSYNC_TEST_CLUSTER_FRONT_URLS  the fronts' base URLs, comma-separated (front 1 first; two with
+                                 TODOSYNC_CLUSTER_FRONTS=2, whose nchan share a private redis-server)
 
 TODOSYNC_TEST_BASE_URL then points at the cluster's front.
 """
@@ -26,6 +28,7 @@ SOCKETS = [s for s in os.environ.get("TODOSYNC_TEST_CLUSTER_SOCKETS", "").split(
 LOG_DIR = os.environ.get("TODOSYNC_TEST_CLUSTER_LOG_DIR", "").strip()
 NET = os.environ.get("TODOSYNC_TEST_CLUSTER_NET", "10.213.0")
 PREFIX = os.environ.get("TODOSYNC_TEST_CLUSTER_PREFIX", "tsx")
+FRONT_URLS = [u for u in os.environ.get("TODOSYNC_TEST_CLUSTER_FRONT_URLS", "").split(",") if u]
 
 requires_cluster = pytest.mark.skipif(not CMD, reason="not running against scripts/cluster.sh (TODOSYNC_TEST_CLUSTER_CMD unset)")
 

@@ -15,6 +15,9 @@ Skipped unless the cluster runner started the suite (see clusterlib.py).
   account delete         a delete through the front is seen on every node at once: the account's
                          every token is 401 through every responder host, each Galera node has
                          the users row marked deleted and no token of it, the email registers again
+  two fronts             (TODOSYNC_CLUSTER_FRONTS=2) writes through front 1 poke live streams on
+                         both fronts, through nchan's shared Redis store; no client publishes
+                         through either front
 """
 
 from __future__ import annotations
@@ -25,12 +28,14 @@ import time
 import uuid
 
 import pytest
+import requests
 
 import clusterlib
 import synclib
 import tsapi
 from clusterlib import requires_cluster
 from reliabilitylib import report
+from test_live_sync import Stream
 from tsapi import assert_json, short
 
 pytestmark = requires_cluster
@@ -58,11 +63,12 @@ def test_every_node_is_synced_and_requests_reach_every_responder_host(base_url):
 
 
 def test_responder_hosts_answer_only_nginx():
-    front = f"{clusterlib.PREFIX}-fe"
+    fronts = [f"{clusterlib.PREFIX}-fe"] + [f"{clusterlib.PREFIX}-fe{f}" for f in range(2, len(clusterlib.FRONT_URLS) + 1)]
     other = f"{clusterlib.PREFIX}-db1"
     for n in range(1, clusterlib.APPS + 1):
         app = f"{clusterlib.NET}.{20 + n}"
-        assert clusterlib.fastcgi_probe(front, app) == "answered", f"nginx's host must be served by {app}"
+        for front in fronts:
+            assert clusterlib.fastcgi_probe(front, app) == "answered", f"{front}'s nginx must be served by {app}"
         assert clusterlib.fastcgi_probe(other, app) == "closed", f"{app} served a host outside its allow-list"
 
 
@@ -198,3 +204,53 @@ def test_an_account_deleted_through_the_front_is_gone_on_every_node(make_client)
     r = tsapi.register(phone.email, phone.password)
     assert r.status_code == 201, short(r)
     assert r.json()["user"]["id"] != user_id
+
+
+two_fronts = pytest.mark.skipif(len(clusterlib.FRONT_URLS) < 2,
+                                reason="one front (TODOSYNC_CLUSTER_FRONTS=2 runs two, sharing nchan's Redis store)")
+
+
+@two_fronts
+def test_writes_through_one_front_poke_streams_on_both_fronts():
+    """Responder host N publishes to front N's nchan (round-robin spreads the writes over the
+    hosts): a subscriber on front 2 gets the pokes published on front 1 only through Redis, and
+    the other way round. Without the shared store each stream would miss about half."""
+    api = tsapi.new_user(base_url=clusterlib.FRONT_URLS[0])
+    streams = [Stream(api.token, base_url=url) for url in clusterlib.FRONT_URLS]
+    try:
+        assert [s.status for s in streams] == [200] * len(streams), [s.body for s in streams]
+        last = [0] * len(streams)
+        for i in range(2 * clusterlib.APPS):
+            todo = api.create_todo(f"poke across fronts {i}")
+            for n, s in enumerate(streams):
+                got = s.poke(timeout=2.0)
+                assert got is not None, f"write {i}: no poke within 2 s on front {n + 1}"
+                body = got[1]
+                assert body["deviceId"] is None and body["version"] >= todo["version"] > last[n], (i, n + 1, body)
+                last[n] = body["version"]
+    finally:
+        for s in streams:
+            s.close()
+
+
+@two_fronts
+def test_no_client_publishes_through_either_front():
+    api = tsapi.new_user(base_url=clusterlib.FRONT_URLS[0])
+    streams = [Stream(api.token, base_url=url) for url in clusterlib.FRONT_URLS]
+    try:
+        assert [s.status for s in streams] == [200] * len(streams)
+        forged = '{"version":999999,"deviceId":"forged"}'
+        for url in clusterlib.FRONT_URLS:
+            for uid in sorted({api.user["id"], 1, 2, 3}):
+                for method, path in [("POST", f"/__live/publish/{uid}"), ("GET", f"/__live/subscribe/{uid}"),
+                                     ("POST", f"/__live/subscribe/{uid}")]:
+                    r = requests.request(method, url + path, data=forged, timeout=3, stream=True,
+                                         headers={"Accept": "text/event-stream", "Content-Type": "application/json",
+                                                  "Authorization": f"Bearer {api.token}"})
+                    assert r.status_code in (404, 405), (url, method, path, r.status_code)
+                    r.close()
+        for n, s in enumerate(streams):
+            assert s.poke(timeout=1.0) is None, f"a forged poke arrived on front {n + 1}"
+    finally:
+        for s in streams:
+            s.close()

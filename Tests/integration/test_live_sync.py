@@ -31,8 +31,9 @@ POKE_WITHIN = 1.0  # seconds: the contract's "within a second" of the commit
 class Stream:
     """One live-sync stream over its own connection: its status, headers and the pokes it got."""
 
-    def __init__(self, token: str | None, *, query: str = "", accept: str = "text/event-stream"):
-        url = urllib.parse.urlsplit(tsapi.BASE_URL)
+    def __init__(self, token: str | None, *, query: str = "", accept: str = "text/event-stream",
+                 base_url: str = tsapi.BASE_URL):
+        url = urllib.parse.urlsplit(base_url)
         self.conn = http.client.HTTPConnection(url.hostname, url.port, timeout=10)
         headers = {"Accept": accept}
         if token is not None:
@@ -61,8 +62,8 @@ class Stream:
                     self.pokes.put((time.monotonic(), json.loads(text[5:].strip())))
                 elif text.startswith(":"):
                     self.comments.append(text)
-        except (OSError, ValueError, http.client.HTTPException):
-            return
+        except (OSError, ValueError, AttributeError, http.client.HTTPException):
+            return  # closed (close() may clear the response's file under readline: AttributeError)
 
     def poke(self, timeout: float = POKE_WITHIN):
         """The next poke's (arrival time, body), or None when none came within `timeout`."""

@@ -20,11 +20,17 @@ enum Stack {
 
     /// Runs `scripts/stack.sh ARGS` for the test stack (e.g. `purge --retention-seconds 0`).
     static func command(_ arguments: [String]) throws {
+        _ = try output(arguments)
+    }
+
+    /// Runs `scripts/stack.sh ARGS` for the test stack; its output (stdout and stderr).
+    static func output(_ arguments: [String]) throws -> String {
         guard let stack = ProcessInfo.processInfo.environment["TODOSYNC_TEST_STACK"] else {
             throw XCTSkip("TODOSYNC_TEST_STACK is not set")
         }
         let result = try runProcess(stack, arguments)
         guard result.status == 0 else { throw TestFailure("stack \(arguments) failed: \(result.output)") }
+        return result.output
     }
 
     /// The client executable built next to the test bundle.
@@ -109,13 +115,14 @@ final class Device: @unchecked Sendable {
 
     init(_ name: String, directory: URL, baseURL: URL, transport: any HTTPTransport = URLSessionTransport(),
          hooks: SyncHooks = SyncHooks(), tokenRefresh: (@Sendable () async throws -> String?)? = nil,
-         schemaVersion: Int = SchemaVersion.current) throws {
+         schemaVersion: Int = SchemaVersion.current,
+         retry: RetryPolicy = RetryPolicy(maxAttempts: 8, initialDelay: 0.1, maxDelay: 2)) throws {
         self.name = name
         path = directory.appendingPathComponent("\(name).sqlite").path
         store = try LocalStore(path: path)
         client = TodoSyncClient(
             store: store, baseURL: baseURL, transport: transport,
-            retry: RetryPolicy(maxAttempts: 8, initialDelay: 0.1, maxDelay: 2), tokenRefresh: tokenRefresh, hooks: hooks,
+            retry: retry, tokenRefresh: tokenRefresh, hooks: hooks,
             schemaVersion: schemaVersion)
     }
 
@@ -143,9 +150,10 @@ class StackTestCase: XCTestCase {
     /// A device logged in to this test's account (the first one registers it).
     func device(_ name: String, transport: any HTTPTransport = URLSessionTransport(), hooks: SyncHooks = SyncHooks(),
                 tokenRefresh: (@Sendable () async throws -> String?)? = nil,
-                schemaVersion: Int = SchemaVersion.current) async throws -> Device {
+                schemaVersion: Int = SchemaVersion.current,
+                retry: RetryPolicy = RetryPolicy(maxAttempts: 8, initialDelay: 0.1, maxDelay: 2)) async throws -> Device {
         let device = try Device(name, directory: directory, baseURL: baseURL, transport: transport, hooks: hooks,
-                                tokenRefresh: tokenRefresh, schemaVersion: schemaVersion)
+                                tokenRefresh: tokenRefresh, schemaVersion: schemaVersion, retry: retry)
         do {
             try await device.client.login(email: email, password: password)
         } catch SyncError.server(status: 401, _, _, _) {
