@@ -12,6 +12,7 @@
 # Options (environment; defaults in brackets):
 #   EXPORT_BINS [after=<repo>/.build/release/todosync]   label=binary pairs, space-separated
 #   EXPORT_ENCODINGS [identity gzip]  Accept-Encoding of each call
+#   EXPORT_HASH [0]   1: keep each body on disk and print its SHA-256 (before and after must agree)
 #   BENCH_TODOS [1000000]  BENCH_TAGS [50]  BENCH_DAYS [365]   the account's size
 #   BENCH_WORKERS [8]  BENCH_HTTP_PORT [19180]  BENCH_HTTPS_PORT [19543]
 #   BENCH_STATE_DIR [.state/export-bench]
@@ -23,7 +24,7 @@ BENCH_DIR=$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")
 REPO_ROOT=$(dirname "$BENCH_DIR")
 cd "$REPO_ROOT"
 
-: "${EXPORT_BINS:=after=$REPO_ROOT/.build/release/todosync}" "${EXPORT_ENCODINGS:=identity gzip}"
+: "${EXPORT_BINS:=after=$REPO_ROOT/.build/release/todosync}" "${EXPORT_ENCODINGS:=identity gzip}" "${EXPORT_HASH:=0}"
 : "${BENCH_TODOS:=1000000}" "${BENCH_TAGS:=50}" "${BENCH_DAYS:=365}" "${BENCH_START_DATE:=2025-01-01}"
 : "${BENCH_WORKERS:=8}" "${BENCH_HTTP_PORT:=19180}" "${BENCH_HTTPS_PORT:=19543}"
 : "${BENCH_STATE_DIR:=.state/export-bench}" "${BENCH_REUSE_DATA:=0}" "${BENCH_SEED_JOBS:=1}"
@@ -119,7 +120,9 @@ for pair in $EXPORT_BINS; do
         # Argon2 hash: 19 MiB); VmRSS sampled every 50 ms while the export runs shows the
         # export's own working set when that stays below the start-up peak.
         idle=$(kb VmHWM "$pid") idle_rss=$(kb VmRSS "$pid")
-        curl -s -o /dev/null -H "Authorization: Bearer $token" -H "Accept-Encoding: $encoding" \
+        body=/dev/null
+        [[ $EXPORT_HASH == 1 ]] && body=$STATE/body.json
+        curl -s -o "$body" -H "Authorization: Bearer $token" -H "Accept-Encoding: $encoding" \
             -w '%{http_code} %{size_download} %{time_starttransfer} %{time_total}' "$url" >"$STATE/curl.out" &
         curl_pid=$! max_rss=$idle_rss
         while kill -0 "$curl_pid" 2>/dev/null; do
@@ -131,6 +134,10 @@ for pair in $EXPORT_BINS; do
         read -r code bytes ttfb total <"$STATE/curl.out" || true  # no newline after curl -w
         [[ $code == 200 ]] || die "$label $encoding: export answered $code"
         peak=$(kb VmHWM "$pid")
+        if [[ $EXPORT_HASH == 1 ]]; then
+            echo "EXPORT_SHA256 $label $encoding $(sha256sum <"$body" | cut -d' ' -f1)"
+            rm -f "$body"
+        fi
         json=$(printf '{"binary":"%s","encoding":"%s","status":%s,"bytes":%s,"ttfb_s":%s,"total_s":%s,"vmhwm_idle_kb":%s,"vmhwm_kb":%s,"vmrss_idle_kb":%s,"vmrss_max_kb":%s}' \
             "$label" "$encoding" "$code" "$bytes" "$ttfb" "$total" "$idle" "$peak" "$idle_rss" "$max_rss")
         echo "EXPORT_JSON $json"
