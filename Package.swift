@@ -36,12 +36,15 @@ let package = Package(
         .systemLibrary(name: "CArgon2", pkgConfig: "libargon2", providers: [.apt(["libargon2-dev"])]),
         .systemLibrary(name: "COpenSSL", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
         .systemLibrary(name: "CDeflate", pkgConfig: "libdeflate", providers: [.apt(["libdeflate-dev"])]),
+        // zlib for gzip that streams (a body compressed while it is produced); libdeflate only
+        // compresses whole buffers.
+        .systemLibrary(name: "CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),
 
         // Swift wrappers: the only importers of the C modules.
         .target(name: "FastCGI", dependencies: ["CFastCGI", .product(name: "Logging", package: "swift-log"), coreMetrics]),
         .target(name: "MariaDB", dependencies: ["CMariaDB", .product(name: "Logging", package: "swift-log"), coreMetrics]),
         .target(name: "Credentials", dependencies: ["CArgon2", "COpenSSL", "TodoSyncCore", coreMetrics]),
-        .target(name: "Deflate", dependencies: ["CDeflate"]),
+        .target(name: "Deflate", dependencies: ["CDeflate", "CZlib"]),
 
         // The application: domain (no C, no HTTP), store (SQL), API (routes), executable.
         .target(name: "TodoSyncCore"),

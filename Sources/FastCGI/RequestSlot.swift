@@ -154,6 +154,12 @@ final class RequestSlot {
         return true
     }
 
+    /// Sends what libfcgi holds of FCGI_STDOUT now (a streamed body's chunk); false once the
+    /// connection has failed.
+    func flush() -> Bool {
+        FCGX_FFlush(request.pointee.out) == 0
+    }
+
     /// Flushes the response and writes FCGI_END_REQUEST (stderr closed first, which saves a write).
     /// False when the web server went away.
     func completeResponse() -> Bool {

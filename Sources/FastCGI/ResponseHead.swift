@@ -1,5 +1,5 @@
-/// The CGI response head for one ``FastCGIResponse``: `Status:` line, headers, `Content-Length`,
-/// blank line, encoded into one buffer so it reaches libfcgi in a single `FCGX_PutStr`.
+/// The CGI response head for one ``FastCGIResponse``: `Status:` line, headers, `Content-Length`
+/// (none for a streamed body: the web server frames it), blank line, encoded into one buffer so it reaches libfcgi in a single `FCGX_PutStr`.
 struct ResponseHead {
     /// The encoded head, ending with the blank line.
     var bytes: [UInt8]
@@ -36,7 +36,7 @@ struct ResponseHead {
                 bytes.append(contentsOf: Self.crlf)
             }
         }
-        if includesBody || !statusIsValid {
+        if (includesBody && response.stream == nil) || !statusIsValid {
             bytes.append(contentsOf: "Content-Length: ".utf8)
             Self.appendDecimal(includesBody ? response.body.count : 0, to: &bytes)
             bytes.append(contentsOf: Self.crlf)

@@ -133,12 +133,48 @@ struct Worker: Sendable {
             logger.warning(
                 "dropped malformed response headers", metadata: ["headers": "\(head.droppedHeaderNames)"])
         }
+        if let stream = response.stream, head.includesBody, head.status == response.status {
+            return writeStreamed(head, stream, to: slot)
+        }
         var ok = head.bytes.withUnsafeBytes { slot.write($0) }
         if ok && head.includesBody && !response.body.isEmpty {
             ok = response.body.withUnsafeBytes { slot.write($0) }
         }
         let completed = slot.completeResponse()
         return ok && completed
+    }
+
+    /// A streamed body (``FastCGIBodyStream``): the head goes out with the first chunk, each
+    /// chunk is flushed as it fills. A body that cannot be completed closes the connection
+    /// without FCGI_END_REQUEST, so the web server reports it cut off. False if the response was
+    /// not completed.
+    private func writeStreamed(_ head: ResponseHead, _ stream: FastCGIBodyStream, to slot: RequestSlot) -> Bool {
+        var chunker = BodyChunker(capacity: FastCGIBodyStream.chunkBytes)
+        var headSent = false
+        let emit = { (chunk: UnsafeRawBufferPointer) -> Bool in
+            if !headSent {
+                headSent = true
+                guard head.bytes.withUnsafeBytes({ slot.write($0) }) else { return false }
+            }
+            return slot.write(chunk) && slot.flush()
+        }
+        let outcome = stream.produce { bytes in chunker.append(bytes, emit: emit) }
+        switch outcome {
+        case .complete:
+            if chunker.finish(emit: emit) {
+                if !headSent { _ = head.bytes.withUnsafeBytes { slot.write($0) } }  // an empty body
+                return slot.completeResponse()
+            }
+        case .instead(let other) where !chunker.emittedAny:
+            return write(other, to: slot)
+        case .instead, .cutOff:
+            break
+        }
+        if !chunker.failed {
+            logger.warning("streamed response cut off midway", metadata: ["status": "\(head.status)"])
+        }
+        slot.closeConnection()
+        return false
     }
 
     /// Accept failures worth retrying (resource exhaustion, interrupted calls).

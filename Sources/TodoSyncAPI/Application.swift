@@ -63,21 +63,44 @@ public final class Application {
             do {
                 let counted = try admit(context, limit)
                 defer { if let counted { options.accountInFlight?.leave(counted) } }
-                let response = try run(handler, context)
+                var response = try run(handler, context)
                 announce(context)
+                if let stream = response.stream { response.stream = answeringErrors(of: stream, request, requestID: requestID) }
                 return response
-            } catch let error as DomainError {
-                return failed(APIError(error), requestID: requestID)
-            } catch let error as APIError {
-                return failed(error, requestID: requestID)
             } catch {
-                logger.error("unexpected error", metadata: [
-                    "request.id": "\(LogField.capped(requestID ?? "-"))",
-                    "method": "\(LogField.capped(request.method, limit: LogField.methodLimit))",
-                    "path": "\(LogField.capped(request.path))",
-                    "error": "\(LogField.capped(String(reflecting: error), limit: 4 * LogField.textLimit))",
-                ])
-                return .error(.internalError)
+                return response(for: error, request, requestID: requestID)
+            }
+        }
+    }
+
+    /// The contract's answer to an error of a request: expected ones as their `APIError`,
+    /// anything else a logged 500 with a fixed body.
+    private func response(for error: any Error, _ request: HTTPRequest, requestID: String?) -> HTTPResponse {
+        switch error {
+        case let error as DomainError:
+            return failed(APIError(error), requestID: requestID)
+        case let error as APIError:
+            return failed(error, requestID: requestID)
+        default:
+            logger.error("unexpected error", metadata: [
+                "request.id": "\(LogField.capped(requestID ?? "-"))",
+                "method": "\(LogField.capped(request.method, limit: LogField.methodLimit))",
+                "path": "\(LogField.capped(request.path))",
+                "error": "\(LogField.capped(String(reflecting: error), limit: 4 * LogField.textLimit))",
+            ])
+            return .error(.internalError)
+        }
+    }
+
+    /// A route's streamed body whose errors are answered as the route's would have been
+    /// (`ResponseStream.Outcome.instead`; the FastCGI layer cuts the response off instead when
+    /// part of the body is already out).
+    private func answeringErrors(of stream: ResponseStream, _ request: HTTPRequest, requestID: String?) -> ResponseStream {
+        ResponseStream { [self] write in
+            do {
+                return try stream.produce(write)
+            } catch {
+                return .instead(response(for: error, request, requestID: requestID))
             }
         }
     }

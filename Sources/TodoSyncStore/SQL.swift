@@ -368,9 +368,11 @@ enum SQL {
             """
             SELECT l.body, \(owner.userID(alias: "l")) FROM \(owner.from("todo_list l", alias: "l"))
              WHERE \(owner.condition(alias: "l")) AND l.deadline BETWEEN ? AND ?
-             ORDER BY l.deadline, l.is_important DESC, l.created_at DESC, l.title_key, l.id
+             ORDER BY \(order)
             """
         }
+        /// The contract's list order, the primary key's (after user_id).
+        static let order = "l.deadline, l.is_important DESC, l.created_at DESC, l.title_key, l.id"
         static let bodiesInRangeForUser = bodiesInRange(.user)
         static let bodiesInRangeForToken = bodiesInRange(.token)
         /// Every list row of a user (check-feed). Columns: id, deadline, is_important,
@@ -378,6 +380,57 @@ enum SQL {
         static let ofUser = """
             SELECT id, deadline, is_important, created_at, title_key, body FROM todo_list WHERE user_id = ?
             """
+    }
+
+    /// The account export (`Store.exportAccount`): every live record of a user, page by page in
+    /// key order, each page starting after the last row of the one before (keyset), all in one
+    /// transaction. Each page is a range read of an index in its order: no filesort, no offset.
+    enum Export {
+        static let pageRows = 1000
+        /// Live tags by id. Parameters: user id, the last id of the page before (0: none).
+        static let tags = """
+            SELECT \(Tags.columns) FROM tags FORCE INDEX (tags_user_live)
+             WHERE user_id = ? AND deleted_at IS NULL AND id > ? ORDER BY id LIMIT \(pageRows)
+            """
+        /// Bodies of the live todos in the list's order (`todo_list`), then each row's list key.
+        /// Parameters: user id.
+        static let firstTodos = todos(afterKey: false)
+        /// The page after a list key. Parameters: user id, then the key of the last row of the
+        /// page before (`todoKeyColumns`) in the order `afterListKeyParameters` gives.
+        static let nextTodos = todos(afterKey: true)
+        /// Where the list key (deadline, is_important, created_at, title_key, id) lies in the rows
+        /// of `firstTodos` and `nextTodos`.
+        static let todoKeyColumns = 1...5
+        /// Which key value each parameter of `afterListKey` takes.
+        static let afterListKeyParameters = [0, 0, 1, 1, 2, 2, 3, 3, 4]
+        private static func todos(afterKey: Bool) -> String {
+            """
+            SELECT l.body, l.deadline, l.is_important, l.created_at, l.title_key, l.id
+              FROM todo_list l FORCE INDEX (PRIMARY)
+             WHERE l.user_id = ?\(afterKey ? " AND \(afterListKey)" : "")
+             ORDER BY \(TodoList.order) LIMIT \(pageRows)
+            """
+        }
+        /// Rows after a key in `TodoList.order` (deadline, is_important DESC, created_at DESC,
+        /// title_key, id), spelled out as nested conditions, which the range optimizer reads as
+        /// ranges of the primary key (a row constructor comparison cannot mix directions).
+        private static let afterListKey = """
+            (l.deadline > ? OR (l.deadline = ? AND (l.is_important < ? OR (l.is_important = ? AND \
+            (l.created_at < ? OR (l.created_at = ? AND (l.title_key > ? OR (l.title_key = ? AND l.id > ?))))))))
+            """
+        /// Live stats by day. Parameters: user id.
+        static let firstStats = stats(afterDay: false)
+        /// Parameters: user id, the last day of the page before.
+        static let nextStats = stats(afterDay: true)
+        /// Where the day lies in the rows of `firstStats` and `nextStats`.
+        static let statDayColumn = DailyStatColumn.day.index
+        private static func stats(afterDay: Bool) -> String {
+            """
+            SELECT \(qualified(DailyStats.columns, "s")) FROM daily_stats s FORCE INDEX (PRIMARY)
+             WHERE s.user_id = ?\(afterDay ? " AND s.day > ?" : "") AND s.deleted_at IS NULL
+             ORDER BY s.day LIMIT \(pageRows)
+            """
+        }
     }
 
     /// Pull reads the change feed (`Feed`); this is its per-user state.

@@ -110,30 +110,38 @@ extension Store {
         return passwordHash
     }
 
-    /// The account's export: `{"user", "tags", "todos", "dailyStats"}`, every live record as the
-    /// REST routes render it, all from one transaction (InnoDB's REPEATABLE READ: every read
-    /// after the first sees the same snapshot). Todos and stats are written straight from the
-    /// rows as they stream in; the body is one buffer, since a FastCGI response is one
-    /// (`FastCGIResponse.body`), so only `StoreConfiguration.exportSlots` exports are built at
-    /// once in a process (`throttled` beyond).
-    public func exportAccount(userID: Int64) throws -> [UInt8] {
-        guard let body = try configuration.exportSlots.withSlot({ try buildExport(userID: userID) }) else {
+    /// The account's export, `{"user", "tags", "todos", "dailyStats"}`: every live record as the
+    /// REST routes render it, written to `write` page by page (`SQL.Export`: at most
+    /// `SQL.Export.pageRows` records a page), so the body never sits in memory whole. All pages
+    /// come from one transaction (InnoDB's REPEATABLE READ: every read after the first sees the
+    /// same snapshot). Returns false when `write` refused a page (the reader is gone): nothing
+    /// more is read, and the connection is left between statements, ready for the next request.
+    ///
+    /// Errors are thrown before the first page is written (the caller can still answer them) or
+    /// midway (the body is then cut off); nothing is retried, since pages already written cannot
+    /// be taken back. Only `StoreConfiguration.exportSlots` exports run at once in a process
+    /// (`throttled` beyond): each holds a worker and a long read transaction.
+    public func exportAccount(userID: Int64, write: (UnsafeRawBufferPointer) -> Bool) throws -> Bool {
+        guard let finished = try configuration.exportSlots.withSlot({ try writeExport(userID: userID, write: write) })
+        else {
             throw DomainError.throttled(message: "The server is busy preparing another export; retry shortly.",
                                         retryAfterSeconds: Self.exportRetryAfterSeconds)
         }
-        return body
+        return finished
     }
 
     /// The `Retry-After` of an export turned away for lack of a slot.
     static let exportRetryAfterSeconds: Int64 = 5
 
-    private func buildExport(userID: Int64) throws -> [UInt8] {
-        try guarded {
-            try db.inTransaction {
-                var out = JSONWriter(reservingCapacity: 64 * 1024)
+    private func writeExport(userID: Int64, write: (UnsafeRawBufferPointer) -> Bool) throws -> Bool {
+        try checkDeadline()  // the request's budget covers its start; a started export runs to its end
+        return try guarded {
+            try db.inTransaction(maxAttempts: 1) {
+                // The first read fixes the snapshot that every page below sees.
                 guard let user = try db.queryOne(SQL.Account.exportUser, [.int(userID)]) else {
                     throw DomainError.unauthenticated
                 }
+                var out = JSONWriter(reservingCapacity: 256 * 1024)
                 out.beginObject()
                 out.key("user")
                 out.beginObject()
@@ -141,28 +149,75 @@ extension Store {
                 out.field("email", user.string(1)!)
                 out.field("createdAt", Timestamp.rfc3339(fromDatabaseText: user.string(2)!))
                 out.endObject()
+
                 out.key("tags")
                 out.beginArray()
-                for row in try db.query(SQL.Tags.listLive, [.int(userID)]) { Tag(row: row).write(to: &out) }
+                var lastTag: Int64 = 0
+                guard try writePages(&out, write, { out in
+                    let rows = try db.query(SQL.Export.tags, [.int(userID), .int(lastTag)])
+                    for row in rows {
+                        let tag = Tag(row: row)
+                        tag.write(to: &out)
+                        lastTag = tag.id
+                    }
+                    return rows.count
+                }) else { return false }
                 out.endArray()
-                let everyDay: [DatabaseValue] = [.int(userID), .day(Day.minimum), .day(Day.maximum)]
+
                 out.key("todos")
                 out.beginArray()
-                try db.forEachRow(SQL.TodoList.bodiesInRangeForUser, everyDay) { row throws(DatabaseError) in
-                    try RowJSON.write(to: &out) { bytes throws(DatabaseError) in
-                        try RowJSON.appendStoredJSON(row, 0, to: &bytes)
+                var lastKey: [DatabaseValue]?
+                guard try writePages(&out, write, { out in
+                    let parameters = [.int(userID)] + (lastKey.map { key in
+                        SQL.Export.afterListKeyParameters.map { key[$0] }
+                    } ?? [])
+                    var rows = 0
+                    try db.forEachRow(lastKey == nil ? SQL.Export.firstTodos : SQL.Export.nextTodos, parameters) {
+                        row throws(DatabaseError) in
+                        try RowJSON.write(to: &out) { bytes throws(DatabaseError) in
+                            try RowJSON.appendStoredJSON(row, 0, to: &bytes)
+                        }
+                        rows += 1
+                        if rows == SQL.Export.pageRows {
+                            var key: [DatabaseValue] = []
+                            for column in SQL.Export.todoKeyColumns { key.append(try row.value(column)) }
+                            lastKey = key
+                        }
                     }
-                }
+                    return rows
+                }) else { return false }
                 out.endArray()
+
                 out.key("dailyStats")
                 out.beginArray()
-                try db.forEachRow(SQL.DailyStats.liveInRangeForUser, everyDay) { row throws(DatabaseError) in
-                    try DailyStatRowJSON.write(row, to: &out)
-                }
+                var lastDay: DatabaseValue?
+                guard try writePages(&out, write, { out in
+                    var rows = 0
+                    try db.forEachRow(lastDay == nil ? SQL.Export.firstStats : SQL.Export.nextStats,
+                                      [.int(userID)] + (lastDay.map { [$0] } ?? [])) { row throws(DatabaseError) in
+                        try DailyStatRowJSON.write(row, to: &out)
+                        rows += 1
+                        if rows == SQL.Export.pageRows { lastDay = try row.value(SQL.Export.statDayColumn) }
+                    }
+                    return rows
+                }) else { return false }
                 out.endArray()
                 out.endObject()
-                return out.bytes
+                return out.drain(write)
             }
+        }
+    }
+
+    /// Runs `page` (which renders one page of records into `out` and returns how many it read)
+    /// until a page comes back short, handing `out`'s bytes to `write` after each. False when
+    /// `write` refused them.
+    private func writePages(
+        _ out: inout JSONWriter, _ write: (UnsafeRawBufferPointer) -> Bool, _ page: (inout JSONWriter) throws -> Int
+    ) throws -> Bool {
+        while true {
+            let rows = try page(&out)
+            guard out.drain(write) else { return false }
+            if rows < SQL.Export.pageRows { return true }
         }
     }
 

@@ -40,9 +40,10 @@ public struct StoreConfiguration: Sendable {
         hashSlots = HashSlots(limit: concurrency, queueLimit: queue, maximumWait: Double(maximumWaitMilliseconds) / 1000)
     }
 
-    /// Account exports built at once in this process (shared by every worker's store). An export
-    /// holds its whole body in memory (the FastCGI response is one buffer): about 550 MB for
-    /// 1,000,000 todos, measured. One more is turned away at once with 429 and `Retry-After`.
+    /// Account exports run at once in this process (shared by every worker's store). An export is
+    /// streamed page by page (about 1 MB of memory whatever the account's size), but it holds a
+    /// worker and a long read transaction for as long as it runs (seconds for 1,000,000 todos).
+    /// One more is turned away at once with 429 and `Retry-After`.
     public var exportSlots = HashSlots(limit: 1)
 
     public init() {}

@@ -104,10 +104,7 @@ struct Serve: ParsableCommand {
                 let response = encoder.encode(
                     observer.handle(HTTPRequest(request), requestID: request.header("X-Request-Id")),
                     acceptEncoding: request.header("Accept-Encoding"))
-                return FastCGIResponse(
-                    status: response.status,
-                    headers: response.headers.map { (name: $0.name, value: $0.value) },
-                    body: response.body)
+                return FastCGIResponse(response)
             }
         }
         logger.info("stopped")
@@ -174,6 +171,26 @@ struct Serve: ParsableCommand {
             throw ValidationError("\(source): \(text) is not IP:PORT or [IPV6]:PORT")
         }
         return address
+    }
+}
+
+extension FastCGIResponse {
+    /// Adapts an application response, a streamed body included.
+    init(_ response: HTTPResponse) {
+        let headers = response.headers.map { (name: $0.name, value: $0.value) }
+        guard let stream = response.stream else {
+            self.init(status: response.status, headers: headers, body: response.body)
+            return
+        }
+        self.init(status: response.status, headers: headers, stream: FastCGIBodyStream { write in
+            // The application's streams answer their errors themselves (`Application`); a throw
+            // that still got here can only cut the body off.
+            switch (try? stream.produce(write)) ?? .cutOff {
+            case .complete: .complete
+            case .cutOff: .cutOff
+            case .instead(let other): .instead(FastCGIResponse(other))
+            }
+        })
     }
 }
 

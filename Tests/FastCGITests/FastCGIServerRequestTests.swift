@@ -19,7 +19,7 @@ final class FastCGIServerRequestTests: XCTestCase {
         super.tearDown()
     }
 
-    private func startServer(
+    func startServer(
         workers: Int = 2, maxBodyBytes: Int = 1 << 20, readTimeoutSeconds: Double = 2, readDeadlineSeconds: Double = 5,
         makeHandler: @escaping @Sendable (Int) -> (FastCGIRequest) -> FastCGIResponse
     ) throws -> TestServer {

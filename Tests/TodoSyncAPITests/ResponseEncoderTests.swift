@@ -54,4 +54,63 @@ final class ResponseEncoderTests: XCTestCase {
             XCTAssertFalse(ResponseEncoder.acceptsGzip(refused), refused)
         }
     }
+
+    // MARK: streamed bodies
+
+    /// A streamed JSON response writing `pieces`.
+    private func streamed(_ pieces: [[UInt8]]) -> HTTPResponse {
+        .json(200, stream: ResponseStream { write in
+            for piece in pieces where !piece.withUnsafeBytes(write) { return .cutOff }
+            return .complete
+        })
+    }
+
+    /// Runs a response's stream, collecting what it writes piece by piece.
+    private func run(_ response: HTTPResponse) throws -> (outcome: ResponseStream.Outcome, writes: [[UInt8]]) {
+        var writes: [[UInt8]] = []
+        let outcome = try XCTUnwrap(response.stream).produce { writes.append(Array($0)); return true }
+        return (outcome, writes)
+    }
+
+    /// About 1.5 MB of todo-like JSON in 3,000 pieces.
+    private static let records: [[UInt8]] = (0..<3000).map { index in
+        Array(#"{"id":\#(index),"title":"Buy \#(index % 97) apples","notes":"\#(String(repeating: "n", count: index % 400))"},"#.utf8)
+    }
+
+    func testAStreamedBodyIsGzippedAsItIsProducedAndDecodesToTheSameBytes() throws {
+        let response = streamed(Self.records)
+        let encoded = encoder.encode(response, acceptEncoding: "gzip, deflate")
+        XCTAssertEqual(header(encoded, "Content-Encoding"), ["gzip"])
+        XCTAssertEqual(header(encoded, "Vary"), ["Accept-Encoding"])
+        XCTAssertEqual(header(encoded, "Content-Type"), ["application/json"])
+        let (outcome, writes) = try run(encoded)
+        guard case .complete = outcome else { return XCTFail("\(outcome)") }
+        let plain = Self.records.flatMap { $0 }
+        let compressed = writes.flatMap { $0 }
+        XCTAssertEqual(Array(compressed.prefix(2)), [0x1f, 0x8b], "one gzip member")
+        XCTAssertEqual(gunzip(compressed), plain)
+        XCTAssertLessThan(compressed.count, plain.count / 5)
+        XCTAssertGreaterThan(writes.count, 1, "compressed output leaves while the body is produced")
+        XCTAssertTrue(writes.allSatisfy { $0.count <= 64 * 1024 }, "bounded pieces: \(writes.map(\.count).max() ?? 0)")
+    }
+
+    func testAStreamedBodyStaysIdentityWhenGzipIsNotAccepted() throws {
+        let encoded = encoder.encode(streamed(Self.records), acceptEncoding: "identity")
+        XCTAssertEqual(header(encoded, "Content-Encoding"), [])
+        XCTAssertEqual(try run(encoded).writes.flatMap { $0 }, Self.records.flatMap { $0 })
+    }
+
+    func testAGzippedStreamStopsWhenTheReaderIsGoneAndPassesAnAnswerInsteadOn() throws {
+        let encoded = encoder.encode(streamed(Self.records), acceptEncoding: "gzip")
+        var offered = 0
+        let outcome = try XCTUnwrap(encoded.stream).produce { _ in offered += 1; return false }
+        guard case .cutOff = outcome else { return XCTFail("\(outcome)") }
+        XCTAssertEqual(offered, 1)
+
+        let failing = HTTPResponse.json(200, stream: ResponseStream { _ in .instead(.error(.internalError)) })
+        guard case .instead(let answer) = try run(encoder.encode(failing, acceptEncoding: "gzip")).outcome else {
+            return XCTFail("the answer instead is passed on")
+        }
+        XCTAssertEqual(answer.status, 500)
+    }
 }

@@ -76,4 +76,33 @@ final class JSONWriterTests: XCTestCase {
         XCTAssertEqual(String(decoding: writer.bytes, as: UTF8.self),
                        "[0,7,-7,10,1000000,9223372036854775807,-9223372036854775808,\"2026-01-05\"]")
     }
+
+    func testADocumentDrainedInPiecesIsTheSameBytesAsOneWrittenWhole() {
+        func write(_ writer: inout JSONWriter, drainInto pieces: inout [[UInt8]]?) {
+            writer.beginObject()
+            writer.field("user", "ada")
+            writer.key("items")
+            writer.beginArray()
+            for index in 0..<5 {
+                writer.beginObject()
+                writer.field("id", index)
+                writer.endObject()
+                if pieces != nil { writer.drain { pieces!.append(Array($0)) } }  // a comma is still due
+            }
+            writer.endArray()
+            writer.endObject()
+        }
+        var whole = JSONWriter()
+        var none: [[UInt8]]? = nil
+        write(&whole, drainInto: &none)
+        var pieced = JSONWriter()
+        var pieces: [[UInt8]]? = []
+        write(&pieced, drainInto: &pieces)
+        pieced.drain { pieces!.append(Array($0)) }
+        XCTAssertTrue(pieced.bytes.isEmpty)
+        XCTAssertEqual(pieces!.count, 6)
+        XCTAssertEqual(pieces!.flatMap { $0 }, whole.bytes)
+        XCTAssertEqual(String(decoding: whole.bytes, as: UTF8.self),
+                       #"{"user":"ada","items":[{"id":0},{"id":1},{"id":2},{"id":3},{"id":4}]}"#)
+    }
 }

@@ -4,12 +4,12 @@ import XCTest
 
 @testable import TodoSyncStore
 
-/// The export holds its whole body in memory, so a process builds only `exportSlots` at once.
+/// An export holds a worker and a long read transaction, so a process runs only `exportSlots` at once.
 final class AccountExportTests: StoreTestCase {
     func testAnExportBeyondTheSlotsIsTurnedAwayAtOnce() throws {
         let held = try store.configuration.exportSlots.withSlot { () throws -> DomainError? in
             do {
-                _ = try store.exportAccount(userID: userID)
+                _ = try store.exportAccount(userID: userID) { _ in true }
                 return nil
             } catch let error as DomainError {
                 return error
@@ -20,7 +20,9 @@ final class AccountExportTests: StoreTestCase {
         }
         XCTAssertEqual(retryAfter, Store.exportRetryAfterSeconds)
         // With the slot free again, it runs.
-        let body = try JSONParser.parse(try store.exportAccount(userID: userID))
+        var bytes: [UInt8] = []
+        XCTAssertTrue(try store.exportAccount(userID: userID) { bytes += $0; return true })
+        let body = try JSONParser.parse(bytes)
         guard case .object(let members) = body else { return XCTFail("not an object: \(body)") }
         XCTAssertEqual(Set(members.keys), ["user", "tags", "todos", "dailyStats"])
     }

@@ -235,6 +235,57 @@ def test_export_holds_every_live_record_as_a_full_pull_does():
     assert "not mine" not in r.text
 
 
+EXPORT_PAGE_ROWS = 1000  # SQL.Export.pageRows: the export reads records a page at a time
+
+
+def test_export_larger_than_a_page_is_streamed_and_equals_a_full_pull():
+    """More records of each paged kind than one page holds, with ties on every part of the list
+    order (deadline, importance, creation time, title), streamed: no Content-Length, the body
+    framed as it goes.  Gzip (as URLSession and requests ask) and identity carry the same JSON."""
+    import datetime
+
+    user = tsapi.new_user()
+    for k in range(3):
+        user.create_tag(name=f"tag {k}")
+    start = datetime.date(2031, 1, 1)
+    # 1,200 todos a day apart (completed: one daily stat each, past a page of stats) ...
+    spread = [synclib.create_todo_op(f"spread {i % 5}", deadline=(start + datetime.timedelta(days=i)).isoformat(),
+                                     isCompleted=True, isImportant=i % 2 == 0) for i in range(1200)]
+    # ... and 1,500 on one day, the same title, in pushes of 500 (one creation time each): only
+    # the id tells them apart in the list order.
+    same = [synclib.create_todo_op("same", deadline="2034-06-01") for _ in range(1500)]
+    ops = spread + same
+    for i in range(0, len(ops), 500):
+        results = synclib.push(user, ops[i:i + 500])
+        assert all(res["status"] == "applied" for res in results), results[:3]
+
+    gz = user.get("/account/export", timeout=120)
+    assert gz.status_code == 200, short(gz)
+    assert gz.headers.get("Content-Encoding") == "gzip", gz.headers
+    assert "Content-Length" not in gz.headers, gz.headers
+    assert gz.headers.get("Transfer-Encoding") == "chunked", gz.headers
+    plain = user.get("/account/export", headers={"Accept-Encoding": "identity"}, timeout=120)
+    assert plain.status_code == 200, short(plain)
+    assert "Content-Encoding" not in plain.headers, plain.headers
+    assert "Content-Length" not in plain.headers, plain.headers
+    assert plain.content == gz.content, "the same JSON, byte for byte, either way"
+
+    export = assert_json(plain)
+    assert list(export) == ["user", "tags", "todos", "dailyStats"]
+    todo_ids = [rec["id"] for rec in export["todos"]]
+    assert len(todo_ids) == len(set(todo_ids)) == 2700 > 2 * EXPORT_PAGE_ROWS
+    assert len(export["dailyStats"]) == 1201 > EXPORT_PAGE_ROWS
+    assert [s["date"] for s in export["dailyStats"]] == sorted(s["date"] for s in export["dailyStats"])
+    full = synclib.fresh_state(user)
+    by_id = lambda records: {rec["id"]: rec for rec in records}  # noqa: E731
+    assert by_id(export["tags"]) == full.tags and len(export["tags"]) == 3
+    assert by_id(export["todos"]) == full.todos
+    assert by_id(export["dailyStats"]) == full.stats
+    # The list order, as GET /todos gives it for a day (ties: newest push first, then by id).
+    day = [rec["id"] for rec in export["todos"] if rec["deadline"] == "2034-06-01"]
+    assert day == [rec["id"] for rec in user.list_todos(date="2034-06-01")]
+
+
 def test_export_needs_a_token():
     assert_error(tsapi.Api().get("/account/export"), 401, "unauthorized")
 

@@ -18,17 +18,33 @@ public final class ResponseEncoder {
     /// `response`, gzip-compressed when `acceptEncoding` (the request's `Accept-Encoding`)
     /// accepts gzip and the response is JSON of at least `minimumLength` bytes. Responses with
     /// an `ETag` (single records, small) keep their identity encoding, so the tag names the bytes.
+    /// A streamed body (its length unknown, and long by nature) is compressed as it is produced
+    /// (`GzipStream`, zlib level 1: libdeflate only compresses whole buffers).
     public func encode(_ response: HTTPResponse, acceptEncoding: String?) -> HTTPResponse {
-        guard response.body.count >= Self.minimumLength,
+        guard response.stream != nil || response.body.count >= Self.minimumLength,
               response.headers.contains(where: { $0.name == "Content-Type" && $0.value.hasPrefix("application/json") }),
               !response.headers.contains(where: { $0.name == "ETag" || $0.name == "Content-Encoding" })
         else { return response }
         guard let acceptEncoding, Self.acceptsGzip(acceptEncoding) else { return response }
         var encoded = response
-        encoded.body = compressor.gzip(response.body)
+        if let stream = response.stream {
+            encoded.stream = Self.gzipped(stream)
+        } else {
+            encoded.body = compressor.gzip(response.body)
+        }
         // nginx's `gzip_vary` adds `Vary` to the identity responses; it leaves encoded ones alone.
         encoded.headers += [HTTPHeader("Content-Encoding", "gzip"), HTTPHeader("Vary", "Accept-Encoding")]
         return encoded
+    }
+
+    /// `stream` with its body gzip-compressed on the way to the writer.
+    static func gzipped(_ stream: ResponseStream) -> ResponseStream {
+        ResponseStream { write in
+            let gzip = GzipStream(level: 1)
+            let outcome = try stream.produce { bytes in gzip.compress(bytes, emit: write) }
+            guard case .complete = outcome else { return outcome }
+            return gzip.finish(emit: write) ? .complete : .cutOff
+        }
     }
 
     /// Whether an `Accept-Encoding` value (RFC 9110 §12.5.3) accepts gzip: `gzip`, `x-gzip` or

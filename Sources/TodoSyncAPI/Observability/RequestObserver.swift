@@ -50,10 +50,33 @@ public final class RequestObserver {
                 body: metricsPage())
         }
         let start = DispatchTime.now().uptimeNanoseconds
-        let response = application.handle(request, requestID: requestID)
-        let elapsed = DispatchTime.now().uptimeNanoseconds &- start
+        var response = application.handle(request, requestID: requestID)
         let observed = application.observed
-        record(route: observed.route, status: response.status, nanoseconds: elapsed)
+        if let stream = response.stream {
+            // Counted and logged when the body has been written (its time is the request's).
+            let status = response.status
+            response.stream = ResponseStream { [self] write in
+                let outcome = try stream.produce(write)
+                switch outcome {
+                case .complete: served(request, requestID, observed, status: status, since: start)
+                case .cutOff: served(request, requestID, observed, status: status, since: start, cutOff: true)
+                case .instead(let other): served(request, requestID, observed, status: other.status, since: start)
+                }
+                return outcome
+            }
+            return response
+        }
+        served(request, requestID, observed, status: response.status, since: start)
+        return response
+    }
+
+    /// Counts, times and logs one request that has been answered.
+    private func served(
+        _ request: HTTPRequest, _ requestID: String?, _ observed: RequestObservation, status: Int, since start: UInt64,
+        cutOff: Bool = false
+    ) {
+        let elapsed = DispatchTime.now().uptimeNanoseconds &- start
+        record(route: observed.route, status: status, nanoseconds: elapsed)
         if logRequests {
             var metadata: Logger.Metadata = [
                 // Client-controlled (nginx passes any method and, from a direct FastCGI peer, any
@@ -61,13 +84,13 @@ public final class RequestObserver {
                 "request_id": .string(LogField.capped(requestID ?? "-")),
                 "method": .string(LogField.capped(request.method, limit: LogField.methodLimit)),
                 "route": .string(observed.route),
-                "status": .stringConvertible(response.status),
+                "status": .stringConvertible(status),
                 "duration_ms": .stringConvertible(Double(elapsed / 1000) / 1000),
             ]
             if let user = observed.userID { metadata["user_id"] = .stringConvertible(user) }
+            if cutOff { metadata["cut_off"] = "true" }
             logger.info("request served", metadata: metadata, source: "todosync")
         }
-        return response
     }
 
     private func record(route: String, status: Int, nanoseconds: UInt64) {

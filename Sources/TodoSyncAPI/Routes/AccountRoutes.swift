@@ -23,7 +23,11 @@ extension Application {
         }
         router.add("GET", "/api/v1/account/export") { context in
             let userID = try context.requireUser()
-            return .json(200, try context.store.exportAccount(userID: userID))
+            let store = context.store
+            // Streamed: a million records never sit in the responder's memory at once.
+            return .json(200, stream: ResponseStream { write in
+                try store.exportAccount(userID: userID, write: write) ? .complete : .cutOff
+            })
         }
         router.add("POST", "/api/v1/account/delete") { context in
             let userID = try context.requireUser()

@@ -13,6 +13,13 @@ public struct JSONWriter: Sendable {
         bytes.reserveCapacity(capacity)
     }
 
+    /// Hands the bytes written so far to `body`, then forgets them, keeping the writer's place
+    /// (open objects and arrays, whether a comma is due): a long document written in pieces.
+    public mutating func drain<R>(_ body: (UnsafeRawBufferPointer) -> R) -> R {
+        defer { bytes.removeAll(keepingCapacity: true) }
+        return bytes.withUnsafeBytes(body)
+    }
+
     private mutating func separate() {
         guard let last = hasMembers.last else { return }
         if last { bytes.append(UInt8(ascii: ",")) } else { hasMembers[hasMembers.count - 1] = true }
