@@ -261,7 +261,7 @@ def test_headers_etag_304_range_and_digest(client):
     head = client.request("HEAD", SNAPSHOT, params={"schemaVersion": "2"})
     assert head.status_code == 200 and int(head.headers["Content-Length"]) == size
     # The internal location is not reachable from outside.
-    assert requests.get(f"{tsapi.BASE_URL}/__snapshot/{client.user["id"]}/x.sqlite",
+    assert requests.get(f"{tsapi.BASE_URL}/__snapshot/{client.user['id']}/x.sqlite",
                         timeout=tsapi.TIMEOUT).status_code == 404
 
 
