@@ -30,8 +30,12 @@ extension Store {
             if let entry = cache.lookup(key) { return entry }
             if let wait = cache.tooSlowRetryAfter(key) { throw SnapshotError.tooSlow(retryAfterSeconds: wait) }
             do {
-                return try buildSnapshot(userID: userID, schemaVersion: schemaVersion, cache: cache,
-                                         holdMilliseconds: holdMilliseconds)
+                let built = try configuration.snapshotBuildSlots.withSlot {
+                    try buildSnapshot(userID: userID, schemaVersion: schemaVersion, cache: cache,
+                                      holdMilliseconds: holdMilliseconds)
+                }
+                guard let built else { throw SnapshotError.busy }
+                return built
             } catch SnapshotError.tooSlow {
                 cache.markTooSlow(key)
                 SnapshotMetrics.tooSlow.increment()
