@@ -115,6 +115,10 @@ LOG_DIR=$STATE/log
 PID_DIR=$STATE/pids
 # Unix socket paths must stay short.
 SOCK_DIR=$STATE/sock
+# Snapshot files: one directory shared by every responder host and the fronts, whose nginx sends
+# them (docs/SCALING.md, "Snapshots"). The namespaces share the filesystem; real hosts would mount
+# one shared directory at this path on each.
+SNAPSHOT_DIR=$STATE/snapshots
 if ((${#SOCK_DIR} > 80)); then SOCK_DIR=/tmp/$P-$(printf '%s' "$STATE" | cksum | cut -d' ' -f1); fi
 # What mariadbd and its SST scripts (as mysql) open: data dirs, my.cnf, pid files, sockets. Their
 # logs are their stderr, which this script (root) appends to $LOG_DIR/dbN.log.
@@ -466,7 +470,7 @@ cmd_app_start() {
         TODOSYNC_DB_HOSTS="$(app_db_hosts "$n")" TODOSYNC_DB_USER=$DB_USER TODOSYNC_DB_PASSWORD=$DB_PASSWORD \
         TODOSYNC_DB_NAME=$DB_NAME TODOSYNC_LOG_LEVEL="$TODOSYNC_LOG_LEVEL" TODOSYNC_RETRY_LOG_SECONDS=5 \
         TODOSYNC_DB_TRANSACTION_ATTEMPTS=12 ${TODOSYNC_ACCOUNT_IN_FLIGHT:+TODOSYNC_ACCOUNT_IN_FLIGHT=$TODOSYNC_ACCOUNT_IN_FLIGHT} \
-        TODOSYNC_LIVE_PUBLISHER="$(front_publisher $(((n - 1) % FRONTS + 1)))" \
+        TODOSYNC_LIVE_PUBLISHER="$(front_publisher $(((n - 1) % FRONTS + 1)))" TODOSYNC_SNAPSHOT_DIR="$SNAPSHOT_DIR" \
         MALLOC_ARENA_MAX=2 MALLOC_MMAP_THRESHOLD_=1048576 "$TODOSYNC_BIN" "${args[@]}"
     # the pid of the responder itself: the only process in the namespace running the binary
     local deadline=$((SECONDS + 30)) pid=""
@@ -558,6 +562,7 @@ render_front_conf() {
         LIVE_STREAMS="$TODOSYNC_LIVE_STREAMS" \
         LIVE_HTTP="@$REPO_ROOT/nginx/live-http.conf.template" \
         LIVE_LOCATIONS="@$REPO_ROOT/nginx/live-locations.conf.template" \
+        SNAPSHOT_DIR="$SNAPSHOT_DIR" \
         LIVE_PUBLISHER_SOCKET="$(front_publisher "$f")" \
         LIVE_REDIS_HTTP="$redis_http" \
         LIVE_REDIS_PASS="$redis_pass") || die "could not render the front's nginx.conf"
