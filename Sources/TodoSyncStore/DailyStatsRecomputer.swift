@@ -62,9 +62,15 @@ struct DailyStatsRecomputer {
                 }
             }
             try tags.load(aggregates.values.flatMap(\.tagCounts.keys))
+            var updates: [[DatabaseValue]] = []
             for day in chunk {
                 let aggregate = aggregates[day]!
-                try write(day, content: aggregate.render(tag: tags.current), aggregate: aggregate, stored: stored[day])
+                try write(day, content: aggregate.render(tag: tags.current), aggregate: aggregate, stored: stored[day],
+                          updates: &updates)
+            }
+            if let last = updates.last {
+                try db.execute(SQL.DailyStats.updateBatch,
+                               (0..<batch).flatMap { $0 < updates.count ? updates[$0] : last })
             }
         }
     }
@@ -75,8 +81,10 @@ struct DailyStatsRecomputer {
     }
 
     /// Brings one date's stat in line with its rendered content (nil: no live todos), and
-    /// stores the aggregate it was rendered from.
-    private func write(_ day: Day, content: DailyStatContent?, aggregate: DailyAggregate, stored: Stored?) throws {
+    /// stores the aggregate it was rendered from. New content for an existing stat is added to
+    /// `updates` (a row of `SQL.DailyStats.updateBatch`), written with the rest of its batch.
+    private func write(_ day: Day, content: DailyStatContent?, aggregate: DailyAggregate, stored: Stored?,
+                       updates: inout [[DatabaseValue]]) throws {
         let userID = transaction.userID
         let now = transaction.now
         switch (stored?.stat, content) {
@@ -109,8 +117,8 @@ struct DailyStatsRecomputer {
             stat.version = try transaction.nextVersion()
             stat.updatedAt = now.rfc3339
             stat.deletedAt = nil
-            try db.execute(SQL.DailyStats.update, values(of: content) + [.int(stat.version), .timestamp(now)]
-                + values(of: aggregate) + [.int(stat.id)])
+            updates.append([.int(stat.id), .int(userID), .day(day)] + values(of: content)
+                + [.int(stat.version), .timestamp(now), .timestamp(now)] + values(of: aggregate))
             transaction.changed(stat)
         }
     }

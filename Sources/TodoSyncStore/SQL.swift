@@ -323,12 +323,22 @@ enum SQL {
                                      updated_at, \(DailyAggregateColumn.selectList))
             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, \(aggregateSlots))
             """
-        /// Writes new content; also brings a tombstone back to life (deleted_at cleared).
-        static let update = """
-            UPDATE daily_stats SET todo_count = ?, completed_count = ?, productivity_hundredths = ?, balance_num = ?,
-                                   center_x_hundredths = ?, center_y_hundredths = ?, tag_stats = ?, version = ?,
-                                   updated_at = ?, deleted_at = NULL, \(aggregateAssignments)
-             WHERE id = ?
+        /// Writes new content into `dayBatch` existing stats at once (by id; unused rows repeat
+        /// one); also brings a tombstone back to life (deleted_at cleared). Each row: id, user id,
+        /// day, the content, version, created (never written: the row exists), updated, the
+        /// aggregate. One statement instead of one UPDATE per date.
+        static let updateBatch = """
+            INSERT INTO daily_stats (id, user_id, day, todo_count, completed_count, productivity_hundredths, balance_num,
+                                     center_x_hundredths, center_y_hundredths, tag_stats, version, created_at,
+                                     updated_at, \(DailyAggregateColumn.selectList))
+            VALUES \(Array(repeating: "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, \(aggregateSlots))", count: dayBatch)
+                .joined(separator: ", "))
+            ON DUPLICATE KEY UPDATE todo_count = VALUES(todo_count), completed_count = VALUES(completed_count),
+                productivity_hundredths = VALUES(productivity_hundredths), balance_num = VALUES(balance_num),
+                center_x_hundredths = VALUES(center_x_hundredths), center_y_hundredths = VALUES(center_y_hundredths),
+                tag_stats = VALUES(tag_stats), version = VALUES(version), updated_at = VALUES(updated_at),
+                deleted_at = NULL, \(DailyAggregateColumn.allCases.map { "\($0.sqlName) = VALUES(\($0.sqlName))" }
+                .joined(separator: ", "))
             """
         /// A date that lost its last live todo: its aggregate is all zeros again.
         static let softDelete = """
