@@ -933,7 +933,7 @@ main() {
         restore) cmd_restore "$@" ;;
         db-start) lock_state; ensure_service_users; db_start; unlock_state ;;
         db-stop) lock_state; db_stop; unlock_state ;;
-        responders-restart) lock_state; responders_stop; responders_start; unlock_state ;;
+        responders-restart) lock_state; ensure_service_users; responders_stop; responders_start; unlock_state ;;
         responder-pids) cmd_responder_pids ;;
         env) cmd_env ;;
         nginx-config) lock_state; ensure_service_users; mkdir -p "$NGINX_DIR/tmp" "$LOG_DIR"; ensure_cert; render_nginx_conf; unlock_state; printf '%s\n' "$NGINX_CONF" ;;
