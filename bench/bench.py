@@ -63,7 +63,11 @@ SCENARIOS = os.environ.get("BENCH_SCENARIOS", "all")
 QUICK = os.environ.get("BENCH_QUICK", "0") == "1"
 
 ALL_SCENARIOS = ["ceilings", "todos_by_date", "stats_by_month", "full_pull", "pull_pages",
-                 "incremental_pull", "push", "mixed"]
+                 "incremental_pull", "push", "mixed", "push_compare"]
+# push_compare: the push phase with another responder binary ("before", e.g. main's release build)
+# and this run's ("after"), alternating, BENCH_PUSH_ROUNDS rounds, each round's order swapped.
+PUSH_BEFORE_BIN = os.environ.get("BENCH_PUSH_BEFORE_BIN", "")
+PUSH_ROUNDS = env_int("BENCH_PUSH_ROUNDS", 3)
 
 # Targets (issue 11): ratios to the PHP peer measured in the same run, plain and gzip.
 TARGET_PEER_RATIO = 2.5          # pull pages of 500 and GET todos by date, each >= 2.5x the peer
@@ -96,6 +100,11 @@ class Stack:
     def __init__(self, stack_script):
         self.script = stack_script
         self.state = os.environ["TODOSYNC_STATE_DIR"]
+
+    def restart_responders(self, binary):
+        """Restarts the responders with another binary; MariaDB and nginx keep running (warm)."""
+        subprocess.run([self.script, "responders-restart"], env={**os.environ, "TODOSYNC_BIN": binary},
+                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
     def responder_pids(self):
         out = subprocess.run([self.script, "responder-pids"], capture_output=True, text=True, check=False).stdout
@@ -615,7 +624,7 @@ class Bench:
             "errors": 0, "rssBeforeMB": rss0, "rssAfterMB": self.stack.rss_mb(), "cpu": cpu.result,
         })
 
-    def run_push(self):
+    def run_push(self, name="push"):
         devices = min(CONNECTIONS, USERS)
         if devices < CONNECTIONS:
             log(f"push: only {USERS} users, so {devices} devices instead of {CONNECTIONS}")
@@ -673,7 +682,7 @@ class Bench:
                 t.join(PUSH_DURATION + 120)
             seconds = time.monotonic() - t_start
         applied = statuses.get("applied", 0) + statuses.get("merged", 0)
-        self.save("push", {
+        self.save(name, {
             "kind": "python", "devices": len(users), "opsPerPush": PUSH_OPS, "seconds": round(seconds, 2),
             "requests": pushes[0], "rps": pushes[0] / seconds, "opsPerSecond": applied / seconds,
             "statuses": statuses, "errors": len(failures) + sum(v for k, v in statuses.items()
@@ -683,6 +692,28 @@ class Bench:
             "maxMs": max(latencies, default=0) * 1000,
             "rssBeforeMB": rss0, "rssAfterMB": self.stack.rss_mb(), "cpu": cpu.result,
         })
+
+    def run_push_compare(self):
+        if not PUSH_BEFORE_BIN:
+            log("push_compare: BENCH_PUSH_BEFORE_BIN is not set: skipped")
+            return
+        after_bin = os.environ["TODOSYNC_BIN"]
+        for r in range(1, PUSH_ROUNDS + 1):
+            order = [("before", PUSH_BEFORE_BIN), ("after", after_bin)]
+            for label, binary in (order if r % 2 else order[::-1]):
+                log(f"push_compare: round {r}, {label} ({binary})")
+                self.stack.restart_responders(binary)
+                self.run_push(name=f"push_{label}_{r}")
+                if label == "before":
+                    # A binary without Sql/023 does not maintain the stats' sums: rebuild the pushed
+                    # users' (unmeasured) so the next "after" phase starts from true sums.
+                    t0 = time.monotonic()
+                    for u in sample_users(min(CONNECTIONS, USERS)):
+                        subprocess.run([self.stack.script, "recompute-stats", "--user", str(u)],
+                                       env={**os.environ, "TODOSYNC_BIN": after_bin}, check=True,
+                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                    log(f"push_compare: pushed users' stats rebuilt in {time.monotonic() - t0:.1f} s")
+        self.stack.restart_responders(after_bin)
 
     def run_mixed(self):
         if not os.path.exists(self.all_cursors_file):
@@ -790,6 +821,16 @@ def report(bench, stack, uptime_before, uptime_after, seed):
         x = r["push"]
         notes.append(f"push: {x['devices']} devices, {x['requests']} pushes, statuses {x['statuses']}"
                      + (f", failures {x['failures']}" if x["failures"] else ""))
+    compare = [(key, x) for key, x in r.items() if key.startswith(("push_before_", "push_after_"))]
+    if compare:
+        notes.append(f"push before/after, alternating (before: {PUSH_BEFORE_BIN}):")
+        for key, x in compare:
+            cpu = x.get("cpu") or {}
+            notes.append(f"  {key:<22} {x['opsPerSecond']:>8,.0f} ops/s  p50 {x['p50Ms']:>6.0f} ms  p99 {x['p99Ms']:>6.0f} ms"
+                         f"  errors {x['errors']}  cpu {cpu}")
+        for label in ("before", "after"):
+            runs = [x["opsPerSecond"] for key, x in compare if key.startswith(f"push_{label}_")]
+            notes.append(f"  {label}: median {statistics.median(runs):,.0f} ops/s of {len(runs)} runs")
     if "mixed" in r:
         x = r["mixed"]
         notes.append(f"mixed: reads {fmt(x['readRps'])}/s, pulls {fmt(x['pullRps'])}/s, pushes {fmt(x['pushRps'], 1)}/s "

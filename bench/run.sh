@@ -41,7 +41,10 @@
 #                                    instead of seeding again; implies BENCH_KEEP_DATA=1. For quick
 #                                    before/after runs while working; earlier pushes stay in the data.
 #   BENCH_SCENARIOS [all]            comma list: ceilings,todos_by_date,stats_by_month,full_pull,pull_pages,
-#                                    incremental_pull,push,mixed (ceilings always run when others need ratios)
+#                                    incremental_pull,push,mixed,push_compare (ceilings always run when others need ratios)
+#   BENCH_PUSH_BEFORE_BIN [unset]    push_compare: another responder binary ("before"), its push phase
+#                                    alternating with this run's binary's ("after"); unset: skipped
+#   BENCH_PUSH_ROUNDS [3]            push_compare: rounds of one "before" and one "after" phase each
 # Results: <state>/results/*.json and <state>/results/table.txt. Exit status 0 even when targets
 # are missed (this is a measurement, not a test); non-zero when the run itself failed.
 set -euo pipefail

@@ -19,6 +19,8 @@
 #   db-stop         stop MariaDB only (for tests)
 #   db-start        start MariaDB again on the same data dir and socket (no re-init)
 #   responder-pids  print the pids of the running responder processes, one per line
+#   responders-restart  stop the responders and start them again with $TODOSYNC_BIN (MariaDB and nginx
+#                   keep running: bench/bench.py push_compare swaps binaries this way)
 #   env             print the effective configuration as KEY=VALUE lines (the stack's, then the binary's)
 #   nginx-config    render <state>/nginx/nginx.conf (and the TLS certificate) without starting
 #                   anything; prints the config's path
@@ -947,6 +949,7 @@ main() {
         restore) cmd_restore "$@" ;;
         db-start) lock_state; ensure_service_users; db_start; unlock_state ;;
         db-stop) lock_state; db_stop; unlock_state ;;
+        responders-restart) lock_state; ensure_service_users; responders_stop; responders_start; unlock_state ;;
         responder-pids) cmd_responder_pids ;;
         env) cmd_env ;;
         nginx-config) lock_state; ensure_service_users; mkdir -p "$NGINX_DIR/tmp" "$LOG_DIR"; ensure_cert; render_nginx_conf; unlock_state; printf '%s\n' "$NGINX_CONF" ;;

@@ -143,7 +143,27 @@ enum DailyStatColumn: Int, TableColumns {
         }
     }
 
-    static let notDescribed: Set<String> = ["user_id"]
+    /// The owner, and the stat's inputs (`DailyAggregateColumn`), which a `DailyStat` does not show.
+    static let notDescribed: Set<String> = Set(["user_id"] + DailyAggregateColumn.allCases.map(\.sqlName))
+}
+
+/// The columns of `daily_stats` that hold a date's `DailyAggregate` next to its stat (Sql/023),
+/// with `todo_count` and `completed_count`, which the stat and its aggregate share. The write
+/// path applies each todo's change to them as a delta (`DailyStatsRecomputer`).
+enum DailyAggregateColumn: Int, TableColumns {
+    case weightedMinutes, lifeMinutes, workMinutes, tagCounts
+
+    var sqlName: String {
+        switch self {
+        case .weightedMinutes: "weighted_minutes"
+        case .lifeMinutes: "life_minutes"
+        case .workMinutes: "work_minutes"
+        case .tagCounts: "tag_counts"
+        }
+    }
+
+    static let notDescribed: Set<String> = Set(["user_id", "todo_count", "completed_count"]
+        + DailyStatColumn.allCases.map(\.sqlName))
 }
 
 /// The columns of `users`, each with what it holds; the statements in `SQL.Users`, `.Quotas`,

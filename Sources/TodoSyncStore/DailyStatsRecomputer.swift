@@ -1,18 +1,32 @@
 import MariaDB
 import TodoSyncCore
 
-/// Recomputes daily stats inside a write transaction. A stat's version changes only when its
-/// content does; a date without live todos turns its stat into a tombstone.
+/// Brings daily stats up to date inside a write transaction, once per transaction (`finish()`).
+/// Each date's `DailyAggregate` is kept next to its stat (Sql/023): a write adds the deltas of
+/// the todos it changed to the stored aggregate and renders the stat from it, instead of reading
+/// every todo of the date; `recompute-stats` rebuilds aggregates from the todos themselves (the
+/// full recompute, also what the tests hold the deltas against). A stat's version changes only
+/// when its rendered content does; a date without live todos turns its stat into a tombstone.
 struct DailyStatsRecomputer {
     let transaction: WriteTransaction
 
     private var db: Connection { transaction.db }
 
-    /// Recomputes every date the transaction touched, plus dates whose stats show a renamed or
-    /// recolored tag. Dates are processed in order so versions are deterministic; their inputs
-    /// and current stats are loaded `SQL.DailyStats.dayBatch` dates per query.
+    /// What one date's stat row holds: the stat, and the aggregate it was rendered from (nil:
+    /// unreadable, so rebuilt from the todos).
+    private struct Stored {
+        var stat: DailyStat
+        var aggregate: DailyAggregate?
+    }
+
+    /// Renders every date whose aggregate the transaction changed, every date it asked to rebuild
+    /// from its todos, and dates whose stats show a renamed or recolored tag. A date changed and
+    /// changed back (a delta that adds up to nothing) is left alone. Dates are processed in
+    /// order so versions are deterministic, `SQL.DailyStats.dayBatch` dates per query.
     func run() throws {
-        var days = transaction.touchedDays
+        var deltas: [Day: DailyAggregate] = [:]
+        for change in transaction.statDeltas { deltas[change.day, default: .zero].add(change.input, sign: change.sign) }
+        var days = Set(deltas.lazy.filter { $0.value != .zero }.map(\.key)).union(transaction.rebuiltDays)
         for tagID in transaction.changedTags {
             for row in try db.query(SQL.DailyStats.daysWithCompletedTag, [.int(transaction.userID), .int(tagID)]) {
                 days.insert(Day(row.string(0)!)!)
@@ -20,62 +34,98 @@ struct DailyStatsRecomputer {
         }
         let sorted = days.sorted()
         let batch = SQL.DailyStats.dayBatch
+        var tags = TagLookup(transaction: transaction)
         for start in stride(from: 0, to: sorted.count, by: batch) {
             let chunk = Array(sorted[start..<min(start + batch, sorted.count)])
-            let parameters = [DatabaseValue.int(transaction.userID)]
-                + (0..<batch).map { DatabaseValue.day(chunk[min($0, chunk.count - 1)]) }
-            var inputs: [Day: [StatInput]] = [:]
-            for row in try db.query(SQL.DailyStats.inputsForDays, parameters) {
-                let tag = row.int64(5).map { StatInput.TagRef(id: $0, name: row.string(6) ?? "", color: row.string(7) ?? "") }
-                inputs[Day(row.string(0)!)!, default: []].append(StatInput(
-                    isCompleted: row.bool(1)!, isLife: row.bool(2)!, difficulty: row.int(3)!,
-                    estimatedTime: row.int(4)!, tag: tag))
-            }
-            var existing: [Day: DailyStat] = [:]
-            for row in try db.query(SQL.DailyStats.byDays, parameters) {
+            var stored: [Day: Stored] = [:]
+            for row in try db.query(SQL.DailyStats.byDays, parameters(chunk)) {
                 let stat = DailyStat(row: row)
-                existing[stat.date] = stat
+                stored[stat.date] = Stored(stat: stat, aggregate: DailyAggregate(stored: row, of: stat))
             }
+            let rebuilt = chunk.filter { transaction.rebuiltDays.contains($0) || (stored[$0].map { $0.aggregate == nil } ?? false) }
+            var fromTodos: [Day: DailyAggregate] = [:]
+            if !rebuilt.isEmpty {
+                for row in try db.query(SQL.DailyStats.inputsForDays, parameters(rebuilt)) {
+                    fromTodos[Day(row.string(0)!)!, default: .zero].add(StatInput(
+                        isCompleted: row.bool(1)!, isLife: row.bool(2)!, difficulty: row.int(3)!,
+                        estimatedTime: row.int(4)!, tagID: row.int64(5)))
+                }
+            }
+            var aggregates: [Day: DailyAggregate] = [:]
             for day in chunk {
-                try write(day, content: DailyStatContent.compute(inputs[day] ?? []), existing: existing[day])
+                if rebuilt.contains(day) {
+                    aggregates[day] = fromTodos[day] ?? .zero
+                } else {
+                    var aggregate = stored[day]?.aggregate ?? .zero
+                    aggregate.add(deltas[day] ?? .zero)
+                    aggregates[day] = aggregate
+                }
+            }
+            try tags.load(aggregates.values.flatMap(\.tagCounts.keys))
+            var updates: [[DatabaseValue]] = []
+            for day in chunk {
+                let aggregate = aggregates[day]!
+                try write(day, content: aggregate.render(tag: tags.current), aggregate: aggregate, stored: stored[day],
+                          updates: &updates)
+            }
+            if let last = updates.last {
+                try db.execute(SQL.DailyStats.updateBatch,
+                               (0..<batch).flatMap { $0 < updates.count ? updates[$0] : last })
             }
         }
     }
 
-    /// Brings one date's stat in line with its computed content (nil: no live todos).
-    private func write(_ day: Day, content: DailyStatContent?, existing: DailyStat?) throws {
+    /// `userID`, then the dates, unused slots repeating the last one.
+    private func parameters(_ days: [Day]) -> [DatabaseValue] {
+        [.int(transaction.userID)] + (0..<SQL.DailyStats.dayBatch).map { .day(days[min($0, days.count - 1)]) }
+    }
+
+    /// Brings one date's stat in line with its rendered content (nil: no live todos), and
+    /// stores the aggregate it was rendered from. New content for an existing stat is added to
+    /// `updates` (a row of `SQL.DailyStats.updateBatch`), written with the rest of its batch.
+    private func write(_ day: Day, content: DailyStatContent?, aggregate: DailyAggregate, stored: Stored?,
+                       updates: inout [[DatabaseValue]]) throws {
         let userID = transaction.userID
         let now = transaction.now
-        switch (existing, content) {
+        switch (stored?.stat, content) {
         case (nil, nil):
             return
         case (nil, let content?):
             let version = try transaction.nextVersion()
             let inserted = try db.execute(SQL.DailyStats.insert, [.int(userID), .day(day)] + values(of: content) + [
                 .int(version), .timestamp(now), .timestamp(now),
-            ])
+            ] + values(of: aggregate))
             transaction.changed(DailyStat(id: Int64(inserted.lastInsertID), date: day, content: content, version: version,
                                           createdAt: now.rfc3339, updatedAt: now.rfc3339, deletedAt: nil))
         case (var stat?, nil):
-            guard stat.deletedAt == nil else { return }
+            guard stat.deletedAt == nil else {
+                if stored?.aggregate != aggregate { try saveAggregate(aggregate, of: stat) }
+                return
+            }
             stat.version = try transaction.nextVersion()
             stat.updatedAt = now.rfc3339
             stat.deletedAt = now.rfc3339
-            try db.execute(SQL.DailyStats.softDelete, [
-                .timestamp(now), .timestamp(now), .int(stat.version), .int(stat.id),
-            ])
+            try db.execute(SQL.DailyStats.softDelete, [.timestamp(now), .timestamp(now), .int(stat.version)]
+                + values(of: aggregate) + [.int(stat.id)])
             transaction.changed(stat)
         case (var stat?, let content?):
-            guard stat.deletedAt != nil || stat.content != content else { return }
+            guard stat.deletedAt != nil || stat.content != content else {
+                if stored?.aggregate != aggregate { try saveAggregate(aggregate, of: stat) }
+                return
+            }
             stat.content = content
             stat.version = try transaction.nextVersion()
             stat.updatedAt = now.rfc3339
             stat.deletedAt = nil
-            try db.execute(SQL.DailyStats.update, values(of: content) + [
-                .int(stat.version), .timestamp(now), .int(stat.id),
-            ])
+            updates.append([.int(stat.id), .int(userID), .day(day)] + values(of: content)
+                + [.int(stat.version), .timestamp(now), .timestamp(now)] + values(of: aggregate))
             transaction.changed(stat)
         }
+    }
+
+    /// New inputs that render as before: no new version.
+    private func saveAggregate(_ aggregate: DailyAggregate, of stat: DailyStat) throws {
+        try db.execute(SQL.DailyStats.saveAggregate, values(of: aggregate) + [.int(stat.id)])
     }
 
     private func values(of content: DailyStatContent) -> [DatabaseValue] {
@@ -84,6 +134,60 @@ struct DailyStatsRecomputer {
             .int(Int64(content.balanceNum)), .int(content.centerXHundredths), .int(content.centerYHundredths),
             .text(content.tagStatsJSON),
         ]
+    }
+
+    /// In `DailyAggregateColumn` order.
+    private func values(of aggregate: DailyAggregate) -> [DatabaseValue] {
+        [.int(aggregate.weightedMinutes), .int(aggregate.lifeMinutes), .int(aggregate.workMinutes),
+         .text(aggregate.tagCountsText)]
+    }
+}
+
+/// The current name and color of the tags the rendered stats count, looked up once per
+/// transaction, `SQL.DailyStats.tagBatch` at a time. A tag that does not exist renders with an
+/// empty name and color (as the full recompute's outer join always did).
+private struct TagLookup {
+    let transaction: WriteTransaction
+    private var known: [Int64: (name: String, color: String)] = [:]
+    private var looked: Set<Int64> = []
+
+    init(transaction: WriteTransaction) {
+        self.transaction = transaction
+    }
+
+    mutating func load(_ ids: [Int64]) throws {
+        let missing = Array(Set(ids).subtracting(looked)).sorted()
+        let batch = SQL.DailyStats.tagBatch
+        for start in stride(from: 0, to: missing.count, by: batch) {
+            let chunk = Array(missing[start..<min(start + batch, missing.count)])
+            let parameters = [DatabaseValue.int(transaction.userID)]
+                + (0..<batch).map { DatabaseValue.int(chunk[min($0, chunk.count - 1)]) }
+            for row in try transaction.db.query(SQL.DailyStats.tagsByIDs, parameters) {
+                known[row.int64(0)!] = (row.string(1) ?? "", row.string(2) ?? "")
+            }
+        }
+        looked.formUnion(missing)
+    }
+
+    func current(_ id: Int64) -> (name: String, color: String) {
+        known[id] ?? ("", "")
+    }
+}
+
+extension DailyAggregate {
+    /// The aggregate stored with `stat` in a `SQL.DailyStats.byDays` row (its columns follow the
+    /// stat's); nil when its tag counts do not parse. A tombstone's is all zeros.
+    init?(stored row: Row, of stat: DailyStat) {
+        typealias C = DailyAggregateColumn
+        let offset = DailyStatColumn.allCases.count
+        guard let counts = DailyAggregate.tagCounts(fromText: row.string(offset + C.tagCounts.index) ?? "") else {
+            return nil
+        }
+        let live = stat.deletedAt == nil
+        self.init(todoCount: live ? stat.content.todoCount : 0, completedCount: live ? stat.content.completedCount : 0,
+                  weightedMinutes: row.int64(offset + C.weightedMinutes.index)!,
+                  lifeMinutes: row.int64(offset + C.lifeMinutes.index)!,
+                  workMinutes: row.int64(offset + C.workMinutes.index)!, tagCounts: counts)
     }
 }
 

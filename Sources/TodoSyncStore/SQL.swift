@@ -286,15 +286,21 @@ enum SQL {
         /// Recomputation loads `dayBatch` dates per query (unused slots repeat a date).
         static let dayBatch = 16
         private static let daySlots = Array(repeating: "?", count: dayBatch).joined(separator: ", ")
-        /// `inputsForDay` for a batch of dates, with the date first.
+        /// The full recompute's inputs for a batch of dates, with the date first: every live todo.
         static let inputsForDays = """
-            SELECT t.deadline, t.is_completed, t.is_life, t.difficulty, t.estimated_time, t.tag_id, g.name, g.color
-              FROM todos t FORCE INDEX (todos_user_day)
-              LEFT JOIN tags g ON g.id = t.tag_id AND g.user_id = t.user_id
-             WHERE t.user_id = ? AND t.deleted_at IS NULL AND t.deadline IN (\(daySlots))
+            SELECT deadline, is_completed, is_life, difficulty, estimated_time, tag_id
+              FROM todos FORCE INDEX (todos_user_day)
+             WHERE user_id = ? AND deleted_at IS NULL AND deadline IN (\(daySlots))
             """
+        /// A batch of dates' stats (live or tombstones), each followed by its aggregate's columns.
         static let byDays = """
-            SELECT \(columns) FROM daily_stats WHERE user_id = ? AND day IN (\(daySlots))
+            SELECT \(columns), \(DailyAggregateColumn.selectList) FROM daily_stats WHERE user_id = ? AND day IN (\(daySlots))
+            """
+        /// Rendering looks tags up `tagBatch` at a time (unused slots repeat an id). Tombstones
+        /// included, as the stat of a todo whose tag is being deleted in the same write needs.
+        static let tagBatch = 32
+        static let tagsByIDs = """
+            SELECT id, name, color FROM tags WHERE user_id = ? AND id IN (\(Array(repeating: "?", count: tagBatch).joined(separator: ", ")))
             """
         static let liveByDay = """
             SELECT \(columns) FROM daily_stats WHERE user_id = ? AND day = ? AND deleted_at IS NULL
@@ -314,19 +320,38 @@ enum SQL {
         static let insert = """
             INSERT INTO daily_stats (user_id, day, todo_count, completed_count, productivity_hundredths, balance_num,
                                      center_x_hundredths, center_y_hundredths, tag_stats, version, created_at,
-                                     updated_at)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                                     updated_at, \(DailyAggregateColumn.selectList))
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, \(aggregateSlots))
             """
-        /// Writes new content; also brings a tombstone back to life (deleted_at cleared).
-        static let update = """
-            UPDATE daily_stats SET todo_count = ?, completed_count = ?, productivity_hundredths = ?, balance_num = ?,
-                                   center_x_hundredths = ?, center_y_hundredths = ?, tag_stats = ?, version = ?,
-                                   updated_at = ?, deleted_at = NULL
-             WHERE id = ?
+        /// Writes new content into `dayBatch` existing stats at once (by id; unused rows repeat
+        /// one); also brings a tombstone back to life (deleted_at cleared). Each row: id, user id,
+        /// day, the content, version, created (never written: the row exists), updated, the
+        /// aggregate. One statement instead of one UPDATE per date.
+        static let updateBatch = """
+            INSERT INTO daily_stats (id, user_id, day, todo_count, completed_count, productivity_hundredths, balance_num,
+                                     center_x_hundredths, center_y_hundredths, tag_stats, version, created_at,
+                                     updated_at, \(DailyAggregateColumn.selectList))
+            VALUES \(Array(repeating: "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, \(aggregateSlots))", count: dayBatch)
+                .joined(separator: ", "))
+            ON DUPLICATE KEY UPDATE todo_count = VALUES(todo_count), completed_count = VALUES(completed_count),
+                productivity_hundredths = VALUES(productivity_hundredths), balance_num = VALUES(balance_num),
+                center_x_hundredths = VALUES(center_x_hundredths), center_y_hundredths = VALUES(center_y_hundredths),
+                tag_stats = VALUES(tag_stats), version = VALUES(version), updated_at = VALUES(updated_at),
+                deleted_at = NULL, \(DailyAggregateColumn.allCases.map { "\($0.sqlName) = VALUES(\($0.sqlName))" }
+                .joined(separator: ", "))
             """
+        /// A date that lost its last live todo: its aggregate is all zeros again.
         static let softDelete = """
-            UPDATE daily_stats SET deleted_at = ?, updated_at = ?, version = ? WHERE id = ?
+            UPDATE daily_stats SET deleted_at = ?, updated_at = ?, version = ?, \(aggregateAssignments) WHERE id = ?
             """
+        /// New inputs whose rendering did not change (no new version): `todo_count` and
+        /// `completed_count` are part of the stat, so they cannot have changed either.
+        static let saveAggregate = """
+            UPDATE daily_stats SET \(aggregateAssignments) WHERE id = ?
+            """
+        private static let aggregateSlots = DailyAggregateColumn.allCases.map { _ in "?" }.joined(separator: ", ")
+        private static let aggregateAssignments = DailyAggregateColumn.allCases.map { "\($0.sqlName) = ?" }
+            .joined(separator: ", ")
         /// Dates whose stat lists this tag (completed live todos carry it).
         static let daysWithCompletedTag = """
             SELECT DISTINCT deadline FROM todos
@@ -567,6 +592,8 @@ enum SQL {
     enum Maintenance {
         /// Live accounts only: a deleted one waits for its erase, and cannot be written.
         static let allUserIDs = "SELECT id FROM users WHERE deleted_at IS NULL ORDER BY id"
+        /// `recompute-stats` rebuilds this many dates per transaction.
+        static let rebuildBatch = 512
         /// Every date that has a live todo or a stat row (live or tombstone) for the user.
         static let daysOfUser = """
             SELECT DISTINCT deadline FROM todos FORCE INDEX (todos_user_day)

@@ -7,18 +7,22 @@ extension Store {
         try guarded { try db.query(SQL.Maintenance.allUserIDs).compactMap { $0.int64(0) } }
     }
 
-    /// Recomputes every daily stat of a user through the normal write path (versions bump only
-    /// where content changes). For data loaded in bulk, or after a change of the formulas.
-    /// Returns the number of dates examined.
+    /// Rebuilds every daily stat of a user, and the aggregate it is rendered from, from the
+    /// user's todos (versions bump only where content changes), `SQL.Maintenance.rebuildBatch`
+    /// dates per transaction so that no transaction holds the user's lock for long. For data
+    /// loaded in bulk, after a change of the formulas, and as the oracle of the incremental
+    /// stats (`DailyStatsOracleTests`). Returns the number of dates examined.
     @discardableResult
     public func recomputeDailyStats(userID: Int64) throws -> Int {
-        try write(userID: userID, operations: 0) { transaction in
-            let days = try db.query(SQL.Maintenance.daysOfUser, [.int(userID), .int(userID)]).compactMap {
-                $0.string(0).flatMap(Day.init)
-            }
-            for day in days { transaction.touch(day) }
-            return days.count
+        let days = try guarded {
+            try db.query(SQL.Maintenance.daysOfUser, [.int(userID), .int(userID)]).compactMap { $0.string(0).flatMap(Day.init) }
         }
+        for start in stride(from: 0, to: days.count, by: SQL.Maintenance.rebuildBatch) {
+            try write(userID: userID, operations: 0) { transaction in
+                for day in days[start..<min(start + SQL.Maintenance.rebuildBatch, days.count)] { transaction.rebuild(day) }
+            }
+        }
+        return days.count
     }
 }
 

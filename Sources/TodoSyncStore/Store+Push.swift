@@ -42,6 +42,7 @@ extension Store {
                     continue
                 }
                 let result: PushResult
+                let statCheckpoint = transaction.statCheckpoint
                 do {
                     result = try db.inSavepoint {
                         try apply(operation, policy: request.policy, schema: request.schemaVersion, in: transaction)
@@ -49,6 +50,7 @@ extension Store {
                 } catch let error as DomainError where error.rejectsPushOperation {
                     // The operation's own fault (its input, or the record it names): only it is
                     // rejected. Any other kind of error fails the whole push.
+                    transaction.rollBackStats(to: statCheckpoint)
                     result = .rejected(operation.opID, error, clientID: operation.clientIDText)
                 }
                 tally.add(result.status)

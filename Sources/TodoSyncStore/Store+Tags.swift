@@ -79,12 +79,13 @@ extension Store {
         let userID = transaction.userID
         let now = transaction.now
         for row in try db.query(SQL.Todos.liveWithTag, [.int(userID), .int(current.id)]) {
-            var todo = Todo(row: row)
+            let tagged = Todo(row: row)
+            var todo = tagged
             todo.tagID = nil
             todo.version = try transaction.nextVersion()
             todo.updatedAt = now.rfc3339
             try db.execute(SQL.Todos.clearTag, [.int(todo.version), .timestamp(now), .int(todo.id), .int(userID)])
-            transaction.touch(todo.deadline)
+            transaction.todoChanged(from: tagged, to: todo)
             transaction.changed(todo, derived: true)
         }
         try db.execute(SQL.Todos.clearTagOnTombstones, [.int(userID), .int(current.id)])

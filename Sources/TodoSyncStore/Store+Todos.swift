@@ -30,7 +30,7 @@ extension Store {
             + [.int(version), .timestamp(now), .timestamp(now), .optionalInt(transaction.device)])
         todo.id = Int64(inserted.lastInsertID)
         transaction.liveRecords(+1)
-        transaction.touch(draft.deadline)
+        transaction.todoChanged(from: nil, to: todo)
         transaction.changed(todo)
         return Created(record: todo, isNew: true)
     }
@@ -58,8 +58,7 @@ extension Store {
             .int(transaction.userID),
         ])
         if restoring { transaction.liveRecords(+1) }
-        transaction.touch(current.deadline)
-        transaction.touch(result.deadline)
+        transaction.todoChanged(from: restoring ? nil : current, to: result)
         transaction.changed(result)
         return result
     }
@@ -84,7 +83,7 @@ extension Store {
             .int(transaction.userID),
         ])
         transaction.liveRecords(-1)
-        transaction.touch(current.deadline)
+        transaction.todoChanged(from: current, to: nil)
         transaction.changed(result)
         return result
     }
@@ -103,5 +102,13 @@ extension Store {
         guard try db.queryOne(SQL.Tags.isLive, [.int(tagID), .int(transaction.userID)]) != nil else {
             throw DomainError.validation(field: "tagId", "must be null or the id of one of your tags")
         }
+    }
+}
+
+extension Todo {
+    /// What the daily-stat formulas need of this todo.
+    var statInput: StatInput {
+        StatInput(isCompleted: isCompleted, isLife: isLife, difficulty: difficulty, estimatedTime: estimatedTime,
+                  tagID: tagID)
     }
 }

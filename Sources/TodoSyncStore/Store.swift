@@ -92,8 +92,11 @@ final class WriteTransaction {
     /// The number of the device whose pushed operations this transaction applies (nil for REST
     /// writes). Records an operation changes carry it; derived changes never do.
     var device: Int64?
-    /// Dates whose daily stats this transaction may have changed.
-    private(set) var touchedDays: Set<Day> = []
+    /// Each todo change's effect on its date's daily-stat aggregate, in order (`todoChanged`);
+    /// added up per date once, at `finish()`.
+    private(set) var statDeltas: [(day: Day, input: StatInput, sign: Int)] = []
+    /// Dates whose aggregates are rebuilt from their todos at `finish()` (`recompute-stats`).
+    private(set) var rebuiltDays: Set<Day> = []
     /// The user's change sequence as this transaction has advanced it (stored at `finish()`).
     private var changeSequence: Int64
     private let initialChangeSequence: Int64
@@ -145,9 +148,24 @@ final class WriteTransaction {
         liveRecordsDelta += change
     }
 
-    /// Notes that the todos of `day` changed, so its daily stat must be recomputed.
-    func touch(_ day: Day) {
-        touchedDays.insert(day)
+    /// Notes a todo's change for the daily stats: `before` is the todo as it was while live (nil:
+    /// it did not exist, or was a tombstone), `after` as it is now while live (nil: deleted).
+    func todoChanged(from before: Todo?, to after: Todo?) {
+        if let before { statDeltas.append((before.deadline, before.statInput, -1)) }
+        if let after { statDeltas.append((after.deadline, after.statInput, +1)) }
+    }
+
+    /// Where the daily-stat deltas stand, so that an operation rolled back to its savepoint can
+    /// take its deltas back (`rollBackStats(to:)`).
+    var statCheckpoint: Int { statDeltas.count }
+
+    func rollBackStats(to checkpoint: Int) {
+        statDeltas.removeSubrange(checkpoint...)
+    }
+
+    /// Notes that `day`'s aggregate and stat are to be rebuilt from its todos (`recompute-stats`).
+    func rebuild(_ day: Day) {
+        rebuiltDays.insert(day)
     }
 
     /// Tags whose name or color changed (their daily-stat entries must be refreshed).

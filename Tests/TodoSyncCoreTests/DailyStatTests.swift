@@ -85,4 +85,25 @@ final class DailyStatTests: XCTestCase {
                        + ##""tagStats":[{"tagId":1,"name":"tag1","color":"#000001","count":1}],"center":{"x":1,"y":1},"##
                        + #""version":12,"createdAt":"2026-11-21T09:30:00.000Z","updatedAt":"2026-11-21T09:30:00.000Z","deletedAt":null}"#)
     }
+
+    /// An aggregate is plain sums: a todo added and taken away again leaves it exactly as it was
+    /// (what lets a date changed and changed back within one push keep its version), and the tag
+    /// counts survive their stored text.
+    func testAggregateDeltasCancelAndTagCountsRoundTrip() throws {
+        let todos = [todo(true, life: true, difficulty: 3, minutes: 45, tag: 7), todo(true, minutes: 20, tag: 2),
+                     todo(false, difficulty: 5, minutes: 60, tag: 7), todo(true, difficulty: 1, minutes: 5, tag: 7)]
+        var aggregate = DailyAggregate(todos)
+        let before = aggregate
+        aggregate.add(todos[0], sign: -1)
+        aggregate.add(todos[0])
+        XCTAssertEqual(aggregate, before)
+        XCTAssertEqual(before.tagCountsText, "2:1,7:2")
+        XCTAssertEqual(DailyAggregate.tagCounts(fromText: before.tagCountsText), before.tagCounts)
+        XCTAssertEqual(DailyAggregate.tagCounts(fromText: ""), [:])
+        XCTAssertNil(DailyAggregate.tagCounts(fromText: "7:"))
+        var emptied = before
+        for todo in todos { emptied.add(todo, sign: -1) }
+        XCTAssertEqual(emptied, .zero, "no zero tag entries left behind")
+        XCTAssertNil(emptied.render { _ in ("", "") })
+    }
 }

@@ -31,6 +31,7 @@ final class ColumnsTests: StoreTestCase {
         try assertDescribed("todos", by: TodoColumn.self)
         try assertDescribed("tags", by: TagColumn.self)
         try assertDescribed("daily_stats", by: DailyStatColumn.self)
+        try assertDescribed("daily_stats", by: DailyAggregateColumn.self)
         try assertDescribed("users", by: UserColumn.self)
         try assertDescribed("sync_feed", by: FeedColumn.self)
     }

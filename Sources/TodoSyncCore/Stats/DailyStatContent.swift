@@ -6,6 +6,8 @@ public struct StatInput: Sendable, Equatable {
     public let estimatedTime: Int
     /// The todo's tag with its current name and color, if any.
     public let tag: TagRef?
+    /// The todo's tag id (what an aggregate counts; the name and color come at rendering).
+    public let tagID: Int64?
 
     public struct TagRef: Sendable, Equatable {
         public let id: Int64
@@ -25,6 +27,17 @@ public struct StatInput: Sendable, Equatable {
         self.difficulty = difficulty
         self.estimatedTime = estimatedTime
         self.tag = tag
+        self.tagID = tag?.id
+    }
+
+    /// An input known by its tag id only (a delta: names and colors are looked up when rendering).
+    public init(isCompleted: Bool, isLife: Bool, difficulty: Int, estimatedTime: Int, tagID: Int64?) {
+        self.isCompleted = isCompleted
+        self.isLife = isLife
+        self.difficulty = difficulty
+        self.estimatedTime = estimatedTime
+        self.tag = nil
+        self.tagID = tagID
     }
 }
 
@@ -67,30 +80,11 @@ public struct DailyStatContent: Sendable, Equatable {
     }
 
     /// The contract's formulas over one date's live todos; nil when there are none (no stat).
+    /// (`DailyAggregate.render` is where the formulas are; this is the full recompute's way in.)
     public static func compute(_ todos: [StatInput]) -> DailyStatContent? {
-        guard !todos.isEmpty else { return nil }
-        let completed = todos.filter(\.isCompleted)
-        var weightedMinutes: Int64 = 0
-        var life: Int64 = 0
-        var work: Int64 = 0
-        var counts: [Int64: (tag: StatInput.TagRef, count: Int)] = [:]
-        for todo in completed {
-            weightedMinutes += Int64(todo.difficulty) * Int64(todo.estimatedTime)
-            if todo.isLife { life += Int64(todo.estimatedTime) } else { work += Int64(todo.estimatedTime) }
-            if let tag = todo.tag { counts[tag.id, default: (tag, 0)].count += 1 }
-        }
-        let total = life + work
-        let tagStats = counts.values
-            .map { TagStat(tagID: $0.tag.id, name: $0.tag.name, color: $0.tag.color, count: $0.count) }
-            .sorted { ($0.count, -$0.tagID) > ($1.count, -$1.tagID) }
-        return DailyStatContent(
-            todoCount: todos.count,
-            completedCount: completed.count,
-            productivityHundredths: roundedQuotient(weightedMinutes * 100, 60),
-            balanceNum: total == 0 ? 50 : Int(roundedQuotient(100 * life, total)),
-            tagStatsJSON: encode(tagStats),
-            centerXHundredths: total == 0 ? 0 : roundedQuotient(100 * (life - work), total),
-            centerYHundredths: roundedQuotient(100 * Int64(completed.count), Int64(todos.count)))
+        var tags: [Int64: StatInput.TagRef] = [:]
+        for todo in todos { if let tag = todo.tag { tags[tag.id] = tag } }
+        return DailyAggregate(todos).render { id in (tags[id]?.name ?? "", tags[id]?.color ?? "") }
     }
 
     /// `balance.title` and `balance.message` for `balanceNum`.
