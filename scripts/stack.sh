@@ -121,9 +121,10 @@ for _v in TODOSYNC_HTTP_PORT TODOSYNC_HTTPS_PORT TODOSYNC_RESPONDERS TODOSYNC_NG
 done
 [[ -z $TODOSYNC_DB_PORT ]] || is_uint "$TODOSYNC_DB_PORT" || die "TODOSYNC_DB_PORT must be a port number"
 ((TODOSYNC_RESPONDERS >= 1)) || die "TODOSYNC_RESPONDERS must be at least 1"
-((TODOSYNC_ACCOUNT_CONCURRENCY >= 1)) || die "TODOSYNC_ACCOUNT_CONCURRENCY must be at least 1"
-((TODOSYNC_ADDRESS_CONCURRENCY >= 1)) || die "TODOSYNC_ADDRESS_CONCURRENCY must be at least 1"
-((TODOSYNC_LIVE_STREAMS >= 1)) || die "TODOSYNC_LIVE_STREAMS must be at least 1"
+# nginx's limit_conn takes 1..65535 and refuses to start otherwise: say so before rendering.
+for _v in TODOSYNC_ACCOUNT_CONCURRENCY TODOSYNC_ADDRESS_CONCURRENCY TODOSYNC_LIVE_STREAMS; do
+    ((${!_v} >= 1 && ${!_v} <= 65535)) || die "$_v must be between 1 and 65535 (nginx limit_conn; got ${!_v})"
+done
 unset _v
 case $TODOSYNC_DROP_PRIVILEGES in
     auto | on | off) ;;
