@@ -86,6 +86,7 @@ struct WatchPrinter {
         case .synced(let report, let trigger):
             let moved = report.operationsSent > 0 || report.recordsPulled > 0
             guard moved || verbose || json else { return }
+            for change in report.changes { showChange(change) }
             fields["event"] = .string("synced")
             fields["trigger"] = .string(trigger.rawValue)
             fields["sent"] = .int(Int64(report.operationsSent))
@@ -131,4 +132,34 @@ struct WatchPrinter {
     }
 
     static func seconds(_ value: Double) -> String { String(format: "%.1f", value) }
+
+    /// One line per record a pull brought, with how long after the server's change it is in the
+    /// store (its `updatedAt`/`deletedAt` against this machine's clock: meaningful when the
+    /// clocks agree, as on one host or with NTP).
+    func showChange(_ change: PulledChange) {
+        let now = Date()
+        let lag = change.changedAt.flatMap { Self.timestamp.date(from: $0) }.map { now.timeIntervalSince($0) }
+        if json {
+            var fields: [String: JSONValue] = [
+                "at": .string(ISO8601DateFormatter().string(from: now)), "event": .string("change"),
+                "kind": .string(change.kind.rawValue), "deleted": .bool(change.deleted),
+                "id": change.id.map(JSONValue.int) ?? .null, "version": change.version.map(JSONValue.int) ?? .null,
+                "label": change.label.map(JSONValue.string) ?? .null, "changedAt": change.changedAt.map(JSONValue.string) ?? .null,
+            ]
+            if let lag { fields["lagSeconds"] = .number(JSONNumber(literal: String(format: "%.3f", lag))) }
+            print(JSONText.encode(.object(fields)))
+        } else {
+            let what = change.deleted ? "deleted" : "changed"
+            let label = change.label.map { " \"\($0)\"" } ?? ""
+            let after = lag.map { String(format: " (%.3f s after the server)", $0) } ?? ""
+            print("\(ISO8601DateFormatter().string(from: now)) \(change.kind.rawValue) \(change.id.map(String.init) ?? "?")\(label) \(what)\(after)")
+        }
+    }
+
+    /// The contract's timestamps: RFC 3339 UTC with milliseconds.
+    nonisolated(unsafe) static let timestamp: ISO8601DateFormatter = {
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        return formatter
+    }()
 }

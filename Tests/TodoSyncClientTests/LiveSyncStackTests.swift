@@ -146,6 +146,15 @@ final class LiveSyncStackTests: StackTestCase {
         await waitFor("A's todo in B's file", timeout: 2) {
             ((try? LocalStore(path: b.path, create: false).todos(from: day, to: day)) ?? []).contains { $0.title == "Pushed by A" }
         }
+        // The watch prints the change itself, with how long after the server's commit it landed.
+        await waitFor("the watch prints A's todo", timeout: 2) { lines.text.contains(#""label":"Pushed by A""#) }
+        let printed = try XCTUnwrap(lines.text.split(separator: "\n").first { $0.contains(#""label":"Pushed by A""#) })
+        let change = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(printed.utf8)) as? [String: Any])
+        XCTAssertEqual(change["event"] as? String, "change")
+        XCTAssertEqual(change["kind"] as? String, "todo")
+        XCTAssertEqual(change["deleted"] as? Bool, false)
+        let lag = try XCTUnwrap(change["lagSeconds"] as? Double, "\(change)")
+        XCTAssert(lag > -0.05 && lag < 2, "lag \(lag) s after the server's change")
         // Another invocation on B's file (here: this process's own store handle) queues a change.
         try b.store.addTodo(NewTodo(title: "Queued on B", deadline: day))
         await waitFor("the watch syncs B's queued change", timeout: 3) { lines.text.contains(#""trigger":"local-write""#) }

@@ -28,6 +28,41 @@ public struct SyncReport: Sendable, Equatable {
     /// A full pull happened (first sync, or a resync after 410 `cursor_expired`).
     public var fullPull = false
     public var resyncedAfterExpiry = false
+    /// The records an incremental pull brought, in page order: at most `changesKept` (a full
+    /// pull's records are counted, not listed).
+    public var changes: [PulledChange] = []
+    public static let changesKept = 1000
+}
+
+/// One record (or tombstone) a pull brought: what `todosync-client watch` prints.
+public struct PulledChange: Sendable, Equatable {
+    public enum Kind: String, Sendable { case tag, todo, dailyStat }
+    public var kind: Kind
+    public var id: Int64?
+    public var version: Int64?
+    public var deleted: Bool
+    /// A todo's title, a tag's name, a stat's date (nil for a tombstone).
+    public var label: String?
+    /// The server's time of the change: `updatedAt`, or `deletedAt` for a tombstone.
+    public var changedAt: String?
+
+    init(_ kind: Kind, _ record: ServerRecord, deleted: Bool) {
+        self.kind = kind
+        id = record.id
+        version = record.version
+        self.deleted = deleted
+        label = deleted ? nil : (record.title ?? record.name ?? record.date)
+        changedAt = deleted ? record.deletedAt : record.updatedAt
+    }
+
+    static func list(_ page: DecodedPage) -> [PulledChange] {
+        page.tags.map { PulledChange(.tag, $0, deleted: false) }
+            + page.tagTombstones.map { PulledChange(.tag, $0, deleted: true) }
+            + page.todos.map { PulledChange(.todo, $0, deleted: false) }
+            + page.todoTombstones.map { PulledChange(.todo, $0, deleted: true) }
+            + page.stats.map { PulledChange(.dailyStat, $0, deleted: false) }
+            + page.statTombstones.map { PulledChange(.dailyStat, $0, deleted: true) }
+    }
 }
 
 /// Test and diagnostics hooks at the points where a crash matters most.
@@ -280,6 +315,9 @@ public final class TodoSyncClient: Sendable {
             }
             report.pages += 1
             report.recordsPulled += applied.records
+            if !full && report.changes.count < SyncReport.changesKept {
+                report.changes += PulledChange.list(page).prefix(SyncReport.changesKept - report.changes.count)
+            }
             hooks.pageCommitted?(report.pages)
             progress?(SyncProgress(phase: .pulling, operationsSent: report.operationsSent, operationsTotal: report.operationsSent,
                                    recordsPulled: report.recordsPulled, pages: report.pages))
