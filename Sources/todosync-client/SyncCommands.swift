@@ -66,7 +66,11 @@ struct Sync: AsyncParsableCommand {
         if !results.isEmpty { parts.append("(" + results.joined(separator: ", ") + ")") }
         parts.append("pulled \(report.recordsPulled) record(s) in \(report.pages) page(s)")
         if report.resyncedAfterExpiry { parts.append("after a full resync (the server's history moved on)") }
+        if case .installed(let records, let bytes) = report.snapshot {
+            parts.append("after installing a snapshot of \(records) record(s) (\(ProgressBar.megabytes(bytes)) MB downloaded)")
+        }
         out.say("Synced: " + parts.joined(separator: " ") + ".")
+        if case .refused(let reason) = report.snapshot { out.say("The server's snapshot was refused (\(reason)); pulled page by page instead.") }
         let outcomes = try store.operations(historyLimit: 1000).filter { queuedBefore.contains($0.opID) }
         let settled = try SettledChanges(outcomes, policy: conflictPolicy, store: store)
         for line in settled.lines { out.say(line) }
@@ -78,6 +82,7 @@ struct Sync: AsyncParsableCommand {
             "results": .object(Dictionary(uniqueKeysWithValues: sortedResults.map { ($0.key.rawValue, JSONValue.int($0.value)) })),
             "pulled": .int(report.recordsPulled), "pages": .int(report.pages), "fullPull": .bool(report.fullPull),
             "resyncedAfterExpiry": .bool(report.resyncedAfterExpiry), "pending": .int(status.pending),
+            "snapshot": Render.snapshot(report.snapshot),
             "conflicts": .int(status.conflicts), "rejected": .int(status.rejected),
             "seconds": .number(JSONNumber(literal: String(format: "%.4f", seconds))),
             "kept": .array(settled.kept.map(Render.operation)), "dropped": .array(settled.dropped.map(Render.operation)),

@@ -139,8 +139,10 @@ struct StoreOptions: ParsableArguments {
     }
 }
 
-/// `TODOSYNC_CLIENT_CRASH_AT=push-response:N | page-written:N | page-committed:N` makes the
-/// process SIGKILL itself at that point of a sync: how the tests prove crash safety.
+/// `TODOSYNC_CLIENT_CRASH_AT=push-response:N | page-written:N | page-committed:N |
+/// snapshot-bytes:N | snapshot-install:1` makes the process SIGKILL itself at that point of a
+/// sync (`snapshot-bytes`: once N bytes of a snapshot download are on disk; `snapshot-install`:
+/// inside the install transaction, before it commits): how the tests prove crash safety.
 enum CrashHooks {
     static func fromEnvironment() -> SyncHooks {
         guard let spec = ProcessInfo.processInfo.environment["TODOSYNC_CLIENT_CRASH_AT"] else { return SyncHooks() }
@@ -151,6 +153,8 @@ enum CrashHooks {
         case "push-response": return SyncHooks(pushResponseReceived: die)
         case "page-written": return SyncHooks(pageWritten: die)
         case "page-committed": return SyncHooks(pageCommitted: die)
+        case "snapshot-bytes": return SyncHooks(snapshotBytesWritten: { bytes in if bytes >= Int64(n) { kill(getpid(), SIGKILL) } })
+        case "snapshot-install": return SyncHooks(snapshotInstalling: { kill(getpid(), SIGKILL) })
         default: return SyncHooks()
         }
     }

@@ -7,6 +7,10 @@ import FoundationNetworking
 /// Sends one HTTP request. The default is URLSession; tests wrap it to lose responses.
 public protocol HTTPTransport: Sendable {
     func send(_ request: URLRequest) async throws -> (Data, HTTPURLResponse)
+    /// Sends one request and hands the answer to `sink` as it arrives (the head, then each chunk
+    /// of the body): how a snapshot is written to disk while it downloads, so a broken download
+    /// keeps what came. The default (`HTTPStreaming.swift`) delivers the whole body at once.
+    func stream(_ request: URLRequest, into sink: any HTTPBodySink) async throws
 }
 
 /// URLSession as the transport (FoundationNetworking on Linux).
@@ -233,7 +237,7 @@ struct APIClient: Sendable {
     }
 
     /// A backoff wait; one that would end past the deadline ends the call now instead.
-    private func wait(_ seconds: Double, before deadline: SyncDeadline) async throws {
+    func wait(_ seconds: Double, before deadline: SyncDeadline) async throws {
         guard clock.now + seconds < deadline.at else {
             throw SyncError.timedOut(.sync, seconds: deadline.seconds, queued: nil)
         }

@@ -6,7 +6,8 @@ import FoundationNetworking
 
 /// Progress of a sync, reported as it goes.
 public struct SyncProgress: Sendable, Equatable {
-    public enum Phase: String, Sendable { case pushing, pulling }
+    /// `downloading`: a new device's snapshot (`bytesReceived` of `bytesTotal`).
+    public enum Phase: String, Sendable { case downloading, pushing, pulling }
     public var phase: Phase
     /// Operations sent so far, of those queued when the sync began.
     public var operationsSent: Int
@@ -17,6 +18,9 @@ public struct SyncProgress: Sendable, Equatable {
     public var pages: Int
     /// The number of records the pull will bring, when known (the contract does not say).
     public var recordsTotal: Int?
+    /// Bytes of the snapshot received so far, and its `Content-Length` (nil when not sent).
+    public var bytesReceived: Int64 = 0
+    public var bytesTotal: Int64?
 }
 
 /// What a sync did.
@@ -28,6 +32,8 @@ public struct SyncReport: Sendable, Equatable {
     /// A full pull happened (first sync, or a resync after 410 `cursor_expired`).
     public var fullPull = false
     public var resyncedAfterExpiry = false
+    /// What became of the snapshot of a first sync (nil: the store was not empty, no snapshot tried).
+    public var snapshot: SnapshotOutcome?
 }
 
 /// Test and diagnostics hooks at the points where a crash matters most.
@@ -38,12 +44,19 @@ public struct SyncHooks: Sendable {
     public var pageWritten: (@Sendable (Int) -> Void)?
     /// After a pull page and its cursor are committed.
     public var pageCommitted: (@Sendable (Int) -> Void)?
+    /// After a chunk of a snapshot download is on disk (bytes of the partial file so far).
+    public var snapshotBytesWritten: (@Sendable (Int64) -> Void)?
+    /// Inside a snapshot's install transaction, after its rows are written, before it commits.
+    public var snapshotInstalling: (@Sendable () -> Void)?
 
     public init(pushResponseReceived: (@Sendable (Int) -> Void)? = nil, pageWritten: (@Sendable (Int) -> Void)? = nil,
-                pageCommitted: (@Sendable (Int) -> Void)? = nil) {
+                pageCommitted: (@Sendable (Int) -> Void)? = nil, snapshotBytesWritten: (@Sendable (Int64) -> Void)? = nil,
+                snapshotInstalling: (@Sendable () -> Void)? = nil) {
         self.pushResponseReceived = pushResponseReceived
         self.pageWritten = pageWritten
         self.pageCommitted = pageCommitted
+        self.snapshotBytesWritten = snapshotBytesWritten
+        self.snapshotInstalling = snapshotInstalling
     }
 }
 
@@ -72,6 +85,8 @@ public final class TodoSyncClient: Sendable {
     let api: APIClient
     let tokenRefresh: (@Sendable () async throws -> String?)?
     let hooks: SyncHooks
+    /// Whether the first sync of an empty store tries `GET /sync/snapshot` (docs/CLIENT.md).
+    let useSnapshot: Bool
 
     /// - Parameters:
     ///   - retry: backoff for network errors and 429/502/503/504 answers.
@@ -80,10 +95,13 @@ public final class TodoSyncClient: Sendable {
     ///   - tokenRefresh: called when the server answers 401; return a new token (e.g. by logging
     ///     in again) or nil to give up. The outbox is kept either way.
     ///   - schemaVersion: the record shapes this client speaks (tests run version-1 clients).
+    ///   - useSnapshot: the first sync of an empty store starts from the server's snapshot
+    ///     (false: always the paged pull).
     public init(store: LocalStore, baseURL: URL, transport: any HTTPTransport = URLSessionTransport(),
                 retry: RetryPolicy = RetryPolicy(), timeouts: SyncTimeouts = SyncTimeouts(),
                 clock: any SyncClock = SystemSyncClock(), tokenRefresh: (@Sendable () async throws -> String?)? = nil,
-                hooks: SyncHooks = SyncHooks(), schemaVersion: Int = SchemaVersion.current) {
+                hooks: SyncHooks = SyncHooks(), schemaVersion: Int = SchemaVersion.current, useSnapshot: Bool = true) {
+        self.useSnapshot = useSnapshot
         self.store = store
         self.schemaVersion = schemaVersion
         self.api = APIClient(baseURL: baseURL, transport: transport, retry: retry, timeouts: timeouts, clock: clock)
@@ -158,6 +176,8 @@ public final class TodoSyncClient: Sendable {
                 guard schemaVersion >= required.minimum else { throw SyncError.upgradeRequired(required) }
                 try store.setUpgradeRequired(nil)
             }
+            // A new device (an empty store) starts from the server's snapshot when it can.
+            if useSnapshot { try await bootstrapFromSnapshot(pageSize: pageSize, report: &report, deadline: deadline, progress: progress) }
             try await push(policy: policy, report: &report, deadline: deadline, progress: progress)
             let resynced = try await pull(pageSize: pageSize, report: &report, deadline: deadline, progress: progress)
             let stillPending = try store.pendingCount()
