@@ -10,7 +10,8 @@ struct Sync: AsyncParsableCommand {
             Changes stay queued whatever happens; the exit code says what did (the table: \
             `todosync-client --help`). Another process syncing this store is reported ("Sync \
             already running on STORE"), not waited for. Progress goes to stderr, only on a \
-            terminal or with --progress.
+            terminal or with --progress. The first sync of an empty store starts from the \
+            server's snapshot when it offers one (docs/CLIENT.md).
             """)
     @OptionGroup var options: StoreOptions
     @Option(help: "merge, reject, client-wins, or ask (conflicts go to `conflicts`).") var policy: String = "merge"
@@ -18,13 +19,14 @@ struct Sync: AsyncParsableCommand {
     @Flag(help: "No progress output.") var quiet = false
     @Flag(help: "Progress on stderr even when it is not a terminal.") var progress = false
     @Flag(help: "Print how long the sync took (for benchmarks).") var timing = false
+    @Flag(help: "A first sync pulls page by page even when the server offers a snapshot.") var noSnapshot = false
 
     func run() async throws {
         guard let conflictPolicy = ConflictStrategy(rawValue: policy) else {
             throw ValidationError("--policy must be one of: merge, reject, client-wins, ask")
         }
         let store = try options.openStore()
-        let client = try options.client(store)
+        let client = try options.client(store, useSnapshot: !noSnapshot)
         let out = options.output
         let bar = ProgressBar(enabled: !quiet && !options.json && (progress || isatty(STDERR_FILENO) != 0))
         let queuedBefore = Set(try store.operations(historyLimit: 0).map(\.opID))

@@ -113,7 +113,7 @@ struct StoreOptions: ParsableArguments {
         return ("http://127.0.0.1:8080", "default")
     }
 
-    func client(_ store: LocalStore) throws -> TodoSyncClient {
+    func client(_ store: LocalStore, useSnapshot: Bool = true) throws -> TodoSyncClient {
         let url = try serverInUse(store).url
         guard let baseURL = URL(string: url) else { throw ValidationError("--server is not a URL: \(url)") }
         if server != nil { try store.setServerURL(url) }
@@ -126,7 +126,8 @@ struct StoreOptions: ParsableArguments {
         let schemaVersion = environment["TODOSYNC_CLIENT_SCHEMA_VERSION"].flatMap(Int.init) ?? SchemaVersion.current
         return TodoSyncClient(
             store: store, baseURL: baseURL, retry: RetryPolicy(maxAttempts: attempts, initialDelay: 0.2, maxDelay: 5),
-            timeouts: timeouts, hooks: CrashHooks.fromEnvironment(), schemaVersion: schemaVersion)
+            timeouts: timeouts, hooks: CrashHooks.fromEnvironment(), schemaVersion: schemaVersion,
+            useSnapshot: useSnapshot)
     }
 
     /// A positive number of seconds from the environment, or nil when the variable is unset.
