@@ -109,14 +109,14 @@ final class Device: @unchecked Sendable {
 
     init(_ name: String, directory: URL, baseURL: URL, transport: any HTTPTransport = URLSessionTransport(),
          hooks: SyncHooks = SyncHooks(), tokenRefresh: (@Sendable () async throws -> String?)? = nil,
-         schemaVersion: Int = SchemaVersion.current) throws {
+         schemaVersion: Int = SchemaVersion.current, useSnapshot: Bool = true) throws {
         self.name = name
         path = directory.appendingPathComponent("\(name).sqlite").path
         store = try LocalStore(path: path)
         client = TodoSyncClient(
             store: store, baseURL: baseURL, transport: transport,
             retry: RetryPolicy(maxAttempts: 8, initialDelay: 0.1, maxDelay: 2), tokenRefresh: tokenRefresh, hooks: hooks,
-            schemaVersion: schemaVersion)
+            schemaVersion: schemaVersion, useSnapshot: useSnapshot)
     }
 
     var token: String { get throws { try XCTUnwrap(store.token()) } }
@@ -143,9 +143,9 @@ class StackTestCase: XCTestCase {
     /// A device logged in to this test's account (the first one registers it).
     func device(_ name: String, transport: any HTTPTransport = URLSessionTransport(), hooks: SyncHooks = SyncHooks(),
                 tokenRefresh: (@Sendable () async throws -> String?)? = nil,
-                schemaVersion: Int = SchemaVersion.current) async throws -> Device {
+                schemaVersion: Int = SchemaVersion.current, useSnapshot: Bool = true) async throws -> Device {
         let device = try Device(name, directory: directory, baseURL: baseURL, transport: transport, hooks: hooks,
-                                tokenRefresh: tokenRefresh, schemaVersion: schemaVersion)
+                                tokenRefresh: tokenRefresh, schemaVersion: schemaVersion, useSnapshot: useSnapshot)
         do {
             try await device.client.login(email: email, password: password)
         } catch SyncError.server(status: 401, _, _, _) {
