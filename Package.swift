@@ -36,18 +36,22 @@ let package = Package(
         .systemLibrary(name: "CArgon2", pkgConfig: "libargon2", providers: [.apt(["libargon2-dev"])]),
         .systemLibrary(name: "COpenSSL", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
         .systemLibrary(name: "CDeflate", pkgConfig: "libdeflate", providers: [.apt(["libdeflate-dev"])]),
+        // The system SQLite, for the server's snapshot files (docs/SNAPSHOT.md). Not GRDB's module
+        // (GRDBSQLite, the client's): the server links no client code, and the name stays apart.
+        .systemLibrary(name: "CSystemSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
 
         // Swift wrappers: the only importers of the C modules.
         .target(name: "FastCGI", dependencies: ["CFastCGI", .product(name: "Logging", package: "swift-log"), coreMetrics]),
         .target(name: "MariaDB", dependencies: ["CMariaDB", .product(name: "Logging", package: "swift-log"), coreMetrics]),
         .target(name: "Credentials", dependencies: ["CArgon2", "COpenSSL", "TodoSyncCore", coreMetrics]),
         .target(name: "Deflate", dependencies: ["CDeflate"]),
+        .target(name: "SystemSQLite", dependencies: ["CSystemSQLite"]),
 
         // The application: domain (no C, no HTTP), store (SQL), API (routes), executable.
         .target(name: "TodoSyncCore"),
         // Configuration layering (defaults < config file < environment) for `todosync config`.
         .target(name: "TodoSyncConfig"),
-        .target(name: "TodoSyncStore", dependencies: ["TodoSyncCore", "MariaDB", "Credentials", coreMetrics]),
+        .target(name: "TodoSyncStore", dependencies: ["TodoSyncCore", "MariaDB", "Credentials", "SystemSQLite", coreMetrics]),
         .target(
             name: "TodoSyncAPI",
             dependencies: ["TodoSyncCore", "TodoSyncStore", "Deflate", .product(name: "Logging", package: "swift-log"), coreMetrics]

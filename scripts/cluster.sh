@@ -108,6 +108,10 @@ SOCK_DIR=$STATE/sock
 # namespaces share this filesystem. On separate hosts it would be a listener on the private
 # network allowed only to the responder hosts (or nchan's Redis mode): not built yet (issue 22).
 LIVE_PUBLISHER_SOCKET=$SOCK_DIR/front-live-pub.sock
+# Snapshot files: one directory shared by every responder host and the front, whose nginx sends
+# them (docs/SCALING.md, "Snapshots"). The namespaces share the filesystem; real hosts would mount
+# one shared directory at this path on each.
+SNAPSHOT_DIR=$STATE/snapshots
 if ((${#SOCK_DIR} > 80)); then SOCK_DIR=/tmp/$P-$(printf '%s' "$STATE" | cksum | cut -d' ' -f1); fi
 # What mariadbd and its SST scripts (as mysql) open: data dirs, my.cnf, pid files, sockets. Their
 # logs are their stderr, which this script (root) appends to $LOG_DIR/dbN.log.
@@ -437,7 +441,7 @@ cmd_app_start() {
         TODOSYNC_DB_HOSTS="$(app_db_hosts "$n")" TODOSYNC_DB_USER=$DB_USER TODOSYNC_DB_PASSWORD=$DB_PASSWORD \
         TODOSYNC_DB_NAME=$DB_NAME TODOSYNC_LOG_LEVEL="$TODOSYNC_LOG_LEVEL" TODOSYNC_RETRY_LOG_SECONDS=5 \
         TODOSYNC_DB_TRANSACTION_ATTEMPTS=12 ${TODOSYNC_ACCOUNT_IN_FLIGHT:+TODOSYNC_ACCOUNT_IN_FLIGHT=$TODOSYNC_ACCOUNT_IN_FLIGHT} \
-        TODOSYNC_LIVE_PUBLISHER="$LIVE_PUBLISHER_SOCKET" \
+        TODOSYNC_LIVE_PUBLISHER="$LIVE_PUBLISHER_SOCKET" TODOSYNC_SNAPSHOT_DIR="$SNAPSHOT_DIR" \
         MALLOC_ARENA_MAX=2 MALLOC_MMAP_THRESHOLD_=1048576 "$TODOSYNC_BIN" "${args[@]}"
     # the pid of the responder itself: the only process in the namespace running the binary
     local deadline=$((SECONDS + 30)) pid=""
@@ -517,6 +521,7 @@ render_front_conf() {
         LIVE_STREAMS="$TODOSYNC_LIVE_STREAMS" \
         LIVE_HTTP="@$REPO_ROOT/nginx/live-http.conf.template" \
         LIVE_LOCATIONS="@$REPO_ROOT/nginx/live-locations.conf.template" \
+        SNAPSHOT_DIR="$SNAPSHOT_DIR" \
         LIVE_PUBLISHER_SOCKET="$LIVE_PUBLISHER_SOCKET") || die "could not render the front's nginx.conf"
     # The template's listeners become the front's unix sockets (the ports stay in the text for
     # redirects: they are what clients see on the edge).

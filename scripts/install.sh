@@ -224,6 +224,7 @@ render_site() { # the site template on stdin, rendered with this install's value
         ACCOUNT_CONCURRENCY="$ACCOUNT_CONCURRENCY" ADDRESS_CONCURRENCY="$ADDRESS_CONCURRENCY" \
         METRICS_LOCATIONS="$metrics" LOCAL_INCLUDE="/etc/nginx/todosync.d/*.conf" \
         LIVE_STREAMS="$LIVE_STREAMS" LIVE_PUBLISHER_SOCKET="$LIVE_PUBLISHER" \
+        SNAPSHOT_DIR=/var/lib/todosync/snapshots \
         LIVE_HTTP="@$REPO_ROOT/nginx/live-http.conf.template" \
         LIVE_LOCATIONS="@$REPO_ROOT/nginx/live-locations.conf.template"
     local rc=$?
@@ -280,6 +281,9 @@ host systemd-tmpfiles --create /etc/tmpfiles.d/todosync.conf
 # Live sync: nginx's nchan module (Debian loads it from /etc/nginx/modules-enabled).
 dpkg-query -W -f='${Status}' libnginx-mod-nchan 2>/dev/null | grep -q 'install ok installed' ||
     host env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends libnginx-mod-nchan
+# Snapshots: the responder writes them with the system SQLite (the binary links libsqlite3).
+dpkg-query -W -f='${Status}' libsqlite3-0 2>/dev/null | grep -q 'install ok installed' ||
+    host env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends libsqlite3-0
 
 if [[ -n $new_password ]]; then
     log "creating the database and its account (password in $ENV_FILE only)"

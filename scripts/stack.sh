@@ -158,7 +158,10 @@ if ((${#TODOSYNC_STATE_DIR} <= 90)); then
 else
     TODOSYNC_LIVE_PUBLISHER=/tmp/todosync-live-$(printf '%s' "$TODOSYNC_STATE_DIR" | cksum | cut -d' ' -f1)/pub.sock
 fi
-export "${STACK_VARS[@]}" TODOSYNC_DB_SOCKET TODOSYNC_DB_PASSWORD_FILE TODOSYNC_LIVE_PUBLISHER
+# Snapshot files (GET /sync/snapshot): the responders build them here and nginx's internal
+# /__snapshot/ location sends them; its group is nginx's workers' (prepare_snapshot_dir).
+TODOSYNC_SNAPSHOT_DIR=$TODOSYNC_STATE_DIR/snapshots
+export "${STACK_VARS[@]}" TODOSYNC_DB_SOCKET TODOSYNC_DB_PASSWORD_FILE TODOSYNC_LIVE_PUBLISHER TODOSYNC_SNAPSHOT_DIR
 
 STATE=$TODOSYNC_STATE_DIR
 SOCK_DIR=$TODOSYNC_SOCKET_DIR
@@ -182,7 +185,7 @@ DEB_PACKAGES=(
     pkg-config openssl curl python3-venv systemd
     runit  # runsv runs and restarts the dev stack's daemons (production: systemd units)
     logrotate  # ops (issue 14): test_logrotate.py checks the installed config with a real rotation
-    libsqlite3-dev  # the client library (GRDB) uses the system SQLite
+    libsqlite3-dev  # the system SQLite: the server writes snapshot files with it, the client (GRDB) reads them
     libnginx-mod-nchan  # live sync (issue 22): nginx holds the streams and carries the pokes
 )
 
@@ -620,6 +623,7 @@ responders_start() {
     require_cmd runsv sv
     mkdir -p "$PID_DIR" "$LOG_DIR"
     prepare_socket_dirs
+    prepare_snapshot_dir
     local idx args run_as=() missing extra=()
     # Under the service user, its socket 0660 in nginx's workers' group.
     ((TODOSYNC__SERVICE_USERS)) && run_as=("${AS_APP[@]}")
@@ -674,6 +678,16 @@ cmd_responder_pids() {
 
 # Live sync's publisher socket dir (nginx's master binds the socket): 0750, root and the
 # responders' group only, so no client and no other local user can publish a poke.
+# The snapshot cache: 02750, the responders' user and nginx's workers' group (setgid: the files
+# the responders create there, 0640, are readable by nginx's workers and nobody else).
+prepare_snapshot_dir() {
+    mkdir -p "$TODOSYNC_SNAPSHOT_DIR"
+    if ((TODOSYNC__SERVICE_USERS)); then
+        chown -R "$TODOSYNC_APP_USER:$TODOSYNC_NGINX_GROUP" "$TODOSYNC_SNAPSHOT_DIR"
+    fi
+    chmod 2750 "$TODOSYNC_SNAPSHOT_DIR"
+}
+
 prepare_live_dir() {
     mkdir -p "$LIVE_SOCK_DIR"
     chmod 750 "$LIVE_SOCK_DIR"
@@ -741,6 +755,7 @@ render_nginx_conf() {
         LIVE_STREAMS="$TODOSYNC_LIVE_STREAMS" \
         LIVE_HTTP="@$REPO_ROOT/nginx/live-http.conf.template" \
         LIVE_LOCATIONS="@$REPO_ROOT/nginx/live-locations.conf.template" \
+        SNAPSHOT_DIR="$TODOSYNC_SNAPSHOT_DIR" \
         LIVE_PUBLISHER_SOCKET="$TODOSYNC_LIVE_PUBLISHER" >"$NGINX_CONF.tmp" || die "could not render $TODOSYNC_NGINX_TEMPLATE"
     mv -f "$NGINX_CONF.tmp" "$NGINX_CONF"
     prepare_live_dir

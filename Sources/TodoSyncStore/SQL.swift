@@ -398,6 +398,12 @@ enum SQL {
         static let parentTagBatch = 64
     }
 
+    /// A snapshot's records (Store+Snapshot.swift): every live record of the user as the change
+    /// feed holds it rendered, read in the snapshot's one transaction. Columns: kind, body.
+    enum Snapshot {
+        static let liveRecords = "SELECT kind, body FROM sync_feed WHERE user_id = ? AND deleted_at IS NULL"
+    }
+
     /// The change feed (`sync_feed`): see Sql/007_sync_feed.sql.
     enum Feed {
         /// Rows written per statement (unused for shorter tails, which use the smaller ones).

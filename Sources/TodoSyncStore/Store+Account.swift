@@ -26,6 +26,8 @@ public struct AccountSession: Sendable, Equatable {
 public struct AccountEraseReport: Sendable {
     public var accounts = 0
     public var rows = 0
+    /// The accounts erased.
+    public var userIDs: [Int64] = []
 }
 
 extension Store {
@@ -88,6 +90,7 @@ extension Store {
                 try db.execute(SQL.Account.revokeAllTokens, [.int(userID)])
             }
         }
+        configuration.snapshotCache?.erase(userID: userID)
     }
 
     /// Checks a signed-in user's password exactly as a login of the account would be checked: in
@@ -187,6 +190,8 @@ extension Store {
                         }
                     }
                     report.accounts += Int(try db.execute(SQL.Erase.user, [.int(userID)]).affectedRows)
+                    report.userIDs.append(userID)
+                    configuration.snapshotCache?.erase(userID: userID)
                 }
                 if users.count < SQL.Erase.userBatch { break }
             }

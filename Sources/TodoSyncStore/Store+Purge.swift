@@ -10,10 +10,12 @@ public struct PurgeReport: Sendable, CustomStringConvertible {
     /// Deleted accounts erased, and their rows (`eraseDeletedAccounts`).
     public var accountsErased = 0
     public var accountRowsErased = 0
+    /// Snapshot files removed by the cache's sweep (`SnapshotCache.sweep`).
+    public var snapshotFiles = 0
 
     public var description: String {
         "tombstones=\(tombstones) operations=\(operations) expiredTokens=\(tokens) idempotencyKeys=\(idempotencyKeys) "
-            + "accountsErased=\(accountsErased) accountRowsErased=\(accountRowsErased)"
+            + "accountsErased=\(accountsErased) accountRowsErased=\(accountRowsErased) snapshotFiles=\(snapshotFiles)"
     }
 }
 
@@ -53,6 +55,8 @@ extension Store {
         let erased = try eraseDeletedAccounts()
         report.accountsErased = erased.accounts
         report.accountRowsErased = erased.rows
+        // Snapshot files past the age limit (an erased account's went with it, above).
+        report.snapshotFiles = configuration.snapshotCache?.sweep() ?? 0
         return report
     }
 }

@@ -45,6 +45,9 @@ public struct StoreConfiguration: Sendable {
     /// 1,000,000 todos, measured. One more is turned away at once with 429 and `Retry-After`.
     public var exportSlots = HashSlots(limit: 1)
 
+    /// Where snapshot files are built and kept (nil: the snapshot route is 404).
+    public var snapshotCache: SnapshotCache?
+
     public init() {}
 }
 

@@ -105,6 +105,15 @@ struct Environment {
         }
     }
 
+    /// The snapshot cache (`TODOSYNC_SNAPSHOT_*`): the responders' and `todosync purge`'s.
+    var snapshotCache: SnapshotCache {
+        get throws {
+            SnapshotCache(directory: string("TODOSYNC_SNAPSHOT_DIR"),
+                          maximumBytes: Int64(try int("TODOSYNC_SNAPSHOT_CACHE_MAX_BYTES")),
+                          maximumAgeSeconds: Int64(try int("TODOSYNC_SNAPSHOT_MAX_AGE_SECONDS")))
+        }
+    }
+
     var store: StoreConfiguration {
         get throws {
             var configuration = StoreConfiguration()
@@ -133,6 +142,7 @@ struct Environment {
             // At least the contract's 24 hours.
             configuration.idempotencyRetentionSeconds =
                 Int64(max(try int("TODOSYNC_IDEMPOTENCY_RETENTION_HOURS"), 24)) * 3600
+            configuration.snapshotCache = try snapshotCache
             return configuration
         }
     }

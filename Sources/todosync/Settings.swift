@@ -73,6 +73,15 @@ enum Settings {
         Setting("TODOSYNC_MIN_SCHEMA_VERSION", default: "\(StoreConfiguration().minimumSchemaVersion)",
                 rule: .integer(SchemaVersion.first...SchemaVersion.current),
                 "oldest schema version a sync request may speak (older: 426 upgrade_required)"),
+        // Snapshots (contract "Sync: snapshot"): nginx serves the files from this directory, so
+        // its group must be nginx's (docs/OPERATIONS.md); in a cluster, one directory shared by
+        // every responder host and the front (docs/SCALING.md).
+        Setting("TODOSYNC_SNAPSHOT_DIR", default: "/var/lib/todosync/snapshots",
+                "cache of snapshot files (GET /sync/snapshot); nginx's internal /__snapshot/ location serves it"),
+        Setting("TODOSYNC_SNAPSHOT_CACHE_MAX_BYTES", default: "\(4 << 30)", rule: .integer((1 << 20)...(1 << 50)),
+                "size limit of the snapshot cache: after each build the oldest files go until the rest fit"),
+        Setting("TODOSYNC_SNAPSHOT_MAX_AGE_SECONDS", default: "3600", rule: .integer(1...3600),
+                "a cached snapshot older than this is never served (at most an hour)"),
         Setting("TODOSYNC_TOMBSTONE_RETENTION_DAYS", default: "90", rule: .integer(1...36_500), "`todosync purge`: tombstones and push results kept this long"),
         Setting("TODOSYNC_IDEMPOTENCY_RETENTION_HOURS", default: "\(StoreConfiguration().idempotencyRetentionSeconds / 3600)", rule: .integer(24...876_000),
                 "`todosync purge`: Idempotency-Key records kept this long (at least 24)"),

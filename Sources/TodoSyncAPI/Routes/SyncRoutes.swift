@@ -1,4 +1,5 @@
 import TodoSyncCore
+import TodoSyncStore
 
 extension Application {
     func registerSyncRoutes() {
@@ -42,6 +43,37 @@ extension Application {
             context.pushingDevice = request.deviceID
             return .json(200, member: "results", try context.store.push(userID: userID, request))
         }
+        // Snapshot (contract, "Sync: snapshot"; the file: docs/SNAPSHOT.md): the responder
+        // authorizes, finds or builds the user's file in the cache, answers 304 itself, and hands
+        // every other answer to nginx's internal /__snapshot/ location, which sends the file from
+        // disk (Content-Length, Range → 206) with the ETag and Repr-Digest passed here.
+        let testHooks = options.enableTestHooks
+        router.add("GET", "/api/v1/sync/snapshot") { context in
+            let userID = try context.requireUser()
+            let schemaVersion = try context.syncSchemaVersion(.query(context.request.query["schemaVersion"]))
+            var hold = 0
+            if testHooks, let text = context.request.query["__test_hold_ms"] {
+                guard let value = Int(text), (0...120_000).contains(value) else {
+                    throw APIError.badRequest("`__test_hold_ms` must be 0 to 120000.")
+                }
+                hold = value
+            }
+            let entry: SnapshotCache.Entry
+            do {
+                entry = try context.store.snapshot(userID: userID, schemaVersion: schemaVersion, holdMilliseconds: hold)
+            } catch let error as SnapshotError {
+                guard let refusal = APIError(snapshot: error) else { throw error }
+                throw refusal
+            }
+            if let condition = context.request.header("if-none-match"), Self.matches(condition, entry.etag) {
+                return HTTPResponse(status: 304, headers: [HTTPHeader("ETag", entry.etag)])
+            }
+            return HTTPResponse(status: 200, headers: [
+                HTTPHeader("X-Accel-Redirect", "\(Self.snapshotLocation)\(entry.relativePath)"),
+                HTTPHeader("X-Snapshot-ETag", entry.etag),
+                HTTPHeader("X-Snapshot-Repr-Digest", entry.reprDigest),
+            ])
+        }
         // Live sync (contract, "Sync: live (pokes)"): the responder authenticates the stream
         // (401, 426 before any stream starts) and hands it to nginx's internal nchan subscriber
         // location for this user's channel; nginx holds it (no worker waits), counts the
@@ -57,6 +89,37 @@ extension Application {
             return HTTPResponse(status: 200, headers: [
                 HTTPHeader("X-Accel-Redirect", "\(LivePublisher.subscribePathPrefix)\(userID)"),
             ])
+        }
+    }
+}
+
+extension Application {
+    /// nginx's internal location of the snapshot cache directory (nginx/live-locations.conf.template).
+    static let snapshotLocation = "/__snapshot/"
+
+    /// `If-None-Match` (RFC 9110 13.1.2, weak comparison): `*` or a list that holds `etag`.
+    static func matches(_ condition: String, _ etag: String) -> Bool {
+        condition.split(separator: ",").contains { candidate in
+            var tag = String(candidate).trimmingWhitespace()
+            if tag.hasPrefix("W/") { tag.removeFirst(2) }
+            return tag == "*" || tag == etag
+        }
+    }
+}
+
+extension APIError {
+    /// A snapshot that cannot be served now: 503 with `Retry-After` (nil: a server fault, 500).
+    init?(snapshot error: SnapshotError) {
+        switch error {
+        case .tooSlow(let seconds):
+            self.init(status: 503, code: "unavailable",
+                      message: "This account's snapshot cannot be built within the request budget; sync by paged pull.",
+                      headers: [HTTPHeader("Retry-After", "\(max(seconds, 1))")])
+        case .busy:
+            self.init(status: 503, code: "unavailable", message: "The snapshot is still being built; retry shortly.",
+                      headers: [HTTPHeader("Retry-After", "1")])
+        case .cache:
+            return nil
         }
     }
 }

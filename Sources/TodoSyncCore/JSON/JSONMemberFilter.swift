@@ -34,6 +34,24 @@ public enum JSONMemberFilter {
         return bytes
     }
 
+    /// The top-level members of a compact object, in order: each key (unescaped as written: the
+    /// writers' keys need no escapes) and its value's JSON bytes.
+    public static func members(of object: [UInt8]) -> [(key: String, value: [UInt8])] {
+        object.withUnsafeBytes { json in
+            var members: [(key: String, value: [UInt8])] = []
+            guard json.count >= 2, json[0] == UInt8(ascii: "{") else { return members }
+            var index = 1
+            while index < json.count - 1 {
+                let keyEnd = endOfString(json, from: index)
+                let valueEnd = endOfValue(json, from: keyEnd + 1)
+                members.append((String(decoding: json[(index + 1)..<(keyEnd - 1)], as: UTF8.self),
+                                Array(json[(keyEnd + 1)..<valueEnd])))
+                index = valueEnd + 1
+            }
+            return members
+        }
+    }
+
     /// The index just past the string that starts (with its quote) at `start`.
     private static func endOfString(_ json: UnsafeRawBufferPointer, from start: Int) -> Int {
         var index = start + 1

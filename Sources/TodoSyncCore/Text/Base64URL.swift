@@ -17,6 +17,13 @@ public enum Base64URL {
         return String(decoding: output, as: UTF8.self)
     }
 
+    /// Standard base64 with padding (RFC 4648 §4), as HTTP's structured byte sequences carry it
+    /// (`Repr-Digest`).
+    public static func encodeStandard(_ bytes: [UInt8]) -> String {
+        let url = encode(bytes).map { $0 == "-" ? "+" : $0 == "_" ? "/" : $0 }
+        return String(url) + String(repeating: "=", count: (4 - url.count % 4) % 4)
+    }
+
     /// Decodes unpadded base64url; nil on any other character or an impossible length.
     public static func decode(_ text: String) -> [UInt8]? {
         var values: [UInt8] = []

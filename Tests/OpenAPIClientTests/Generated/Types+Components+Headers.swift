@@ -15,6 +15,14 @@ extension Components {
         ///
         /// - Remark: Generated from `#/components/headers/ETag`.
         internal typealias ETag = Swift.String
+        /// The snapshot file's strong entity tag (32 hex digits of its SHA-256, quoted).
+        ///
+        /// - Remark: Generated from `#/components/headers/SnapshotETag`.
+        internal typealias SnapshotETag = Swift.String
+        /// RFC 9530, the SHA-256 of the whole file's bytes (identity encoding).
+        ///
+        /// - Remark: Generated from `#/components/headers/ReprDigest`.
+        internal typealias ReprDigest = Swift.String
         /// Always `Bearer`.
         ///
         /// - Remark: Generated from `#/components/headers/WWWAuthenticate`.

@@ -7614,4 +7614,510 @@ internal enum Operations {
             }
         }
     }
+    /// A new device's first sync, as one SQLite file
+    ///
+    /// One SQLite 3 database file holding every live tag, todo and daily stat of the user as of
+    /// one consistent point, in the snapshot schema of the schema version served (`PRAGMA
+    /// user_version`; the tables and `snapshot_meta` are described in docs/SNAPSHOT.md), with a
+    /// pull `cursor` taken at exactly that point: install it into an empty store, take a new
+    /// `deviceId`, then pull from `snapshot_meta.cursor`. A snapshot plus that pull equals a full
+    /// pull, record for record.
+    ///
+    /// The file is built once per user, newest version, schema version and database epoch, kept
+    /// at most an hour (`TODOSYNC_SNAPSHOT_MAX_AGE_SECONDS`) and sent by nginx from disk:
+    /// `ETag` (a strong validator of the bytes), `Content-Length`, `Repr-Digest:
+    /// sha-256=:<base64>:` (RFC 9530; SHA-256 of the file, which is always sent identity-encoded:
+    /// no gzip), `If-None-Match` → 304, `Range` → 206 (one range; resuming a broken download).
+    ///
+    /// An account whose snapshot cannot be built within the request budget is 503 `unavailable`
+    /// with a long `Retry-After` (the cache's age limit): sync it by paged pull. Another request
+    /// building the same snapshot beyond this one's budget: 503 with `Retry-After: 1`.
+    ///
+    ///
+    /// - Remark: HTTP `GET /api/v1/sync/snapshot`.
+    /// - Remark: Generated from `#/paths//api/v1/sync/snapshot/get(syncSnapshot)`.
+    internal enum SyncSnapshot {
+        internal static let id: Swift.String = "syncSnapshot"
+        internal struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/api/v1/sync/snapshot/GET/query`.
+            internal struct Query: Sendable, Hashable {
+                /// The schema version the client understands (absent = 1; 2 adds the todo's `notes`). A
+                /// decimal integer (anything else is 400 `bad_request`); below the server's minimum
+                /// (`TODOSYNC_MIN_SCHEMA_VERSION`, default 1: 0 and negatives) 426 `upgrade_required`;
+                /// above its current version (2), served at the current one.
+                ///
+                ///
+                /// - Remark: Generated from `#/paths/api/v1/sync/snapshot/GET/query/schemaVersion`.
+                internal var schemaVersion: Components.Parameters.SchemaVersion?
+                /// Creates a new `Query`.
+                ///
+                /// - Parameters:
+                ///   - schemaVersion: The schema version the client understands (absent = 1; 2 adds the todo's `notes`). A
+                internal init(schemaVersion: Components.Parameters.SchemaVersion? = nil) {
+                    self.schemaVersion = schemaVersion
+                }
+            }
+            internal var query: Operations.SyncSnapshot.Input.Query
+            /// - Remark: Generated from `#/paths/api/v1/sync/snapshot/GET/header`.
+            internal struct Headers: Sendable, Hashable {
+                /// An `ETag` of a snapshot already held; when it is still current, 304.
+                ///
+                /// - Remark: Generated from `#/paths/api/v1/sync/snapshot/GET/header/If-None-Match`.
+                internal var ifNoneMatch: Swift.String?
+                /// `bytes=<first>-[<last>]`: one range of the file (206).
+                ///
+                /// - Remark: Generated from `#/paths/api/v1/sync/snapshot/GET/header/Range`.
+                internal var range: Swift.String?
+                internal var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.SyncSnapshot.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - ifNoneMatch: An `ETag` of a snapshot already held; when it is still current, 304.
+                ///   - range: `bytes=<first>-[<last>]`: one range of the file (206).
+                ///   - accept:
+                internal init(
+                    ifNoneMatch: Swift.String? = nil,
+                    range: Swift.String? = nil,
+                    accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.SyncSnapshot.AcceptableContentType>] = .defaultValues()
+                ) {
+                    self.ifNoneMatch = ifNoneMatch
+                    self.range = range
+                    self.accept = accept
+                }
+            }
+            internal var headers: Operations.SyncSnapshot.Input.Headers
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - query:
+            ///   - headers:
+            internal init(
+                query: Operations.SyncSnapshot.Input.Query = .init(),
+                headers: Operations.SyncSnapshot.Input.Headers = .init()
+            ) {
+                self.query = query
+                self.headers = headers
+            }
+        }
+        internal enum Output: Sendable, Hashable {
+            internal struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/api/v1/sync/snapshot/GET/responses/200/headers`.
+                internal struct Headers: Sendable, Hashable {
+                    /// The snapshot file's strong entity tag (32 hex digits of its SHA-256, quoted).
+                    ///
+                    /// - Remark: Generated from `#/paths/api/v1/sync/snapshot/GET/responses/200/headers/ETag`.
+                    internal var eTag: Components.Headers.SnapshotETag
+                    /// RFC 9530, the SHA-256 of the whole file's bytes (identity encoding).
+                    ///
+                    /// - Remark: Generated from `#/paths/api/v1/sync/snapshot/GET/responses/200/headers/Repr-Digest`.
+                    internal var reprDigest: Components.Headers.ReprDigest
+                    /// Creates a new `Headers`.
+                    ///
+                    /// - Parameters:
+                    ///   - eTag: The snapshot file's strong entity tag (32 hex digits of its SHA-256, quoted).
+                    ///   - reprDigest: RFC 9530, the SHA-256 of the whole file's bytes (identity encoding).
+                    internal init(
+                        eTag: Components.Headers.SnapshotETag,
+                        reprDigest: Components.Headers.ReprDigest
+                    ) {
+                        self.eTag = eTag
+                        self.reprDigest = reprDigest
+                    }
+                }
+                /// Received HTTP response headers
+                internal var headers: Operations.SyncSnapshot.Output.Ok.Headers
+                /// - Remark: Generated from `#/paths/api/v1/sync/snapshot/GET/responses/200/content`.
+                internal enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/api/v1/sync/snapshot/GET/responses/200/content/application\/vnd.sqlite3`.
+                    case applicationVnd_sqlite3(OpenAPIRuntime.HTTPBody)
+                    /// The associated value of the enum case if `self` is `.applicationVnd_sqlite3`.
+                    ///
+                    /// - Throws: An error if `self` is not `.applicationVnd_sqlite3`.
+                    /// - SeeAlso: `.applicationVnd_sqlite3`.
+                    internal var applicationVnd_sqlite3: OpenAPIRuntime.HTTPBody {
+                        get throws {
+                            switch self {
+                            case let .applicationVnd_sqlite3(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                internal var body: Operations.SyncSnapshot.Output.Ok.Body
+                /// Creates a new `Ok`.
+                ///
+                /// - Parameters:
+                ///   - headers: Received HTTP response headers
+                ///   - body: Received HTTP response body
+                internal init(
+                    headers: Operations.SyncSnapshot.Output.Ok.Headers,
+                    body: Operations.SyncSnapshot.Output.Ok.Body
+                ) {
+                    self.headers = headers
+                    self.body = body
+                }
+            }
+            /// The snapshot file.
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/sync/snapshot/get(syncSnapshot)/responses/200`.
+            ///
+            /// HTTP response code: `200 ok`.
+            case ok(Operations.SyncSnapshot.Output.Ok)
+            /// The associated value of the enum case if `self` is `.ok`.
+            ///
+            /// - Throws: An error if `self` is not `.ok`.
+            /// - SeeAlso: `.ok`.
+            internal var ok: Operations.SyncSnapshot.Output.Ok {
+                get throws {
+                    switch self {
+                    case let .ok(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "ok",
+                            response: self
+                        )
+                    }
+                }
+            }
+            internal struct PartialContent: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/api/v1/sync/snapshot/GET/responses/206/headers`.
+                internal struct Headers: Sendable, Hashable {
+                    /// The snapshot file's strong entity tag (32 hex digits of its SHA-256, quoted).
+                    ///
+                    /// - Remark: Generated from `#/paths/api/v1/sync/snapshot/GET/responses/206/headers/ETag`.
+                    internal var eTag: Components.Headers.SnapshotETag
+                    /// RFC 9530, the SHA-256 of the whole file's bytes (identity encoding).
+                    ///
+                    /// - Remark: Generated from `#/paths/api/v1/sync/snapshot/GET/responses/206/headers/Repr-Digest`.
+                    internal var reprDigest: Components.Headers.ReprDigest
+                    /// `bytes <first>-<last>/<size>`.
+                    ///
+                    /// - Remark: Generated from `#/paths/api/v1/sync/snapshot/GET/responses/206/headers/Content-Range`.
+                    internal var contentRange: Swift.String?
+                    /// Creates a new `Headers`.
+                    ///
+                    /// - Parameters:
+                    ///   - eTag: The snapshot file's strong entity tag (32 hex digits of its SHA-256, quoted).
+                    ///   - reprDigest: RFC 9530, the SHA-256 of the whole file's bytes (identity encoding).
+                    ///   - contentRange: `bytes <first>-<last>/<size>`.
+                    internal init(
+                        eTag: Components.Headers.SnapshotETag,
+                        reprDigest: Components.Headers.ReprDigest,
+                        contentRange: Swift.String? = nil
+                    ) {
+                        self.eTag = eTag
+                        self.reprDigest = reprDigest
+                        self.contentRange = contentRange
+                    }
+                }
+                /// Received HTTP response headers
+                internal var headers: Operations.SyncSnapshot.Output.PartialContent.Headers
+                /// - Remark: Generated from `#/paths/api/v1/sync/snapshot/GET/responses/206/content`.
+                internal enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/api/v1/sync/snapshot/GET/responses/206/content/application\/vnd.sqlite3`.
+                    case applicationVnd_sqlite3(OpenAPIRuntime.HTTPBody)
+                    /// The associated value of the enum case if `self` is `.applicationVnd_sqlite3`.
+                    ///
+                    /// - Throws: An error if `self` is not `.applicationVnd_sqlite3`.
+                    /// - SeeAlso: `.applicationVnd_sqlite3`.
+                    internal var applicationVnd_sqlite3: OpenAPIRuntime.HTTPBody {
+                        get throws {
+                            switch self {
+                            case let .applicationVnd_sqlite3(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                internal var body: Operations.SyncSnapshot.Output.PartialContent.Body
+                /// Creates a new `PartialContent`.
+                ///
+                /// - Parameters:
+                ///   - headers: Received HTTP response headers
+                ///   - body: Received HTTP response body
+                internal init(
+                    headers: Operations.SyncSnapshot.Output.PartialContent.Headers,
+                    body: Operations.SyncSnapshot.Output.PartialContent.Body
+                ) {
+                    self.headers = headers
+                    self.body = body
+                }
+            }
+            /// One range of the snapshot file.
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/sync/snapshot/get(syncSnapshot)/responses/206`.
+            ///
+            /// HTTP response code: `206 partialContent`.
+            case partialContent(Operations.SyncSnapshot.Output.PartialContent)
+            /// The associated value of the enum case if `self` is `.partialContent`.
+            ///
+            /// - Throws: An error if `self` is not `.partialContent`.
+            /// - SeeAlso: `.partialContent`.
+            internal var partialContent: Operations.SyncSnapshot.Output.PartialContent {
+                get throws {
+                    switch self {
+                    case let .partialContent(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "partialContent",
+                            response: self
+                        )
+                    }
+                }
+            }
+            internal struct NotModified: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/api/v1/sync/snapshot/GET/responses/304/headers`.
+                internal struct Headers: Sendable, Hashable {
+                    /// The snapshot file's strong entity tag (32 hex digits of its SHA-256, quoted).
+                    ///
+                    /// - Remark: Generated from `#/paths/api/v1/sync/snapshot/GET/responses/304/headers/ETag`.
+                    internal var eTag: Components.Headers.SnapshotETag
+                    /// Creates a new `Headers`.
+                    ///
+                    /// - Parameters:
+                    ///   - eTag: The snapshot file's strong entity tag (32 hex digits of its SHA-256, quoted).
+                    internal init(eTag: Components.Headers.SnapshotETag) {
+                        self.eTag = eTag
+                    }
+                }
+                /// Received HTTP response headers
+                internal var headers: Operations.SyncSnapshot.Output.NotModified.Headers
+                /// Creates a new `NotModified`.
+                ///
+                /// - Parameters:
+                ///   - headers: Received HTTP response headers
+                internal init(headers: Operations.SyncSnapshot.Output.NotModified.Headers) {
+                    self.headers = headers
+                }
+            }
+            /// The snapshot named by `If-None-Match` is still current; no body.
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/sync/snapshot/get(syncSnapshot)/responses/304`.
+            ///
+            /// HTTP response code: `304 notModified`.
+            case notModified(Operations.SyncSnapshot.Output.NotModified)
+            /// The associated value of the enum case if `self` is `.notModified`.
+            ///
+            /// - Throws: An error if `self` is not `.notModified`.
+            /// - SeeAlso: `.notModified`.
+            internal var notModified: Operations.SyncSnapshot.Output.NotModified {
+                get throws {
+                    switch self {
+                    case let .notModified(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "notModified",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// `malformed_json`: the body is not parseable JSON (or is empty where one is required).
+            /// `bad_request`: a query or path parameter is missing, malformed or out of range (or
+            /// nginx could not parse the HTTP request).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/sync/snapshot/get(syncSnapshot)/responses/400`.
+            ///
+            /// HTTP response code: `400 badRequest`.
+            case badRequest(Components.Responses.BadRequest)
+            /// The associated value of the enum case if `self` is `.badRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.badRequest`.
+            /// - SeeAlso: `.badRequest`.
+            internal var badRequest: Components.Responses.BadRequest {
+                get throws {
+                    switch self {
+                    case let .badRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "badRequest",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Missing, unknown, revoked or expired bearer token; or a failed login (same message whether or not the email exists).
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/sync/snapshot/get(syncSnapshot)/responses/401`.
+            ///
+            /// HTTP response code: `401 unauthorized`.
+            case unauthorized(Components.Responses.Unauthorized)
+            /// The associated value of the enum case if `self` is `.unauthorized`.
+            ///
+            /// - Throws: An error if `self` is not `.unauthorized`.
+            /// - SeeAlso: `.unauthorized`.
+            internal var unauthorized: Components.Responses.Unauthorized {
+                get throws {
+                    switch self {
+                    case let .unauthorized(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unauthorized",
+                            response: self
+                        )
+                    }
+                }
+            }
+            internal struct RangeNotSatisfiable: Sendable, Hashable {
+                /// Creates a new `RangeNotSatisfiable`.
+                internal init() {}
+            }
+            /// A `Range` outside the file (nginx's answer; no JSON body guaranteed).
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/sync/snapshot/get(syncSnapshot)/responses/416`.
+            ///
+            /// HTTP response code: `416 rangeNotSatisfiable`.
+            case rangeNotSatisfiable(Operations.SyncSnapshot.Output.RangeNotSatisfiable)
+            /// A `Range` outside the file (nginx's answer; no JSON body guaranteed).
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/sync/snapshot/get(syncSnapshot)/responses/416`.
+            ///
+            /// HTTP response code: `416 rangeNotSatisfiable`.
+            internal static var rangeNotSatisfiable: Self {
+                .rangeNotSatisfiable(.init())
+            }
+            /// The associated value of the enum case if `self` is `.rangeNotSatisfiable`.
+            ///
+            /// - Throws: An error if `self` is not `.rangeNotSatisfiable`.
+            /// - SeeAlso: `.rangeNotSatisfiable`.
+            internal var rangeNotSatisfiable: Operations.SyncSnapshot.Output.RangeNotSatisfiable {
+                get throws {
+                    switch self {
+                    case let .rangeNotSatisfiable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "rangeNotSatisfiable",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The request's `schemaVersion` is below the server's minimum: nothing was read or
+            /// applied. The app must be updated; until then it keeps its local data and queued changes
+            /// untouched. The error object also names `minimum` (the oldest version served) and
+            /// `current` (the server's version).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/sync/snapshot/get(syncSnapshot)/responses/426`.
+            ///
+            /// HTTP response code: `426 upgradeRequired`.
+            case upgradeRequired(Components.Responses.UpgradeRequired)
+            /// The associated value of the enum case if `self` is `.upgradeRequired`.
+            ///
+            /// - Throws: An error if `self` is not `.upgradeRequired`.
+            /// - SeeAlso: `.upgradeRequired`.
+            internal var upgradeRequired: Components.Responses.UpgradeRequired {
+                get throws {
+                    switch self {
+                    case let .upgradeRequired(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "upgradeRequired",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Too many requests to `/api/v1/auth/*` from one address (nginx), too many failed logins
+            /// for one account (login; answered the same whether or not the email exists), too many
+            /// requests in flight for one account (counted per account, whatever token or spelling of
+            /// the `Authorization` header carries them: `TODOSYNC_ACCOUNT_IN_FLIGHT` per responder
+            /// process, and nginx's per-token limit in front), or an account quota reached. Wait
+            /// `Retry-After` seconds.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/sync/snapshot/get(syncSnapshot)/responses/429`.
+            ///
+            /// HTTP response code: `429 tooManyRequests`.
+            case tooManyRequests(Components.Responses.RateLimited)
+            /// The associated value of the enum case if `self` is `.tooManyRequests`.
+            ///
+            /// - Throws: An error if `self` is not `.tooManyRequests`.
+            /// - SeeAlso: `.tooManyRequests`.
+            internal var tooManyRequests: Components.Responses.RateLimited {
+                get throws {
+                    switch self {
+                    case let .tooManyRequests(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "tooManyRequests",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The database is unreachable, no responder answers, or the server is overloaded:
+            /// nothing was applied. Retry after `Retry-After` seconds; the server recovers by itself
+            /// when the database returns.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/sync/snapshot/get(syncSnapshot)/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Components.Responses.Unavailable)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            internal var serviceUnavailable: Components.Responses.Unavailable {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Undocumented response.
+            ///
+            /// A response with a code that is not documented in the OpenAPI document.
+            case undocumented(statusCode: Swift.Int, OpenAPIRuntime.UndocumentedPayload)
+        }
+        internal enum AcceptableContentType: AcceptableProtocol {
+            case applicationVnd_sqlite3
+            case json
+            case other(Swift.String)
+            internal init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/vnd.sqlite3":
+                    self = .applicationVnd_sqlite3
+                case "application/json":
+                    self = .json
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            internal var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .applicationVnd_sqlite3:
+                    return "application/vnd.sqlite3"
+                case .json:
+                    return "application/json"
+                }
+            }
+            internal static var allCases: [Self] {
+                [
+                    .applicationVnd_sqlite3,
+                    .json
+                ]
+            }
+        }
+    }
 }

@@ -346,6 +346,29 @@ internal protocol APIProtocol: Sendable {
     /// - Remark: HTTP `GET /api/v1/sync/live`.
     /// - Remark: Generated from `#/paths//api/v1/sync/live/get(syncLive)`.
     func syncLive(_ input: Operations.SyncLive.Input) async throws -> Operations.SyncLive.Output
+    /// A new device's first sync, as one SQLite file
+    ///
+    /// One SQLite 3 database file holding every live tag, todo and daily stat of the user as of
+    /// one consistent point, in the snapshot schema of the schema version served (`PRAGMA
+    /// user_version`; the tables and `snapshot_meta` are described in docs/SNAPSHOT.md), with a
+    /// pull `cursor` taken at exactly that point: install it into an empty store, take a new
+    /// `deviceId`, then pull from `snapshot_meta.cursor`. A snapshot plus that pull equals a full
+    /// pull, record for record.
+    ///
+    /// The file is built once per user, newest version, schema version and database epoch, kept
+    /// at most an hour (`TODOSYNC_SNAPSHOT_MAX_AGE_SECONDS`) and sent by nginx from disk:
+    /// `ETag` (a strong validator of the bytes), `Content-Length`, `Repr-Digest:
+    /// sha-256=:<base64>:` (RFC 9530; SHA-256 of the file, which is always sent identity-encoded:
+    /// no gzip), `If-None-Match` → 304, `Range` → 206 (one range; resuming a broken download).
+    ///
+    /// An account whose snapshot cannot be built within the request budget is 503 `unavailable`
+    /// with a long `Retry-After` (the cache's age limit): sync it by paged pull. Another request
+    /// building the same snapshot beyond this one's budget: 503 with `Retry-After: 1`.
+    ///
+    ///
+    /// - Remark: HTTP `GET /api/v1/sync/snapshot`.
+    /// - Remark: Generated from `#/paths//api/v1/sync/snapshot/get(syncSnapshot)`.
+    func syncSnapshot(_ input: Operations.SyncSnapshot.Input) async throws -> Operations.SyncSnapshot.Output
 }
 
 /// Convenience overloads for operation inputs.
@@ -860,6 +883,37 @@ extension APIProtocol {
         headers: Operations.SyncLive.Input.Headers = .init()
     ) async throws -> Operations.SyncLive.Output {
         try await syncLive(Operations.SyncLive.Input(
+            query: query,
+            headers: headers
+        ))
+    }
+    /// A new device's first sync, as one SQLite file
+    ///
+    /// One SQLite 3 database file holding every live tag, todo and daily stat of the user as of
+    /// one consistent point, in the snapshot schema of the schema version served (`PRAGMA
+    /// user_version`; the tables and `snapshot_meta` are described in docs/SNAPSHOT.md), with a
+    /// pull `cursor` taken at exactly that point: install it into an empty store, take a new
+    /// `deviceId`, then pull from `snapshot_meta.cursor`. A snapshot plus that pull equals a full
+    /// pull, record for record.
+    ///
+    /// The file is built once per user, newest version, schema version and database epoch, kept
+    /// at most an hour (`TODOSYNC_SNAPSHOT_MAX_AGE_SECONDS`) and sent by nginx from disk:
+    /// `ETag` (a strong validator of the bytes), `Content-Length`, `Repr-Digest:
+    /// sha-256=:<base64>:` (RFC 9530; SHA-256 of the file, which is always sent identity-encoded:
+    /// no gzip), `If-None-Match` → 304, `Range` → 206 (one range; resuming a broken download).
+    ///
+    /// An account whose snapshot cannot be built within the request budget is 503 `unavailable`
+    /// with a long `Retry-After` (the cache's age limit): sync it by paged pull. Another request
+    /// building the same snapshot beyond this one's budget: 503 with `Retry-After: 1`.
+    ///
+    ///
+    /// - Remark: HTTP `GET /api/v1/sync/snapshot`.
+    /// - Remark: Generated from `#/paths//api/v1/sync/snapshot/get(syncSnapshot)`.
+    internal func syncSnapshot(
+        query: Operations.SyncSnapshot.Input.Query = .init(),
+        headers: Operations.SyncSnapshot.Input.Headers = .init()
+    ) async throws -> Operations.SyncSnapshot.Output {
+        try await syncSnapshot(Operations.SyncSnapshot.Input(
             query: query,
             headers: headers
         ))

@@ -1,0 +1,260 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Credentials
+import TodoSyncCore
+
+/// The on-disk cache of snapshot files (docs/SNAPSHOT.md), shared by every worker and process
+/// that is given the same directory (one responder host's, or a directory shared by a cluster's
+/// hosts: docs/SCALING.md). nginx serves its files (`X-Accel-Redirect`); the responder only finds,
+/// builds and erases them.
+///
+/// Layout: `<directory>/<userID>/<epoch>-<version>-<schema>-<sha256 hex>.sqlite`, one file per
+/// build, never rewritten (the name says what it holds, so a name found is a file complete and
+/// checked); beside them `.lock-*` files (one `flock` per cache key: concurrent requests build
+/// once), `.build-*` scratch files, and `.too-slow-<epoch>-<schema>` marks of a build that did not
+/// fit the request budget. Files are 0640 in directories 02750, so the directory's group (nginx's)
+/// can read them whatever the process umask.
+public final class SnapshotCache: Sendable {
+    public let directory: String
+    /// The cache's size limit: after each build, the oldest files go until the rest fit.
+    public let maximumBytes: Int64
+    /// A file older than this is never served (contract: at most an hour).
+    public let maximumAgeSeconds: Int64
+
+    public static let maximumAgeLimit: Int64 = 3600
+
+    public init(directory: String, maximumBytes: Int64, maximumAgeSeconds: Int64) {
+        self.directory = directory.hasSuffix("/") && directory.count > 1 ? String(directory.dropLast()) : directory
+        self.maximumBytes = maximumBytes
+        self.maximumAgeSeconds = min(maximumAgeSeconds, Self.maximumAgeLimit)
+    }
+
+    /// What identifies a snapshot's content: the user, the database history, the user's newest
+    /// version at the read, and the schema version of the records.
+    public struct Key: Sendable, Equatable {
+        public let userID: Int64
+        public let epoch: UInt64
+        public let version: Int64
+        public let schemaVersion: Int
+
+        var stem: String { "\(String(epoch, radix: 16))-\(version)-\(schemaVersion)" }
+    }
+
+    /// A finished snapshot file in the cache.
+    public struct Entry: Sendable, Equatable {
+        public let key: Key
+        /// SHA-256 of the file's bytes.
+        public let digest: [UInt8]
+        public let fileName: String
+
+        /// The path under the cache directory (what nginx's internal location appends).
+        public var relativePath: String { "\(key.userID)/\(fileName)" }
+        /// `"<first 128 bits of the digest, hex>"`: a strong validator of the bytes.
+        public var etag: String { "\"\(SnapshotCache.hex(digest).prefix(32))\"" }
+        /// RFC 9530: `sha-256=:<base64>:`.
+        public var reprDigest: String { "sha-256=:\(Base64URL.encodeStandard(digest)):" }
+    }
+
+    func userDirectory(_ userID: Int64) -> String { "\(directory)/\(userID)" }
+
+    /// The newest fresh file of `key`'s user, epoch and schema whose version is at least `key`'s
+    /// (a newer one holds everything the key's does, and more); nil when there is none.
+    public func lookup(_ key: Key, now: Int64 = Int64(time(nil))) -> Entry? {
+        var best: Entry?
+        for name in names(in: userDirectory(key.userID)) {
+            guard let entry = Self.entry(userID: key.userID, fileName: name), entry.key.epoch == key.epoch,
+                  entry.key.schemaVersion == key.schemaVersion, entry.key.version >= key.version,
+                  entry.key.version > best?.key.version ?? -1,
+                  let modified = modificationTime("\(userDirectory(key.userID))/\(name)"),
+                  now - modified < maximumAgeSeconds else { continue }
+            best = entry
+        }
+        return best
+    }
+
+    /// Parses `<epoch hex>-<version>-<schema>-<digest hex>.sqlite`.
+    static func entry(userID: Int64, fileName: String) -> Entry? {
+        guard fileName.hasSuffix(".sqlite"), !fileName.hasPrefix(".") else { return nil }
+        let parts = fileName.dropLast(7).split(separator: "-")
+        guard parts.count == 4, let epoch = UInt64(parts[0], radix: 16), let version = Int64(parts[1]),
+              let schema = Int(parts[2]), parts[3].utf8.count == 64, let digest = unhex(parts[3]) else { return nil }
+        return Entry(key: Key(userID: userID, epoch: epoch, version: version, schemaVersion: schema), digest: digest,
+                     fileName: fileName)
+    }
+
+    // MARK: building
+
+    /// Creates the user's directory (and the cache's) when missing.
+    func prepareDirectory(_ userID: Int64) throws {
+        for path in [directory, userDirectory(userID)] {
+            if mkdir(path, 0o2750) == 0 {
+                chmod(path, 0o2750)  // whatever the umask: nginx's group enters it
+            } else if errno != EEXIST {
+                throw SnapshotError.cache("cannot create \(path): errno \(errno)")
+            }
+        }
+    }
+
+    /// Runs `body` holding the build lock of `key` (an exclusive `flock`, waited for by polling
+    /// until `deadline`): nil when the deadline came first.
+    func withBuildLock<T>(_ key: Key, deadline: RequestDeadline?, _ body: () throws -> T) throws -> T? {
+        try prepareDirectory(key.userID)
+        let path = "\(userDirectory(key.userID))/.lock-\(key.epoch)-\(key.schemaVersion)"
+        let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o640)
+        guard fd >= 0 else { throw SnapshotError.cache("cannot open \(path): errno \(errno)") }
+        defer { close(fd) }
+        while flock(fd, LOCK_EX | LOCK_NB) != 0 {
+            guard errno == EWOULDBLOCK || errno == EINTR else { throw SnapshotError.cache("flock: errno \(errno)") }
+            if let deadline, deadline.hasPassed { return nil }
+            usleep(20_000)
+        }
+        defer { flock(fd, LOCK_UN) }
+        return try body()
+    }
+
+    /// A fresh scratch path in the user's directory.
+    func scratchPath(_ userID: Int64, _ suffix: String) throws -> String {
+        let random = SnapshotCache.hex(try SecureRandom.bytes(8))
+        return "\(userDirectory(userID))/.build-\(random)\(suffix)"
+    }
+
+    /// Moves a finished file into place under its final name and returns its entry; then drops the
+    /// files it supersedes and keeps the cache within its limits.
+    func install(_ path: String, key: Key) throws -> Entry {
+        chmod(path, 0o640)
+        let digest = try FileDigest.sha256(ofFileAt: path)
+        let name = "\(key.stem)-\(SnapshotCache.hex(digest)).sqlite"
+        let entry = Entry(key: key, digest: digest, fileName: name)
+        guard rename(path, "\(userDirectory(key.userID))/\(name)") == 0 else {
+            throw SnapshotError.cache("cannot rename \(path): errno \(errno)")
+        }
+        for other in names(in: userDirectory(key.userID)) {
+            guard other != name, let old = Self.entry(userID: key.userID, fileName: other) else { continue }
+            // Superseded (older version of this schema), or of another history: never served again.
+            if old.key.epoch != key.epoch || (old.key.schemaVersion == key.schemaVersion && old.key.version <= key.version) {
+                unlink("\(userDirectory(key.userID))/\(other)")
+            }
+        }
+        unlink(tooSlowMark(key))
+        sweep()
+        return entry
+    }
+
+    // MARK: builds that do not fit the budget
+
+    func tooSlowMark(_ key: Key) -> String { "\(userDirectory(key.userID))/.too-slow-\(key.epoch)-\(key.schemaVersion)" }
+
+    /// Notes that a build of `key`'s account ran out of the request budget.
+    func markTooSlow(_ key: Key) {
+        let fd = open(tooSlowMark(key), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o640)
+        if fd >= 0 { close(fd) }
+    }
+
+    /// Seconds left before a build of `key`'s account is tried again; nil when it may be tried now.
+    func tooSlowRetryAfter(_ key: Key, now: Int64 = Int64(time(nil))) -> Int64? {
+        guard let marked = modificationTime(tooSlowMark(key)) else { return nil }
+        let left = marked + maximumAgeSeconds - now
+        return left > 0 ? left : nil
+    }
+
+    // MARK: erasing
+
+    /// Removes every file of the user (account deleted or erased).
+    public func erase(userID: Int64) {
+        let path = userDirectory(userID)
+        for name in names(in: path) { unlink("\(path)/\(name)") }
+        rmdir(path)
+    }
+
+    /// Removes files older than the age limit, builds' leftovers, and then the oldest files until
+    /// the rest fit `maximumBytes`. Returns the files removed.
+    @discardableResult
+    public func sweep(now: Int64 = Int64(time(nil))) -> Int {
+        var kept: [(path: String, modified: Int64, size: Int64)] = []
+        var removed = 0
+        for user in names(in: directory) where Int64(user) != nil {
+            let userPath = "\(directory)/\(user)"
+            for name in names(in: userPath) {
+                let path = "\(userPath)/\(name)"
+                var info = stat()
+                guard stat(path, &info) == 0 else { continue }
+                let modified = Int64(info.st_mtim.tv_sec)
+                // A scratch file older than any build may run (10 budgets' worth: an hour).
+                let stale = name.hasPrefix(".build-") ? now - modified > Self.maximumAgeLimit
+                    : name.hasPrefix(".") ? false : now - modified >= maximumAgeSeconds
+                if stale {
+                    if unlink(path) == 0 { removed += 1 }
+                } else if !name.hasPrefix(".") {
+                    kept.append((path, modified, Int64(info.st_size)))
+                }
+            }
+        }
+        var total = kept.reduce(0) { $0 + $1.size }
+        for file in kept.sorted(by: { $0.modified < $1.modified }) where total > maximumBytes {
+            if unlink(file.path) == 0 {
+                removed += 1
+                total -= file.size
+            }
+        }
+        return removed
+    }
+
+    // MARK: helpers
+
+    private func names(in path: String) -> [String] {
+        guard let dir = opendir(path) else { return [] }
+        defer { closedir(dir) }
+        var names: [String] = []
+        while let entry = readdir(dir) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(cString: raw.baseAddress!.assumingMemoryBound(to: CChar.self))
+            }
+            if name != "." && name != ".." { names.append(name) }
+        }
+        return names
+    }
+
+    private func modificationTime(_ path: String) -> Int64? {
+        var info = stat()
+        guard stat(path, &info) == 0 else { return nil }
+        return Int64(info.st_mtim.tv_sec)
+    }
+
+    static func hex(_ bytes: [UInt8]) -> String {
+        let digits = Array("0123456789abcdef".utf8)
+        var out: [UInt8] = []
+        out.reserveCapacity(bytes.count * 2)
+        for byte in bytes {
+            out.append(digits[Int(byte >> 4)])
+            out.append(digits[Int(byte & 15)])
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    static func unhex(_ text: Substring) -> [UInt8]? {
+        var bytes: [UInt8] = []
+        var high: UInt8?
+        for char in text.utf8 {
+            let value: UInt8
+            switch char {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): value = char - UInt8(ascii: "0")
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): value = char - UInt8(ascii: "a") + 10
+            default: return nil
+            }
+            if let h = high { bytes.append(h << 4 | value); high = nil } else { high = value }
+        }
+        return high == nil ? bytes : nil
+    }
+}
+
+/// Why a snapshot could not be served.
+public enum SnapshotError: Error, Sendable {
+    /// The build did not fit the request budget (now, or within the cache's age limit): retry
+    /// after that many seconds, or sync by paged pull.
+    case tooSlow(retryAfterSeconds: Int64)
+    /// Another request is building it and did not finish within this request's budget.
+    case busy
+    /// The cache directory failed (a server fault).
+    case cache(String)
+}

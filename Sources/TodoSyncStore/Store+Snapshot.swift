@@ -1,0 +1,137 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import CoreMetrics
+import MariaDB
+import SystemSQLite
+import TodoSyncCore
+
+extension Store {
+    /// The user's snapshot file at `schemaVersion` (contract "Sync: snapshot", docs/SNAPSHOT.md):
+    /// the newest cached one of the user's current version and epoch, or one built now. Concurrent
+    /// requests for one key build it once (`SnapshotCache.withBuildLock`); the others wait for it
+    /// within their own budget. A build that does not fit the request budget is abandoned and
+    /// noted: the account is answered `SnapshotError.tooSlow` (503, `Retry-After`) without a new
+    /// try until the cache's age limit has passed.
+    ///
+    /// `holdMilliseconds` (test hooks only): the build sleeps that long right after its consistent
+    /// read began, so writes can commit while it runs.
+    public func snapshot(userID: Int64, schemaVersion: Int, holdMilliseconds: Int = 0) throws -> SnapshotCache.Entry {
+        guard let cache = configuration.snapshotCache else { throw DomainError.notFound }
+        let state = try guarded { try db.queryOne(SQL.Pull.syncState, [.text(""), .int(userID)]) }
+        guard let state else { throw DomainError.unauthenticated }
+        if state.bool(4) == true { throw DomainError.unavailable }  // feed still being back-filled
+        let key = SnapshotCache.Key(userID: userID, epoch: UInt64(bitPattern: state.int64(3)!), version: state.int64(0)!,
+                                    schemaVersion: schemaVersion)
+        if let entry = cache.lookup(key) { return entry }
+        if let wait = cache.tooSlowRetryAfter(key) { throw SnapshotError.tooSlow(retryAfterSeconds: wait) }
+        let entry = try cache.withBuildLock(key, deadline: deadline) { () throws -> SnapshotCache.Entry in
+            // Built by the request that held the lock before this one.
+            if let entry = cache.lookup(key) { return entry }
+            if let wait = cache.tooSlowRetryAfter(key) { throw SnapshotError.tooSlow(retryAfterSeconds: wait) }
+            do {
+                return try buildSnapshot(userID: userID, schemaVersion: schemaVersion, cache: cache,
+                                         holdMilliseconds: holdMilliseconds)
+            } catch SnapshotError.tooSlow {
+                cache.markTooSlow(key)
+                SnapshotMetrics.tooSlow.increment()
+                throw SnapshotError.tooSlow(retryAfterSeconds: cache.maximumAgeSeconds)
+            }
+        }
+        guard let entry else { throw SnapshotError.busy }
+        return entry
+    }
+
+    /// Builds the file: one transaction of the database (its first read fixes the InnoDB snapshot
+    /// that gives both the cursor and the records), rows written into a scratch SQLite file as
+    /// they stream in, then `VACUUM INTO` a compact rollback-journal copy, moved into the cache
+    /// under its digest.
+    private func buildSnapshot(userID: Int64, schemaVersion: Int, cache: SnapshotCache,
+                               holdMilliseconds: Int) throws -> SnapshotCache.Entry {
+        let started = Timestamp.now()
+        try cache.prepareDirectory(userID)
+        let scratch = try cache.scratchPath(userID, ".sqlite")
+        let compact = try cache.scratchPath(userID, ".vacuum")
+        defer {
+            unlink(scratch)
+            unlink(compact)
+        }
+        let tables = SnapshotTable.tables(schemaVersion: schemaVersion)
+        let file = try SQLiteDatabase(path: scratch)
+        try file.execute("PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF; BEGIN")
+        for table in tables { try file.execute(table.createSQL) }
+        try file.execute("CREATE TABLE snapshot_meta (key TEXT PRIMARY KEY, value TEXT)")
+        let inserts = try tables.map { try file.prepare($0.insertSQL) }
+        let statements = Dictionary(uniqueKeysWithValues: zip(tables.map(\.kind), inserts))
+
+        var stopped: Error?
+        var records = 0
+        let (version, epoch, readAt) = try guarded {
+            try db.inTransaction(maxAttempts: 1) { () throws -> (Int64, UInt64, Timestamp) in
+                let readAt = Timestamp.now()
+                // The first read fixes the snapshot that the feed read below sees.
+                guard let state = try db.queryOne(SQL.Pull.syncState, [.text(""), .int(userID)]) else {
+                    throw DomainError.unauthenticated
+                }
+                if holdMilliseconds > 0 { usleep(useconds_t(holdMilliseconds) * 1000) }
+                do {
+                    try db.forEachRow(SQL.Snapshot.liveRecords, [.int(userID)]) { row throws(DatabaseError) in
+                        do {
+                            records += 1
+                            if records % 1024 == 0, let deadline, deadline.hasPassed { throw SnapshotError.tooSlow(retryAfterSeconds: 0) }
+                            let kind = FeedKind(rawValue: try row.int64(0)!)!
+                            var failure: Error?
+                            _ = try row.withBytes(1) { body in
+                                do { try statements[kind]!.run(text: [body]) } catch { failure = error }
+                            }
+                            if let failure { throw failure }
+                        } catch {
+                            stopped = error
+                            throw DatabaseError(code: 0, message: "snapshot build stopped")
+                        }
+                    }
+                } catch {
+                    if let stopped { throw stopped }
+                    throw error
+                }
+                return (state.int64(0)!, UInt64(bitPattern: state.int64(3)!), readAt)
+            }
+        }
+        let cursor = SyncCursor(position: version, skipTombstonesThrough: version, userID: userID, epoch: epoch)
+        let meta = try file.prepare("INSERT INTO snapshot_meta (key, value) VALUES (?1, ?2)")
+        let metaRows: [(String, String)] = [
+            ("format", "todosync-snapshot"), ("userId", "\(userID)"), ("cursor", cursor.encoded),
+            ("schemaVersion", "\(schemaVersion)"), ("createdAt", readAt.rfc3339), ("recordCount", "\(records)"),
+        ]
+        for (name, value) in metaRows {
+            var name = name, value = value
+            try name.withUTF8 { n in try value.withUTF8 { v in
+                try meta.run(text: [UnsafeRawBufferPointer(n), UnsafeRawBufferPointer(v)])
+            } }
+        }
+        try file.execute("PRAGMA user_version = \(schemaVersion); COMMIT")
+        if let deadline, deadline.hasPassed { throw SnapshotError.tooSlow(retryAfterSeconds: 0) }
+        // The copy is compact and in rollback-journal mode (journal_mode=DELETE: VACUUM INTO
+        // writes the header of a rollback-journal database whatever the scratch file's mode).
+        try file.execute("VACUUM INTO '\(compact.replacingOccurrences(of: "'", with: "''"))'")
+        let key = SnapshotCache.Key(userID: userID, epoch: epoch, version: version, schemaVersion: schemaVersion)
+        let entry = try cache.install(compact, key: key)
+        SnapshotMetrics.built(records: records, seconds: Double(Timestamp.now().millisecondsSinceEpoch
+            - started.millisecondsSinceEpoch) / 1000)
+        return entry
+    }
+}
+
+/// Snapshot builds, as metrics.
+enum SnapshotMetrics {
+    static let builds = Counter(label: "todosync_snapshot_builds_total")
+    static let buildRecords = Counter(label: "todosync_snapshot_build_records_total")
+    static let buildSeconds = FloatingPointCounter(label: "todosync_snapshot_build_seconds_total")
+    static let tooSlow = Counter(label: "todosync_snapshot_builds_too_slow_total")
+
+    static func built(records: Int, seconds: Double) {
+        builds.increment()
+        buildRecords.increment(by: records)
+        buildSeconds.increment(by: seconds)
+    }
+}

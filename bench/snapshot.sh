@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# Snapshot benchmark (issue 23, server half): for one account of N records seeded by SQL
+# (bench/seed.sh: one user, its tags and todos, then the app's own daily stats and change feed),
+# the time and size of the first GET /api/v1/sync/snapshot (the build), the time of cached
+# downloads (nginx sends the file), and the responder's CPU per build per 1,000 records (its
+# process CPU before and after the build, and todosync_snapshot_build_seconds_total). A
+# measurement, not a test.
+#
+#   bench/snapshot.sh                          # 65,000 records (635 tags + 64,000 todos + stats)
+#   SNAP_BENCH_TODOS=1000000 SNAP_BENCH_TAGS=635 bench/snapshot.sh
+#
+# Knobs: SNAP_BENCH_TAGS (635), SNAP_BENCH_TODOS (64000), SNAP_BENCH_RUNS (3 cached downloads),
+# SNAP_BENCH_STATE_DIR (.state/bench-snapshot), SNAP_BENCH_HTTP_PORT (19380),
+# SNAP_BENCH_HTTPS_PORT (19743), SNAP_BENCH_SKIP_BUILD (0: `stack.sh build` first).
+set -euo pipefail
+REPO_ROOT=$(dirname "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")")
+cd "$REPO_ROOT"
+
+export TODOSYNC_CONFIG=/dev/null
+export TODOSYNC_STATE_DIR=$(realpath -m "${SNAP_BENCH_STATE_DIR:-.state/bench-snapshot}")
+export TODOSYNC_HTTP_PORT=${SNAP_BENCH_HTTP_PORT:-19380} TODOSYNC_HTTPS_PORT=${SNAP_BENCH_HTTPS_PORT:-19743}
+export TODOSYNC_RESPONDERS=1 TODOSYNC_ENABLE_TEST_HOOKS=0
+# A million records take longer than the default budget on a loaded box: measure the build itself.
+export TODOSYNC_REQUEST_BUDGET_MS=${SNAP_BENCH_BUDGET_MS:-28000}
+export BENCH_USERS=1 BENCH_TAGS=${SNAP_BENCH_TAGS:-635} BENCH_TODOS=${SNAP_BENCH_TODOS:-64000}
+export BENCH_DAYS=365 BENCH_START_DATE=2025-01-01 BENCH_TOKEN_SALT=snap BENCH_SEED_JOBS=2
+RUNS=${SNAP_BENCH_RUNS:-3}
+BASE=http://127.0.0.1:$TODOSYNC_HTTP_PORT
+STACK=scripts/stack.sh
+
+[[ ${SNAP_BENCH_SKIP_BUILD:-0} == 1 ]] || "$STACK" build
+trap '"$STACK" down >/dev/null 2>&1 || true' EXIT
+"$STACK" down >/dev/null 2>&1 || true
+rm -rf "$TODOSYNC_STATE_DIR"
+"$STACK" up >/dev/null
+while IFS= read -r line; do
+    [[ $line == TODOSYNC_*=* ]] && export "${line?}"
+done < <("$STACK" env)
+TODOSYNC_DB_PASSWORD=${TODOSYNC_DB_PASSWORD:-$(head -n1 "$TODOSYNC_DB_PASSWORD_FILE")}
+export TODOSYNC_DB_PASSWORD
+bench/seed.sh | grep -E '^seed:' || true
+
+python3 - "$BASE" "bench-snap-1" "$RUNS" "$("$STACK" responder-pids | head -n1)" <<'PY'
+import hashlib, json, statistics, sys, time, urllib.request
+base, token, runs, pid = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+ticks = 100  # os.sysconf("SC_CLK_TCK") on Linux
+
+def cpu():
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / ticks
+
+def get():
+    req = urllib.request.Request(f"{base}/api/v1/sync/snapshot?schemaVersion=2",
+                                 headers={"Authorization": f"Bearer {token}"})
+    t0 = time.perf_counter()
+    with urllib.request.urlopen(req, timeout=120) as r:
+        body = r.read()
+        headers = dict(r.headers)
+    return time.perf_counter() - t0, body, headers
+
+c0 = cpu()
+build_s, body, headers = get()
+build_cpu = cpu() - c0
+import sqlite3, tempfile, os
+with tempfile.NamedTemporaryFile(suffix=".sqlite", delete=False) as f:
+    f.write(body)
+db = sqlite3.connect(f.name)
+records = int(db.execute("SELECT value FROM snapshot_meta WHERE key = 'recordCount'").fetchone()[0])
+db.close(); os.unlink(f.name)
+assert headers["Repr-Digest"].startswith("sha-256=:")
+cached, cached_cpu = [], []
+for _ in range(runs):
+    c0 = cpu()
+    seconds, again, _ = get()
+    cached_cpu.append(cpu() - c0)
+    assert again == body
+    cached.append(seconds)
+print(f"records {records}: first request (build) {build_s:.2f} s, file {len(body) / 1e6:.1f} MB "
+      f"({len(body) / records:.0f} B/record)")
+print(f"  responder CPU for the build {build_cpu:.2f} s = {1000 * build_cpu / records * 1000:.1f} ms per 1,000 records")
+print(f"  cached download median of {runs}: {statistics.median(cached):.3f} s "
+      f"(responder CPU {statistics.median(cached_cpu) * 1000:.0f} ms; nginx sends the file)")
+print("SNAPSHOT_JSON " + json.dumps({"records": records, "build_s": round(build_s, 3), "bytes": len(body),
+      "build_cpu_s": round(build_cpu, 3), "cached_s": [round(s, 3) for s in cached]}))
+PY
