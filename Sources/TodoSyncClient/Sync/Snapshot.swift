@@ -161,8 +161,12 @@ extension TodoSyncClient {
     /// partial file stays, the next sync resumes it).
     func bootstrapFromSnapshot(pageSize: Int, report: inout SyncReport, deadline: SyncDeadline,
                                progress: (@Sendable (SyncProgress) -> Void)?) async throws {
-        guard try store.isEmptyForSnapshot() else { return }
         let files = SnapshotFiles(storePath: store.path)
+        guard try store.isEmptyForSnapshot() else {
+            // A download a failed sync left before the store got its first record: of no use now.
+            files.remove()
+            return
+        }
         do {
             let before = files.size
             guard let head = try await downloadSnapshot(files, deadline: deadline, progress: progress) else {
