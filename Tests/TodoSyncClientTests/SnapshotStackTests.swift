@@ -89,16 +89,18 @@ final class SnapshotStackTests: StackTestCase {
     func testTheClientKilledDuringTheDownloadResumesAndEndsCorrect() async throws {
         _ = try await seededDevice()
         let phone = try await device("phone")
-        let killed = try cli(["sync", "--quiet"], path: phone.path, crashAt: "snapshot-bytes:4096")
+        // Ranges of 4 KiB, killed once the second is on disk.
+        let killed = try cli(["sync", "--quiet"], path: phone.path, crashAt: "snapshot-bytes:8192",
+                             environment: ["TODOSYNC_CLIENT_SNAPSHOT_RANGE_BYTES": "4096"])
         XCTAssertEqual(killed.killedBySignal, SIGKILL, killed.output)
         let files = SnapshotFiles(storePath: phone.path)
         let kept = files.size
         let length = try XCTUnwrap(files.readHead()?.length)
-        XCTAssertGreaterThanOrEqual(kept, 4096)
+        XCTAssertEqual(kept, 8192, "two whole ranges on disk")
         XCTAssertLessThan(kept, length, "killed before the end")
         XCTAssertTrue(try phone.store.isEmptyForSnapshot(), "nothing installed")
 
-        let again = try cli(["sync", "--json"], path: phone.path)
+        let again = try cli(["sync", "--json"], path: phone.path, environment: ["TODOSYNC_CLIENT_SNAPSHOT_RANGE_BYTES": "4096"])
         XCTAssertEqual(again.status, 0, again.output)
         let summary = try XCTUnwrap(JSONParser.parse(Array(again.output.utf8)).objectValue)
         let snapshot = try XCTUnwrap(summary["snapshot"]?.objectValue)

@@ -24,12 +24,12 @@ final class SnapshotTests: XCTestCase {
 
     /// A logged-in store on `server` (`useSnapshot: false`: always the paged pull).
     func device(_ name: String, _ server: SnapshotServer, useSnapshot: Bool = true, attempts: Int = 3,
-                hooks: SyncHooks = SyncHooks()) throws -> TodoSyncClient {
+                hooks: SyncHooks = SyncHooks(), rangeBytes: Int = 4 << 20) throws -> TodoSyncClient {
         let store = try LocalStore(path: directory.appendingPathComponent("\(name).sqlite").path)
         try store.signIn(userID: SnapshotServer.userID, email: "snap@example.com", token: "token")
         return TodoSyncClient(store: store, baseURL: URL(string: "http://fake")!, transport: server,
                               retry: RetryPolicy(maxAttempts: attempts, initialDelay: 0.001, maxDelay: 0.01), clock: TestClock(),
-                              hooks: hooks, useSnapshot: useSnapshot)
+                              hooks: hooks, useSnapshot: useSnapshot, snapshotRangeBytes: rangeBytes)
     }
 
     /// An account with a bit of everything: tags with and without clientId, todos with
@@ -200,43 +200,67 @@ final class SnapshotTests: XCTestCase {
 
     // MARK: Broken downloads
 
-    func testABrokenDownloadResumesWithRange() async throws {
+    func testTheDownloadGoesByRangesAndABrokenOneIsAskedForAgain() async throws {
         let server = populatedServer()
-        server.breakFirstDownloadAfter = 5000
-        let fresh = try device("fresh", server)
+        server.breakFirstDownloadAt = 8192
+        let fresh = try device("fresh", server, rangeBytes: 4096)
         let report = try await fresh.sync()
-        guard case .installed = report.snapshot else { return XCTFail("not installed: \(String(describing: report.snapshot))") }
-        let requests = server.snapshotRequests
-        XCTAssertEqual(requests.count, 2)
-        XCTAssertNil(requests.first?.range)
-        XCTAssertEqual(requests.last?.range, "bytes=5000-", "only the rest is asked for")
-        XCTAssertEqual(requests.last?.ifRange, server.etag, "If-Range: a file that changed meanwhile starts over")
+        guard case .installed(_, let bytes) = report.snapshot else { return XCTFail("not installed: \(String(describing: report.snapshot))") }
+        let size = try XCTUnwrap(server.servedBytes)
+        XCTAssertEqual(bytes, Int64(size))
+        let ranges = server.snapshotRequests.map(\.range)
+        XCTAssertEqual(ranges.prefix(4), ["bytes=0-4095", "bytes=4096-8191", "bytes=8192-12287", "bytes=8192-12287"],
+                       "the lost range is asked for again, not the ones before it")
+        XCTAssertEqual(ranges.count, (size + 4095) / 4096 + 1)
+        XCTAssertNil(server.snapshotRequests.first?.ifRange)
+        XCTAssertEqual(Set(server.snapshotRequests.dropFirst().map(\.ifRange)), [server.etag], "If-Range: a file that changed starts over")
         let paged = try device("paged", server, useSnapshot: false)
         try await paged.sync()
         XCTAssertEqual(try dump(fresh), try dump(paged))
     }
 
-    func testAPartialFileOfASnapshotThatChangedStartsOver() async throws {
+    func testANextSyncResumesAfterTheLastRangeOnDiskAndAChangedFileStartsOver() async throws {
         let server = populatedServer()
-        server.breakFirstDownloadAfter = 5000
-        // One attempt: the sync fails offline and keeps the 5000 bytes for the next one.
-        let first = try device("fresh", server, attempts: 1)
+        server.breakFirstDownloadAt = 8192
+        // One attempt per request: the sync fails offline and keeps the first 8192 bytes.
+        let first = try device("fresh", server, attempts: 1, rangeBytes: 4096)
         do {
             try await first.sync()
             XCTFail("the download broke")
         } catch SyncError.offline {}
-        XCTAssertEqual(SnapshotFiles(storePath: first.store.path).size, 5000)
+        XCTAssertEqual(SnapshotFiles(storePath: first.store.path).size, 8192)
         XCTAssertTrue(try first.store.isEmptyForSnapshot())
 
-        server.addTodo(title: "Written while the device was away")  // a new snapshot, a new ETag
-        let fresh = try device("fresh", server)
-        let report = try await fresh.sync()
-        guard case .installed = report.snapshot else { return XCTFail("not installed: \(String(describing: report.snapshot))") }
-        XCTAssertEqual(server.snapshotRequests.last?.range, "bytes=5000-", "asked to resume")
-        XCTAssertNotEqual(server.snapshotRequests.last?.ifRange, server.etag, "with the old ETag: the server sends the new file whole")
+        let again = try device("fresh", server, rangeBytes: 4096)
+        let sent = server.snapshotRequests.count
+        let resumed = try await again.sync()
+        guard case .installed(_, let bytes) = resumed.snapshot else { return XCTFail("not installed: \(String(describing: resumed.snapshot))") }
+        XCTAssertEqual(server.snapshotRequests[sent].range, "bytes=8192-12287", "resumed after the last range on disk")
+        XCTAssertEqual(bytes, Int64(try XCTUnwrap(server.servedBytes)) - 8192)
         let paged = try device("paged", server, useSnapshot: false)
         try await paged.sync()
-        XCTAssertEqual(try dump(fresh), try dump(paged))
+        XCTAssertEqual(try dump(again), try dump(paged))
+
+        // A partial download of a file that changed since: If-Range gets the new file whole.
+        server.breakFirstDownloadAt = 8192
+        let other = try device("other", server, attempts: 1, rangeBytes: 4096)
+        do {
+            try await other.sync()
+            XCTFail("the download broke")
+        } catch SyncError.offline {}
+        server.addTodo(title: "Written while the device was away")  // a new file, a new ETag
+        let oldETag = try XCTUnwrap(server.etag)
+        let later = try device("other", server, rangeBytes: 1 << 20)
+        let before = server.snapshotRequests.count
+        let report = try await later.sync()
+        guard case .installed = report.snapshot else { return XCTFail("not installed: \(String(describing: report.snapshot))") }
+        XCTAssertEqual(server.snapshotRequests[before].range, "bytes=8192-1056767")
+        XCTAssertEqual(server.snapshotRequests[before].ifRange, oldETag)
+        XCTAssertEqual(server.snapshotRequests.count, before + 1, "the new file came whole in one answer")
+        XCTAssertTrue(try later.store.allTodos().contains { $0.title == "Written while the device was away" })
+        let paged2 = try device("paged2", server, useSnapshot: false)
+        try await paged2.sync()
+        XCTAssertEqual(try dump(later), try dump(paged2))
     }
 
     func testAnInstallStoppedBeforeItsCommitLeavesAnEmptyStoreAndTheNextSyncInstallsTheDownload() async throws {
@@ -245,7 +269,7 @@ final class SnapshotTests: XCTestCase {
         let client = try device("fresh", server)
         let files = SnapshotFiles(storePath: client.store.path)
         let head = try await client.downloadSnapshot(files, deadline: SyncDeadline(clock: TestClock(), seconds: 60), progress: nil)
-        let digest = try XCTUnwrap(head.flatMap { SHA256Digest.fromReprDigest($0.digest) })
+        let digest = try XCTUnwrap(head.flatMap { SHA256Digest.fromReprDigest($0.head.digest) })
         let snapshot = try SnapshotFile.check(path: files.data, digest: digest, userID: try client.store.userID(),
                                               schemaVersion: client.schemaVersion)
         // Stopped where a kill would stop it: every row written, before COMMIT.

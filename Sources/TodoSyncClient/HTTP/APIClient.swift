@@ -7,10 +7,6 @@ import FoundationNetworking
 /// Sends one HTTP request. The default is URLSession; tests wrap it to lose responses.
 public protocol HTTPTransport: Sendable {
     func send(_ request: URLRequest) async throws -> (Data, HTTPURLResponse)
-    /// Sends one request and hands the answer to `sink` as it arrives (the head, then each chunk
-    /// of the body): how a snapshot is written to disk while it downloads, so a broken download
-    /// keeps what came. The default (`HTTPStreaming.swift`) delivers the whole body at once.
-    func stream(_ request: URLRequest, into sink: any HTTPBodySink) async throws
 }
 
 /// URLSession as the transport (FoundationNetworking on Linux).
@@ -190,7 +186,8 @@ struct APIClient: Sendable {
     /// Sends a request, retrying retryable failures; returns the final answer (any status).
     /// Each attempt gets `timeouts.request` seconds (less when `deadline` is nearer); a timed-out
     /// attempt ends the call with `SyncError.timedOut`.
-    func send(_ method: String, _ path: String, query: [URLQueryItem] = [], body: Data? = nil,
+    /// `headers` are set last (a snapshot range asks for `Accept-Encoding: identity`).
+    func send(_ method: String, _ path: String, query: [URLQueryItem] = [], body: Data? = nil, headers: [String: String] = [:],
               token: String?, deadline: SyncDeadline? = nil) async throws -> APIResponse {
         let deadline = deadline ?? SyncDeadline(clock: clock, seconds: timeouts.sync)
         var components = URLComponents(url: baseURL.appendingPathComponent(path), resolvingAgainstBaseURL: false)!
@@ -202,6 +199,7 @@ struct APIClient: Sendable {
         request.setValue("application/json", forHTTPHeaderField: "Accept")
         request.setValue("gzip", forHTTPHeaderField: "Accept-Encoding")
         if let token { request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization") }
+        for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
 
         var attempt = 0
         while true {

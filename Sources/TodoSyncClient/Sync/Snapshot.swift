@@ -51,105 +51,17 @@ struct SnapshotFiles: Sendable {
         try JSONEncoder().encode(new).write(to: URL(fileURLWithPath: head), options: .atomic)
     }
 
+    /// Appends one range of the file; it must continue the partial file exactly.
+    func append(_ bytes: Data, at offset: Int64) throws {
+        guard let handle = FileHandle(forWritingAtPath: data) else { throw CocoaError(.fileWriteUnknown) }
+        defer { try? handle.close() }
+        guard try handle.seekToEnd() == UInt64(offset) else { throw CocoaError(.fileWriteUnknown) }
+        try handle.write(contentsOf: bytes)
+    }
+
     func remove() {
         unlink(data)
         unlink(head)
-    }
-}
-
-/// Writes a snapshot answer to the partial file as it arrives: a 200 starts it over, a 206 must
-/// continue it exactly where it ends; any other answer's body is kept (small) for the error.
-final class SnapshotSink: HTTPBodySink, @unchecked Sendable {
-    /// A 206 that does not continue the partial file (another representation, another offset).
-    struct Mismatch: Error {}
-
-    private let lock = NSLock()
-    private let files: SnapshotFiles
-    private let resumeFrom: Int64
-    private let known: SnapshotFiles.Head?
-    private let onBytes: @Sendable (Int64, Int64?) -> Void
-    private var handle: FileHandle?
-    private(set) var status = 0
-    private(set) var headers: [String: String] = [:]
-    private(set) var received: Int64 = 0
-    private(set) var total: Int64?
-    private(set) var errorBody = Data()
-
-    init(files: SnapshotFiles, resumeFrom: Int64, known: SnapshotFiles.Head?, onBytes: @escaping @Sendable (Int64, Int64?) -> Void) {
-        self.files = files
-        self.resumeFrom = resumeFrom
-        self.known = known
-        self.onBytes = onBytes
-    }
-
-    deinit { try? handle?.close() }
-
-    func begin(_ response: HTTPURLResponse) throws {
-        lock.lock()
-        defer { lock.unlock() }
-        status = response.statusCode
-        for (name, value) in response.allHeaderFields {
-            if let name = name as? String, let value = value as? String { headers[name.lowercased()] = value }
-        }
-        switch status {
-        case 200:
-            guard let digest = headers["repr-digest"], SHA256Digest.fromReprDigest(digest) != nil else {
-                throw SnapshotRefusal("the answer has no SHA-256 Repr-Digest")
-            }
-            if let encoding = headers["content-encoding"], encoding.lowercased() != "identity" {
-                throw SnapshotRefusal("the answer is \(encoding)-encoded, though identity was asked for")
-            }
-            total = headers["content-length"].flatMap { Int64($0) }
-            try files.start(SnapshotFiles.Head(etag: headers["etag"], digest: digest, length: total))
-            handle = FileHandle(forWritingAtPath: files.data)
-        case 206:
-            // `Content-Range: bytes START-END/LENGTH`: the rest of the file we hold the start of.
-            guard let known, let range = headers["content-range"], range.hasPrefix("bytes "),
-                  let dash = range.firstIndex(of: "-"), let slash = range.firstIndex(of: "/"),
-                  Int64(range[range.index(range.startIndex, offsetBy: 6)..<dash]) == resumeFrom,
-                  headers["repr-digest"].map({ $0 == known.digest }) ?? true,
-                  headers["etag"].map({ $0 == known.etag }) ?? true
-            else { throw Mismatch() }
-            total = Int64(range[range.index(after: slash)...]) ?? known.length
-            handle = FileHandle(forWritingAtPath: files.data)
-            guard try handle?.seekToEnd() == UInt64(resumeFrom) else { throw Mismatch() }
-            received = resumeFrom
-        default:
-            break
-        }
-        if handle == nil && (status == 200 || status == 206) { throw CocoaError(.fileWriteUnknown) }
-    }
-
-    func write(_ chunk: Data) throws {
-        lock.lock()
-        guard let handle else {
-            if errorBody.count < 16_384 { errorBody.append(chunk) }
-            lock.unlock()
-            return
-        }
-        do {
-            try handle.write(contentsOf: chunk)
-        } catch {
-            lock.unlock()
-            throw error
-        }
-        received += Int64(chunk.count)
-        let (received, total) = (self.received, self.total)
-        lock.unlock()
-        onBytes(received, total)
-    }
-
-    func close() {
-        lock.lock()
-        try? handle?.close()
-        handle = nil
-        lock.unlock()
-    }
-
-    var response: APIResponse {
-        lock.lock()
-        defer { lock.unlock() }
-        return APIResponse(status: status, headers: headers, body: errorBody)
     }
 }
 
@@ -168,13 +80,11 @@ extension TodoSyncClient {
             return
         }
         do {
-            let before = files.size
-            guard let head = try await downloadSnapshot(files, deadline: deadline, progress: progress) else {
+            guard let (head, downloaded) = try await downloadSnapshot(files, deadline: deadline, progress: progress) else {
                 files.remove()
                 report.snapshot = .unavailable
                 return
             }
-            let downloaded = max(0, files.size - before)
             guard let digest = SHA256Digest.fromReprDigest(head.digest) else { throw SnapshotRefusal("no SHA-256 Repr-Digest") }
             let snapshot = try SnapshotFile.check(path: files.data, digest: digest, userID: try store.userID(),
                                                   schemaVersion: schemaVersion)
@@ -212,106 +122,91 @@ extension TodoSyncClient {
         }
     }
 
-    /// Downloads the snapshot to `files.data`, resuming what is there (`Range` + `If-Range`, so
-    /// a file that changed on the server starts over); retries broken downloads like any request.
-    /// Returns what the server said of the file, or nil when it has no snapshot route (404).
+    /// Downloads the snapshot to `files.data` in ranges of `snapshotRangeBytes` (`Range` +
+    /// `If-Range`), each appended to the file as it arrives, so that a broken download (a lost
+    /// connection, a killed process) resumes after the last range on disk; a file that changed
+    /// on the server meanwhile comes whole (200) and starts over. Each range is an ordinary
+    /// request (retries, timeouts, token refresh). Returns what the server said of the file and
+    /// the bytes this call downloaded, or nil when it has no snapshot route (404).
     func downloadSnapshot(_ files: SnapshotFiles, deadline: SyncDeadline,
-                          progress: (@Sendable (SyncProgress) -> Void)?) async throws -> SnapshotFiles.Head? {
-        var attempt = 0
-        var refreshed = false
+                          progress: (@Sendable (SyncProgress) -> Void)?) async throws -> (head: SnapshotFiles.Head, bytes: Int64)? {
+        var restarts = 0
+        var downloaded: Int64 = 0
+        func restart(_ why: String) throws {
+            files.remove()
+            restarts += 1
+            guard restarts <= api.retry.maxAttempts else { throw SnapshotRefusal(why) }
+        }
         while true {
-            attempt += 1
             var known = files.readHead()
             var size = files.size
-            if let head = known, let length = head.length, size == length { return head }  // an earlier run finished it
-            if known == nil || known?.etag == nil || (known?.length).map({ size > $0 }) == true || size == 0 {
+            if let head = known, let length = head.length, size == length { return (head, downloaded) }  // complete (an earlier run's too)
+            if known?.etag == nil || known?.length == nil || size == 0 || size > (known?.length ?? 0) {
                 // Nothing that can be resumed safely (no ETag to make If-Range of).
                 files.remove()
                 known = nil
                 size = 0
             }
-            guard let token = try store.token() else { throw SyncError.notLoggedIn }
-            var components = URLComponents(url: api.baseURL.appendingPathComponent("/api/v1/sync/snapshot"), resolvingAgainstBaseURL: false)!
-            components.queryItems = [URLQueryItem(name: "schemaVersion", value: String(schemaVersion))]
-            var request = URLRequest(url: components.url!)
-            request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization")
-            request.setValue("application/vnd.sqlite3", forHTTPHeaderField: "Accept")
-            // The digest and the ranges are then of the file itself (API.md: with gzip they
-            // would be of the encoded copy).
-            request.setValue("identity", forHTTPHeaderField: "Accept-Encoding")
-            if let known, let etag = known.etag, size > 0 {
-                request.setValue("bytes=\(size)-", forHTTPHeaderField: "Range")
-                request.setValue(etag, forHTTPHeaderField: "If-Range")
-            }
-            request.timeoutInterval = api.timeouts.request
-            let hook = hooks.snapshotBytesWritten
-            let sink = SnapshotSink(files: files, resumeFrom: size, known: known) { received, total in
-                hook?(received)
-                progress?(SyncProgress(phase: .downloading, operationsSent: 0, operationsTotal: 0, recordsPulled: 0, pages: 0,
-                                       bytesReceived: received, bytesTotal: total))
-            }
-            do {
-                try await streamSnapshot(request, into: sink, deadline: deadline)
-                sink.close()
-            } catch let error as SyncError {
-                throw error
-            } catch let refusal as SnapshotRefusal {
-                throw refusal
-            } catch is CancellationError {
-                throw CancellationError()
-            } catch {
-                sink.close()
-                if error is SnapshotSink.Mismatch { files.remove() }
-                guard attempt < api.retry.maxAttempts else { throw SyncError.offline(APIClient.describe(error)) }
-                try await api.wait(api.retry.delay(afterAttempt: attempt, retryAfter: nil), before: deadline)
-                continue
-            }
-            let response = sink.response
+            var headers = [
+                "Accept": "application/vnd.sqlite3",
+                // The digest and the ranges are then of the file itself (with gzip they would be
+                // of the encoded copy: API.md "Sync: snapshot").
+                "Accept-Encoding": "identity",
+                "Range": "bytes=\(size)-\(size + Int64(snapshotRangeBytes) - 1)",
+            ]
+            if let etag = known?.etag { headers["If-Range"] = etag }
+            let response = try await authorized("GET", "/api/v1/sync/snapshot",
+                                                query: [URLQueryItem(name: "schemaVersion", value: String(schemaVersion))],
+                                                headers: headers, deadline: deadline)
             switch response.status {
             case 200, 206:
-                if let total = sink.total, sink.received != total {
-                    // The connection ended early: resume.
-                    guard attempt < api.retry.maxAttempts else { throw SyncError.offline("the snapshot download ended early") }
-                    try await api.wait(api.retry.delay(afterAttempt: attempt, retryAfter: nil), before: deadline)
-                    continue
+                if let encoding = response.headers["content-encoding"], encoding.lowercased() != "identity" {
+                    throw SnapshotRefusal("the answer is \(encoding)-encoded, though identity was asked for")
                 }
-                guard let head = files.readHead() else { throw SnapshotRefusal("the download's head was lost") }
-                return head
+                let digest = response.headers["repr-digest"]
+                let etag = response.headers["etag"]
+                var start: Int64 = 0
+                var length = Int64(response.body.count)
+                if response.status == 206 {
+                    // `Content-Range: bytes START-END/LENGTH`
+                    guard let range = response.headers["content-range"], range.hasPrefix("bytes "),
+                          let dash = range.firstIndex(of: "-"), let slash = range.firstIndex(of: "/"),
+                          let first = Int64(range[range.index(range.startIndex, offsetBy: 6)..<dash]),
+                          let total = Int64(range[range.index(after: slash)...])
+                    else { throw SnapshotRefusal("a 206 without a usable Content-Range") }
+                    start = first
+                    length = total
+                }
+                if let known, start > 0 {
+                    // The next range of the file we hold the start of, or else start over.
+                    guard start == size, length == known.length, (digest ?? known.digest) == known.digest, (etag ?? known.etag) == known.etag else {
+                        try restart("the snapshot's ranges do not continue the partial file")
+                        continue
+                    }
+                } else {
+                    guard start == 0 else {
+                        try restart("the server sent a range the client did not ask for")
+                        continue
+                    }
+                    guard let digest, SHA256Digest.fromReprDigest(digest) != nil else {
+                        throw SnapshotRefusal("the answer has no SHA-256 Repr-Digest")
+                    }
+                    try files.start(SnapshotFiles.Head(etag: etag, digest: digest, length: length))
+                }
+                try files.append(response.body, at: start)
+                downloaded += Int64(response.body.count)
+                let written = start + Int64(response.body.count)
+                hooks.snapshotBytesWritten?(written)
+                progress?(SyncProgress(phase: .downloading, operationsSent: 0, operationsTotal: 0, recordsPulled: 0, pages: 0,
+                                       bytesReceived: written, bytesTotal: length))
+                if response.body.isEmpty && written < length { try restart("an empty range before the end of the snapshot") }
             case 404:
                 return nil
-            case 401 where !refreshed:
-                refreshed = true
-                guard let tokenRefresh, let fresh = try await tokenRefresh() else { throw SyncError.unauthorized }
-                try store.setToken(fresh)
-            case 416 where attempt < api.retry.maxAttempts:
-                files.remove()  // the partial file is longer than what the server has now
-            case let status where [429, 502, 503, 504].contains(status) && attempt < api.retry.maxAttempts:
-                let retryAfter = response.headers["retry-after"].flatMap(Double.init)
-                guard (retryAfter ?? 0) <= api.retry.maxDelay else { throw Self.failure(response) }
-                try await api.wait(api.retry.delay(afterAttempt: attempt, retryAfter: retryAfter), before: deadline)
+            case 416:
+                try restart("the server has no such range (416)")
             default:
                 throw Self.failure(response)
             }
-        }
-    }
-
-    /// One streamed request, bounded by what is left of the sync's time.
-    private func streamSnapshot(_ request: URLRequest, into sink: SnapshotSink, deadline: SyncDeadline) async throws {
-        let remaining = deadline.at - api.clock.now
-        guard remaining > 0 else { throw SyncError.timedOut(.sync, seconds: deadline.seconds, queued: nil) }
-        let transport = api.transport
-        try await withThrowingTaskGroup(of: Bool.self) { group in
-            group.addTask {
-                try await transport.stream(request, into: sink)
-                return true
-            }
-            group.addTask {
-                try? await Task.sleep(nanoseconds: UInt64(remaining * 1e9))
-                return false
-            }
-            let finished = try await group.next() ?? false
-            group.cancelAll()
-            if !finished { throw SyncError.timedOut(.sync, seconds: deadline.seconds, queued: nil) }
         }
     }
 }

@@ -44,7 +44,7 @@ public struct SyncHooks: Sendable {
     public var pageWritten: (@Sendable (Int) -> Void)?
     /// After a pull page and its cursor are committed.
     public var pageCommitted: (@Sendable (Int) -> Void)?
-    /// After a chunk of a snapshot download is on disk (bytes of the partial file so far).
+    /// After a range of a snapshot download is on disk (bytes of the partial file so far).
     public var snapshotBytesWritten: (@Sendable (Int64) -> Void)?
     /// Inside a snapshot's install transaction, after its rows are written, before it commits.
     public var snapshotInstalling: (@Sendable () -> Void)?
@@ -87,6 +87,8 @@ public final class TodoSyncClient: Sendable {
     let hooks: SyncHooks
     /// Whether the first sync of an empty store tries `GET /sync/snapshot` (docs/CLIENT.md).
     let useSnapshot: Bool
+    /// Bytes asked for per snapshot request (`Range`): what a broken download can lose.
+    let snapshotRangeBytes: Int
 
     /// - Parameters:
     ///   - retry: backoff for network errors and 429/502/503/504 answers.
@@ -97,11 +99,15 @@ public final class TodoSyncClient: Sendable {
     ///   - schemaVersion: the record shapes this client speaks (tests run version-1 clients).
     ///   - useSnapshot: the first sync of an empty store starts from the server's snapshot
     ///     (false: always the paged pull).
+    ///   - snapshotRangeBytes: the snapshot is downloaded in ranges of this size, each written to
+    ///     disk as it arrives (a broken download resumes after the last one).
     public init(store: LocalStore, baseURL: URL, transport: any HTTPTransport = URLSessionTransport(),
                 retry: RetryPolicy = RetryPolicy(), timeouts: SyncTimeouts = SyncTimeouts(),
                 clock: any SyncClock = SystemSyncClock(), tokenRefresh: (@Sendable () async throws -> String?)? = nil,
-                hooks: SyncHooks = SyncHooks(), schemaVersion: Int = SchemaVersion.current, useSnapshot: Bool = true) {
+                hooks: SyncHooks = SyncHooks(), schemaVersion: Int = SchemaVersion.current, useSnapshot: Bool = true,
+                snapshotRangeBytes: Int = 4 << 20) {
         self.useSnapshot = useSnapshot
+        self.snapshotRangeBytes = max(1, snapshotRangeBytes)
         self.store = store
         self.schemaVersion = schemaVersion
         self.api = APIClient(baseURL: baseURL, transport: transport, retry: retry, timeouts: timeouts, clock: clock)
@@ -316,13 +322,13 @@ public final class TodoSyncClient: Sendable {
 
     /// Sends with the stored token; on 401 asks the app for a new one, once.
     func authorized(_ method: String, _ path: String, query: [URLQueryItem] = [], body: Data? = nil,
-                    deadline: SyncDeadline) async throws -> APIResponse {
+                    headers: [String: String] = [:], deadline: SyncDeadline) async throws -> APIResponse {
         guard let token = try store.token() else { throw SyncError.notLoggedIn }
-        let response = try await api.send(method, path, query: query, body: body, token: token, deadline: deadline)
+        let response = try await api.send(method, path, query: query, body: body, headers: headers, token: token, deadline: deadline)
         guard response.status == 401 else { return response }
         guard let tokenRefresh, let fresh = try await tokenRefresh() else { throw SyncError.unauthorized }
         try store.setToken(fresh)
-        let retried = try await api.send(method, path, query: query, body: body, token: fresh, deadline: deadline)
+        let retried = try await api.send(method, path, query: query, body: body, headers: headers, token: fresh, deadline: deadline)
         if retried.status == 401 { throw SyncError.unauthorized }
         return retried
     }

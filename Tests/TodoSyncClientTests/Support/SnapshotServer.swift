@@ -112,8 +112,9 @@ final class SnapshotServer: HTTPTransport, @unchecked Sendable {
     var newEpoch = false
     /// Pulls without a cursor answer this status (to see that a refused snapshot installed nothing).
     var fullPullStatus: Int?
-    /// The first snapshot answer breaks after this many bytes of body.
-    var breakFirstDownloadAfter: Int?
+    /// The first snapshot request for a range starting at or after this offset fails as a lost
+    /// connection does (after the server did the work).
+    var breakFirstDownloadAt: Int?
     /// Every snapshot request's `Range` and `If-Range` (nil when absent).
     private(set) var snapshotRequests: [(range: String?, ifRange: String?)] = []
     /// Every pull's query, as sent.
@@ -222,27 +223,16 @@ final class SnapshotServer: HTTPTransport, @unchecked Sendable {
         if path.hasSuffix("/sync/push") { return locked { push(request) } }
         if path.hasSuffix("/sync/snapshot") {
             let (status, headers, body) = try snapshot(request)
+            let broken = locked { () -> Bool in
+                guard let at = breakFirstDownloadAt, let range = headers["Content-Range"],
+                      let start = Int(range.dropFirst(6).prefix { $0 != "-" }), start >= at else { return false }
+                breakFirstDownloadAt = nil
+                return true
+            }
+            if broken { throw URLError(.networkConnectionLost) }
             return (body, HTTPURLResponse(url: request.url!, statusCode: status, httpVersion: "HTTP/1.1", headerFields: headers)!)
         }
         return (Data(#"{"error":{"code":"not_found","message":"no such route"}}"#.utf8), Self.head(request, 404, [:]))
-    }
-
-    func stream(_ request: URLRequest, into sink: any HTTPBodySink) async throws {
-        let (data, response) = try await send(request)
-        try sink.begin(response)
-        let cut = locked { () -> Int? in
-            guard request.url?.path.hasSuffix("/sync/snapshot") == true, response.statusCode == 200, let cut = breakFirstDownloadAfter else { return nil }
-            breakFirstDownloadAfter = nil
-            return cut
-        }
-        // Chunks, as a network delivers them.
-        var offset = 0
-        while offset < data.count {
-            if let cut, offset >= cut { throw URLError(.networkConnectionLost) }
-            let end = min(data.count, offset + 4096, cut.map { max($0, offset + 1) } ?? Int.max)
-            try sink.write(data.subdata(in: offset..<end))
-            offset = end
-        }
     }
 
     private static func head(_ request: URLRequest, _ status: Int, _ headers: [String: String]) -> HTTPURLResponse {
@@ -323,11 +313,15 @@ final class SnapshotServer: HTTPTransport, @unchecked Sendable {
         let etag = "\"s\(file.version)\""
         var headers = ["Content-Type": "application/vnd.sqlite3", "ETag": etag, "Accept-Ranges": "bytes",
                        "Repr-Digest": "sha-256=:\(file.digest.base64EncodedString()):"]
-        if let range, range.hasPrefix("bytes="), range.hasSuffix("-"), ifRange == etag,
-           let start = Int(range.dropFirst(6).dropLast()), start < bytes.count {
-            headers["Content-Range"] = "bytes \(start)-\(bytes.count - 1)/\(bytes.count)"
-            headers["Content-Length"] = String(bytes.count - start)
-            return (206, headers, bytes.subdata(in: start..<bytes.count))
+        // `Range: bytes=START-[END]`, honoured when If-Range is absent or names this file.
+        if let range, range.hasPrefix("bytes="), ifRange == nil || ifRange == etag {
+            let parts = range.dropFirst(6).split(separator: "-", omittingEmptySubsequences: false)
+            if parts.count == 2, let start = Int(parts[0]), start < bytes.count {
+                let end = min(bytes.count - 1, Int(parts[1]) ?? bytes.count - 1)
+                headers["Content-Range"] = "bytes \(start)-\(end)/\(bytes.count)"
+                headers["Content-Length"] = String(end - start + 1)
+                return (206, headers, bytes.subdata(in: start..<(end + 1)))
+            }
         }
         headers["Content-Length"] = String(bytes.count)
         return (200, headers, bytes)
