@@ -198,6 +198,18 @@ final class SnapshotTests: XCTestCase {
         assertNoPartialFiles(fresh)
     }
 
+    func testAnAccountTooLargeToBuildGetsThePagedPull() async throws {
+        let server = populatedServer()
+        server.snapshotStatus = 503  // with Retry-After: 3600, as for an account too large to build
+        let fresh = try device("fresh", server)
+        let report = try await fresh.sync()
+        XCTAssertEqual(report.snapshot, .unavailable)
+        XCTAssertEqual(server.snapshotRequests.count, 1, "a Retry-After longer than the client waits is not waited for")
+        let paged = try device("paged", server, useSnapshot: false)
+        try await paged.sync()
+        XCTAssertEqual(try dump(fresh), try dump(paged))
+    }
+
     // MARK: Broken downloads
 
     func testTheDownloadGoesByRangesAndABrokenOneIsAskedForAgain() async throws {

@@ -9,7 +9,9 @@ public enum SnapshotOutcome: Sendable, Equatable {
     /// Installed (`records` rows; `bytes` downloaded by this sync, 0 when a download an earlier
     /// run finished was installed), then pulled from its cursor.
     case installed(records: Int, bytes: Int64)
-    /// The server has no snapshot route (404): the paged pull did the first sync.
+    /// The server has no snapshot to give: no route (404), or none now (429/502/503/504 after
+    /// the usual retries; 503 with a long `Retry-After` for an account too large to build). The
+    /// paged pull did the first sync.
     case unavailable
     /// Downloaded and refused (a failed check, or its cursor answered 410): nothing of it was
     /// installed, the paged pull did the first sync.
@@ -127,7 +129,7 @@ extension TodoSyncClient {
     /// connection, a killed process) resumes after the last range on disk; a file that changed
     /// on the server meanwhile comes whole (200) and starts over. Each range is an ordinary
     /// request (retries, timeouts, token refresh). Returns what the server said of the file and
-    /// the bytes this call downloaded, or nil when it has no snapshot route (404).
+    /// the bytes this call downloaded, or nil when it has none to give (404, or 429/5xx after retries).
     func downloadSnapshot(_ files: SnapshotFiles, deadline: SyncDeadline,
                           progress: (@Sendable (SyncProgress) -> Void)?) async throws -> (head: SnapshotFiles.Head, bytes: Int64)? {
         var restarts = 0
@@ -200,7 +202,9 @@ extension TodoSyncClient {
                 progress?(SyncProgress(phase: .downloading, operationsSent: 0, operationsTotal: 0, recordsPulled: 0, pages: 0,
                                        bytesReceived: written, bytesTotal: length))
                 if response.body.isEmpty && written < length { try restart("an empty range before the end of the snapshot") }
-            case 404:
+            case 404, 429, 502, 503, 504:
+                // No route, or no file now (an account too large to build within the server's
+                // budget answers 503 with a long Retry-After): the paged pull works for any size.
                 return nil
             case 416:
                 try restart("the server has no such range (416)")

@@ -104,6 +104,8 @@ final class SnapshotServer: HTTPTransport, @unchecked Sendable {
 
     /// false: the snapshot route is 404 (a server before snapshots).
     var snapshotRoute = true
+    /// The snapshot route answers this status (503: an account too large to build in time).
+    var snapshotStatus: Int?
     /// One byte of the served file is flipped after its digest was taken.
     var tamper = false
     var snapshotUserID = String(SnapshotServer.userID)
@@ -306,6 +308,10 @@ final class SnapshotServer: HTTPTransport, @unchecked Sendable {
                 cached = (version, bytes, try independentSHA256(bytes))
             }
             return (true, cached)
+        }
+        if let status = locked({ snapshotStatus }) {
+            return (status, ["Content-Type": "application/json", "Retry-After": "3600"],
+                    Data(#"{"error":{"code":"unavailable","message":"too large to build in time"}}"#.utf8))
         }
         guard route, let file else { return (404, ["Content-Type": "application/json"], Data(#"{"error":{"code":"not_found","message":"no such route"}}"#.utf8)) }
         var bytes = file.bytes
