@@ -100,7 +100,7 @@ public final class SnapshotCache: Sendable {
     /// until `deadline`): nil when the deadline came first.
     func withBuildLock<T>(_ key: Key, deadline: RequestDeadline?, _ body: () throws -> T) throws -> T? {
         try prepareDirectory(key.userID)
-        let path = "\(userDirectory(key.userID))/.lock-\(key.epoch)-\(key.schemaVersion)"
+        let path = "\(userDirectory(key.userID))/.lock-\(String(key.epoch, radix: 16))-\(key.schemaVersion)"
         let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o640)
         guard fd >= 0 else { throw SnapshotError.cache("cannot open \(path): errno \(errno)") }
         defer { close(fd) }
@@ -143,7 +143,9 @@ public final class SnapshotCache: Sendable {
 
     // MARK: builds that do not fit the budget
 
-    func tooSlowMark(_ key: Key) -> String { "\(userDirectory(key.userID))/.too-slow-\(key.epoch)-\(key.schemaVersion)" }
+    func tooSlowMark(_ key: Key) -> String {
+        "\(userDirectory(key.userID))/.too-slow-\(String(key.epoch, radix: 16))-\(key.schemaVersion)"
+    }
 
     /// Notes that a build of `key`'s account ran out of the request budget.
     func markTooSlow(_ key: Key) {

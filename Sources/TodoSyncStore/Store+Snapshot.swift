@@ -10,9 +10,10 @@ extension Store {
     /// The user's snapshot file at `schemaVersion` (contract "Sync: snapshot", docs/SNAPSHOT.md):
     /// the newest cached one of the user's current version and epoch, or one built now. Concurrent
     /// requests for one key build it once (`SnapshotCache.withBuildLock`); the others wait for it
-    /// within their own budget. A build that does not fit the request budget is abandoned and
-    /// noted: the account is answered `SnapshotError.tooSlow` (503, `Retry-After`) without a new
-    /// try until the cache's age limit has passed.
+    /// within their own budget. A build that does not fit the request budget is abandoned; when
+    /// it had at least half the budget, the account is noted too large and answered
+    /// `SnapshotError.tooSlow` (503, `Retry-After`) without a new try until the cache's age limit
+    /// has passed (with less: `busy`, 503 `Retry-After: 1`).
     ///
     /// `holdMilliseconds` (test hooks only): the build sleeps that long right after its consistent
     /// read began, so writes can commit while it runs.
@@ -29,10 +30,18 @@ extension Store {
             // Built by the request that held the lock before this one.
             if let entry = cache.lookup(key) { return entry }
             if let wait = cache.tooSlowRetryAfter(key) { throw SnapshotError.tooSlow(retryAfterSeconds: wait) }
+            // The budget this build starts with: one that waited for most of it (for the lock,
+            // or in the queue) and then ran out says nothing about the account's size.
+            let left = deadline.map { $0.millisecondsSinceEpoch - Timestamp.now().millisecondsSinceEpoch }
             do {
-                return try buildSnapshot(userID: userID, schemaVersion: schemaVersion, cache: cache,
-                                         holdMilliseconds: holdMilliseconds)
+                let built = try configuration.snapshotBuildSlots.withSlot {
+                    try buildSnapshot(userID: userID, schemaVersion: schemaVersion, cache: cache,
+                                      holdMilliseconds: holdMilliseconds)
+                }
+                guard let built else { throw SnapshotError.busy }
+                return built
             } catch SnapshotError.tooSlow {
+                guard let left, left * 2 >= configuration.requestBudgetMilliseconds else { throw SnapshotError.busy }
                 cache.markTooSlow(key)
                 SnapshotMetrics.tooSlow.increment()
                 throw SnapshotError.tooSlow(retryAfterSeconds: cache.maximumAgeSeconds)

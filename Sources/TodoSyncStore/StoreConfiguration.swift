@@ -47,6 +47,10 @@ public struct StoreConfiguration: Sendable {
 
     /// Where snapshot files are built and kept (nil: the snapshot route is 404).
     public var snapshotCache: SnapshotCache?
+    /// Snapshot builds at once in this process (shared by every worker's store): each holds a
+    /// worker and about a core for up to the request budget. One more is answered at once with
+    /// 503 and `Retry-After: 1` (the client retries, or syncs by paged pull).
+    public var snapshotBuildSlots = HashSlots(limit: 2)
 
     public init() {}
 }

@@ -261,7 +261,7 @@ def test_headers_etag_304_range_and_digest(client):
     head = client.request("HEAD", SNAPSHOT, params={"schemaVersion": "2"})
     assert head.status_code == 200 and int(head.headers["Content-Length"]) == size
     # The internal location is not reachable from outside.
-    assert requests.get(f"{tsapi.BASE_URL}/__snapshot/{client.user["id"]}/x.sqlite",
+    assert requests.get(f"{tsapi.BASE_URL}/__snapshot/{client.user['id']}/x.sqlite",
                         timeout=tsapi.TIMEOUT).status_code == 404
 
 
@@ -294,6 +294,10 @@ def test_twenty_concurrent_requests_build_it_once(client):
     assert len({r.headers["Repr-Digest"] for r in results}) == 1
     assert all(r.headers["Repr-Digest"] == repr_digest(r.content) for r in results)
     assert builds() - before == 1, "twenty requests of one account built the snapshot more than once"
+    text = requests.get(f"{tsapi.BASE_URL}/metrics", timeout=tsapi.TIMEOUT).text
+    for name in ("todosync_snapshot_builds_total", "todosync_snapshot_build_records_total",
+                 "todosync_snapshot_build_seconds_total"):
+        assert f"# HELP {name} " in text, f"{name} has no HELP line"
 
 
 def test_a_new_write_or_a_new_epoch_is_a_new_file(client, stack_cmd):
@@ -328,6 +332,13 @@ def test_a_deleted_accounts_files_are_gone(make_client):
     assert r.status_code == 204, tsapi.short(r)
     assert not os.path.exists(user_dir), os.listdir(user_dir)
     assert get_snapshot(api).status_code == 401
+    # A build that finished after the delete left a file: `todosync purge` erases it with the
+    # account's rows.
+    os.makedirs(user_dir)
+    with open(os.path.join(user_dir, "1-1-2-" + "0" * 64 + ".sqlite"), "wb") as f:
+        f.write(b"late")
+    synclib.purge_all_tombstones()
+    assert not os.path.exists(user_dir), os.listdir(user_dir)
 
 
 def test_auth_and_parameters(client):
@@ -355,4 +366,6 @@ def test_an_account_too_large_for_the_budget_gets_503_and_pulls(client):
     tsapi.assert_error(again, 503, "unavailable")
     assert int(again.headers["Retry-After"]) > 60
     assert total(scrape(), "todosync_snapshot_builds_too_slow_total") - before == 1
+    assert "# HELP todosync_snapshot_builds_too_slow_total " in requests.get(
+        f"{tsapi.BASE_URL}/metrics", timeout=tsapi.TIMEOUT).text
     assert full_pull(client).data["todos"]
