@@ -175,6 +175,17 @@ struct Output {
 
 /// The `--json` shapes of the records (docs/CLIENT-CLI.md, "Records").
 enum Render {
+    /// `sync --json`'s `snapshot`: null when no snapshot was tried (the store was not empty).
+    static func snapshot(_ outcome: SnapshotOutcome?) -> JSONValue {
+        switch outcome {
+        case nil: return .null
+        case .installed(let records, let bytes):
+            return .object(["outcome": .string("installed"), "records": .int(records), "bytes": .int(bytes)])
+        case .unavailable: return .object(["outcome": .string("unavailable")])
+        case .refused(let reason): return .object(["outcome": .string("refused"), "reason": .string(reason)])
+        }
+    }
+
     static func todo(_ todo: LocalTodo, tags: [Int64: LocalTag], marks: RecordMarks) -> JSONValue {
         var object: [String: JSONValue] = [
             "localId": .int(todo.localID), "serverId": .optionalInt(todo.serverID), "title": .string(todo.title),

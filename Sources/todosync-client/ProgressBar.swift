@@ -4,11 +4,16 @@ import TodoSyncClient
 /// A one-line progress display on stderr, shown only on a terminal (or with `sync --progress`).
 /// It draws a bar only for what it can measure: pushing shows sent of queued; pulling shows a bar
 /// when the server says how many records are coming, and otherwise plain counts (never a bar that
-/// cycles without measuring anything).
+/// cycles without measuring anything). A first sync's snapshot download shows bytes of its
+/// `Content-Length`.
 final class ProgressBar: @unchecked Sendable {
     private let enabled: Bool
     private let lock = NSLock()
     private var shown = false
+    /// The download line last drawn (chunks come far more often than the text changes), and the
+    /// tenth last written when stderr is not a terminal.
+    private var lastDownload = ""
+    private var lastTenth = -1
     private let interactive = isatty(STDERR_FILENO) != 0
 
     init(enabled: Bool) { self.enabled = enabled }
@@ -19,6 +24,24 @@ final class ProgressBar: @unchecked Sendable {
         defer { lock.unlock() }
         let text: String
         switch progress.phase {
+        case .downloading:
+            let received = Self.megabytes(progress.bytesReceived)
+            if let total = progress.bytesTotal, total > 0 {
+                let fraction = Double(progress.bytesReceived) / Double(total)
+                text = "Downloading snapshot \(bar(fraction)) \(received)/\(Self.megabytes(total)) MB"
+                let tenth = Int(fraction * 10)
+                guard text != lastDownload, interactive || tenth != lastTenth else { return }
+                lastTenth = tenth
+            } else {
+                text = "Downloading snapshot \(received) MB"
+                guard text != lastDownload, interactive else { return }
+            }
+            lastDownload = text
+            if !interactive {
+                FileHandle.standardError.write(Data((text + "\n").utf8))
+                shown = true
+                return
+            }
         case .pushing:
             let total = max(progress.operationsTotal, 1)
             text = "Pushing \(bar(Double(progress.operationsSent) / Double(total))) \(progress.operationsSent)/\(progress.operationsTotal) changes"
@@ -41,6 +64,11 @@ final class ProgressBar: @unchecked Sendable {
         lock.lock()
         defer { lock.unlock() }
         if shown && interactive { FileHandle.standardError.write(Data("\n".utf8)) }
+    }
+
+    /// Bytes as megabytes with one decimal (`12.3`).
+    static func megabytes(_ bytes: Int64) -> String {
+        String(format: "%.1f", Double(bytes) / 1_000_000)
     }
 
     private func bar(_ fraction: Double) -> String {

@@ -10,7 +10,8 @@ struct Sync: AsyncParsableCommand {
             Changes stay queued whatever happens; the exit code says what did (the table: \
             `todosync-client --help`). Another process syncing this store is reported ("Sync \
             already running on STORE"), not waited for. Progress goes to stderr, only on a \
-            terminal or with --progress.
+            terminal or with --progress. The first sync of an empty store starts from the \
+            server's snapshot when it offers one (docs/CLIENT.md).
             """)
     @OptionGroup var options: StoreOptions
     @Option(help: "merge, reject, client-wins, or ask (conflicts go to `conflicts`).") var policy: String = "merge"
@@ -18,13 +19,14 @@ struct Sync: AsyncParsableCommand {
     @Flag(help: "No progress output.") var quiet = false
     @Flag(help: "Progress on stderr even when it is not a terminal.") var progress = false
     @Flag(help: "Print how long the sync took (for benchmarks).") var timing = false
+    @Flag(help: "A first sync pulls page by page even when the server offers a snapshot.") var noSnapshot = false
 
     func run() async throws {
         guard let conflictPolicy = ConflictStrategy(rawValue: policy) else {
             throw ValidationError("--policy must be one of: merge, reject, client-wins, ask")
         }
         let store = try options.openStore()
-        let client = try options.client(store)
+        let client = try options.client(store, useSnapshot: !noSnapshot)
         let out = options.output
         let bar = ProgressBar(enabled: !quiet && !options.json && (progress || isatty(STDERR_FILENO) != 0))
         let queuedBefore = Set(try store.operations(historyLimit: 0).map(\.opID))
@@ -66,7 +68,11 @@ struct Sync: AsyncParsableCommand {
         if !results.isEmpty { parts.append("(" + results.joined(separator: ", ") + ")") }
         parts.append("pulled \(report.recordsPulled) record(s) in \(report.pages) page(s)")
         if report.resyncedAfterExpiry { parts.append("after a full resync (the server's history moved on)") }
+        if case .installed(let records, let bytes) = report.snapshot {
+            parts.append("after installing a snapshot of \(records) record(s) (\(ProgressBar.megabytes(bytes)) MB downloaded)")
+        }
         out.say("Synced: " + parts.joined(separator: " ") + ".")
+        if case .refused(let reason) = report.snapshot { out.say("The server's snapshot was refused (\(reason)); pulled page by page instead.") }
         let outcomes = try store.operations(historyLimit: 1000).filter { queuedBefore.contains($0.opID) }
         let settled = try SettledChanges(outcomes, policy: conflictPolicy, store: store)
         for line in settled.lines { out.say(line) }
@@ -78,6 +84,7 @@ struct Sync: AsyncParsableCommand {
             "results": .object(Dictionary(uniqueKeysWithValues: sortedResults.map { ($0.key.rawValue, JSONValue.int($0.value)) })),
             "pulled": .int(report.recordsPulled), "pages": .int(report.pages), "fullPull": .bool(report.fullPull),
             "resyncedAfterExpiry": .bool(report.resyncedAfterExpiry), "pending": .int(status.pending),
+            "snapshot": Render.snapshot(report.snapshot),
             "conflicts": .int(status.conflicts), "rejected": .int(status.rejected),
             "seconds": .number(JSONNumber(literal: String(format: "%.4f", seconds))),
             "kept": .array(settled.kept.map(Render.operation)), "dropped": .array(settled.dropped.map(Render.operation)),

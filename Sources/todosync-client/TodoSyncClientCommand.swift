@@ -114,7 +114,7 @@ struct StoreOptions: ParsableArguments {
         return ("http://127.0.0.1:8080", "default")
     }
 
-    func client(_ store: LocalStore) throws -> TodoSyncClient {
+    func client(_ store: LocalStore, useSnapshot: Bool = true) throws -> TodoSyncClient {
         let url = try serverInUse(store).url
         guard let baseURL = URL(string: url) else { throw ValidationError("--server is not a URL: \(url)") }
         if server != nil { try store.setServerURL(url) }
@@ -125,9 +125,11 @@ struct StoreOptions: ParsableArguments {
         if let seconds = try Self.seconds(environment, "TODOSYNC_CLIENT_SYNC_TIMEOUT") { timeouts.sync = seconds }
         // An older client's shapes, for tests of mixed fleets (docs/CLIENT-SETTINGS.md).
         let schemaVersion = environment["TODOSYNC_CLIENT_SCHEMA_VERSION"].flatMap(Int.init) ?? SchemaVersion.current
+        let rangeBytes = environment["TODOSYNC_CLIENT_SNAPSHOT_RANGE_BYTES"].flatMap(Int.init) ?? 4 << 20
         return TodoSyncClient(
             store: store, baseURL: baseURL, retry: RetryPolicy(maxAttempts: attempts, initialDelay: 0.2, maxDelay: 5),
-            timeouts: timeouts, hooks: CrashHooks.fromEnvironment(), schemaVersion: schemaVersion)
+            timeouts: timeouts, hooks: CrashHooks.fromEnvironment(), schemaVersion: schemaVersion,
+            useSnapshot: useSnapshot, snapshotRangeBytes: rangeBytes)
     }
 
     /// A positive number of seconds from the environment, or nil when the variable is unset.
@@ -140,8 +142,10 @@ struct StoreOptions: ParsableArguments {
     }
 }
 
-/// `TODOSYNC_CLIENT_CRASH_AT=push-response:N | page-written:N | page-committed:N` makes the
-/// process SIGKILL itself at that point of a sync: how the tests prove crash safety.
+/// `TODOSYNC_CLIENT_CRASH_AT=push-response:N | page-written:N | page-committed:N |
+/// snapshot-bytes:N | snapshot-install:1` makes the process SIGKILL itself at that point of a
+/// sync (`snapshot-bytes`: once N bytes of a snapshot download are on disk; `snapshot-install`:
+/// inside the install transaction, before it commits): how the tests prove crash safety.
 enum CrashHooks {
     static func fromEnvironment() -> SyncHooks {
         guard let spec = ProcessInfo.processInfo.environment["TODOSYNC_CLIENT_CRASH_AT"] else { return SyncHooks() }
@@ -152,6 +156,8 @@ enum CrashHooks {
         case "push-response": return SyncHooks(pushResponseReceived: die)
         case "page-written": return SyncHooks(pageWritten: die)
         case "page-committed": return SyncHooks(pageCommitted: die)
+        case "snapshot-bytes": return SyncHooks(snapshotBytesWritten: { bytes in if bytes >= Int64(n) { kill(getpid(), SIGKILL) } })
+        case "snapshot-install": return SyncHooks(snapshotInstalling: { kill(getpid(), SIGKILL) })
         default: return SyncHooks()
         }
     }

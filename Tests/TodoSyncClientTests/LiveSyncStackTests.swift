@@ -126,7 +126,8 @@ final class LiveSyncStackTests: StackTestCase {
         guard FileManager.default.isExecutableFile(atPath: binary) else { throw TestFailure("todosync-client is not built at \(binary)") }
         let process = Process()
         process.executableURL = URL(fileURLWithPath: binary)
-        process.arguments = ["watch", "--json", "--interval", "3600", "--db", b.path]
+        // --verbose: the first sync is printed even when it moves nothing (below, it is waited for).
+        process.arguments = ["watch", "--json", "--verbose", "--interval", "3600", "--db", b.path]
         var environment = ProcessInfo.processInfo.environment
         environment["TODOSYNC_SERVER"] = baseURL.absoluteString
         process.environment = environment
@@ -139,6 +140,9 @@ final class LiveSyncStackTests: StackTestCase {
         defer { if process.isRunning { process.terminate() } }
         let lines = OutputFile(path: outputPath)
         await waitFor("watch connected", timeout: 10) { lines.text.contains(#""event":"connected""#) }
+        // The first sync of B's empty store (from the snapshot) is over before anything is queued
+        // on B; a change queued while it runs would go out with it, not as a local write.
+        await waitFor("the watch's first sync", timeout: 10) { lines.text.contains(#""trigger":"start""#) }
 
         let day = Day("2026-11-24")!
         try a.store.addTodo(NewTodo(title: "Pushed by A", deadline: day))

@@ -227,10 +227,11 @@ struct APIClient: Sendable {
     ///   - file: a 200's body goes there as it arrives (`HTTPTransport.download`), and the
     ///     answer's `body` is empty; `timeouts.request` then bounds each wait for a byte, not
     ///     the whole transfer.
+    ///   - headers: are set last (a snapshot range asks for `Accept-Encoding: identity`).
     ///   - resend: false for a request that is not safe to repeat (no opId or key makes it so):
     ///     a lost answer (network error, 502, 504) is not resent; only 429 and 503, which
     ///     apply nothing, are retried.
-    func send(_ method: String, _ path: String, query: [URLQueryItem] = [], body: Data? = nil,
+    func send(_ method: String, _ path: String, query: [URLQueryItem] = [], body: Data? = nil, headers: [String: String] = [:],
               token: String?, deadline: SyncDeadline? = nil, into file: URL? = nil,
               resend: Bool = true) async throws -> APIResponse {
         let deadline = deadline ?? SyncDeadline(clock: clock, seconds: timeouts.sync)
@@ -243,6 +244,7 @@ struct APIClient: Sendable {
         request.setValue("application/json", forHTTPHeaderField: "Accept")
         request.setValue("gzip", forHTTPHeaderField: "Accept-Encoding")
         if let token { request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization") }
+        for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
 
         var attempt = 0
         while true {
@@ -283,7 +285,7 @@ struct APIClient: Sendable {
     }
 
     /// A backoff wait; one that would end past the deadline ends the call now instead.
-    private func wait(_ seconds: Double, before deadline: SyncDeadline) async throws {
+    func wait(_ seconds: Double, before deadline: SyncDeadline) async throws {
         guard clock.now + seconds < deadline.at else {
             throw SyncError.timedOut(.sync, seconds: deadline.seconds, queued: nil)
         }

@@ -314,7 +314,6 @@ public actor SyncEngine {
     // MARK: The live stream
 
     private func runLive(_ live: any LiveStream) async {
-        let deviceID = try? client.store.deviceID
         var attempt = 0
         while !stopped && !Task.isCancelled {
             var reason = "closed by the server"
@@ -330,7 +329,8 @@ public actor SyncEngine {
                             emit.yield(.connected)
                             request(.streamOpened, after: 0)
                         case .poke(let version, let from):
-                            if from != nil && from == deviceID { continue }
+                            // Read now: a first sync from a snapshot gives the store a new deviceId.
+                            if from != nil && from == (try? client.store.deviceID) { continue }
                             emit.yield(.poke(version: version, deviceID: from))
                             request(.poke, after: 0)
                         }

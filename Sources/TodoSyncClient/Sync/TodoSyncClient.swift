@@ -6,7 +6,8 @@ import FoundationNetworking
 
 /// Progress of a sync, reported as it goes.
 public struct SyncProgress: Sendable, Equatable {
-    public enum Phase: String, Sendable { case pushing, pulling }
+    /// `downloading`: a new device's snapshot (`bytesReceived` of `bytesTotal`).
+    public enum Phase: String, Sendable { case downloading, pushing, pulling }
     public var phase: Phase
     /// Operations sent so far, of those queued when the sync began.
     public var operationsSent: Int
@@ -17,6 +18,9 @@ public struct SyncProgress: Sendable, Equatable {
     public var pages: Int
     /// The number of records the pull will bring, when known (the contract does not say).
     public var recordsTotal: Int?
+    /// Bytes of the snapshot received so far, and its `Content-Length` (nil when not sent).
+    public var bytesReceived: Int64 = 0
+    public var bytesTotal: Int64?
 }
 
 /// What a sync did.
@@ -32,6 +36,8 @@ public struct SyncReport: Sendable, Equatable {
     /// pull's records are counted, not listed).
     public var changes: [PulledChange] = []
     public static let changesKept = 1000
+    /// What became of the snapshot of a first sync (nil: the store was not empty, no snapshot tried).
+    public var snapshot: SnapshotOutcome?
 }
 
 /// One record (or tombstone) a pull brought: what `todosync-client watch` prints.
@@ -73,12 +79,19 @@ public struct SyncHooks: Sendable {
     public var pageWritten: (@Sendable (Int) -> Void)?
     /// After a pull page and its cursor are committed.
     public var pageCommitted: (@Sendable (Int) -> Void)?
+    /// After a range of a snapshot download is on disk (bytes of the partial file so far).
+    public var snapshotBytesWritten: (@Sendable (Int64) -> Void)?
+    /// Inside a snapshot's install transaction, after its rows are written, before it commits.
+    public var snapshotInstalling: (@Sendable () -> Void)?
 
     public init(pushResponseReceived: (@Sendable (Int) -> Void)? = nil, pageWritten: (@Sendable (Int) -> Void)? = nil,
-                pageCommitted: (@Sendable (Int) -> Void)? = nil) {
+                pageCommitted: (@Sendable (Int) -> Void)? = nil, snapshotBytesWritten: (@Sendable (Int64) -> Void)? = nil,
+                snapshotInstalling: (@Sendable () -> Void)? = nil) {
         self.pushResponseReceived = pushResponseReceived
         self.pageWritten = pageWritten
         self.pageCommitted = pageCommitted
+        self.snapshotBytesWritten = snapshotBytesWritten
+        self.snapshotInstalling = snapshotInstalling
     }
 }
 
@@ -107,6 +120,10 @@ public final class TodoSyncClient: Sendable {
     let api: APIClient
     let tokenRefresh: (@Sendable () async throws -> String?)?
     let hooks: SyncHooks
+    /// Whether the first sync of an empty store tries `GET /sync/snapshot` (docs/CLIENT.md).
+    let useSnapshot: Bool
+    /// Bytes asked for per snapshot request (`Range`): what a broken download can lose.
+    let snapshotRangeBytes: Int
 
     /// - Parameters:
     ///   - retry: backoff for network errors and 429/502/503/504 answers.
@@ -115,10 +132,17 @@ public final class TodoSyncClient: Sendable {
     ///   - tokenRefresh: called when the server answers 401; return a new token (e.g. by logging
     ///     in again) or nil to give up. The outbox is kept either way.
     ///   - schemaVersion: the record shapes this client speaks (tests run version-1 clients).
+    ///   - useSnapshot: the first sync of an empty store starts from the server's snapshot
+    ///     (false: always the paged pull).
+    ///   - snapshotRangeBytes: the snapshot is downloaded in ranges of this size, each written to
+    ///     disk as it arrives (a broken download resumes after the last one).
     public init(store: LocalStore, baseURL: URL, transport: any HTTPTransport = URLSessionTransport(),
                 retry: RetryPolicy = RetryPolicy(), timeouts: SyncTimeouts = SyncTimeouts(),
                 clock: any SyncClock = SystemSyncClock(), tokenRefresh: (@Sendable () async throws -> String?)? = nil,
-                hooks: SyncHooks = SyncHooks(), schemaVersion: Int = SchemaVersion.current) {
+                hooks: SyncHooks = SyncHooks(), schemaVersion: Int = SchemaVersion.current, useSnapshot: Bool = true,
+                snapshotRangeBytes: Int = 4 << 20) {
+        self.useSnapshot = useSnapshot
+        self.snapshotRangeBytes = max(1, snapshotRangeBytes)
         self.store = store
         self.schemaVersion = schemaVersion
         self.api = APIClient(baseURL: baseURL, transport: transport, retry: retry, timeouts: timeouts, clock: clock)
@@ -188,6 +212,8 @@ public final class TodoSyncClient: Sendable {
                 guard schemaVersion >= required.minimum else { throw SyncError.upgradeRequired(required) }
                 try store.setUpgradeRequired(nil)
             }
+            // A new device (an empty store) starts from the server's snapshot when it can.
+            if useSnapshot { try await bootstrapFromSnapshot(pageSize: pageSize, report: &report, deadline: deadline, progress: progress) }
             try await push(policy: policy, report: &report, deadline: deadline, progress: progress)
             let resynced = try await pull(pageSize: pageSize, report: &report, deadline: deadline, progress: progress)
             let stillPending = try store.pendingCount()
@@ -333,9 +359,9 @@ public final class TodoSyncClient: Sendable {
     /// A 401 for a wrong password (`APIResponse.wrongPasswordField`) is an answer, not a refusal.
     /// `file` and `resend`: as `APIClient.send`.
     func authorized(_ method: String, _ path: String, query: [URLQueryItem] = [], body: Data? = nil,
-                    deadline: SyncDeadline, into file: URL? = nil, resend: Bool = true) async throws -> APIResponse {
+                    headers: [String: String] = [:], deadline: SyncDeadline, into file: URL? = nil, resend: Bool = true) async throws -> APIResponse {
         guard let token = try store.token() else { throw try store.hasAccount ? SyncError.unauthorized : SyncError.notLoggedIn }
-        let response = try await api.send(method, path, query: query, body: body, token: token, deadline: deadline,
+        let response = try await api.send(method, path, query: query, body: body, headers: headers, token: token, deadline: deadline,
                                           into: file, resend: resend)
         guard response.status == 401, response.wrongPasswordField == nil else { return response }
         guard let tokenRefresh, let fresh = try await tokenRefresh() else {
@@ -343,7 +369,7 @@ public final class TodoSyncClient: Sendable {
             throw SyncError.unauthorized
         }
         try store.setToken(fresh)
-        let retried = try await api.send(method, path, query: query, body: body, token: fresh, deadline: deadline,
+        let retried = try await api.send(method, path, query: query, body: body, headers: headers, token: fresh, deadline: deadline,
                                          into: file, resend: resend)
         if retried.status == 401, retried.wrongPasswordField == nil {
             try store.signOut(refused: fresh)

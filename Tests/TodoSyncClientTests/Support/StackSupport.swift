@@ -115,7 +115,7 @@ final class Device: @unchecked Sendable {
 
     init(_ name: String, directory: URL, baseURL: URL, transport: any HTTPTransport = URLSessionTransport(),
          hooks: SyncHooks = SyncHooks(), tokenRefresh: (@Sendable () async throws -> String?)? = nil,
-         schemaVersion: Int = SchemaVersion.current,
+         schemaVersion: Int = SchemaVersion.current, useSnapshot: Bool = true,
          retry: RetryPolicy = RetryPolicy(maxAttempts: 8, initialDelay: 0.1, maxDelay: 2)) throws {
         self.name = name
         path = directory.appendingPathComponent("\(name).sqlite").path
@@ -123,7 +123,7 @@ final class Device: @unchecked Sendable {
         client = TodoSyncClient(
             store: store, baseURL: baseURL, transport: transport,
             retry: retry, tokenRefresh: tokenRefresh, hooks: hooks,
-            schemaVersion: schemaVersion)
+            schemaVersion: schemaVersion, useSnapshot: useSnapshot)
     }
 
     var token: String { get throws { try XCTUnwrap(store.token()) } }
@@ -150,10 +150,10 @@ class StackTestCase: XCTestCase {
     /// A device logged in to this test's account (the first one registers it).
     func device(_ name: String, transport: any HTTPTransport = URLSessionTransport(), hooks: SyncHooks = SyncHooks(),
                 tokenRefresh: (@Sendable () async throws -> String?)? = nil,
-                schemaVersion: Int = SchemaVersion.current,
+                schemaVersion: Int = SchemaVersion.current, useSnapshot: Bool = true,
                 retry: RetryPolicy = RetryPolicy(maxAttempts: 8, initialDelay: 0.1, maxDelay: 2)) async throws -> Device {
         let device = try Device(name, directory: directory, baseURL: baseURL, transport: transport, hooks: hooks,
-                                tokenRefresh: tokenRefresh, schemaVersion: schemaVersion, retry: retry)
+                                tokenRefresh: tokenRefresh, schemaVersion: schemaVersion, useSnapshot: useSnapshot, retry: retry)
         do {
             try await device.client.login(email: email, password: password)
         } catch SyncError.server(status: 401, _, _, _) {

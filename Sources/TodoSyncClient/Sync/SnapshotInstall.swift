@@ -1,0 +1,191 @@
+import Foundation
+import GRDB
+import TodoSyncCore
+
+/// Why a downloaded snapshot was not installed (the sync goes on with the paged pull).
+struct SnapshotRefusal: Error, CustomStringConvertible {
+    var reason: String
+    init(_ reason: String) { self.reason = reason }
+    var description: String { reason }
+}
+
+/// A snapshot file that passed every check of docs/SNAPSHOT.md "The file".
+struct CheckedSnapshot: Sendable {
+    var cursor: String
+    var schemaVersion: Int
+    var recordCount: Int
+}
+
+/// Reading and installing a snapshot file (docs/SNAPSHOT.md) into the local store.
+enum SnapshotFile {
+    static let format = "todosync-snapshot"
+    /// The snapshot's tables (docs/SNAPSHOT.md "Tables") and the name it is attached under.
+    static let tags = "tags", todos = "todos", dailyStats = "daily_stats", meta = "snapshot_meta", schema = "snapshot"
+
+    /// Checks a downloaded file: its SHA-256 is `digest`, `format` is ours, `userId` is the
+    /// logged-in user, `user_version` = `schemaVersion` is one this client reads (1 through
+    /// `schemaVersion`), and `recordCount` matches the tables.
+    static func check(path: String, digest: [UInt8], userID: String?, schemaVersion: Int) throws -> CheckedSnapshot {
+        guard try SHA256Digest.ofFile(atPath: path) == digest else {
+            throw SnapshotRefusal("the file's SHA-256 is not the one of Repr-Digest")
+        }
+        var configuration = Configuration()
+        configuration.readonly = true
+        let checked: (userVersion: Int, meta: [String: String], count: Int)
+        do {
+            let queue = try DatabaseQueue(path: path, configuration: configuration)
+            checked = try queue.read { db in
+                let userVersion = try Int.fetchOne(db, sql: "PRAGMA user_version") ?? 0
+                var meta: [String: String] = [:]
+                for row in try Row.fetchAll(db, sql: "SELECT key, value FROM \(Self.meta)") {
+                    if let key = row["key"] as String?, let value = row["value"] as String? { meta[key] = value }
+                }
+                let count = try Int.fetchOne(db, sql: """
+                    SELECT (SELECT COUNT(*) FROM \(tags)) + (SELECT COUNT(*) FROM \(todos)) + (SELECT COUNT(*) FROM \(dailyStats))
+                    """) ?? -1
+                return (userVersion, meta, count)
+            }
+            try queue.close()
+        } catch let error as DatabaseError {
+            throw SnapshotRefusal("not a readable snapshot (\(error.message ?? "\(error.resultCode)"))")
+        }
+        let meta = checked.meta
+        guard meta["format"] == format else { throw SnapshotRefusal("format is \(meta["format"] ?? "missing"), not \(format)") }
+        guard let userID, meta["userId"] == userID else { throw SnapshotRefusal("the snapshot is of another user") }
+        guard (SchemaVersion.first...schemaVersion).contains(checked.userVersion), meta["schemaVersion"] == String(checked.userVersion) else {
+            throw SnapshotRefusal("schema version \(checked.userVersion) is not one this client reads")
+        }
+        guard meta["recordCount"] == String(checked.count) else {
+            throw SnapshotRefusal("recordCount \(meta["recordCount"] ?? "missing") but the tables hold \(checked.count) rows")
+        }
+        guard let cursor = meta["cursor"], !cursor.isEmpty else { throw SnapshotRefusal("no cursor in snapshot_meta") }
+        return CheckedSnapshot(cursor: cursor, schemaVersion: checked.userVersion, recordCount: checked.count)
+    }
+
+    /// SQL functions that compute the store's derived columns with the very code the store uses
+    /// for rows it writes itself (`TitleOrder.key`, `ClientID.key`).
+    static let titleKey = DatabaseFunction("todosync_title_key", argumentCount: 1, pure: true) { values in
+        String.fromDatabaseValue(values[0]).map { Data(TitleOrder.key($0)) }
+    }
+    static let clientKey = DatabaseFunction("todosync_client_key", argumentCount: 1, pure: true) { values in
+        String.fromDatabaseValue(values[0]).map(ClientID.key)
+    }
+
+    /// `INSERT INTO <table> (every column of the record) SELECT …` from the snapshot table `from`
+    /// (alias `s`): a column named like a snapshot column copies it; `derived` gives the others.
+    /// The column list is the record's own (`forEachColumn`), so a new local column without a
+    /// source here fails the install (and the sync falls back to the paged pull), never goes
+    /// silently empty.
+    static func copy<R: SyncedRecord>(_ type: R.Type, from table: String, derived: [String: String], join: String = "",
+                                      copied: Set<String>) throws -> String {
+        var columns: [String] = []
+        var values: [String] = []
+        var failure: String?
+        R.new(from: ServerRecord(), tagLocalID: nil).forEachColumn { column, _ in
+            guard column.name != SyncState.Columns.localID.name else { return }
+            columns.append(column.name.quotedDatabaseIdentifier)
+            if let expression = derived[column.name] {
+                values.append(expression)
+            } else if copied.contains(column.name) {
+                values.append("s.\(column.name.quotedDatabaseIdentifier)")
+            } else {
+                failure = column.name
+            }
+        }
+        if let failure { throw SnapshotRefusal("no snapshot source for the store's column \(R.databaseTableName).\(failure)") }
+        return "INSERT INTO main.\(R.databaseTableName.quotedDatabaseIdentifier) (\(columns.joined(separator: ", "))) "
+            + "SELECT \(values.joined(separator: ", ")) FROM \(schema).\(table) AS s \(join) ORDER BY s.id"
+    }
+
+    /// The bookkeeping columns of a synced row installed from a snapshot: live, seen by no resync.
+    static func stateColumns() -> [String: String] {
+        [
+            SyncState.Columns.clientKey.name: "todosync_client_key(s.\(SyncState.Columns.clientID.name))",
+            SyncState.Columns.deletedAt.name: "NULL", SyncState.Columns.isDeleted.name: "0",
+            SyncState.Columns.seenGeneration.name: "0", SyncState.Columns.shadow.name: "NULL",
+        ]
+    }
+
+    /// Snapshot columns named like the store's (the record's bookkeeping and its synced fields).
+    static let sharedColumns: Set<String> = [
+        SyncState.Columns.serverID.name, SyncState.Columns.clientID.name, SyncState.Columns.version.name,
+        SyncState.Columns.createdAt.name, SyncState.Columns.updatedAt.name,
+    ]
+
+    static func insertTags() throws -> String {
+        try copy(TagRecord.self, from: tags, derived: stateColumns(),
+                 copied: sharedColumns.union(TagField.allCases.map(\.rawValue)))
+    }
+
+    static func insertTodos(schemaVersion: Int) throws -> String {
+        let todo = TodoRecord.Columns.self
+        var derived = stateColumns()
+        derived[todo.titleKey.name] = "todosync_title_key(s.\(todo.title.name))"
+        derived[todo.raw.name] = "COALESCE(s.\(todo.raw.name), s.\(todo.title.name))"
+        // A version-1 snapshot has no notes: not known, as after a version-1 pull.
+        if TodoField.notes.since > schemaVersion { derived[todo.notes.name] = "NULL" }
+        // The snapshot names tags by server id; the store links by local id (tags go in first).
+        derived[todo.tagLocalID.name] = "g.\(SyncState.Columns.localID.name)"
+        derived[todo.pendingTagID.name] = "CASE WHEN g.\(SyncState.Columns.localID.name) IS NULL THEN s.\(TodoField.tagId.rawValue) END"
+        let join = "LEFT JOIN main.\(TagRecord.databaseTableName) AS g ON g.\(SyncState.Columns.serverID.name) = s.\(TodoField.tagId.rawValue)"
+        let fields = TodoField.allCases.map(\.rawValue).filter { $0 != TodoField.tagId.rawValue }
+        return try copy(TodoRecord.self, from: todos, derived: derived, join: join, copied: sharedColumns.union(fields))
+    }
+
+    static func insertStats() -> String {
+        let stat = DailyStatRecord.Columns.self
+        return """
+            INSERT INTO main.\(DailyStatRecord.databaseTableName) (\(stat.id.name), \(stat.date.name), \(stat.version.name), \
+            \(stat.deletedAt.name), \(stat.json.name), \(stat.seenGeneration.name))
+            SELECT id, date, version, NULL, json, 0 FROM \(schema).\(dailyStats) ORDER BY id
+            """
+    }
+}
+
+extension LocalStore {
+    /// Whether the store holds nothing a snapshot could overwrite: no record, no queued change,
+    /// no conflict, no cursor (a new device after its login).
+    func isEmptyForSnapshot() throws -> Bool {
+        try pool.read { try Self.isEmptyForSnapshot($0) }
+    }
+
+    static func isEmptyForSnapshot(_ db: Database) throws -> Bool {
+        try Meta.get(db, .cursor) == nil && TagRecord.all().isEmpty(db) && TodoRecord.all().isEmpty(db)
+            && DailyStatRecord.all().isEmpty(db) && OutboxOperation.all().isEmpty(db) && ConflictRecord.all().isEmpty(db)
+    }
+
+    /// The logged-in user's id, as `snapshot_meta` writes it.
+    func userID() throws -> String? {
+        try pool.read { try Meta.get($0, .userID) }
+    }
+
+    /// Copies a checked snapshot into the store in one transaction (ATTACH, then `INSERT …
+    /// SELECT` per table), with its cursor, its schema version and a new deviceId: after a crash
+    /// the store holds all of it or none of it. Refused when the store is no longer empty.
+    func installSnapshot(atPath path: String, _ snapshot: CheckedSnapshot, whileOpen: (@Sendable () throws -> Void)? = nil) throws {
+        let statements = [try SnapshotFile.insertTags(), try SnapshotFile.insertTodos(schemaVersion: snapshot.schemaVersion),
+                          SnapshotFile.insertStats()]
+        try pool.writeWithoutTransaction { db in
+            db.add(function: SnapshotFile.titleKey)
+            db.add(function: SnapshotFile.clientKey)
+            // ATTACH cannot run inside a transaction; the copy below is one.
+            try db.execute(sql: "ATTACH DATABASE ? AS \(SnapshotFile.schema)", arguments: [path])
+            defer {
+                try? db.execute(sql: "DETACH DATABASE \(SnapshotFile.schema)")
+                db.remove(function: SnapshotFile.titleKey)
+                db.remove(function: SnapshotFile.clientKey)
+            }
+            try db.inTransaction(.immediate) {
+                guard try Self.isEmptyForSnapshot(db) else { throw SnapshotRefusal("the local store is not empty any more") }
+                for sql in statements { try db.execute(sql: sql) }
+                try Meta.set(db, .cursor, snapshot.cursor)
+                try Meta.set(db, .schemaVersion, String(snapshot.schemaVersion))
+                try Meta.set(db, .resyncActive, nil)
+                // A store that starts from a snapshot is a new device for echo suppression.
+                try Meta.set(db, .deviceID, UUID().uuidString.lowercased())
+                try whileOpen?()
+                return .commit
+            }
+        }
+    }
+}

@@ -1,0 +1,140 @@
+import Foundation
+import GRDB
+import TodoSyncCore
+import XCTest
+
+@testable import TodoSyncClient
+
+/// The snapshot against the real stack (nginx, responders, MariaDB): a new device's first sync,
+/// changes made after the snapshot's point, and the terminal client killed (SIGKILL) during the
+/// download and during the install.
+final class SnapshotStackTests: StackTestCase {
+    let day = Day("2026-11-24")!
+
+    /// An account with tags, todos (some tagged, some deleted, one tag deleted) and daily stats.
+    func seededDevice(todos: Int = 60) async throws -> Device {
+        let laptop = try await device("laptop")
+        let work = try laptop.store.addTag(name: "Work", color: "#112233")
+        let gone = try laptop.store.addTag(name: "Gone", color: "#445566")
+        var made: [LocalChange] = []
+        for index in 0..<todos {
+            let deadline = Day(year: 2026, month: 11, day: 1 + index % 28)!
+            made.append(try laptop.store.addTodo(NewTodo(
+                title: ["Write report", "Éclair", "İstanbul", "한국어", "apple", "Banana 🍌"][index % 6] + " \(index)",
+                notes: index % 4 == 0 ? "notes \(index)" : nil, deadline: deadline, isImportant: index % 7 == 0,
+                tag: [nil, work.localID, gone.localID][index % 3], difficulty: index % 6, estimatedTime: index * 7 % 180)))
+        }
+        try await laptop.client.sync()
+        for todo in made.prefix(10) { try laptop.store.updateTodo(todo.localID, TodoChanges(isCompleted: true)) }
+        for todo in made.suffix(5) { try laptop.store.deleteTodo(todo.localID) }
+        try laptop.store.deleteTag(gone.localID)
+        try await laptop.client.sync()
+        return laptop
+    }
+
+    func snapshotRecords(_ device: Device) throws -> Int {
+        try device.store.pool.read { db in
+            try Int.fetchOne(db, sql: "SELECT (SELECT COUNT(*) FROM tag) + (SELECT COUNT(*) FROM todo) + (SELECT COUNT(*) FROM dailyStat)")!
+        }
+    }
+
+    func testANewDeviceStartsFromTheSnapshotAndEqualsAPagedPull() async throws {
+        let laptop = try await seededDevice()
+        let phone = try await device("phone")
+        let report = try await phone.client.sync()
+        guard case .installed(let records, let bytes)? = report.snapshot else {
+            return XCTFail("not installed: \(String(describing: report.snapshot))")
+        }
+        XCTAssertGreaterThan(bytes, 0)
+        XCTAssertEqual(records, try snapshotRecords(phone))
+        XCTAssertNotEqual(try phone.store.deviceID, try laptop.store.deviceID)
+        try await assertEqualsServer(phone)
+
+        // Changes after the snapshot come by the pull from its cursor, as on a paged device.
+        let tablet = try await device("tablet", useSnapshot: false)
+        try await tablet.client.sync()
+        let first = try XCTUnwrap(laptop.store.allTodos().first)
+        try laptop.store.updateTodo(first.localID, TodoChanges(title: "Changed after the snapshot"))
+        try laptop.store.addTodo(NewTodo(title: "New after the snapshot", deadline: day))
+        try await laptop.client.sync()
+        let second = try await phone.client.sync()
+        XCTAssertNil(second.snapshot)
+        try await tablet.client.sync()
+        try await assertEqualsServer(phone)
+        XCTAssertEqual(try phone.store.allTodos().map(\.title), try tablet.store.allTodos().map(\.title))
+        XCTAssertEqual(try phone.store.allTodos().map(\.notes), try tablet.store.allTodos().map(\.notes))
+    }
+
+    func testWritesCommittedAfterTheDownloadComeWithTheFirstPull() async throws {
+        let laptop = try await seededDevice(todos: 30)
+        let phone = try await device("phone")
+        let files = SnapshotFiles(storePath: phone.path)
+        let head = try await phone.client.downloadSnapshot(files, deadline: SyncDeadline(clock: SystemSyncClock(), seconds: 60), progress: nil)
+        XCTAssertNotNil(head)
+        // Between the snapshot's point and its install: an edit, a delete, a create.
+        let todos = try laptop.store.allTodos()
+        try laptop.store.updateTodo(todos[0].localID, TodoChanges(title: "Edited meanwhile"))
+        try laptop.store.deleteTodo(todos[1].localID)
+        try laptop.store.addTodo(NewTodo(title: "Created meanwhile", deadline: day))
+        try await laptop.client.sync()
+
+        let report = try await phone.client.sync()
+        guard case .installed(_, let bytes)? = report.snapshot else { return XCTFail("not installed: \(String(describing: report.snapshot))") }
+        XCTAssertEqual(bytes, 0, "the finished download was installed, not fetched again")
+        try await assertEqualsServer(phone)
+    }
+
+    // MARK: kill -9 of the terminal client
+
+    func testTheClientKilledDuringTheDownloadResumesAndEndsCorrect() async throws {
+        _ = try await seededDevice()
+        let phone = try await device("phone")
+        // Ranges of 4 KiB, killed once the second is on disk.
+        let killed = try cli(["sync", "--quiet"], path: phone.path, crashAt: "snapshot-bytes:8192",
+                             environment: ["TODOSYNC_CLIENT_SNAPSHOT_RANGE_BYTES": "4096"])
+        XCTAssertEqual(killed.killedBySignal, SIGKILL, killed.output)
+        let files = SnapshotFiles(storePath: phone.path)
+        let kept = files.size
+        let length = try XCTUnwrap(files.readHead()?.length)
+        XCTAssertEqual(kept, 8192, "two whole ranges on disk")
+        XCTAssertLessThan(kept, length, "killed before the end")
+        XCTAssertTrue(try phone.store.isEmptyForSnapshot(), "nothing installed")
+
+        let again = try cli(["sync", "--json"], path: phone.path, environment: ["TODOSYNC_CLIENT_SNAPSHOT_RANGE_BYTES": "4096"])
+        XCTAssertEqual(again.status, 0, again.output)
+        let summary = try XCTUnwrap(JSONParser.parse(Array(again.output.utf8)).objectValue)
+        let snapshot = try XCTUnwrap(summary["snapshot"]?.objectValue)
+        XCTAssertEqual(snapshot["outcome"]?.stringValue, "installed")
+        XCTAssertEqual(snapshot["bytes"]?.int64Value, length - kept, "only the rest was downloaded (Range)")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: files.data))
+        try await assertEqualsServer(phone)
+    }
+
+    func testTheClientKilledDuringTheInstallEndsCorrect() async throws {
+        _ = try await seededDevice()
+        let phone = try await device("phone")
+        let deviceBefore = try phone.store.deviceID
+        let killed = try cli(["sync", "--quiet"], path: phone.path, crashAt: "snapshot-install:1")
+        XCTAssertEqual(killed.killedBySignal, SIGKILL, killed.output)
+        XCTAssertTrue(try phone.store.isEmptyForSnapshot(), "the install is one transaction: nothing of it stays")
+        XCTAssertEqual(try phone.store.deviceID, deviceBefore)
+        XCTAssertNil(try phone.store.pullCursor())
+
+        let again = try cli(["sync", "--json"], path: phone.path)
+        XCTAssertEqual(again.status, 0, again.output)
+        let summary = try XCTUnwrap(JSONParser.parse(Array(again.output.utf8)).objectValue)
+        XCTAssertEqual(summary["snapshot"]?.objectValue?["outcome"]?.stringValue, "installed")
+        XCTAssertEqual(summary["snapshot"]?.objectValue?["bytes"]?.int64Value, 0, "the finished download, installed")
+        XCTAssertNotEqual(try phone.store.deviceID, deviceBefore)
+        try await assertEqualsServer(phone)
+    }
+
+    func testProgressShowsBytesOfTheDownload() async throws {
+        _ = try await seededDevice(todos: 20)
+        let phone = try await device("phone")
+        let sync = try cli(["sync", "--progress"], path: phone.path)
+        XCTAssertEqual(sync.status, 0, sync.output)
+        XCTAssertTrue(sync.output.contains("Downloading snapshot ["), sync.output)
+        XCTAssertTrue(sync.output.contains("after installing a snapshot of"), sync.output)
+    }
+}
