@@ -268,6 +268,9 @@ class Subscribers:
     def total(self, key):
         return sum(e["status"].get(key, 0) for e in self.procs)
 
+    def cpu_ticks(self):
+        return sum(bench.proc_cpu_ticks(e["proc"].pid) for e in self.procs)
+
     def count(self):
         return sum(e["last"] - e["first"] + 1 for e in self.procs)
 
@@ -314,6 +317,28 @@ def nginx_memory(stack):
         except OSError:
             pass
     return {"processes": len(pids), "rssMB": round(rss / 1024, 1), "pssMB": round(pss / 1024, 1)}
+
+
+class Cores:
+    """bench.CpuMeter (nginx, responders, MariaDB, the rest of the box), with the subscriber
+    processes taken out of "other" (they are the load generator)."""
+
+    def __init__(self, stack, subs):
+        self.meter, self.subs = bench.CpuMeter(stack), subs
+
+    def __enter__(self):
+        self.meter.__enter__()
+        self.ticks = self.subs.cpu_ticks()
+        return self
+
+    def __exit__(self, *exc):
+        self.meter.__exit__(*exc)
+        r = self.meter.result
+        subscribers = (self.subs.cpu_ticks() - self.ticks) / bench.CLK_TCK / r["wallSeconds"]
+        r["subscriberCores"] = round(subscribers, 2)
+        r["otherCores"] = round(max(0.0, r["otherCores"] - subscribers), 2)
+        self.result = r
+        return False
 
 
 async def workers_busy(samples=10, every=1.0):
@@ -563,6 +588,7 @@ async def storm(stack, subs, bystander_user, rate, n):
     connects_before = subs.total("connects")
     t_kill_wall = time.time()
     t_kill = time.monotonic()
+    cores = Cores(stack, subs)
     os.kill(master, signal.SIGTERM)  # what `systemctl restart nginx` sends first: every stream is cut
     # nginx back: the first 200 on /healthz from a new master
     t_up = None
@@ -577,10 +603,11 @@ async def storm(stack, subs, bystander_user, rate, n):
         await asyncio.sleep(0.05)
     # all back: every subscriber has a stream open again (each at least one connect after the kill)
     deadline = time.monotonic() + bench.env_int("LIVE_BENCH_STORM_TIMEOUT", 300)
-    while time.monotonic() < deadline:
-        if subs.total("open") >= n and subs.total("connects") - connects_before >= n:
-            break
-        await asyncio.sleep(0.25)
+    with cores:
+        while time.monotonic() < deadline:
+            if subs.total("open") >= n and subs.total("connects") - connects_before >= n:
+                break
+            await asyncio.sleep(0.25)
     await asyncio.sleep(5)
     by.stopping = True
     await by_task
@@ -606,7 +633,7 @@ async def storm(stack, subs, bystander_user, rate, n):
             "backP99Seconds": round(bench.percentile(back, 99), 2) if back else None,
             "pullsAfterRestart": len(pulls_after), "pullPeakPerSecond": max(per_second.values()) if per_second else 0,
             "pullsPerSecond": [per_second.get(s, 0) for s in range(0, (max(per_second) + 1) if per_second else 0)],
-            "pullStatuses": statuses,
+            "pullStatuses": statuses, "cpuUntilAllBack": cores.result,
             "bystanderDuringStorm": {**Bystander.summary(during), "bodies": by.bodies},
             "bystanderWholeWindow": Bystander.summary(by.samples)}
 
@@ -654,7 +681,9 @@ async def main():
         last = min(total, first + per_process - 1)
         await subs.add(first, last)
         first = last + 1
-    opened = await subs.wait_open(total, bench.env_int("LIVE_BENCH_RAMP_TIMEOUT", 300))
+    with Cores(stack, subs) as cores:
+        opened = await subs.wait_open(total, bench.env_int("LIVE_BENCH_RAMP_TIMEOUT", 300))
+    out["rampCpu"] = cores.result
     out["rampSeconds"] = round(time.monotonic() - t0, 1)
     out["subscribersOpen"] = opened
     out["subscriberFailures"] = subs.failures()
@@ -710,7 +739,9 @@ def report(o):
     lines += [f"RECONNECT STORM ({s['subscribers']} subscribers): nginx answering again after {s['nginxBackSeconds']} s; "
               f"{s['reconnected']} back, all after {s['allBackSeconds']} s (p50 {s['backP50Seconds']} s, p99 {s['backP99Seconds']} s)",
               f"  pulls on reconnect: {s['pullsAfterRestart']}, peak {s['pullPeakPerSecond']}/s; statuses {s['pullStatuses']}",
-              f"  bystander during the storm: {s['bystanderDuringStorm']}"]
+              f"  bystander during the storm: {s['bystanderDuringStorm']}",
+              f"  cores from the restart until all were back: {s['cpuUntilAllBack']}",
+              f"  cores during the ramp to {n}: {o['rampCpu']}"]
     print("\n".join(lines))
 
 

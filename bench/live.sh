@@ -56,11 +56,7 @@ STACK_STARTED=0
 cleanup() {
     local rc=$?
     trap - EXIT INT TERM
-    if ((STACK_STARTED)); then
-        log "tearing the private stack down"
-        "${STACK[@]}" down >>"$STATE/bench-stack.log" 2>&1 || log "WARNING: stack down failed (see $STATE/bench-stack.log)"
-        rm -rf "$STATE/mariadb" "$STATE/log/nginx-access.log"
-    fi
+    ((STACK_STARTED)) && bench_stack_down
     exit "$rc"
 }
 trap cleanup EXIT
