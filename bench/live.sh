@@ -5,7 +5,7 @@
 # account per subscriber, runs bench/live.py against loopback, prints the figures, and always
 # tears the stack down. A measurement, not a test (exit 0 whether targets are met or not).
 #
-# Usage: bench/live.sh                                  10,000 subscribers, 500 writes (~8 minutes)
+# Usage: bench/live.sh                                  10,000 subscribers, 500 writes (~10 minutes, 3 of them seeding)
 #        LIVE_BENCH_SUBSCRIBERS=2000 LIVE_BENCH_WRITES=100 bench/live.sh   smaller
 #
 # Options (environment; defaults in brackets):
