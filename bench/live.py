@@ -334,7 +334,7 @@ class Cores:
     def __exit__(self, *exc):
         self.meter.__exit__(*exc)
         r = self.meter.result
-        subscribers = (self.subs.cpu_ticks() - self.ticks) / bench.CLK_TCK / r["wallSeconds"]
+        subscribers = (self.subs.cpu_ticks() - self.ticks) / bench.CLK_TCK / max(r["wallSeconds"], 1e-3)
         r["subscriberCores"] = round(subscribers, 2)
         r["otherCores"] = round(max(0.0, r["otherCores"] - subscribers), 2)
         self.result = r
