@@ -588,7 +588,6 @@ async def storm(stack, subs, bystander_user, rate, n):
     connects_before = subs.total("connects")
     t_kill_wall = time.time()
     t_kill = time.monotonic()
-    cores = Cores(stack, subs)
     os.kill(master, signal.SIGTERM)  # what `systemctl restart nginx` sends first: every stream is cut
     # nginx back: the first 200 on /healthz from a new master
     t_up = None
@@ -601,9 +600,10 @@ async def storm(stack, subs, bystander_user, rate, n):
         except (OSError, asyncio.IncompleteReadError, asyncio.TimeoutError, ValueError):
             pass
         await asyncio.sleep(0.05)
-    # all back: every subscriber has a stream open again (each at least one connect after the kill)
+    # all back: every subscriber has a stream open again (each at least one connect after the kill).
+    # The cores from nginx's return (the new nginx's processes are the ones counted) until then.
     deadline = time.monotonic() + bench.env_int("LIVE_BENCH_STORM_TIMEOUT", 300)
-    with cores:
+    with Cores(stack, subs) as cores:
         while time.monotonic() < deadline:
             if subs.total("open") >= n and subs.total("connects") - connects_before >= n:
                 break
@@ -740,7 +740,7 @@ def report(o):
               f"{s['reconnected']} back, all after {s['allBackSeconds']} s (p50 {s['backP50Seconds']} s, p99 {s['backP99Seconds']} s)",
               f"  pulls on reconnect: {s['pullsAfterRestart']}, peak {s['pullPeakPerSecond']}/s; statuses {s['pullStatuses']}",
               f"  bystander during the storm: {s['bystanderDuringStorm']}",
-              f"  cores from the restart until all were back: {s['cpuUntilAllBack']}",
+              f"  cores from nginx's return until all were back: {s['cpuUntilAllBack']}",
               f"  cores during the ramp to {n}: {o['rampCpu']}"]
     print("\n".join(lines))
 
