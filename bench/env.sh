@@ -16,3 +16,14 @@ export TODOSYNC_NGINX_WORKERS=$BENCH_NGINX_WORKERS
 export TODOSYNC_MARIADB_ARGS=$BENCH_MARIADB_ARGS
 export TODOSYNC_ENABLE_TEST_HOOKS=1 TODOSYNC_LOG_LEVEL=info
 unset TODOSYNC_SOCKET_DIR TODOSYNC_DB_PORT TODOSYNC_BIN TODOSYNC_NGINX_TEMPLATE
+
+# The private stack down (its output in <state>/bench-stack.log) and, unless BENCH_KEEP_DATA=1, the
+# bulky part of its state dropped: the data set and the access log (errors stay). For the EXIT
+# traps of run.sh and live.sh; `log` and STACK are the caller's.
+bench_stack_down() {
+    log "tearing the private stack down"
+    "${STACK[@]}" down >>"$STATE/bench-stack.log" 2>&1 || log "WARNING: stack down failed (see $STATE/bench-stack.log)"
+    if [[ ${BENCH_KEEP_DATA:-0} != 1 ]]; then
+        rm -rf "$STATE/mariadb" "$STATE/mariadb.seed" "$STATE/mariadb.seed.json" "$STATE/log/nginx-access.log"
+    fi
+}

@@ -101,14 +101,7 @@ cleanup() {
         PEER_RUN_DIR=$PEER_RUN "$BENCH_PEER_DIR/php/stop.sh" --purge >>"$STATE/bench-peer.log" 2>&1 ||
             log "WARNING: peer stop failed (see $STATE/bench-peer.log)"
     fi
-    if ((STACK_STARTED)); then
-        log "tearing the private stack down"
-        "${STACK[@]}" down >>"$STATE/bench-stack.log" 2>&1 || log "WARNING: stack down failed (see $STATE/bench-stack.log)"
-        # the data set and the access log of millions of benchmark requests are big; errors stay
-        if [[ $BENCH_KEEP_DATA != 1 ]]; then
-            rm -rf "$STATE/mariadb" "$STATE/mariadb.seed" "$STATE/mariadb.seed.json" "$STATE/log/nginx-access.log"
-        fi
-    fi
+    ((STACK_STARTED)) && bench_stack_down
     exit "$rc"
 }
 trap cleanup EXIT
