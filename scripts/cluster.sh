@@ -137,7 +137,9 @@ HTTPS_BASE=https://127.0.0.1:$TODOSYNC_CLUSTER_HTTPS_PORT
 REDIS_NS=$P-rds # (interface names: at most 15 characters with the -b suffix)
 REDIS_IP=$NET.5
 REDIS_PORT=6379
-REDIS_DIR=$STATE/redis
+# Under DB_ROOT, not the state dir: the redis user must reach it, and the state dir may sit in a
+# private (0700) checkout such as CI's mktemp -d.
+REDIS_DIR=$DB_ROOT/redis
 GALERA_LIB=/usr/lib/galera/libgalera_smm.so
 STREAM_MODULE=/usr/lib/nginx/modules/ngx_stream_module.so
 DB_NAME=todosync DB_USER=todosync DB_PASSWORD=todosync
@@ -603,7 +605,8 @@ EOF
 # its own config and data dir (nothing saved: channels are hints), as the redis user.
 redis_up() {
     command -v redis-server >/dev/null || die "redis-server is missing: run '$0 deps'"
-    mkdir -p "$REDIS_DIR"
+    mkdir -p "$DB_ROOT" "$REDIS_DIR"
+    chmod 755 "$DB_ROOT"
     cat >"$REDIS_DIR/redis.conf" <<EOF
 # Written by scripts/cluster.sh: nchan's store for the cluster's fronts (not the system's instance).
 bind $REDIS_IP
