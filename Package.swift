@@ -71,7 +71,9 @@ let package = Package(
 
         // The client: the shared domain module, SQLite through GRDB, HTTP through URLSession.
         // Nothing of the server (C libraries, store, API) is linked into it, nor it into the server.
-        .target(name: "TodoSyncClient", dependencies: ["TodoSyncCore", .product(name: "GRDB", package: "GRDB.swift")]),
+        .target(name: "TodoSyncClient", dependencies: ["TodoSyncCore", "CCurlStream", .product(name: "GRDB", package: "GRDB.swift")]),
+        // The client's live stream on Linux (Sources/TodoSyncClient/Live/CurlLiveStream.swift says why).
+        .target(name: "CCurlStream", linkerSettings: [.linkedLibrary("curl", .when(platforms: [.linux]))]),
         .executableTarget(
             name: "todosync-client",
             dependencies: ["TodoSyncClient", "TodoSyncCore", .product(name: "ArgumentParser", package: "swift-argument-parser")]

@@ -190,6 +190,7 @@ DEB_PACKAGES=(
     logrotate  # ops (issue 14): test_logrotate.py checks the installed config with a real rotation
     libsqlite3-dev  # the system SQLite: the server writes snapshot files with it, the client (GRDB) reads them
     libnginx-mod-nchan  # live sync (issue 22): nginx holds the streams and carries the pokes
+    libcurl4-openssl-dev  # the client's live stream on Linux (CurlLiveStream: URLSession spins there)
 )
 
 # --- helpers -----------------------------------------------------------------------------------

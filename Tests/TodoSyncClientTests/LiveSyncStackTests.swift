@@ -140,6 +140,13 @@ final class LiveSyncStackTests: StackTestCase {
         defer { if process.isRunning { process.terminate() } }
         let lines = OutputFile(path: outputPath)
         await waitFor("watch connected", timeout: 10) { lines.text.contains(#""event":"connected""#) }
+        // Idle with its stream open, the watch costs (almost) no CPU: FoundationNetworking's
+        // URLSession spun a core here (2 s of CPU in 2 s), hence CurlLiveStream on Linux.
+        await waitFor("the stream's opening sync", timeout: 5) { lines.text.contains(#""trigger":"stream-opened""#) }
+        let cpuBefore = try processCPUSeconds(process.processIdentifier)
+        try await Task.sleep(nanoseconds: 2_000_000_000)
+        let idleCPU = try processCPUSeconds(process.processIdentifier) - cpuBefore
+        XCTAssertLessThan(idleCPU, 0.3, "CPU seconds an idle watch used in 2 s")
         // The first sync of B's empty store (from the snapshot) is over before anything is queued
         // on B; a change queued while it runs would go out with it, not as a local write.
         await waitFor("the watch's first sync", timeout: 10) { lines.text.contains(#""trigger":"start""#) }
@@ -178,6 +185,15 @@ final class LiveSyncStackTests: StackTestCase {
     }
 }
 
+/// User + system CPU seconds a process has used so far (/proc/PID/stat, clock ticks).
+func processCPUSeconds(_ pid: Int32) throws -> Double {
+    let stat = try String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8)
+    // Fields after the command name, which is in parentheses and may hold spaces.
+    let fields = stat[stat.index(after: stat.lastIndex(of: ")")!)...].split(separator: " ")
+    let ticks = Double(fields[11])! + Double(fields[12])!  // utime, stime: fields 14 and 15 of stat
+    return ticks / Double(sysconf(Int32(_SC_CLK_TCK)))
+}
+
 /// A file a child process writes to, read whole each time.
 struct OutputFile {
     let path: String
@@ -188,13 +204,13 @@ struct OutputFile {
 /// the live stream breaks and cannot reopen while cut.
 final class CuttableLink: HTTPTransport, LiveStream, @unchecked Sendable {
     private let inner = URLSessionTransport()
-    private let live: URLSessionLiveStream
+    private let live: any LiveStream
     private let lock = NSLock()
     private var isCut = false
     private var streams: [Int: AsyncThrowingStream<LiveEvent, Error>.Continuation] = [:]
     private var nextID = 0
 
-    init(baseURL: URL) { live = URLSessionLiveStream(baseURL: baseURL) }
+    init(baseURL: URL) { live = defaultLiveStream(baseURL: baseURL) }
 
     var cut: Bool {
         get { lock.withLock { isCut } }

@@ -64,7 +64,18 @@ struct SSEParser {
     }
 }
 
-/// The live stream over URLSession. Built on `URLSessionDataDelegate`, which receives each chunk
+/// The platform's live stream: libcurl on Linux (`CurlLiveStream`: FoundationNetworking's
+/// URLSession spins a core while a stream is open there), URLSession elsewhere.
+public func defaultLiveStream(baseURL: URL) -> any LiveStream {
+    #if canImport(FoundationNetworking)
+    CurlLiveStream(baseURL: baseURL)
+    #else
+    URLSessionLiveStream(baseURL: baseURL)
+    #endif
+}
+
+/// The live stream over URLSession (Apple platforms; on Linux it works but spins a core while
+/// open, see `CurlLiveStream`). Built on `URLSessionDataDelegate`, which receives each chunk
 /// as it arrives on Linux too (FoundationNetworking has no `bytes(for:)`).
 public struct URLSessionLiveStream: LiveStream {
     let baseURL: URL

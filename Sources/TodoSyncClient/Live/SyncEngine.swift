@@ -132,7 +132,7 @@ public actor SyncEngine {
                 random: @escaping @Sendable (ClosedRange<Double>) -> Double = { Double.random(in: $0) }) {
         self.client = client
         self.settings = settings
-        self.live = settings.live ? (live ?? URLSessionLiveStream(baseURL: client.api.baseURL)) : nil
+        self.live = settings.live ? (live ?? defaultLiveStream(baseURL: client.api.baseURL)) : nil
         self.reachability = reachability
         self.clock = clock
         self.random = random
