@@ -128,9 +128,15 @@ public final class Application {
     /// user's pull returns (its writes handed out a version: REST writes, pushes, quick-add and the
     /// derived daily stats and un-tagging they cause), a poke to the user's live-sync streams.
     /// Never fails the request (`LivePublisher`).
+    /// After a route that revoked tokens (`RequestContext.closesLiveStreams`), the user's open
+    /// streams are closed instead.
     private func announce(_ context: RequestContext) {
-        guard let publisher = options.livePublisher, let version = store.changedVersion,
-              let userID = context.userID else { return }
+        guard let publisher = options.livePublisher, let userID = context.userID else { return }
+        if context.closesLiveStreams {
+            publisher.closeStreams(userID: userID)
+            return
+        }
+        guard let version = store.changedVersion else { return }
         publisher.publish(userID: userID, version: version, deviceID: context.pushingDevice)
     }
 

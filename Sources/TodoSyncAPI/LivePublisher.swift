@@ -53,7 +53,20 @@ public final class LivePublisher: Sendable {
         body.endObject()
         let head = "POST \(Self.publishPathPrefix)\(userID) HTTP/1.0\r\nHost: localhost\r\n"
             + "Content-Type: application/json\r\nContent-Length: \(body.bytes.count)\r\n\r\n"
-        let outcome = exchange(Array(head.utf8) + body.bytes)
+        return counted(exchange(Array(head.utf8) + body.bytes))
+    }
+
+    /// Closes every open stream of `userID`: nchan deletes the user's channel and disconnects its
+    /// subscribers (a channel with none answers 404, also fine). After a password change, a
+    /// session revoke or an account delete: a revoked token's stream must not outlive it, and the
+    /// others reconnect (jittered) and are authorized anew. Counted and bounded like a poke.
+    @discardableResult
+    public func closeStreams(userID: Int64) -> Bool {
+        let head = "DELETE \(Self.publishPathPrefix)\(userID) HTTP/1.0\r\nHost: localhost\r\n\r\n"
+        return counted(exchange(Array(head.utf8), accepting: ["2", "404"]))
+    }
+
+    private func counted(_ outcome: Outcome) -> Bool {
         switch outcome {
         case .success:
             published.increment()
@@ -71,7 +84,7 @@ public final class LivePublisher: Sendable {
     }
 
     /// One request and the status line of its answer, each step within the timeout.
-    private func exchange(_ request: [UInt8]) -> Outcome {
+    private func exchange(_ request: [UInt8], accepting: [String] = ["2"]) -> Outcome {
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { return .failure("socket: \(String(cString: strerror(errno)))") }
         defer { close(fd) }
@@ -110,7 +123,7 @@ public final class LivePublisher: Sendable {
             received += n
         }
         let status = String(decoding: answer[9..<12], as: UTF8.self)
-        return status.hasPrefix("2") ? .success : .failure("the publisher answered \(status)")
+        return accepting.contains { status.hasPrefix($0) } ? .success : .failure("the publisher answered \(status)")
     }
 
     private func logFailure(_ reason: String) {

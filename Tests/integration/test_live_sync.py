@@ -45,6 +45,7 @@ class Stream:
         self.headers = {k.lower(): v for k, v in self.resp.getheaders()}
         self.pokes: queue.Queue = queue.Queue()
         self.comments: list[str] = []
+        self.ended = threading.Event()  # the server closed the stream (or close() was called)
         if self.status == 200:
             threading.Thread(target=self._read, daemon=True).start()
             self.body = b""
@@ -52,6 +53,12 @@ class Stream:
             self.body = self.resp.read()
 
     def _read(self):
+        try:
+            self._read_lines()
+        finally:
+            self.ended.set()
+
+    def _read_lines(self):
         try:
             while True:
                 line = self.resp.readline()
@@ -316,3 +323,43 @@ def test_open_streams_do_not_count_against_requests_in_flight(client, streams):
     assert client.get("/todos", params={"date": "2030-01-01"}).status_code == 200
     for s in opened:
         assert s.poke() is not None
+
+
+def test_revoking_tokens_closes_the_accounts_open_streams(streams):
+    """Issue 24: a password change, a revoked session and an account delete end the account's
+    open streams at once (nchan's channel is deleted after the commit), so a revoked token's
+    stream does not outlive it; a valid token reconnects and is authorized anew."""
+    phone = tsapi.new_user()
+    r = tsapi.login(phone.email, phone.password)
+    assert r.status_code == 200, tsapi.short(r)
+    laptop = tsapi.Api(r.json()["token"])
+    on_phone, on_laptop = streams(phone.token), streams(laptop.token)
+    assert (on_phone.status, on_laptop.status) == (200, 200)
+    r = laptop.post("/account/password", {"currentPassword": phone.password, "newPassword": "another password 1"})
+    assert r.status_code == 204, tsapi.short(r)
+    assert on_phone.ended.wait(2), "the stream of a token the password change revoked stayed open"
+    assert streams(phone.token).status == 401
+    assert on_laptop.ended.wait(2)
+    again = streams(laptop.token)
+    assert again.status == 200, "the token that changed the password streams again"
+
+    # A revoked session: the same, for the one token.
+    r = tsapi.login(phone.email, "another password 1")
+    assert r.status_code == 200, tsapi.short(r)
+    tablet = tsapi.Api(r.json()["token"])
+    on_tablet = streams(tablet.token)
+    assert on_tablet.status == 200
+    sessions = laptop.get("/account/sessions").json()["items"]
+    tablet_session = next(s for s in sessions if not s["current"])  # the phone's was revoked above
+    r = laptop.delete(f"/account/sessions/{tablet_session['id']}")
+    assert r.status_code == 204, tsapi.short(r)
+    assert on_tablet.ended.wait(2), "a revoked session's stream stayed open"
+    assert streams(tablet.token).status == 401
+
+    # The account deleted: every stream ends, none reopens.
+    last = streams(laptop.token)
+    assert last.status == 200
+    r = laptop.post("/account/delete", {"password": "another password 1"})
+    assert r.status_code == 204, tsapi.short(r)
+    assert last.ended.wait(2), "a deleted account's stream stayed open"
+    assert streams(laptop.token).status == 401

@@ -11,6 +11,10 @@ public final class RequestContext {
     public private(set) var userID: Int64?
     /// The `deviceId` of a push, named in the live-sync poke its commit sends (nil: a REST write).
     var pushingDevice: String?
+    /// Set by a route that revoked tokens (password change, session revoke, account delete): after
+    /// its commit the user's open live streams are closed, so a revoked token's stream ends at once
+    /// (the streams of valid tokens reconnect and are authorized anew).
+    var closesLiveStreams = false
     /// The user whose token was checked for this request already (`authenticated(as:)`).
     private var verifiedUserID: Int64?
 

@@ -9,6 +9,7 @@ extension Application {
             var reader = try context.bodyReader()
             let input = try PasswordChangeInput.parse(&reader)
             try context.store.changePassword(userID: userID, token: context.bearerToken()!, input)
+            context.closesLiveStreams = true
             return .noContent
         }
         router.add("GET", "/api/v1/account/sessions") { context in
@@ -19,6 +20,7 @@ extension Application {
         router.add("DELETE", "/api/v1/account/sessions/:id") { context in
             let userID = try context.requireUser()
             try context.store.revokeSession(userID: userID, id: context.pathParameters[0])
+            context.closesLiveStreams = true
             return .noContent
         }
         router.add("GET", "/api/v1/account/export") { context in
@@ -34,6 +36,7 @@ extension Application {
             var reader = try context.bodyReader()
             let input = try AccountDeleteInput.parse(&reader)
             try context.store.deleteAccount(userID: userID, token: context.bearerToken()!, input)
+            context.closesLiveStreams = true
             return .noContent
         }
     }
