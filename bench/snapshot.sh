@@ -83,3 +83,31 @@ print(f"  cached download median of {runs}: {statistics.median(cached):.3f} s "
 print("SNAPSHOT_JSON " + json.dumps({"records": records, "build_s": round(build_s, 3), "bytes": len(body),
       "build_cpu_s": round(build_cpu, 3), "cached_s": [round(s, 3) for s in cached]}))
 PY
+
+# SNAP_BENCH_CLIENT=1: the device's side too (issue 23's 1,000,000-record targets: first sync
+# <= 10 s including the build, client RSS <= 300 MB). The seeded user gets a real password (a
+# registered donor's hash: seed.sh writes a placeholder), a REST write makes the cached file stale,
+# then `todosync-client sync` into an empty store (the build included), and once more into
+# another empty store (the file cached). Wall time and peak RSS from /usr/bin/time.
+if [[ ${SNAP_BENCH_CLIENT:-0} == 1 ]]; then
+    [[ ${SNAP_BENCH_SKIP_BUILD:-0} == 1 ]] || swift build -c release --product todosync-client --quiet
+    CLIENT=$(swift build -c release --show-bin-path)/todosync-client
+    command -v /usr/bin/time >/dev/null || apt-get install -y -qq time >/dev/null
+    PASSWORD='snapshot bench password'
+    curl -sf -o /dev/null -X POST "$BASE/api/v1/auth/register" -H 'Content-Type: application/json' \
+        -d "{\"email\":\"snap-donor@example.com\",\"password\":\"$PASSWORD\"}"
+    mariadb --no-defaults --socket="$TODOSYNC_DB_SOCKET" --user=root "$TODOSYNC_DB_NAME" -e \
+        "SELECT password_hash INTO @h FROM users WHERE email = 'snap-donor@example.com';
+         UPDATE users SET password_hash = @h WHERE id = 1;"
+    curl -sf -o /dev/null -X POST "$BASE/api/v1/todos" -H 'Authorization: Bearer bench-snap-1' \
+        -H 'Content-Type: application/json' -d '{"title":"makes the cached snapshot stale","deadline":"2025-06-01"}'
+    WORK=$TODOSYNC_STATE_DIR/client
+    mkdir -p "$WORK"
+    for run in building cached; do
+        db=$WORK/$run.sqlite
+        rm -f "$db"*
+        TODOSYNC_SERVER=$BASE TODOSYNC_PASSWORD=$PASSWORD "$CLIENT" login --db "$db" --email bench1@example.com >/dev/null
+        out=$(TODOSYNC_SERVER=$BASE /usr/bin/time -f 'wall=%e rss_kb=%M' "$CLIENT" sync --db "$db" --quiet --timing 2>&1)
+        printf 'client first sync (%s): %s\n' "$run" "$(tr '\n' ' ' <<<"$out")"
+    done
+fi
