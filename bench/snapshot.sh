@@ -94,13 +94,14 @@ if [[ ${SNAP_BENCH_CLIENT:-0} == 1 ]]; then
     CLIENT=$(swift build -c release --show-bin-path)/todosync-client
     command -v /usr/bin/time >/dev/null || apt-get install -y -qq time >/dev/null
     PASSWORD='snapshot bench password'
-    curl -sf -o /dev/null -X POST "$BASE/api/v1/auth/register" -H 'Content-Type: application/json' \
+    curl -s -o /dev/null -w 'register: %{http_code}\n' -X POST "$BASE/api/v1/auth/register" -H 'Content-Type: application/json' \
         -d "{\"email\":\"snap-donor@example.com\",\"password\":\"$PASSWORD\"}"
     mariadb --no-defaults --socket="$TODOSYNC_DB_SOCKET" --user=root "$TODOSYNC_DB_NAME" -e \
         "SELECT password_hash INTO @h FROM users WHERE email = 'snap-donor@example.com';
          UPDATE users SET password_hash = @h WHERE id = 1;"
-    curl -sf -o /dev/null -X POST "$BASE/api/v1/todos" -H 'Authorization: Bearer bench-snap-1' \
-        -H 'Content-Type: application/json' -d '{"title":"makes the cached snapshot stale","deadline":"2025-06-01"}'
+    # An edit (not a create: the seeded account is over the records quota) makes the file stale.
+    curl -s -o /dev/null -w 'a write: %{http_code}\n' -X PATCH "$BASE/api/v1/todos/1" -H 'Authorization: Bearer bench-snap-1' \
+        -H 'Content-Type: application/json' -d '{"title":"makes the cached snapshot stale"}'
     WORK=$TODOSYNC_STATE_DIR/client
     mkdir -p "$WORK"
     for run in building cached; do
