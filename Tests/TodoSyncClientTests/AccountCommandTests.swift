@@ -108,30 +108,11 @@ extension TerminalClientTests {
         try json(["register", "--email", email], path: a)
         guard FileManager.default.isExecutableFile(atPath: "/usr/bin/script") else { throw XCTSkip("no /usr/bin/script") }
         for (answer, deletes) in [("no", false), ("delete", true)] {
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/script")
-            process.arguments = ["-qec", "'\(Stack.clientBinary)' delete-account --db '\(a)'", "/dev/null"]
-            var environment = ProcessInfo.processInfo.environment
-            environment["TODOSYNC_SERVER"] = baseURL.absoluteString
-            environment["TODOSYNC_PASSWORD"] = password
-            process.environment = environment
-            let input = Pipe(), output = Pipe()
-            process.standardInput = input
-            process.standardOutput = output
-            process.standardError = output
-            try process.run()
-            var seen = Data()
-            let deadline = Date().addingTimeInterval(10)
-            while !String(decoding: seen, as: UTF8.self).contains("to confirm: "), Date() < deadline {
-                seen.append(output.fileHandleForReading.availableData)
-            }
-            signal(SIGPIPE, SIG_IGN)
-            try? input.fileHandleForWriting.write(contentsOf: Data((answer + "\n").utf8))
-            seen.append(output.fileHandleForReading.readDataToEndOfFile())
-            process.waitUntilExit()
-            let text = String(decoding: seen, as: UTF8.self)
+            let (status, text) = try runOnATerminal("delete-account --db '\(a)'", baseURL: baseURL,
+                                                    environment: ["TODOSYNC_PASSWORD": password],
+                                                    prompt: "to confirm: ", answer: answer)
             XCTAssertTrue(text.contains("This deletes the account \(email)"), text)
-            XCTAssertEqual(process.terminationStatus, deletes ? 0 : 1, text)
+            XCTAssertEqual(status, deletes ? 0 : 1, text)
             XCTAssertEqual(FileManager.default.fileExists(atPath: a), !deletes, text)
         }
     }

@@ -254,30 +254,11 @@ final class TerminalClientTests: StackTestCase {
         let b = directory.appendingPathComponent("b.sqlite").path
         XCTAssertEqual(try run(["register", "--email", email], path: a).status, 0)
         guard FileManager.default.isExecutableFile(atPath: "/usr/bin/script") else { throw XCTSkip("no /usr/bin/script") }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/script")
-        process.arguments = ["-qec", "'\(Stack.clientBinary)' login --db '\(b)' --email '\(email)'", "/dev/null"]
-        var environment = ProcessInfo.processInfo.environment
-        environment["TODOSYNC_SERVER"] = baseURL.absoluteString
-        environment["TODOSYNC_PASSWORD"] = nil
-        process.environment = environment
-        let input = Pipe(), output = Pipe()
-        process.standardInput = input
-        process.standardOutput = output
-        process.standardError = output
-        try process.run()
-        var seen = Data()
-        let deadline = Date().addingTimeInterval(10)
-        while !String(decoding: seen, as: UTF8.self).contains("Password: "), Date() < deadline {
-            seen.append(output.fileHandleForReading.availableData)
-        }
-        Thread.sleep(forTimeInterval: 0.2)  // the client turns echo off right after the prompt
-        signal(SIGPIPE, SIG_IGN)  // a client that did not ask has exited: the write fails, the test reports it
-        try? input.fileHandleForWriting.write(contentsOf: Data((password + "\n").utf8))
-        seen.append(output.fileHandleForReading.readDataToEndOfFile())
-        process.waitUntilExit()
-        let text = String(decoding: seen, as: UTF8.self)
-        XCTAssertEqual(process.terminationStatus, 0, text)
+        // The client turns echo off right after the prompt: wait a moment before typing.
+        let (status, text) = try runOnATerminal("login --db '\(b)' --email '\(email)'", baseURL: baseURL,
+                                                environment: ["TODOSYNC_PASSWORD": nil], prompt: "Password: ",
+                                                answer: password, pause: 0.2)
+        XCTAssertEqual(status, 0, text)
         XCTAssertTrue(text.contains("Logged in as \(email)"), text)
         XCTAssertFalse(text.contains(password), "the password is not echoed: \(text)")
     }
@@ -390,4 +371,34 @@ final class TerminalClientTests: StackTestCase {
         let tags = try await serverItems("/api/v1/tags", token: token)
         XCTAssertEqual(todo["tagId"], tags.first?["id"])
     }
+}
+
+/// Runs `todosync-client ARGUMENTS` on a pseudo-terminal (util-linux `script`), waits (at most
+/// 10 s) until it shows `prompt`, types `answer` and a newline after `pause` seconds, and returns
+/// its exit status and everything it showed. `environment`: added to this process's (nil removes).
+func runOnATerminal(_ arguments: String, baseURL: URL, environment extra: [String: String?], prompt: String,
+                    answer: String, pause: Double = 0) throws -> (status: Int32, text: String) {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/usr/bin/script")
+    process.arguments = ["-qec", "'\(Stack.clientBinary)' \(arguments)", "/dev/null"]
+    var environment = ProcessInfo.processInfo.environment
+    environment["TODOSYNC_SERVER"] = baseURL.absoluteString
+    for (name, value) in extra { environment[name] = value }
+    process.environment = environment
+    let input = Pipe(), output = Pipe()
+    process.standardInput = input
+    process.standardOutput = output
+    process.standardError = output
+    try process.run()
+    var seen = Data()
+    let deadline = Date().addingTimeInterval(10)
+    while !String(decoding: seen, as: UTF8.self).contains(prompt), Date() < deadline {
+        seen.append(output.fileHandleForReading.availableData)
+    }
+    if pause > 0 { Thread.sleep(forTimeInterval: pause) }
+    signal(SIGPIPE, SIG_IGN)  // a client that did not ask has exited: the write fails, the caller's checks report it
+    try? input.fileHandleForWriting.write(contentsOf: Data((answer + "\n").utf8))
+    seen.append(output.fileHandleForReading.readDataToEndOfFile())
+    process.waitUntilExit()
+    return (process.terminationStatus, String(decoding: seen, as: UTF8.self))
 }
