@@ -81,8 +81,15 @@ struct Environment {
     /// A store on a connection opened now, so that a database that cannot be reached stops the
     /// command with the server's own error (code and text) and an exit status that tells retry
     /// (75) from fix the configuration (78), instead of a bare "unavailable" at the first query.
+    /// A store for the command-line tools (`purge`, `new-epoch`, the maintenance commands): their
+    /// statements may touch every row of a large account (rendering the feed of a million todos
+    /// takes tens of seconds), so the socket read and write timeouts are an hour instead of the
+    /// responders' 10 s, which made such a run fail as "unavailable" half-way.
     func connectedStore(withStoreConfiguration: Bool = false) throws -> Store {
-        let connection = Connection(configuration: try database)
+        var configuration = try database
+        configuration.readTimeoutSeconds = Self.toolStatementTimeoutSeconds
+        configuration.writeTimeoutSeconds = Self.toolStatementTimeoutSeconds
+        let connection = Connection(configuration: configuration)
         do {
             try connection.connect()
         } catch let error as DatabaseError {
@@ -90,6 +97,8 @@ struct Environment {
         }
         return withStoreConfiguration ? Store(connection: connection, configuration: try store) : Store(connection: connection)
     }
+
+    static let toolStatementTimeoutSeconds: UInt32 = 3600
 
     /// TODOSYNC_DB_PASSWORD when set (file or environment), else the first line of
     /// TODOSYNC_DB_PASSWORD_FILE (the stack generates one on first run), else the default.
