@@ -6,6 +6,7 @@ responder hosts in network namespaces).  Those tests skip unless the cluster run
   TODOSYNC_TEST_CLUSTER_APPS     number of responder hosts
   TODOSYNC_TEST_CLUSTER_SOCKETS  the nodes' MariaDB unix sockets (root, no password), comma-separated
   TODOSYNC_TEST_CLUSTER_LOG_DIR  logs: dbN.log, appN.log, nginx-access.log
+  TODOSYNC_TEST_CLUSTER_SNAPSHOT_DIR  the snapshot cache directory every responder host and front shares
   TODOSYNC_TEST_CLUSTER_FRONT_URLS  the fronts' base URLs, comma-separated (front 1 first; two with
                                  TODOSYNC_CLUSTER_FRONTS=2, whose nchan share a private redis-server)
 
@@ -28,6 +29,7 @@ SOCKETS = [s for s in os.environ.get("TODOSYNC_TEST_CLUSTER_SOCKETS", "").split(
 LOG_DIR = os.environ.get("TODOSYNC_TEST_CLUSTER_LOG_DIR", "").strip()
 NET = os.environ.get("TODOSYNC_TEST_CLUSTER_NET", "10.213.0")
 PREFIX = os.environ.get("TODOSYNC_TEST_CLUSTER_PREFIX", "tsx")
+SNAPSHOT_DIR = os.environ.get("TODOSYNC_TEST_CLUSTER_SNAPSHOT_DIR", "").strip()
 FRONT_URLS = [u for u in os.environ.get("TODOSYNC_TEST_CLUSTER_FRONT_URLS", "").split(",") if u]
 
 requires_cluster = pytest.mark.skipif(not CMD, reason="not running against scripts/cluster.sh (TODOSYNC_TEST_CLUSTER_CMD unset)")

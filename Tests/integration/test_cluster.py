@@ -15,6 +15,9 @@ Skipped unless the cluster runner started the suite (see clusterlib.py).
   account delete         a delete through the front is seen on every node at once: the account's
                          every token is 401 through every responder host, each Galera node has
                          the users row marked deleted and no token of it, the email registers again
+  snapshot               one user's snapshot requested at once through every responder host is
+                         built once into the directory the hosts share, and every front sends
+                         that one file (its digest, a Range resume)
   two fronts             (TODOSYNC_CLUSTER_FRONTS=2) writes through front 1 poke live streams on
                          both fronts, through nchan's shared Redis store; no client publishes
                          through either front
@@ -22,7 +25,10 @@ Skipped unless the cluster runner started the suite (see clusterlib.py).
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
+import os
 import threading
 import time
 import uuid
@@ -204,6 +210,50 @@ def test_an_account_deleted_through_the_front_is_gone_on_every_node(make_client)
     r = tsapi.register(phone.email, phone.password)
     assert r.status_code == 201, short(r)
     assert r.json()["user"]["id"] != user_id
+
+
+def test_a_snapshot_is_built_once_in_the_shared_directory_and_sent_by_every_front(make_client):
+    """docs/SCALING.md, "Snapshots": the responder hosts share one cache directory and its build
+    locks, and each front's nginx sends the files from it. A file carries its build time, so two
+    builds of one state differ in digest: one digest over requests spread round-robin across the
+    hosts means one build. With a cache per host, the second host would build its own."""
+    api = make_client()
+    for start in range(0, 3000, 100):  # enough rows for the build to take a while
+        synclib.push(api, [synclib.create_todo_op(f"snap {i}", deadline=f"2031-{1 + i % 12:02d}-{1 + i % 28:02d}")
+                           for i in range(start, start + 100)])
+    results: list[requests.Response] = []
+
+    def take() -> None:
+        deadline = time.monotonic() + 60
+        while True:
+            r = api.get("/sync/snapshot", params={"schemaVersion": str(tsapi.CURRENT_SCHEMA)}, timeout=60)
+            if r.status_code in (429, 503) and time.monotonic() < deadline:
+                time.sleep(float(r.headers.get("Retry-After", "1")))
+                continue
+            results.append(r)
+            return
+
+    threads = [threading.Thread(target=take) for _ in range(4 * clusterlib.APPS)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(90)
+    assert len(results) == len(threads) and all(r.status_code == 200 for r in results), \
+        [short(r) for r in results if r.status_code != 200]
+    body = results[0].content
+    digest = "sha-256=:" + base64.b64encode(hashlib.sha256(body).digest()).decode() + ":"
+    assert {r.headers["Repr-Digest"] for r in results} == {digest}, "the hosts built the snapshot more than once"
+    assert all(r.content == body for r in results)
+    user_dir = os.path.join(clusterlib.SNAPSHOT_DIR, str(api.user["id"]))
+    files = [n for n in os.listdir(user_dir) if n.endswith(".sqlite")]
+    assert len(files) == 1 and files[0].endswith(hashlib.sha256(body).hexdigest() + ".sqlite"), files
+    for url in clusterlib.FRONT_URLS:
+        front = tsapi.Api(api.token, base_url=url)
+        for _ in range(clusterlib.APPS):  # each responder host authorizes, the front sends the file
+            part = front.get("/sync/snapshot", params={"schemaVersion": str(tsapi.CURRENT_SCHEMA)},
+                             headers={"Range": "bytes=100-"}, timeout=60)
+            assert part.status_code == 206, (url, short(part))
+            assert part.content == body[100:] and part.headers["Repr-Digest"] == digest, url
 
 
 two_fronts = pytest.mark.skipif(len(clusterlib.FRONT_URLS) < 2,
