@@ -82,6 +82,8 @@ enum Settings {
                 "size limit of the snapshot cache: after each build the oldest files go until the rest fit"),
         Setting("TODOSYNC_SNAPSHOT_MAX_AGE_SECONDS", default: "3600", rule: .integer(1...3600),
                 "a cached snapshot older than this is never served (at most an hour)"),
+        Setting("TODOSYNC_SNAPSHOT_MAX_BUILDS", default: "\(StoreConfiguration().snapshotBuildSlots.limit)", rule: .integer(1...64),
+                "snapshot builds at once in one responder process; one more is answered 503 with Retry-After: 1 (each build holds a worker and about a core for up to the request budget)"),
         Setting("TODOSYNC_TOMBSTONE_RETENTION_DAYS", default: "90", rule: .integer(1...36_500), "`todosync purge`: tombstones and push results kept this long"),
         Setting("TODOSYNC_IDEMPOTENCY_RETENTION_HOURS", default: "\(StoreConfiguration().idempotencyRetentionSeconds / 3600)", rule: .integer(24...876_000),
                 "`todosync purge`: Idempotency-Key records kept this long (at least 24)"),
