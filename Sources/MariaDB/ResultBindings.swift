@@ -266,33 +266,6 @@ final class ResultBindings {
         return true
     }
 
-    /// The length of text/blob column `index` of the row just fetched; nil when NULL or when the
-    /// column is not text or blob.
-    func byteCount(at index: Int) -> Int? {
-        guard nulls[index] == 0 else { return nil }
-        switch layouts[index].kind {
-        case .text, .blob: return Int(lengths[index])
-        default: return nil
-        }
-    }
-
-    /// Copies the whole of text/blob column `index` (``byteCount(at:)`` bytes) to `target`: from
-    /// its bind buffer when it fit there, else straight from Connector/C's row with
-    /// `mysql_stmt_fetch_column`. Unlike ``withBytes(at:statement:sql:_:)`` a long value does not
-    /// grow the column's bind buffer, so `mysql_stmt_fetch` keeps copying only a short prefix of
-    /// it: a value read this way (a pull page the server concatenated) is copied once.
-    func copyBytes(
-        at index: Int, into target: UnsafeMutableRawPointer, statement: StatementHandle, sql: String
-    ) throws(DatabaseError) {
-        let bind = binds + index
-        let length = Int(lengths[index])
-        if length <= Int(bind.pointee.buffer_length) {
-            target.copyMemory(from: bind.pointee.buffer, byteCount: length)
-        } else {
-            try fetchColumn(index, into: target, length: length, statement: statement, sql: sql)
-        }
-    }
-
     /// Fetches the whole of a truncated column into `target` (`length` bytes).
     private func fetchColumn(
         _ index: Int, into target: UnsafeMutableRawPointer, length: Int, statement: StatementHandle, sql: String

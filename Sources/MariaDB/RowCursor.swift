@@ -63,22 +63,6 @@ public struct RowCursor {
         return true
     }
 
-    /// The length in bytes of text or binary column `i`; nil when NULL or another kind of column.
-    public func byteCount(_ i: Int) -> Int? {
-        check(i)
-        return bindings.byteCount(at: i)
-    }
-
-    /// Copies text or binary column `i` (``byteCount(_:)`` bytes, which `target` must have room
-    /// for) where the caller wants it, in one copy from Connector/C's row however long it is: for
-    /// long values that go on unchanged into a response. Call only when ``byteCount(_:)`` is
-    /// not nil.
-    public func copyBytes(_ i: Int, to target: UnsafeMutableRawPointer) throws(DatabaseError) {
-        check(i)
-        precondition(bindings.byteCount(at: i) != nil, "copyBytes of a NULL or non-text column")
-        try bindings.copyBytes(at: i, into: target, statement: statement, sql: sql)
-    }
-
     /// Column `i` of a DATE, DATETIME or TIMESTAMP column as its parts; nil when NULL or not a
     /// temporal column.
     public func dateTime(_ i: Int) -> DateTimeParts? {

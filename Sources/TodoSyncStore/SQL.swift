@@ -474,14 +474,6 @@ enum SQL {
         /// Parent tags are looked up 64 ids per query, so that a page referring to a typical
         /// user's tags (tens) costs one round trip.
         static let parentTagBatch = 64
-
-        /// A page's records take at most this many bytes (or one record, if longer): a page of
-        /// 1,000 long todos would otherwise near MariaDB's `max_allowed_packet` (16 MB by
-        /// default), which bounds the one row that carries it. The contract's page holds "at most
-        /// `limit`" records, so ending one early keeps paging and `hasMore` exact.
-        static let pageBytes: Int64 = 8 << 20
-        /// `group_concat_max_len` for a page: its budget plus a record as long as the feed holds.
-        static let concatBytes = Int(pageBytes) + (16 << 20)
     }
 
     /// A snapshot's records (Store+Snapshot.swift): every live record of the user as the change
@@ -506,45 +498,15 @@ enum SQL {
         static let upsertEight = upsert(rows: 8)
         static let upsertOne = upsert(rows: 1)
 
-        /// A pull page as one row: MariaDB concatenates the page's rendered records into the
-        /// contract's six arrays (each kind's live records and tombstones, by version), so the
-        /// responder reads a few values instead of a row per record and copies each once.
-        ///
-        /// The innermost read is the next `limit + 1` rows after the cursor's position, by version
-        /// (one range read of the clustered index); tombstones at or below the skip parameter are
-        /// left out (a first pull does not send deletions of records the client never had). The
-        /// page (`inc`) is the first `limit` of them, ended before a row that would take the
-        /// records' bytes past the byte budget (never before the first row), so that no value
-        /// reaches `group_concat_max_len` (`Pull.concatBytes`, for this statement only). Rows
-        /// pushed by the pulling device (`own`) count toward the page but are left out of the
-        /// arrays. Parameters: limit, byte budget, device (0 for none), user, position,
-        /// skip-tombstones-through, limit + 1.
-        ///
-        /// Columns: records in the page, whether a record beyond it exists, the page's last
-        /// version, the records sent, their bytes, the six arrays from `pageArrays` on (tags
-        /// upserted, tags deleted, todos …, daily stats …; NULL when empty), then the ids of the
-        /// page's tags (sent or not) and the `parent_tags` of its sent live records.
+        /// A pull page: the next `limit + 1` rows after the cursor's position, by version (one
+        /// range read of the clustered index). Tombstones at or below the third parameter are
+        /// skipped (a first pull does not send deletions of records the client never had).
+        /// Columns: version, kind, record_id, device, parent_tags, body, deleted.
         static let page = """
-            SET STATEMENT group_concat_max_len = \(Pull.concatBytes) FOR
-            SELECT SUM(inc), COUNT(*) > SUM(inc), MAX(IF(inc, version, NULL)), SUM(inc AND NOT own),
-                   SUM(IF(inc AND NOT own, LENGTH(body), 0)),
-                   \(FeedKind.allCases.flatMap { kind in [0, 1].map { deleted in
-                       "GROUP_CONCAT(IF(inc AND NOT own AND kind = \(kind.rawValue) AND deleted = \(deleted), body, NULL)"
-                           + " ORDER BY version SEPARATOR ','),"
-                   } }.joined(separator: "\n       "))
-                   GROUP_CONCAT(IF(inc AND kind = \(FeedKind.tag.rawValue), record_id, NULL) SEPARATOR ','),
-                   GROUP_CONCAT(IF(inc AND NOT own AND NOT deleted AND parent_tags <> '', parent_tags, NULL) SEPARATOR ',')
-              FROM (SELECT version, kind, record_id, parent_tags, body, deleted, own,
-                           ROW_NUMBER() OVER w <= ? AND SUM(LENGTH(body) + 1) OVER w <= GREATEST(?, LENGTH(body) + 1) AS inc
-                      FROM (SELECT version, kind, record_id, parent_tags, body, deleted_at IS NOT NULL AS deleted,
-                                   device <=> ? AS own
-                              FROM sync_feed
-                             WHERE user_id = ? AND version > ? AND (deleted_at IS NULL OR version > ?)
-                             ORDER BY version LIMIT ?) r
-                    WINDOW w AS (ORDER BY version)) p
+            SELECT version, kind, record_id, device, parent_tags, body, deleted_at IS NOT NULL FROM sync_feed
+             WHERE user_id = ? AND version > ? AND (deleted_at IS NULL OR version > ?)
+             ORDER BY version LIMIT ?
             """
-        /// The column of `page`'s first array.
-        static let pageArrays = 5
 
         /// Live parent tags by id that changed after the page's start and that the pulling device
         /// did not change itself, `Pull.parentTagBatch` ids per query (unused slots repeat an id).

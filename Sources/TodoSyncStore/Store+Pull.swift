@@ -1,116 +1,88 @@
 import MariaDB
 import TodoSyncCore
 
-/// One page of changes: the contract's pull response body, assembled around the six arrays
-/// (each kind's `upserted` and `deleted`) that MariaDB concatenates from the change feed's
-/// rendered records (`SQL.Feed.page`). Each array's bytes are copied once, from Connector/C's
-/// row into the body.
+/// One page of changes: the records' JSON as the change feed holds it, sorted into the contract's
+/// six arrays (each kind's `upserted` and `deleted`), ready to be spliced into the response. An
+/// older schema version's live records lose their newer fields once per array, where they lie,
+/// when the page is complete (`removeNewerFields`), not record by record.
 public struct PullPage: Sendable {
-    /// The contract's pull response body.
-    public private(set) var jsonBody: [UInt8]
-    public let cursor: SyncCursor
-    public let hasMore: Bool
+    /// The contents (without brackets) of the arrays, indexed by `slot(kind, deleted)`.
+    private var arrays: [[UInt8]] = Array(repeating: [], count: 6)
+    public var cursor: SyncCursor
+    public var hasMore: Bool
     /// Records and tombstones in the page.
-    public private(set) var recordCount: Int
+    public private(set) var recordCount = 0
     /// The schema version the page's records have (and the page names).
     public let schemaVersion: Int
-    /// Where the tags' `upserted` array ends in `jsonBody` (parent tags go there), and whether
-    /// it holds a record.
-    private var tagsEnd: Int
-    private var tagsEmpty: Bool
+    /// The keys of the fields each kind's records have in the feed (the current version) but
+    /// not at `schemaVersion`, by `FeedKind` position.
+    private let hiddenKeys: [[[UInt8]]]
 
-    /// The page whose six arrays are columns `first ..< first + 6` of `row` (by
-    /// `slot(kind, deleted)`, NULL for an empty one), holding records at the current schema
-    /// version: a live record loses the fields `schemaVersion` does not have.
-    init(row: RowCursor, arraysAt first: Int, recordCount: Int, cursor: SyncCursor, hasMore: Bool,
-         schemaVersion: Int) throws(DatabaseError) {
+    init(cursor: SyncCursor, hasMore: Bool, schemaVersion: Int) {
         self.cursor = cursor
         self.hasMore = hasMore
-        self.recordCount = recordCount
         self.schemaVersion = schemaVersion
+        hiddenKeys = FeedKind.allCases.map { kind in
+            let names = switch kind {
+            case .tag: SchemaVersion.fieldsNewerThan(schemaVersion, todo: false)
+            case .todo: SchemaVersion.fieldsNewerThan(schemaVersion, todo: true)
+            case .dailyStat: [String]()
+            }
+            return names.map { Array($0.utf8) }
+        }
+    }
+
+    private static func slot(_ kind: FeedKind, deleted: Bool) -> Int {
+        Int(kind.rawValue - 1) * 2 + (deleted ? 1 : 0)
+    }
+
+    /// Appends a record (or tombstone) already encoded as JSON at the current schema version.
+    /// Within an array, records must come in version order.
+    mutating func append(_ kind: FeedKind, deleted: Bool, _ json: UnsafeRawBufferPointer) {
+        let index = PullPage.slot(kind, deleted: deleted)
+        recordCount += 1
+        if !arrays[index].isEmpty { arrays[index].append(UInt8(ascii: ",")) }
+        arrays[index].append(contentsOf: json)
+    }
+
+    /// Takes out of the live records the fields the page's version does not have (once, when
+    /// the page is complete: one pass over each array instead of a parser per record).
+    mutating func removeNewerFields() {
+        for kind in FeedKind.allCases where !hiddenKeys[Int(kind.rawValue - 1)].isEmpty {
+            let index = PullPage.slot(kind, deleted: false)
+            let kept = arrays[index].withUnsafeMutableBytes {
+                JSONMemberFilter.removeFromFlatObjects($0, keys: hiddenKeys[Int(kind.rawValue - 1)])
+            }
+            arrays[index].removeLast(arrays[index].count - kept)
+        }
+    }
+
+    /// The contract's pull response body.
+    public var jsonBody: [UInt8] {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(arrays.reduce(200) { $0 + $1.count })
+        bytes.append(contentsOf: #"{"changes":{"#.utf8)
+        for kind in FeedKind.allCases {
+            if kind != .tag { bytes.append(UInt8(ascii: ",")) }
+            bytes.append(contentsOf: PullPage.keys[Int(kind.rawValue - 1)].utf8)
+            bytes.append(contentsOf: #":{"upserted":["#.utf8)
+            bytes.append(contentsOf: arrays[PullPage.slot(kind, deleted: false)])
+            bytes.append(contentsOf: #"],"deleted":["#.utf8)
+            bytes.append(contentsOf: arrays[PullPage.slot(kind, deleted: true)])
+            bytes.append(contentsOf: "]}".utf8)
+        }
         var tail = JSONWriter(reservingCapacity: 120)
         tail.beginObject()
         tail.field("cursor", cursor.encoded)
         tail.field("hasMore", hasMore)
         tail.field("schemaVersion", schemaVersion)
         tail.endObject()
-        let close = Array("]}},".utf8) + tail.bytes.dropFirst()  // `"cursor":…}` closes the body
-        var lengths = Array(repeating: 0, count: 6)
-        for slot in 0..<6 { lengths[slot] = row.byteCount(first + slot) ?? 0 }
-        let capacity = PullPage.openers.reduce(close.count) { $0 + $1.count } + lengths.reduce(0, +)
-        var failure: DatabaseError?
-        var tagsEnd = 0
-        jsonBody = [UInt8](unsafeUninitializedCapacity: capacity) { buffer, initialized in
-            var offset = 0
-            func put(_ bytes: [UInt8]) {
-                _ = UnsafeMutableBufferPointer(rebasing: buffer[offset...]).initialize(from: bytes)
-                offset += bytes.count
-            }
-            for slot in 0..<6 {
-                put(PullPage.openers[slot])
-                if lengths[slot] > 0 {
-                    let array = UnsafeMutableRawBufferPointer(rebasing: UnsafeMutableRawBufferPointer(buffer)[offset..<(offset + lengths[slot])])
-                    do throws(DatabaseError) {
-                        try row.copyBytes(first + slot, to: array.baseAddress!)
-                    } catch {
-                        failure = error
-                        return initialized = 0
-                    }
-                    // An older version's records lose their newer fields where they lie.
-                    let hidden = PullPage.hiddenKeys(slot: slot, schemaVersion: schemaVersion)
-                    offset += hidden.isEmpty ? array.count : JSONMemberFilter.removeFromFlatObjects(array, keys: hidden)
-                }
-                if slot == 0 { tagsEnd = offset }
-            }
-            put(close)
-            initialized = offset
-        }
-        if let failure { throw failure }
-        self.tagsEnd = tagsEnd
-        tagsEmpty = lengths[0] == 0
+        bytes.append(contentsOf: "},".utf8)
+        bytes.append(contentsOf: tail.bytes.dropFirst())  // `"cursor":…}` closes the body
+        return bytes
     }
 
-    /// Appends live tags (JSON at the current schema version, in version order, each beyond the
-    /// page's own) to the tags' `upserted` array.
-    mutating func appendTags(_ tags: [[UInt8]]) {
-        guard !tags.isEmpty else { return }
-        let hidden = PullPage.hiddenKeys(slot: 0, schemaVersion: schemaVersion)
-        var bytes: [UInt8] = []
-        for tag in tags {
-            if !(tagsEmpty && bytes.isEmpty) { bytes.append(UInt8(ascii: ",")) }
-            tag.withUnsafeBytes { JSONMemberFilter.append($0, removing: hidden, to: &bytes) }
-        }
-        jsonBody.insert(contentsOf: bytes, at: tagsEnd)
-        tagsEnd += bytes.count
-        tagsEmpty = false
-        recordCount += tags.count
-    }
-
-    /// The index of a kind's array of live records (`deleted` false) or tombstones.
-    static func slot(_ kind: FeedKind, deleted: Bool) -> Int {
-        Int(kind.rawValue - 1) * 2 + (deleted ? 1 : 0)
-    }
-
-    /// What precedes each array in the body: `{"changes":{"tags":{"upserted":[`,
-    /// `],"deleted":[`, `]},"todos":{"upserted":[`, …
-    private static let openers: [[UInt8]] = FeedKind.allCases.flatMap { kind in
-        let key = #"""# + keys[Int(kind.rawValue - 1)] + #"""#
-        let upserted = (kind == .tag ? #"{"changes":{"# : #"]},"#) + key + #":{"upserted":["#
-        return [Array(upserted.utf8), Array(#"],"deleted":["#.utf8)]
-    }
-
-    private static let keys = ["tags", "todos", "dailyStats"]
-
-    /// The keys of the fields an array's live records have in the feed (the current version) but
-    /// not at `schemaVersion`.
-    private static func hiddenKeys(slot: Int, schemaVersion: Int) -> [[UInt8]] {
-        let names = switch slot {
-        case PullPage.slot(.tag, deleted: false): SchemaVersion.fieldsNewerThan(schemaVersion, todo: false)
-        case PullPage.slot(.todo, deleted: false): SchemaVersion.fieldsNewerThan(schemaVersion, todo: true)
-        default: [String]()
-        }
-        return names.map { Array($0.utf8) }
-    }
+    private static let keys = [#""tags""#, #""todos""#, #""dailyStats""#]
 }
 
 extension Store {
@@ -120,24 +92,16 @@ extension Store {
     /// by version never skips a change that commits meanwhile.
     ///
     /// The page is one range read of the change feed (`sync_feed`, clustered by user and version)
-    /// whose rendered records MariaDB concatenates into the page's six arrays (one row of a few
-    /// values instead of a row per record), plus the parent tags it needs.
+    /// whose rendered records are copied as they are, plus the parent tags it needs.
     ///
     /// With `deviceID`, tags and todos whose latest change was an operation pushed by that device
     /// are left out (the device holds them from its push results). They still count toward
     /// `limit`, so paging and `hasMore` are the same with or without it.
     ///
     /// The feed holds records at the current schema version; a client of an older one
-    /// (`schemaVersion`) gets them without the fields its version lacks. A page's records take
-    /// at most `pageBytes` (`SQL.Pull.pageBytes`; tests make it smaller), or one record.
+    /// (`schemaVersion`) gets them without the fields its version lacks.
     public func pull(userID: Int64, cursor: SyncCursor?, limit: Int, deviceID: String? = nil,
                      schemaVersion: Int = SchemaVersion.current) throws -> PullPage {
-        try pull(userID: userID, cursor: cursor, limit: limit, deviceID: deviceID, schemaVersion: schemaVersion,
-                 pageBytes: SQL.Pull.pageBytes)
-    }
-
-    func pull(userID: Int64, cursor: SyncCursor?, limit: Int, deviceID: String?, schemaVersion: Int,
-              pageBytes: Int64) throws -> PullPage {
         let page = try guarded {
             try db.inTransaction {
                 // The first read fixes the snapshot that every query below sees.
@@ -168,41 +132,32 @@ extension Store {
                 let position = cursor?.position ?? 0
                 let skipThrough = cursor?.skipTombstonesThrough ?? snapshotVersion
 
-                var page: PullPage?
-                var parents: [Int64] = []
-                let parameters: [DatabaseValue] = [
-                    .int(Int64(limit)), .int(pageBytes), .int(device), .int(userID), .int(position),
-                    .int(skipThrough), .int(Int64(limit + 1)),
-                ]
-                try db.forEachRow(SQL.Feed.page, parameters) { row throws(DatabaseError) in
-                    let hasMore = try row.bool(1) ?? false
-                    let lastVersion = try row.int64(2) ?? position
-                    let sent = try row.int64(3) ?? 0
-                    // Every sent record whole in its array: no value was cut at group_concat_max_len.
-                    let arrays = (0..<6).compactMap { row.byteCount(SQL.Feed.pageArrays + $0) }
-                    guard arrays.reduce(0, +) == Int((try row.int64(4) ?? 0) + sent) - arrays.count else {
-                        throw DatabaseError(code: 0, message: "a pull page's arrays were cut short",
-                                            sql: SQL.Feed.page)
-                    }
-                    // At the end, jump to the snapshot: what lies between is only skipped tombstones.
-                    let next = SyncCursor(
-                        position: hasMore ? lastVersion : max(lastVersion, snapshotVersion),
-                        skipTombstonesThrough: skipThrough, userID: userID, epoch: epoch)
-                    page = try PullPage(row: row, arraysAt: SQL.Feed.pageArrays, recordCount: Int(sent),
-                                        cursor: next, hasMore: hasMore, schemaVersion: schemaVersion)
-                    // The tags the page's sent records refer to that it does not hold (sent, or
-                    // held by the pulling device), in order of first reference.
-                    var held = Set<Int64>()
-                    _ = try row.withBytes(SQL.Feed.pageArrays + 6) { held = Set(Self.ids(in: $0)) }
-                    _ = try row.withBytes(SQL.Feed.pageArrays + 7) {
-                        var seen = held
-                        parents = Self.ids(in: $0).filter { seen.insert($0).inserted }
-                    }
+                var page = PullPage(
+                    cursor: SyncCursor(position: position, skipTombstonesThrough: skipThrough, userID: userID,
+                                       epoch: epoch),
+                    hasMore: false, schemaVersion: schemaVersion)
+                var rows = 0
+                var lastVersion = position
+                var parents = ParentTags()
+                try db.forEachRow(SQL.Feed.page, [.int(userID), .int(position), .int(skipThrough), .int(Int64(limit + 1))]) {
+                    row throws(DatabaseError) in
+                    rows += 1
+                    guard rows <= limit else { return page.hasMore = true }
+                    lastVersion = try row.int64(0)!
+                    let kind = FeedKind(rawValue: try row.int64(1)!)!
+                    let deleted = try row.bool(6)!
+                    if kind == .tag { parents.held(try row.int64(2)!) }
+                    // Left out: the pulling device made this version itself.
+                    if device != 0, try row.int64(3) == device { return }
+                    _ = try row.withBytes(5) { page.append(kind, deleted: deleted, $0) }
+                    if !deleted { _ = try row.withBytes(4) { parents.referenced($0) } }
                 }
-                guard var page else {
-                    throw DatabaseError(code: 0, message: "a pull page query returned no row", sql: SQL.Feed.page)
-                }
-                page.appendTags(try parentTags(parents, after: position, userID: userID, device: device))
+                // At the end, jump to the snapshot: what lies between is only skipped tombstones.
+                page.cursor = SyncCursor(
+                    position: page.hasMore ? lastVersion : max(lastVersion, snapshotVersion),
+                    skipTombstonesThrough: skipThrough, userID: userID, epoch: epoch)
+                try addParentTags(parents.missing, to: &page, after: position, userID: userID, device: device)
+                page.removeNewerFields()
                 return page
             }
         }
@@ -210,12 +165,13 @@ extension Store {
         return page
     }
 
-    /// What makes a page referentially complete: of `ids`, the live tags that changed after the
-    /// page's start (so the client may not have them yet) and that the pulling device did not
-    /// change itself, in version order. Tags at or below the start were sent earlier in this pull
-    /// or were unchanged since it began. Such a tag's version lies beyond the page's (a live tag
-    /// within the page's range is in the page), so it goes after the page's tags.
-    private func parentTags(_ ids: [Int64], after position: Int64, userID: Int64, device: Int64) throws -> [[UInt8]] {
+    /// Makes the page referentially complete: a live tag that a todo or stat in the page refers to,
+    /// that changed after the page's start (so the client may not have it yet) and that the pulling
+    /// device did not change itself, is sent with it. Tags at or below the start were sent earlier
+    /// in this pull or were unchanged since it began. Such a tag's version lies beyond the page's
+    /// (a live tag within the page's range is in the page), so it goes after the page's tags.
+    private func addParentTags(_ ids: [Int64], to page: inout PullPage, after position: Int64, userID: Int64,
+                               device: Int64) throws {
         let batch = SQL.Pull.parentTagBatch
         var found: [(version: Int64, json: [UInt8])] = []
         for start in stride(from: 0, to: ids.count, by: batch) {
@@ -225,17 +181,28 @@ extension Store {
                 found.append((row.int64(0)!, row.bytes(1)!))
             }
         }
-        return found.sorted { $0.version < $1.version }.map(\.json)
+        found.sort { $0.version < $1.version }
+        for tag in found { tag.json.withUnsafeBytes { page.append(.tag, deleted: false, $0) } }
+    }
+}
+
+/// The tags a page refers to and the tags it holds, in order of first reference.
+private struct ParentTags {
+    private var seen: Set<Int64> = []
+    private(set) var missing: [Int64] = []
+
+    /// A tag in the page (sent, or held by the pulling device).
+    mutating func held(_ id: Int64) {
+        if !seen.insert(id).inserted { missing.removeAll { $0 == id } }
     }
 
-    /// The numbers of a comma-separated list of ids (`parent_tags`, or the page's tag ids).
-    private static func ids(in list: UnsafeRawBufferPointer) -> [Int64] {
-        var ids: [Int64] = []
+    /// The comma-separated tag ids of a feed row's `parent_tags`.
+    mutating func referenced(_ list: UnsafeRawBufferPointer) {
         var value: Int64 = 0
         var digits = 0
         for byte in list {
             if byte == UInt8(ascii: ",") {
-                if digits > 0 { ids.append(value) }
+                if digits > 0 { add(value) }
                 value = 0
                 digits = 0
             } else {
@@ -243,7 +210,10 @@ extension Store {
                 digits += 1
             }
         }
-        if digits > 0 { ids.append(value) }
-        return ids
+        if digits > 0 { add(value) }
+    }
+
+    private mutating func add(_ id: Int64) {
+        if seen.insert(id).inserted { missing.append(id) }
     }
 }

@@ -71,16 +71,21 @@ public enum JSONMemberFilter {
     }
 
     /// Where `pattern` (ending in a colon) first occurs in `json` at or after `from`: the colons
-    /// are found with `memchr`, the bytes before each compared.
+    /// are found with `memchr`, the bytes before each compared (the last eight as one word).
     private static func find(_ pattern: [UInt8], in json: UnsafeRawBufferPointer, from start: Int) -> Int? {
+        let base = json.baseAddress!
+        let word = pattern.count >= 8
+            ? pattern.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: pattern.count - 8, as: UInt64.self) } : 0
         var index = start + pattern.count - 1
         while index < json.count {
-            guard let colon = memchr(json.baseAddress! + index, Int32(UInt8(ascii: ":")), json.count - index) else {
-                return nil
-            }
-            let end = json.baseAddress!.distance(to: UnsafeRawPointer(colon)) + 1
+            guard let colon = memchr(base + index, Int32(UInt8(ascii: ":")), json.count - index) else { return nil }
+            let end = base.distance(to: UnsafeRawPointer(colon)) + 1
             let at = end - pattern.count
-            if at >= start, pattern.elementsEqual(UnsafeRawBufferPointer(rebasing: json[at..<end])) { return at }
+            let matches = pattern.count >= 8
+                ? (base + end - 8).loadUnaligned(as: UInt64.self) == word
+                    && pattern.withUnsafeBytes { memcmp(base + at, $0.baseAddress!, pattern.count - 8) } == 0
+                : pattern.elementsEqual(UnsafeRawBufferPointer(rebasing: json[at..<end]))
+            if matches { return at }
             index = end
         }
         return nil
