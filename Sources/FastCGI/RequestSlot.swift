@@ -154,6 +154,74 @@ final class RequestSlot {
         return true
     }
 
+    /// Writes `parts`, in order, as FCGI_STDOUT records made around the caller's bytes where they
+    /// lie: no copy into libfcgi's 8 KB stream buffer, and one `writev` for the lot instead of a
+    /// `write` per 8 KB. For long bodies (a pull page). What libfcgi holds of the stream is sent
+    /// first, so records stay in order; ``completeResponse()`` ends the stream as usual. False
+    /// once the connection failed (the socket's send deadline applies, as to libfcgi's writes).
+    func writeRecords(_ parts: [UnsafeRawBufferPointer]) -> Bool {
+        guard FCGX_FFlush(request.pointee.out) == 0 else { return false }
+        var chunks: [UnsafeRawBufferPointer] = []
+        for part in parts {
+            var offset = 0
+            while offset < part.count {
+                let count = min(Self.recordContentBytes, part.count - offset)
+                chunks.append(UnsafeRawBufferPointer(rebasing: part[offset..<(offset + count)]))
+                offset += count
+            }
+        }
+        guard !chunks.isEmpty else { return true }
+        let id = UInt16(truncatingIfNeeded: request.pointee.requestId)
+        var headers = [UInt8](repeating: 0, count: chunks.count * 8)
+        for (index, chunk) in chunks.enumerated() {
+            // FCGI_Header: version, type, request id, content length (big-endian), no padding.
+            headers.replaceSubrange(index * 8..<(index * 8 + 6), with: [
+                UInt8(FCGI_VERSION_1), UInt8(FCGI_STDOUT), UInt8(id >> 8), UInt8(id & 0xFF),
+                UInt8(chunk.count >> 8), UInt8(chunk.count & 0xFF),
+            ])
+        }
+        return headers.withUnsafeBytes { headerBytes in
+            var vectors: [iovec] = []
+            vectors.reserveCapacity(chunks.count * 2)
+            for (index, chunk) in chunks.enumerated() {
+                vectors.append(iovec(iov_base: UnsafeMutableRawPointer(mutating: headerBytes.baseAddress! + index * 8),
+                                     iov_len: 8))
+                vectors.append(iovec(iov_base: UnsafeMutableRawPointer(mutating: chunk.baseAddress!), iov_len: chunk.count))
+            }
+            return Self.writeAll(request.pointee.ipcFd, &vectors)
+        }
+    }
+
+    /// Content bytes per record: the largest multiple of 8 a record's 16-bit length allows.
+    static let recordContentBytes = 65_528
+
+    /// `writev` until every vector is written (a partial write resumes where it stopped, within
+    /// `IOV_MAX` vectors per call); false on an error.
+    private static func writeAll(_ fd: Int32, _ vectors: inout [iovec]) -> Bool {
+        var first = 0
+        while first < vectors.count {
+            let count = min(vectors.count - first, 1024)
+            let written = vectors.withUnsafeBufferPointer { writev(fd, $0.baseAddress! + first, Int32(count)) }
+            if written < 0 {
+                if errno == EINTR { continue }
+                return false
+            }
+            var remaining = written
+            while remaining > 0, first < vectors.count {
+                if remaining >= vectors[first].iov_len {
+                    remaining -= vectors[first].iov_len
+                    first += 1
+                } else {
+                    vectors[first].iov_base = vectors[first].iov_base! + remaining
+                    vectors[first].iov_len -= remaining
+                    remaining = 0
+                }
+            }
+            while first < vectors.count, vectors[first].iov_len == 0 { first += 1 }
+        }
+        return true
+    }
+
     /// Sends what libfcgi holds of FCGI_STDOUT now (a streamed body's chunk); false once the
     /// connection has failed.
     func flush() -> Bool {

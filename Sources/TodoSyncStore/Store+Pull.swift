@@ -2,7 +2,9 @@ import MariaDB
 import TodoSyncCore
 
 /// One page of changes: the records' JSON as the change feed holds it, sorted into the contract's
-/// six arrays (each kind's `upserted` and `deleted`), ready to be spliced into the response.
+/// six arrays (each kind's `upserted` and `deleted`), ready to be spliced into the response. An
+/// older schema version's live records lose their newer fields once per array, where they lie,
+/// when the page is complete (`removeNewerFields`), not record by record.
 public struct PullPage: Sendable {
     /// The contents (without brackets) of the arrays, indexed by `slot(kind, deleted)`.
     private var arrays: [[UInt8]] = Array(repeating: [], count: 6)
@@ -34,18 +36,24 @@ public struct PullPage: Sendable {
         Int(kind.rawValue - 1) * 2 + (deleted ? 1 : 0)
     }
 
-    /// Appends a record (or tombstone) already encoded as JSON at the current schema version; a
-    /// live record loses the fields the page's version does not have. Within an array, records
-    /// must come in version order.
+    /// Appends a record (or tombstone) already encoded as JSON at the current schema version.
+    /// Within an array, records must come in version order.
     mutating func append(_ kind: FeedKind, deleted: Bool, _ json: UnsafeRawBufferPointer) {
         let index = PullPage.slot(kind, deleted: deleted)
         recordCount += 1
         if !arrays[index].isEmpty { arrays[index].append(UInt8(ascii: ",")) }
-        let hidden = deleted ? [] : hiddenKeys[Int(kind.rawValue - 1)]
-        if hidden.isEmpty {
-            arrays[index].append(contentsOf: json)
-        } else {
-            JSONMemberFilter.append(json, removing: hidden, to: &arrays[index])
+        arrays[index].append(contentsOf: json)
+    }
+
+    /// Takes out of the live records the fields the page's version does not have (once, when
+    /// the page is complete: one pass over each array instead of a parser per record).
+    mutating func removeNewerFields() {
+        for kind in FeedKind.allCases where !hiddenKeys[Int(kind.rawValue - 1)].isEmpty {
+            let index = PullPage.slot(kind, deleted: false)
+            let kept = arrays[index].withUnsafeMutableBytes {
+                JSONMemberFilter.removeFromFlatObjects($0, keys: hiddenKeys[Int(kind.rawValue - 1)])
+            }
+            arrays[index].removeLast(arrays[index].count - kept)
         }
     }
 
@@ -149,6 +157,7 @@ extension Store {
                     position: page.hasMore ? lastVersion : max(lastVersion, snapshotVersion),
                     skipTombstonesThrough: skipThrough, userID: userID, epoch: epoch)
                 try addParentTags(parents.missing, to: &page, after: position, userID: userID, device: device)
+                page.removeNewerFields()
                 return page
             }
         }

@@ -1,3 +1,9 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// Copies a JSON object leaving out some of its top-level members: how a record rendered at the
 /// current schema version (the change feed's bytes) is sent to a client of an older version
 /// (`SchemaVersion.fieldsNewerThan`). The object must be compact, as `JSONWriter` writes it.
@@ -25,6 +31,86 @@ public enum JSONMemberFilter {
             if index < count, object[index] == UInt8(ascii: ",") { index += 1 }
         }
         bytes.append(UInt8(ascii: "}"))
+    }
+
+    /// Removes the members named in `keys` from `objects`, flat compact objects separated by
+    /// commas (a pull page's array of tags or todos as the database concatenated it), moving what
+    /// stays to the front; returns the new length. The same bytes as ``append(_:removing:to:)`` on
+    /// each object, without parsing them: in `JSONWriter`'s compact JSON a quote inside a string
+    /// is always escaped, so `"<key>":` can only be a member's key, and in a flat object (records
+    /// are: no value is an object or array) every key is a top-level member. Each match is found
+    /// with `memchr` (the colons), and its value skipped with `memchr` when it is a string.
+    public static func removeFromFlatObjects(_ objects: UnsafeMutableRawBufferPointer, keys: [[UInt8]]) -> Int {
+        guard let base = objects.baseAddress, !keys.isEmpty else { return objects.count }
+        let count = objects.count
+        var cuts: [Range<Int>] = []
+        for key in keys {
+            let pattern = [UInt8(ascii: "\"")] + key + [UInt8(ascii: "\""), UInt8(ascii: ":")]
+            var from = 0
+            while let at = find(pattern, in: UnsafeRawBufferPointer(objects), from: from) {
+                let end = endOfScalar(UnsafeRawBufferPointer(objects), from: at + pattern.count)
+                // The member with the comma before it, or, for a first member, the one after it.
+                if at > 0, objects[at - 1] == UInt8(ascii: ",") {
+                    cuts.append((at - 1)..<end)
+                } else {
+                    cuts.append(at..<(end < count && objects[end] == UInt8(ascii: ",") ? end + 1 : end))
+                }
+                from = end
+            }
+        }
+        if cuts.isEmpty { return count }
+        cuts.sort { $0.lowerBound < $1.lowerBound }
+        var length = cuts[0].lowerBound
+        for (index, cut) in cuts.enumerated() {
+            let next = index + 1 < cuts.count ? cuts[index + 1].lowerBound : count
+            let kept = next - cut.upperBound
+            if kept > 0 { (base + length).copyMemory(from: base + cut.upperBound, byteCount: kept) }
+            length += kept
+        }
+        return length
+    }
+
+    /// Where `pattern` (ending in a colon) first occurs in `json` at or after `from`: the colons
+    /// are found with `memchr`, the bytes before each compared (the last eight as one word).
+    private static func find(_ pattern: [UInt8], in json: UnsafeRawBufferPointer, from start: Int) -> Int? {
+        let base = json.baseAddress!
+        let word = pattern.count >= 8
+            ? pattern.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: pattern.count - 8, as: UInt64.self) } : 0
+        var index = start + pattern.count - 1
+        while index < json.count {
+            guard let colon = memchr(base + index, Int32(UInt8(ascii: ":")), json.count - index) else { return nil }
+            let end = base.distance(to: UnsafeRawPointer(colon)) + 1
+            let at = end - pattern.count
+            let matches = pattern.count >= 8
+                ? (base + end - 8).loadUnaligned(as: UInt64.self) == word
+                    && pattern.withUnsafeBytes { memcmp(base + at, $0.baseAddress!, pattern.count - 8) } == 0
+                : pattern.elementsEqual(UnsafeRawBufferPointer(rebasing: json[at..<end]))
+            if matches { return at }
+            index = end
+        }
+        return nil
+    }
+
+    /// The index just past the scalar value (string, number, literal) that starts at `start`.
+    private static func endOfScalar(_ json: UnsafeRawBufferPointer, from start: Int) -> Int {
+        guard start < json.count else { return json.count }
+        guard json[start] == UInt8(ascii: "\"") else {
+            var index = start
+            while index < json.count, json[index] != UInt8(ascii: ","), json[index] != UInt8(ascii: "}") { index += 1 }
+            return index
+        }
+        var index = start + 1
+        while index < json.count {
+            guard let quote = memchr(json.baseAddress! + index, Int32(UInt8(ascii: "\"")), json.count - index) else {
+                return json.count
+            }
+            let at = json.baseAddress!.distance(to: UnsafeRawPointer(quote))
+            var backslashes = 0
+            while at - backslashes - 1 > start, json[at - backslashes - 1] == UInt8(ascii: "\\") { backslashes += 1 }
+            if backslashes % 2 == 0 { return at + 1 }
+            index = at + 1
+        }
+        return json.count
     }
 
     /// `object` without the members named in `keys`.
