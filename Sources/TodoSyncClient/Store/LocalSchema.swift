@@ -144,6 +144,11 @@ enum LocalSchema {
             let indexes = try String.fetchAll(db, sql: "SELECT sql FROM sqlite_master WHERE type = 'index' AND tbl_name = ? AND sql IS NOT NULL",
                                               arguments: [table])
             let sequence = try Int64.fetchOne(db, sql: "SELECT seq FROM sqlite_sequence WHERE name = ?", arguments: [table])
+            // Read through the page cache, not the memory map: every mapped page of a large
+            // store read for the copy and the index sorts would count in the process's RSS.
+            let mapped = try Int.fetchOne(db, sql: "PRAGMA mmap_size") ?? 0
+            try db.execute(sql: "PRAGMA mmap_size = 0")
+            defer { try? db.execute(sql: "PRAGMA mmap_size = \(mapped)") }
             try db.execute(sql: definition
                 .replacingOccurrences(of: "CREATE TABLE \(table) (", with: "CREATE TABLE \(rebuilt) (")
                 .replacingOccurrences(of: constrained, with: "clientKey TEXT,"))
