@@ -61,7 +61,12 @@ struct Sync: AsyncParsableCommand {
             }
         }
         let seconds = Date().timeIntervalSince(started)
-        if timing { out.say(String(format: "sync_seconds=%.4f", seconds)) }
+        if timing {
+            out.say(String(format: "sync_seconds=%.4f", seconds))
+            if !report.snapshotPhases.isEmpty {
+                out.say("snapshot_phases " + report.snapshotPhases.map { "\($0.name)=" + String(format: "%.3f", $0.seconds) }.joined(separator: " "))
+            }
+        }
         var parts = ["sent \(report.operationsSent) change(s)"]
         let sortedResults = report.results.sorted { $0.key.rawValue < $1.key.rawValue }
         let results = sortedResults.map { "\($0.value) \($0.key.rawValue)" }

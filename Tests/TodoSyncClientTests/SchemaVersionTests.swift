@@ -169,6 +169,43 @@ final class SchemaVersionTests: XCTestCase {
         XCTAssertEqual(try store.pendingCount(), 0)
     }
 
+    func testAStoreFromBeforeV5KeepsItsTodosTheirLocalIdsAndTheirUniqueClientKeys() throws {
+        let path = directory.appendingPathComponent("v4.sqlite").path
+        // The schema as v4 left it (clientKey UNIQUE as a column constraint): todos 1 and 5 live,
+        // todo 9 gone (its localId must never come back: the outbox and logs name records by it).
+        let queue = try DatabaseQueue(path: path)
+        try LocalSchema.migrator.migrate(queue, upTo: "v4: the todo's notes (schema version 2)")
+        try queue.write { db in
+            for (localID, title) in [(1, "first"), (5, "fifth"), (9, "deleted")] {
+                try db.execute(sql: """
+                    INSERT INTO todo (localId, clientId, clientKey, title, titleKey, raw, notes, isImportant, isLife, difficulty,
+                                      estimatedTime, deadline, isCompleted, createdAt)
+                    VALUES (?, ?, ?, ?, x'', ?, 'n', 0, 0, 0, 0, '2026-11-26', 0, '2026-11-24T10:00:00.000Z')
+                    """, arguments: [localID, "C-\(localID)", "c-\(localID)", title, title])
+            }
+            try db.execute(sql: "DELETE FROM todo WHERE localId = 9")
+        }
+        try queue.close()
+
+        let store = try LocalStore(path: path)
+        XCTAssertEqual(try store.allTodos().map(\.localID).sorted(), [1, 5])
+        XCTAssertEqual(try store.todo(5)?.title, "fifth")
+        XCTAssertEqual(try store.todo(5)?.notes, "n")
+        XCTAssertEqual(try store.addTodo(NewTodo(title: "new", deadline: Day("2026-11-26")!)).localID, 10)
+        try store.pool.read { db in
+            let indexes = try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'todo' AND sql IS NOT NULL ORDER BY name")
+            XCTAssertEqual(indexes, ["todo_by_client_key", "todo_by_day", "todo_by_tag", "todo_pending_tag"])
+            XCTAssertEqual(try String.fetchOne(db, sql: "PRAGMA integrity_check"), "ok")
+        }
+        XCTAssertThrowsError(try store.pool.write { db in
+            try db.execute(sql: """
+                INSERT INTO todo (clientId, clientKey, title, titleKey, raw, isImportant, isLife, difficulty, estimatedTime, deadline,
+                                  isCompleted, createdAt)
+                VALUES ('C-1', 'c-1', 'same clientId', x'', 'x', 0, 0, 0, 0, '2026-11-26', 0, '2026-11-24T10:00:00.000Z')
+                """)
+        }, "clientKey is still unique")
+    }
+
     func testAnUpgradedClientPullsEverythingOnceForTheFieldsItNeverGot() async throws {
         let store = try store()
         let server = FakeServer()

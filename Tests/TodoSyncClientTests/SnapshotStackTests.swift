@@ -119,6 +119,9 @@ final class SnapshotStackTests: StackTestCase {
         XCTAssertTrue(try phone.store.isEmptyForSnapshot(), "the install is one transaction: nothing of it stays")
         XCTAssertEqual(try phone.store.deviceID, deviceBefore)
         XCTAssertNil(try phone.store.pullCursor())
+        // Killed after the install dropped the todo indexes and built them again, before COMMIT:
+        // the drops are rolled back with the rows.
+        XCTAssertEqual(try todoIndexes(phone), ["todo_by_client_key", "todo_by_day", "todo_by_tag", "todo_pending_tag"])
 
         let again = try cli(["sync", "--json"], path: phone.path)
         XCTAssertEqual(again.status, 0, again.output)
@@ -127,6 +130,13 @@ final class SnapshotStackTests: StackTestCase {
         XCTAssertEqual(summary["snapshot"]?.objectValue?["bytes"]?.int64Value, 0, "the finished download, installed")
         XCTAssertNotEqual(try phone.store.deviceID, deviceBefore)
         try await assertEqualsServer(phone)
+        XCTAssertEqual(try todoIndexes(phone), ["todo_by_client_key", "todo_by_day", "todo_by_tag", "todo_pending_tag"])
+    }
+
+    func todoIndexes(_ device: Device) throws -> [String] {
+        try device.store.pool.read { db in
+            try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'todo' AND sql IS NOT NULL ORDER BY name")
+        }
     }
 
     func testProgressShowsBytesOfTheDownload() async throws {

@@ -231,6 +231,68 @@ final class SnapshotTests: XCTestCase {
         XCTAssertEqual(try dump(fresh), try dump(paged))
     }
 
+    func testAnInstalledStoreHasEveryIndexAndConstraintOfAPagedOne() async throws {
+        // The install drops the todo indexes and builds them again after the rows.
+        let server = populatedServer()
+        let fresh = try device("fresh", server)
+        let report = try await fresh.sync()
+        XCTAssertEqual(report.snapshot, .installed(records: server.recordCount, bytes: Int64(try XCTUnwrap(server.servedBytes))))
+        let paged = try device("paged", server, useSnapshot: false)
+        try await paged.sync()
+        func schema(_ client: TodoSyncClient) throws -> [String] {
+            try client.store.pool.read { db in
+                try String.fetchAll(db, sql: "SELECT type || ' ' || name || ': ' || COALESCE(sql, '') FROM sqlite_master ORDER BY name")
+                    + [try String.fetchOne(db, sql: "PRAGMA integrity_check") ?? ""]
+            }
+        }
+        XCTAssertEqual(try schema(fresh), try schema(paged))
+        XCTAssertTrue(try schema(fresh).contains { $0.hasPrefix("index todo_by_day: CREATE INDEX") })
+        XCTAssertEqual(try dump(fresh), try dump(paged))
+        // clientKey is unique after the install as before it.
+        let todo = try XCTUnwrap(try fresh.store.allTodos().first { $0.clientID != nil })
+        do {
+            try await fresh.store.pool.write { db in
+                try db.execute(sql: """
+                    INSERT INTO todo (clientId, clientKey, title, titleKey, raw, isImportant, isLife, difficulty, estimatedTime, deadline,
+                                      isCompleted, createdAt)
+                    SELECT clientId, clientKey, title, titleKey, raw, 0, 0, 0, 0, deadline, 0, createdAt FROM todo WHERE localId = ?
+                    """, arguments: [todo.localID])
+            }
+            XCTFail("a second todo with the same clientKey was stored")
+        } catch let error as DatabaseError {
+            XCTAssertEqual(error.extendedResultCode, .SQLITE_CONSTRAINT_UNIQUE)
+        }
+    }
+
+    func testAPartialDownloadDamagedOnDiskBeforeItsResumeIsRefused() async throws {
+        // The digest is computed while the ranges arrive; what an earlier run left on disk is
+        // read back and hashed too, so a byte flipped there is caught.
+        let server = populatedServer()
+        server.breakFirstDownloadAt = 8192
+        let first = try device("fresh", server, attempts: 1, rangeBytes: 4096)
+        do {
+            try await first.sync()
+            XCTFail("the download broke")
+        } catch SyncError.offline {}
+        let files = SnapshotFiles(storePath: first.store.path)
+        XCTAssertEqual(files.size, 8192)
+        let handle = try XCTUnwrap(FileHandle(forUpdatingAtPath: files.data))
+        try handle.seek(toOffset: 5000)
+        let byte = try XCTUnwrap(try handle.read(upToCount: 1))
+        try handle.seek(toOffset: 5000)
+        try handle.write(contentsOf: Data([byte[0] ^ 0x01]))
+        try handle.close()
+
+        let again = try device("fresh", server, rangeBytes: 4096)
+        let report = try await again.sync()
+        guard case .refused(let why) = report.snapshot else { return XCTFail("not refused: \(String(describing: report.snapshot))") }
+        XCTAssertTrue(why.contains("SHA-256"), why)
+        let paged = try device("paged", server, useSnapshot: false)
+        try await paged.sync()
+        XCTAssertEqual(try dump(again), try dump(paged), "the paged pull did the first sync")
+        assertNoPartialFiles(again)
+    }
+
     func testANextSyncResumesAfterTheLastRangeOnDiskAndAChangedFileStartsOver() async throws {
         let server = populatedServer()
         server.breakFirstDownloadAt = 8192
@@ -288,6 +350,12 @@ final class SnapshotTests: XCTestCase {
         XCTAssertThrowsError(try client.store.installSnapshot(atPath: files.data, snapshot, whileOpen: { throw Stopped() }))
         XCTAssertTrue(try client.store.isEmptyForSnapshot(), "all or nothing")
         XCTAssertNil(try client.store.pullCursor())
+        // The indexes the install dropped and built again before the stop are there, as before.
+        let fresh = try device("never synced", server)
+        func indexes(_ client: TodoSyncClient) throws -> [String] {
+            try client.store.pool.read { try String.fetchAll($0, sql: "SELECT name || ': ' || COALESCE(sql, '') FROM sqlite_master WHERE type = 'index' ORDER BY name") }
+        }
+        XCTAssertEqual(try indexes(client), try indexes(fresh))
 
         let requests = server.snapshotRequests.count
         let report = try await client.sync()

@@ -129,6 +129,41 @@ enum LocalSchema {
             // keep working, and their first version-2 sync brings the notes (a full pull, once).
             try db.execute(sql: "ALTER TABLE todo ADD COLUMN notes TEXT")
         }
+        migrator.registerMigration("v5: the todo's clientKey unique by a named index") { db in
+            // A UNIQUE column constraint is an index that cannot be dropped; a named unique index
+            // can, so a snapshot install builds it once after its rows instead of inserting a
+            // million random clientIds into it one by one (SnapshotInstall.swift). The table is
+            // rebuilt (SQLite cannot drop a constraint): its own definition with the constraint
+            // left out, the rows with their localIds, its AUTOINCREMENT counter, its indexes.
+            let table = TodoRecord.databaseTableName, rebuilt = TodoRecord.databaseTableName + "_v5"
+            let constrained = "clientKey TEXT UNIQUE,"
+            guard let definition = try String.fetchOne(db, sql: "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?",
+                                                       arguments: [table]),
+                  definition.contains(constrained), definition.hasPrefix("CREATE TABLE \(table) (")
+            else { throw DatabaseError(message: "v5: the todo table is not the one v1 through v4 made") }
+            let indexes = try String.fetchAll(db, sql: "SELECT sql FROM sqlite_master WHERE type = 'index' AND tbl_name = ? AND sql IS NOT NULL",
+                                              arguments: [table])
+            let sequence = try Int64.fetchOne(db, sql: "SELECT seq FROM sqlite_sequence WHERE name = ?", arguments: [table])
+            // Read through the page cache, not the memory map: every mapped page of a large
+            // store read for the copy and the index sorts would count in the process's RSS.
+            let mapped = try Int.fetchOne(db, sql: "PRAGMA mmap_size") ?? 0
+            try db.execute(sql: "PRAGMA mmap_size = 0")
+            defer { try? db.execute(sql: "PRAGMA mmap_size = \(mapped)") }
+            try db.execute(sql: definition
+                .replacingOccurrences(of: "CREATE TABLE \(table) (", with: "CREATE TABLE \(rebuilt) (")
+                .replacingOccurrences(of: constrained, with: "clientKey TEXT,"))
+            try db.execute(sql: "INSERT INTO \(rebuilt) SELECT * FROM \(table)")
+            try db.execute(sql: "DROP TABLE \(table)")
+            try db.execute(sql: "ALTER TABLE \(rebuilt) RENAME TO \(table)")
+            if let sequence {
+                // Never hand out a localId again that an earlier (deleted) todo had.
+                let now = try Int64.fetchOne(db, sql: "SELECT seq FROM sqlite_sequence WHERE name = ?", arguments: [table]) ?? 0
+                try db.execute(sql: "DELETE FROM sqlite_sequence WHERE name = ?", arguments: [table])
+                try db.execute(sql: "INSERT INTO sqlite_sequence (name, seq) VALUES (?, ?)", arguments: [table, max(now, sequence)])
+            }
+            for index in indexes { try db.execute(sql: index) }
+            try db.execute(sql: "CREATE UNIQUE INDEX todo_by_client_key ON \(table) (clientKey)")
+        }
         return migrator
     }
 }

@@ -81,15 +81,19 @@ extension TodoSyncClient {
             files.remove()
             return
         }
+        var phases = SnapshotPhases()
+        defer { report.snapshotPhases = phases.done }
         do {
-            guard let (head, downloaded) = try await downloadSnapshot(files, deadline: deadline, progress: progress) else {
+            guard let (head, downloaded, fileDigest) = try await downloadSnapshot(files, deadline: deadline, progress: progress) else {
                 files.remove()
                 report.snapshot = .unavailable
                 return
             }
+            phases.end("download")
             guard let digest = SHA256Digest.fromReprDigest(head.digest) else { throw SnapshotRefusal("no SHA-256 Repr-Digest") }
             let snapshot = try SnapshotFile.check(path: files.data, digest: digest, userID: try store.userID(),
-                                                  schemaVersion: schemaVersion)
+                                                  schemaVersion: schemaVersion, fileDigest: fileDigest)
+            phases.end("check")
             // Before installing: pull the first page after the snapshot's cursor. A cursor of
             // another history of the database (a restore, a new epoch) is 410, and then nothing
             // of the snapshot may be installed.
@@ -105,13 +109,16 @@ extension TodoSyncClient {
             } catch {
                 throw SyncError.protocolError(String(describing: error))
             }
+            phases.end("epoch_check")
             try store.installSnapshot(atPath: files.data, snapshot, whileOpen: hooks.snapshotInstalling)
+            phases.end("install")
             files.remove()
             report.snapshot = .installed(records: snapshot.recordCount, bytes: downloaded)
             report.fullPull = true
             let applied = try store.applyPullPage(page)
             report.pages += 1
             report.recordsPulled += applied.records
+            phases.end("first_page")
             progress?(SyncProgress(phase: .pulling, operationsSent: 0, operationsTotal: 0, recordsPulled: report.recordsPulled,
                                    pages: report.pages))
         } catch let error as SyncError where error.keepsSnapshotDownload {
@@ -128,21 +135,27 @@ extension TodoSyncClient {
     /// `If-Range`), each appended to the file as it arrives, so that a broken download (a lost
     /// connection, a killed process) resumes after the last range on disk; a file that changed
     /// on the server meanwhile comes whole (200) and starts over. Each range is an ordinary
-    /// request (retries, timeouts, token refresh). Returns what the server said of the file and
-    /// the bytes this call downloaded, or nil when it has none to give (404, or 429/5xx after retries).
-    func downloadSnapshot(_ files: SnapshotFiles, deadline: SyncDeadline,
-                          progress: (@Sendable (SyncProgress) -> Void)?) async throws -> (head: SnapshotFiles.Head, bytes: Int64)? {
+    /// request (retries, timeouts, token refresh). Returns what the server said of the file, the
+    /// bytes this call downloaded and the SHA-256 of the whole file on disk (hashed while it
+    /// downloaded; what an earlier run left is read back), or nil when the server has none to
+    /// give (404, or 429/5xx after retries).
+    func downloadSnapshot(_ files: SnapshotFiles, deadline: SyncDeadline, progress: (@Sendable (SyncProgress) -> Void)?)
+        async throws -> (head: SnapshotFiles.Head, bytes: Int64, digest: [UInt8])? {
         var restarts = 0
         var downloaded: Int64 = 0
+        var hashed = RunningFileDigest()
         func restart(_ why: String) throws {
             files.remove()
+            hashed.reset()
             restarts += 1
             guard restarts <= api.retry.maxAttempts else { throw SnapshotRefusal(why) }
         }
         while true {
             var known = files.readHead()
             var size = files.size
-            if let head = known, let length = head.length, size == length { return (head, downloaded) }  // complete (an earlier run's too)
+            if let head = known, let length = head.length, size == length {  // complete (an earlier run's too)
+                return (head, downloaded, try await hashed.finish(path: files.data, length: length))
+            }
             if known?.etag == nil || known?.length == nil || size == 0 || size > (known?.length ?? 0) {
                 // Nothing that can be resumed safely (no ETag to make If-Range of).
                 files.remove()
@@ -196,6 +209,7 @@ extension TodoSyncClient {
                     try files.start(SnapshotFiles.Head(etag: etag, digest: digest, length: length))
                 }
                 try files.append(response.body, at: start)
+                try await hashed.add(response.body, at: start, of: files.data)
                 downloaded += Int64(response.body.count)
                 let written = start + Int64(response.body.count)
                 hooks.snapshotBytesWritten?(written)
@@ -212,6 +226,20 @@ extension TodoSyncClient {
                 throw Self.failure(response)
             }
         }
+    }
+}
+
+/// Where a snapshot first sync spends its time (`SyncReport.snapshotPhases`), on the system's
+/// monotonic clock.
+struct SnapshotPhases {
+    private(set) var done: [SyncPhaseTime] = []
+    private var since = SystemSyncClock().now
+
+    /// Ends the phase `name` (it began where the previous one ended).
+    mutating func end(_ name: String) {
+        let now = SystemSyncClock().now
+        done.append(SyncPhaseTime(name: name, seconds: now - since))
+        since = now
     }
 }
 

@@ -108,6 +108,66 @@ struct SHA256Digest {
     }
 }
 
+/// The SHA-256 of a file written front to back, computed while it is written: each appended
+/// range is hashed on another thread while the next one downloads (at most one range waits, so
+/// memory stays at two ranges). Bytes already on disk (a download an earlier run began or
+/// finished) are read back and hashed first, so the digest is always of the whole file.
+struct RunningFileDigest {
+    private var hashing: Task<SHA256Digest, Error>?
+    /// Bytes of the file the digest covers (hashed or being hashed).
+    private(set) var bytes: Int64 = 0
+
+    /// Forgets everything hashed (the file starts over).
+    mutating func reset() {
+        hashing?.cancel()
+        hashing = nil
+        bytes = 0
+    }
+
+    /// Hashes `data`, the file's bytes from `offset`; the bytes before it come from `path`
+    /// when the digest does not cover them yet.
+    mutating func add(_ data: Data, at offset: Int64, of path: String) async throws {
+        if offset != bytes { try await catchUp(path: path, through: offset) }
+        let hashed = try await current()
+        bytes += Int64(data.count)
+        hashing = Task.detached {
+            var digest = hashed
+            digest.update(data)
+            return digest
+        }
+    }
+
+    /// The digest of the file's first `length` bytes (read from `path` where not hashed yet).
+    mutating func finish(path: String, length: Int64) async throws -> [UInt8] {
+        if bytes != length { try await catchUp(path: path, through: length) }
+        var digest = try await current()
+        return digest.finish()
+    }
+
+    private func current() async throws -> SHA256Digest {
+        try await hashing?.value ?? SHA256Digest()
+    }
+
+    /// Hashes the file's bytes from the start through `end` (any earlier digest is of bytes
+    /// that may no longer be the file's: start over from disk).
+    private mutating func catchUp(path: String, through end: Int64) async throws {
+        reset()
+        guard end > 0 else { return }
+        var digest = SHA256Digest()
+        guard let handle = FileHandle(forReadingAtPath: path) else { throw CocoaError(.fileReadNoSuchFile) }
+        defer { try? handle.close() }
+        var left = end
+        while left > 0, let chunk = try handle.read(upToCount: Int(min(left, 1 << 20))), !chunk.isEmpty {
+            digest.update(chunk)
+            left -= Int64(chunk.count)
+        }
+        guard left == 0 else { throw CocoaError(.fileReadCorruptFile) }
+        bytes = end
+        let hashed = digest
+        hashing = Task.detached { hashed }
+    }
+}
+
 private extension UInt32 {
     func rotr(_ n: UInt32) -> UInt32 { (self >> n) | (self << (32 - n)) }
 }

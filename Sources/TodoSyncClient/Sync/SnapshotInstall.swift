@@ -24,9 +24,11 @@ enum SnapshotFile {
 
     /// Checks a downloaded file: its SHA-256 is `digest`, `format` is ours, `userId` is the
     /// logged-in user, `user_version` = `schemaVersion` is one this client reads (1 through
-    /// `schemaVersion`), and `recordCount` matches the tables.
-    static func check(path: String, digest: [UInt8], userID: String?, schemaVersion: Int) throws -> CheckedSnapshot {
-        guard try SHA256Digest.ofFile(atPath: path) == digest else {
+    /// `schemaVersion`), and `recordCount` matches the tables. `fileDigest` is the file's SHA-256
+    /// when the caller hashed it already (while downloading it); without it the file is read.
+    static func check(path: String, digest: [UInt8], userID: String?, schemaVersion: Int,
+                      fileDigest: [UInt8]? = nil) throws -> CheckedSnapshot {
+        guard try fileDigest ?? SHA256Digest.ofFile(atPath: path) == digest else {
             throw SnapshotRefusal("the file's SHA-256 is not the one of Repr-Digest")
         }
         var configuration = Configuration()
@@ -162,6 +164,12 @@ extension LocalStore {
     /// Copies a checked snapshot into the store in one transaction (ATTACH, then `INSERT …
     /// SELECT` per table), with its cursor, its schema version and a new deviceId: after a crash
     /// the store holds all of it or none of it. Refused when the store is no longer empty.
+    ///
+    /// The secondary indexes of the record tables are dropped before the copy and created again
+    /// after it, in the same transaction (their definitions read back from `sqlite_master`, so
+    /// the migrations stay their one source): building an index from a million rows sorts them
+    /// once instead of inserting each row at a random place of the B-tree, and the WAL then holds
+    /// each index page once. A kill before COMMIT rolls the drops back with the rows.
     func installSnapshot(atPath path: String, _ snapshot: CheckedSnapshot, whileOpen: (@Sendable () throws -> Void)? = nil) throws {
         let statements = [try SnapshotFile.insertTags(), try SnapshotFile.insertTodos(schemaVersion: snapshot.schemaVersion),
                           SnapshotFile.insertStats()]
@@ -170,14 +178,25 @@ extension LocalStore {
             db.add(function: SnapshotFile.clientKey)
             // ATTACH cannot run inside a transaction; the copy below is one.
             try db.execute(sql: "ATTACH DATABASE ? AS \(SnapshotFile.schema)", arguments: [path])
+            // No memory map for the install: the sorter that builds the indexes would map its
+            // temporary files too, and every page of them would count in the process's RSS.
+            let mapped = try Int.fetchOne(db, sql: "PRAGMA mmap_size") ?? 0
+            try db.execute(sql: "PRAGMA mmap_size = 0")
             defer {
+                try? db.execute(sql: "PRAGMA mmap_size = \(mapped)")
                 try? db.execute(sql: "DETACH DATABASE \(SnapshotFile.schema)")
                 db.remove(function: SnapshotFile.titleKey)
                 db.remove(function: SnapshotFile.clientKey)
             }
             try db.inTransaction(.immediate) {
                 guard try Self.isEmptyForSnapshot(db) else { throw SnapshotRefusal("the local store is not empty any more") }
+                let indexes = try Row.fetchAll(db, sql: """
+                    SELECT name, sql FROM main.sqlite_master WHERE type = 'index' AND sql IS NOT NULL AND tbl_name IN (?, ?, ?)
+                    ORDER BY name
+                    """, arguments: [TagRecord.databaseTableName, TodoRecord.databaseTableName, DailyStatRecord.databaseTableName])
+                for index in indexes { try db.execute(sql: "DROP INDEX main.\((index["name"] as String).quotedDatabaseIdentifier)") }
                 for sql in statements { try db.execute(sql: sql) }
+                for index in indexes { try db.execute(sql: index["sql"] as String) }
                 try Meta.set(db, .cursor, snapshot.cursor)
                 try Meta.set(db, .schemaVersion, String(snapshot.schemaVersion))
                 try Meta.set(db, .resyncActive, nil)

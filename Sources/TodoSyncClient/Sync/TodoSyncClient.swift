@@ -38,6 +38,14 @@ public struct SyncReport: Sendable, Equatable {
     public static let changesKept = 1000
     /// What became of the snapshot of a first sync (nil: the store was not empty, no snapshot tried).
     public var snapshot: SnapshotOutcome?
+    /// How long each step of a snapshot first sync took, in order (empty when none was tried).
+    public var snapshotPhases: [SyncPhaseTime] = []
+}
+
+/// One step of a sync and its duration in seconds (for `todosync-client sync --timing`).
+public struct SyncPhaseTime: Sendable, Equatable {
+    public var name: String
+    public var seconds: Double
 }
 
 /// One record (or tombstone) a pull brought: what `todosync-client watch` prints.
