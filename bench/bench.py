@@ -466,8 +466,6 @@ class Bench:
         self.save("ceiling_nginx", self.wrk("ceiling_nginx", "static.lua", "/__bench/nginx"))
         log(f"ceiling 1: FastCGI responder without database ({DURATION} s)")
         self.save("ceiling_fastcgi", self.wrk("ceiling_fastcgi", "static.lua", "/__bench/fastcgi"))
-        log(f"ceiling 2: the same plus the bearer-token check, one statement round trip ({DURATION} s)")
-        self.save("ceiling_db", self.wrk("ceiling_db", "ceiling.lua", "/__bench/db"))
 
     def fill_page_ceiling(self):
         """Ceiling 3's page: a real pull page of 500 todos (the first stored cursor's), fetched as
@@ -504,7 +502,12 @@ class Bench:
         result["pageBytes"] = self.page_bytes
         self.save("ceiling_page", result)
 
+    def run_ceiling_db(self):
+        log(f"ceiling 2: ceiling 1 plus the bearer-token check, one statement round trip ({DURATION} s){self.suffix}")
+        self.save("ceiling_db", self.wrk("ceiling_db", "ceiling.lua", "/__bench/db"))
+
     def run_todos_by_date(self):
+        self.run_ceiling_db()
         log(f"GET todos by date, random user and date ({DURATION} s){self.suffix}")
         self.save("todos_by_date", self.wrk("todos_by_date", "todos_by_date.lua"))
         if PEER_URL:
@@ -800,6 +803,18 @@ def ceiling_fraction(r, key, suffix):
     return x["rps"] / c["rps"]
 
 
+def ceiling_cpu_fraction(r, key, suffix):
+    """The same fraction from CPU instead of req/s: the ceiling's server CPU per request (nginx +
+    responders + MariaDB) over the route's, with both figures. Steadier than req/s on a shared
+    box, where the neighbours' load changes between the two phases."""
+    ceiling = CEILING_OF.get(key)
+    x, c = r.get(key + suffix), ceiling and (r.get(ceiling + suffix) or r.get(ceiling))
+    ours, ceil = (cpu_us_per_request(x) if x else None), (cpu_us_per_request(c) if c else None)
+    if not ours or not ceil or not sum(ours):
+        return None
+    return sum(ceil) / sum(ours), sum(ceil), sum(ours)
+
+
 def cpu_us_per_request(x):
     """CPU microseconds per request of nginx, the responders (or php-fpm) and MariaDB: each
     part's CPU seconds during the phase over the requests served in it."""
@@ -917,6 +932,13 @@ def report(bench, stack, uptime_before, uptime_after, seed):
                  "nginx / the responders (php-fpm for the peer) / MariaDB")
     notes.append("/ceil: req/s as a fraction of the route's own ceiling in this run (todos by date and stats by "
                  "month: ceiling 2; pull pages: ceiling 3 of the same variant); /fcgi: of ceiling 1")
+    for variant in VARIANTS:
+        suffix = "+gzip" if variant == "gzip" else ""
+        for key in ("todos_by_date", "pull_pages"):
+            f = ceiling_cpu_fraction(r, key, suffix)
+            if f:
+                notes.append(f"{key}{suffix}: server CPU per request {f[2]:,.0f} us against its ceiling's {f[1]:,.0f} us: "
+                             f"{f[0]:.1%} of the ceiling by CPU (by req/s: {ceiling_fraction(r, key, suffix):.1%})")
     if "ceiling_page" in r:
         notes.append(f"ceiling 3 serves a real {r['ceiling_page']['pageBytes']:,}-byte page of 500 todos from the "
                      "responder's memory; gzip: compressed per request by the same encoder as the pull route "

@@ -43,8 +43,8 @@
 #                                    instead of seeding again; implies BENCH_KEEP_DATA=1. For quick
 #                                    before/after runs while working; earlier pushes stay in the data.
 #   BENCH_SCENARIOS [all]            comma list: ceilings,todos_by_date,stats_by_month,full_pull,pull_pages,
-#                                    incremental_pull,push,mixed,push_compare (ceilings: nginx and ceilings 1 and 2,
-#                                    once; ceiling 3 runs inside pull_pages, per variant)
+#                                    incremental_pull,push,mixed,push_compare (ceilings: nginx and ceiling 1, once;
+#                                    ceiling 2 runs inside todos_by_date and ceiling 3 inside pull_pages, per variant)
 #   BENCH_PUSH_BEFORE_BIN [unset]    push_compare: another responder binary ("before"), its push phase
 #                                    alternating with this run's binary's ("after"); unset: skipped
 #   BENCH_PUSH_ROUNDS [3]            push_compare: rounds of one "before" and one "after" phase each
