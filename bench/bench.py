@@ -9,7 +9,8 @@ talks to 127.0.0.1 only.
 Per phase it records requests/s, latency percentiles, records/s (pulls) or operations/s (pushes),
 responder RSS before and after, and where the two cores went: the stack's processes (nginx,
 responders, MariaDB), the load generator, and everything else on the machine ("other": noise
-from other users of the box).
+from other users of the box); the stack's parts also as CPU microseconds per request. Each route
+is reported as a fraction of its own ceiling measured in the same run (CEILING_OF).
 """
 
 import argparse
@@ -74,6 +75,12 @@ TARGET_PEER_RATIO = 2.5          # pull pages of 500 and GET todos by date, each
 TARGET_BIG_PULL_S = 0.5          # first full pull of a user with BIG_USER_RECORDS (65,000) records
 TARGET_PUSH_OPS = 5000           # push operations/s with the change feed maintained
 TARGET_RSS_MB = 64
+TARGET_CEILING_FRACTION = 0.8    # GET todos by date >= 80 % of ceiling 2 (issue 25)
+
+# Each route's own ceiling (issue 25), measured in the same run: todos by date (and stats by
+# month, the same shape: one statement that checks the token and reads the rows) against
+# ceiling 2, pull pages against ceiling 3 of the same variant (plain or gzip).
+CEILING_OF = {"todos_by_date": "ceiling_db", "stats_by_month": "ceiling_db", "pull_pages": "ceiling_page"}
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
@@ -239,6 +246,8 @@ class CpuMeter:
             "clientCores": round(client / wall, 2),
             "otherCores": round(max(0.0, total - server - client) / wall, 2),
             "stealCores": round((steal - self.steal0) / CLK_TCK / wall, 2),
+            # unrounded CPU seconds of the stack's parts, for CPU per request (cpu_us_per_request)
+            "nginxSeconds": parts["nginx"], "responderSeconds": parts["app"], "databaseSeconds": parts["db"],
         }
         return False
 
@@ -317,13 +326,14 @@ def full_pull(conn, user_id, cursor=None, limit=None):
             return pages, records, trail, cursor
 
 
-_TAIL = re.compile(rb'"cursor":"([A-Za-z0-9_-]+)","hasMore":(true|false)}\s*$')
+_TAIL = re.compile(rb'"cursor":"([A-Za-z0-9_-]+)","hasMore":(true|false)(?:,"schemaVersion":\d+)?}\s*$')
 
 
 def full_pull_bytes(conn, user_id):
     """A whole first pull like `full_pull`, without decoding the pages as JSON: the client's
     parse of 130 pages would otherwise dominate the figure of a big user's pull on a busy box. The
-    cursor and hasMore come from the page's tail (the contract puts them last in our bodies);
+    cursor and hasMore come from the page's tail (the contract puts them last in our bodies, before
+    the optional schemaVersion);
     records are counted by their one `"version":` member each. Returns (pages, records)."""
     cursor, pages, records = None, 0, 0
     while True:
@@ -454,10 +464,50 @@ class Bench:
     def run_ceilings(self):
         log(f"ceiling: nginx return 200 ({DURATION} s)")
         self.save("ceiling_nginx", self.wrk("ceiling_nginx", "static.lua", "/__bench/nginx"))
-        log(f"ceiling: FastCGI responder without database ({DURATION} s)")
+        log(f"ceiling 1: FastCGI responder without database ({DURATION} s)")
         self.save("ceiling_fastcgi", self.wrk("ceiling_fastcgi", "static.lua", "/__bench/fastcgi"))
 
+    def fill_page_ceiling(self):
+        """Ceiling 3's page: a real pull page of 500 todos (the first stored cursor's), fetched as
+        identity and PUT to /__bench/page. Each responder process holds its own copy and nginx
+        spreads requests round-robin, so it is PUT several times per responder, then checked."""
+        with open(self.pull_cursors_file) as f:
+            u, cursor = next(line.rstrip("\n").split("\t", 1) for line in f if "\t" in line)
+        conn = connection()
+        conn.request("GET", "/api/v1/sync/pull" + (f"?cursor={cursor}" if cursor else ""),
+                     headers={"Authorization": f"Bearer {token_of(int(u))}"})
+        response = conn.getresponse()
+        page = response.read()
+        if response.status != 200 or response.getheader("Content-Encoding"):
+            raise RuntimeError(f"ceiling page: GET pull -> {response.status} {page[:200]!r}")
+        for _ in range(8 * env_int("TODOSYNC_RESPONDERS", 1)):
+            conn.request("PUT", "/__bench/page", body=page, headers={"Content-Type": "application/json"})
+            response = conn.getresponse()
+            response.read()
+            if response.status != 204:
+                raise RuntimeError(f"ceiling page: PUT /__bench/page -> {response.status}")
+        for _ in range(8 * env_int("TODOSYNC_RESPONDERS", 1)):
+            conn.request("GET", "/__bench/page")
+            response = conn.getresponse()
+            if response.read() != page:
+                raise RuntimeError("ceiling page: GET /__bench/page did not answer the stored page")
+        conn.close()
+        self.page_bytes = len(page)
+
+    def run_ceiling_page(self):
+        if not getattr(self, "page_bytes", 0):
+            self.fill_page_ceiling()
+        log(f"ceiling 3: a {self.page_bytes:,}-byte pull page served from the responder's memory ({DURATION} s){self.suffix}")
+        result = self.wrk("ceiling_page", "ceiling.lua", "/__bench/page")
+        result["pageBytes"] = self.page_bytes
+        self.save("ceiling_page", result)
+
+    def run_ceiling_db(self):
+        log(f"ceiling 2: ceiling 1 plus the bearer-token check, one statement round trip ({DURATION} s){self.suffix}")
+        self.save("ceiling_db", self.wrk("ceiling_db", "ceiling.lua", "/__bench/db"))
+
     def run_todos_by_date(self):
+        self.run_ceiling_db()
         log(f"GET todos by date, random user and date ({DURATION} s){self.suffix}")
         self.save("todos_by_date", self.wrk("todos_by_date", "todos_by_date.lua"))
         if PEER_URL:
@@ -528,6 +578,7 @@ class Bench:
     def run_pull_pages(self):
         if not os.path.exists(self.pull_cursors_file):
             self.run_full_pull_untimed()
+        self.run_ceiling_page()
         log(f"pull pages of 500 todos from stored cursors ({DURATION} s){self.suffix}")
         result = self.wrk("pull_pages", "pull_pages.lua")
         with open(self.pull_cursors_file) as f:
@@ -741,9 +792,41 @@ def fmt(value, digits=0):
     return f"{value:,.{digits}f}"
 
 
+def ceiling_fraction(r, key, suffix):
+    """A row's req/s as a fraction of its own ceiling's (CEILING_OF), or None. Ceiling 2 runs once
+    (its body is too short to compress), so the gzip rows use the plain one."""
+    ceiling = CEILING_OF.get(key)
+    x = r.get(key + suffix)
+    c = ceiling and (r.get(ceiling + suffix) or r.get(ceiling))
+    if not x or not c or not x.get("rps") or not c.get("rps"):
+        return None
+    return x["rps"] / c["rps"]
+
+
+def ceiling_cpu_fraction(r, key, suffix):
+    """The same fraction from CPU instead of req/s: the ceiling's server CPU per request (nginx +
+    responders + MariaDB) over the route's, with both figures. Steadier than req/s on a shared
+    box, where the neighbours' load changes between the two phases."""
+    ceiling = CEILING_OF.get(key)
+    x, c = r.get(key + suffix), ceiling and (r.get(ceiling + suffix) or r.get(ceiling))
+    ours, ceil = (cpu_us_per_request(x) if x else None), (cpu_us_per_request(c) if c else None)
+    if not ours or not ceil or not sum(ours):
+        return None
+    return sum(ceil) / sum(ours), sum(ceil), sum(ours)
+
+
+def cpu_us_per_request(x):
+    """CPU microseconds per request of nginx, the responders (or php-fpm) and MariaDB: each
+    part's CPU seconds during the phase over the requests served in it."""
+    cpu, rps = x.get("cpu") or {}, x.get("rps")
+    if not rps or "nginxSeconds" not in cpu:
+        return None
+    served = rps * cpu["wallSeconds"]
+    return tuple(cpu[k] / served * 1e6 for k in ("nginxSeconds", "responderSeconds", "databaseSeconds"))
+
+
 def report(bench, stack, uptime_before, uptime_after, seed):
     r = bench.results
-    nginx = r.get("ceiling_nginx", {}).get("rps")
     fcgi = r.get("ceiling_fastcgi", {}).get("rps")
     lines = []
     add = lines.append
@@ -763,17 +846,20 @@ def report(bench, stack, uptime_before, uptime_after, seed):
     add(f"uptime after:  {uptime_after.strip()}")
     add("")
     header = (f"{'scenario':<40} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'records/s':>11} {'ops/s':>8} "
-              f"{'x peer':>7} {'/nginx':>7} {'/fcgi':>7} {'RSS MB before>after':>20} {'cpu ngx/app/db/cli/oth':>24} {'err':>4}")
+              f"{'x peer':>7} {'/ceil':>7} {'/fcgi':>7} {'RSS MB before>after':>20} {'cpu ngx/app/db/cli/oth':>24} "
+              f"{'us/req ngx/app/db':>18} {'err':>4}")
     add(header)
     add("-" * len(header))
     rows = [
         ("ceiling_nginx", "ceiling: nginx return 200"),
-        ("ceiling_fastcgi", "ceiling: FastCGI, no database"),
+        ("ceiling_fastcgi", "ceiling 1: FastCGI, no database"),
+        ("ceiling_db", "ceiling 2: + token check (1 statement)"),
         ("todos_by_date", "GET todos?date (random user/date)"),
         ("peer_todos_by_date", "  peer: GET todos?date"),
         ("stats_by_month", "GET daily-stats?month"),
         ("full_pull", "first full pull (1 conn; ms=whole)"),
         ("big_pull", f"full pull, {BIG_USER_RECORDS:,}-record user (ms=whole)"),
+        ("ceiling_page", "ceiling 3: pull page from memory"),
         ("pull_pages", "pull pages of 500 todos"),
         ("peer_pull_pages", "  peer: pull pages of 500 todos"),
         ("incremental_pull", "incr. pull, 100 changes (ms=whole)"),
@@ -791,11 +877,14 @@ def report(bench, stack, uptime_before, uptime_after, seed):
             cpu = x.get("cpu", {})
             peer = r.get(f"peer_{key}{suffix}", {}).get("rps")
             ratio = f"{rps / peer:5.2f}x" if peer and rps else "-"
+            fraction = ceiling_fraction(r, key, suffix)
+            us = cpu_us_per_request(x)
             add(f"{label:<40} {fmt(rps):>9} {fmt(x.get('p50Ms'), 2):>8} {fmt(x.get('p99Ms'), 2):>8} "
                 f"{fmt(x.get('recordsPerSecond')):>11} {fmt(x.get('opsPerSecond')):>8} {ratio:>7} "
-                f"{(f'{rps / nginx:6.1%}' if nginx and rps else '-'):>7} {(f'{rps / fcgi:6.1%}' if fcgi and rps else '-'):>7} "
+                f"{(f'{fraction:6.1%}' if fraction else '-'):>7} {(f'{rps / fcgi:6.1%}' if fcgi and rps else '-'):>7} "
                 f"{fmt(x.get('rssBeforeMB'), 1) + ' > ' + fmt(x.get('rssAfterMB'), 1):>20} "
                 f"{'/'.join('%.2f' % cpu.get(k, 0) for k in ('nginxCores', 'responderCores', 'databaseCores', 'clientCores', 'otherCores')):>24} "
+                f"{('/'.join('%.0f' % v for v in us) if us else '-'):>18} "
                 f"{x.get('errors', 0):>4}")
     add("")
     notes = []
@@ -839,7 +928,21 @@ def report(bench, stack, uptime_before, uptime_after, seed):
         if x.get("kind") == "wrk" and x.get("errors"):
             notes.append(f"{key}: {x['errors']} errors {x.get('errorDetail')}")
     notes.append("cpu ngx/app/db/cli/oth: cores used by nginx / the responders / MariaDB / the load generator / "
-                 "everything else on the machine (noise)")
+                 "everything else on the machine (noise); us/req ngx/app/db: CPU microseconds per request of "
+                 "nginx / the responders (php-fpm for the peer) / MariaDB")
+    notes.append("/ceil: req/s as a fraction of the route's own ceiling in this run (todos by date and stats by "
+                 "month: ceiling 2; pull pages: ceiling 3 of the same variant); /fcgi: of ceiling 1")
+    for variant in VARIANTS:
+        suffix = "+gzip" if variant == "gzip" else ""
+        for key in ("todos_by_date", "pull_pages"):
+            f = ceiling_cpu_fraction(r, key, suffix)
+            if f:
+                notes.append(f"{key}{suffix}: server CPU per request {f[2]:,.0f} us against its ceiling's {f[1]:,.0f} us: "
+                             f"{f[0]:.1%} of the ceiling by CPU (by req/s: {ceiling_fraction(r, key, suffix):.1%})")
+    if "ceiling_page" in r:
+        notes.append(f"ceiling 3 serves a real {r['ceiling_page']['pageBytes']:,}-byte page of 500 todos from the "
+                     "responder's memory; gzip: compressed per request by the same encoder as the pull route "
+                     "(libdeflate level 1)")
     for n in notes:
         add("  " + n)
     add("")
@@ -859,6 +962,10 @@ def report(bench, stack, uptime_before, uptime_after, seed):
                 target(f"{label} >= {TARGET_PEER_RATIO}x the peer ({variant})",
                        ratio >= TARGET_PEER_RATIO and not ours["errors"] and not peer["errors"],
                        f"{ratio:.2f}x ({ours['rps']:,.0f} vs {peer['rps']:,.0f} req/s)")
+        fraction = ceiling_fraction(r, "todos_by_date", suffix)
+        if fraction:
+            target(f"GET todos by date >= {TARGET_CEILING_FRACTION:.0%} of ceiling 2 ({variant})",
+                   fraction >= TARGET_CEILING_FRACTION, f"{fraction:.1%}")
         if "big_pull" + suffix in r:
             x = r["big_pull" + suffix]
             target(f"first full pull of a {x['records']:,}-record user <= {TARGET_BIG_PULL_S} s ({variant})",

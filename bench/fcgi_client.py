@@ -2,12 +2,14 @@
 """A minimal FastCGI client that drives a fixed number of requests straight at a responder's
 unix socket (no nginx), for profiling with valgrind (bench/profile.sh).
 
-    fcgi_client.py SOCKET KIND COUNT [--user U] [--concurrency C]
+    fcgi_client.py SOCKET KIND COUNT [--user U] [--concurrency C] [--gzip]
 
-KIND: fastcgi (GET /__bench/fastcgi), date (GET /api/v1/todos?date=...), month
+KIND: fastcgi (GET /__bench/fastcgi), db (GET /__bench/db: the same plus the token check, the
+benchmark's ceiling 2), date (GET /api/v1/todos?date=...), month
 (GET /api/v1/daily-stats?month=...), pull (GET /api/v1/sync/pull from the cursor that starts
 the user's second page, i.e. a page of 500 todos), firstpull (GET /api/v1/sync/pull, no cursor),
 push (POST /api/v1/sync/push of BENCH_PUSH_OPS operations, half creates, half updates).
+--gzip sends `Accept-Encoding: gzip` with every request.
 Users and tokens as bench/seed.sh made them (BENCH_TOKEN_SALT, BENCH_TODOS, ...). Prints a
 one-line summary; exits non-zero if any response is not 200.
 """
@@ -83,10 +85,11 @@ def fcgi_request(sock_path, method, uri, headers=None, body=b""):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("socket")
-    parser.add_argument("kind", choices=["fastcgi", "date", "month", "pull", "firstpull", "push"])
+    parser.add_argument("kind", choices=["fastcgi", "db", "date", "month", "pull", "firstpull", "push"])
     parser.add_argument("count", type=int)
     parser.add_argument("--user", type=int, default=1)
     parser.add_argument("--concurrency", type=int, default=1)
+    parser.add_argument("--gzip", action="store_true")
     args = parser.parse_args()
     salt = os.environ.get("BENCH_TOKEN_SALT", "s0")
     todos = int(os.environ.get("BENCH_TODOS", "5000"))
@@ -99,6 +102,8 @@ def main():
         return time.strftime("%Y-%m-%d", time.localtime(t))
 
     auth = {"Authorization": f"Bearer bench-{salt}-{args.user}"}
+    if args.gzip:
+        auth["Accept-Encoding"] = "gzip"
     cursor = None
     if args.kind == "pull":
         status, body = fcgi_request(args.socket, "GET", "/api/v1/sync/pull", auth)
@@ -112,6 +117,8 @@ def main():
     def one(i):
         if args.kind == "fastcgi":
             return fcgi_request(args.socket, "GET", "/__bench/fastcgi")
+        if args.kind == "db":
+            return fcgi_request(args.socket, "GET", "/__bench/db", auth)
         if args.kind == "date":
             return fcgi_request(args.socket, "GET", f"/api/v1/todos?date={date_plus(rng.randrange(days))}", auth)
         if args.kind == "month":

@@ -4,7 +4,8 @@
 # straight over its FastCGI socket (no nginx), plus MariaDB's handler counters and EXPLAIN for the
 # queries involved. Instruction counts do not depend on how busy the shared machine is.
 #
-# Usage: bench/profile.sh KIND [COUNT]      KIND: fastcgi date month pull firstpull push (default COUNT 50)
+# Usage: bench/profile.sh KIND [COUNT]      KIND: fastcgi db date month pull firstpull push (default COUNT 50)
+#        BENCH_PROFILE_GZIP=1 bench/profile.sh ...   every request with Accept-Encoding: gzip
 #        BENCH_PROFILE_KEEP=1 bench/profile.sh ...   leave the profiling stack up (faster next time)
 #        BENCH_PROFILE_BIN=path/to/todosync bench/profile.sh ...   profile another build on the same data
 #
@@ -59,6 +60,11 @@ mkdir -p "$STATE" "$OUT"
 while IFS= read -r line; do [[ $line == TODOSYNC_*=* ]] && export "${line?}"; done < <("${STACK[@]}" env)
 # BENCH_PROFILE_BIN: profile another build (e.g. a candidate fix) against the same data.
 [[ -z ${BENCH_PROFILE_BIN:-} ]] || TODOSYNC_BIN=$(realpath "$BENCH_PROFILE_BIN")
+# valgrind 3.19 gives up on the release binary's DWARF 5 debug info ("unhandled dwarf2 abbrev form
+# code 0x1b"): profile a copy without it (`strip --strip-debug` keeps the symbol table, so
+# callgrind still names every function; only file and line numbers are lost).
+strip --strip-debug -o "$OUT/todosync.nodebug" "$TODOSYNC_BIN"
+TODOSYNC_BIN=$OUT/todosync.nodebug
 
 params="$BENCH_USERS $BENCH_TAGS $BENCH_TODOS $BENCH_DAYS $BENCH_START_DATE"
 if [[ ! -f $STATE/seed.params || ! -d $STATE/mariadb/data/$TODOSYNC_DB_NAME || $(head -n1 "$STATE/seed.params") != "$params" ]]; then
@@ -76,19 +82,22 @@ handler_status() {
 
 SOCK=$TODOSYNC_SOCKET_DIR/profile.sock
 rm -f "$SOCK" "$OUT/$KIND".callgrind.*
+# --enable-test-hooks: the ceilings' routes (`fastcgi`, `db`) exist only with the test hooks on.
 log "starting the responder under callgrind ($BENCH_PROFILE_WORKERS workers, socket $SOCK)"
 valgrind --tool=callgrind --callgrind-out-file="$OUT/$KIND.callgrind.%p" --dump-instr=no --collect-atstart=yes \
-    "$TODOSYNC_BIN" serve --socket "$SOCK" --workers "$BENCH_PROFILE_WORKERS" >"$OUT/$KIND.valgrind.log" 2>&1 &
+    "$TODOSYNC_BIN" serve --socket "$SOCK" --workers "$BENCH_PROFILE_WORKERS" --enable-test-hooks >"$OUT/$KIND.valgrind.log" 2>&1 &
 VG_PID=$!
 for _ in $(seq 1 600); do [[ -S $SOCK ]] && break; sleep 0.1; done
 [[ -S $SOCK ]] || { tail "$OUT/$KIND.valgrind.log" >&2; die "responder socket did not appear"; }
 
 # Warm-up (connections, prepared statements, caches), then count only the measured requests.
-python3 "$BENCH_DIR/fcgi_client.py" "$SOCK" "$KIND" 5 --user 2 >/dev/null
+gzip_flag=()
+[[ ${BENCH_PROFILE_GZIP:-0} == 1 ]] && gzip_flag=(--gzip)
+python3 "$BENCH_DIR/fcgi_client.py" "$SOCK" "$KIND" 5 --user 2 "${gzip_flag[@]}" >/dev/null
 callgrind_control -z "$VG_PID" >/dev/null
 before=$(handler_status)
 t0=$(date +%s.%N)
-python3 "$BENCH_DIR/fcgi_client.py" "$SOCK" "$KIND" "$COUNT" --user 2
+python3 "$BENCH_DIR/fcgi_client.py" "$SOCK" "$KIND" "$COUNT" --user 2 "${gzip_flag[@]}"
 t1=$(date +%s.%N)
 after=$(handler_status)
 callgrind_control -d "$VG_PID" >/dev/null

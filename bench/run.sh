@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # TodoSync benchmark suite: builds the release binary, brings up a PRIVATE stack (own state dir and
-# ports), seeds it, runs every scenario against loopback, prints a results table with ratios to
-# the nginx and FastCGI ceilings and PASS/MISS per target, and always tears the stack down.
+# ports), seeds it, runs every scenario against loopback, prints a results table with each route as a
+# fraction of its own ceiling (1: FastCGI constant, 2: plus the token check, 3: a pull page from
+# memory; bench/README.md), the ratio to the peer, CPU microseconds per request of nginx, the
+# responders and MariaDB, and PASS/MISS per target, and always tears the stack down.
 #
 # Usage: bench/run.sh                 full size (200 users x 50 tags x 5,000 todos; ~4-5 minutes)
 #        BENCH_QUICK=1 bench/run.sh   smoke run (5 users x 10 tags x 1,000 todos, 3 s phases; ~1 minute)
@@ -41,7 +43,8 @@
 #                                    instead of seeding again; implies BENCH_KEEP_DATA=1. For quick
 #                                    before/after runs while working; earlier pushes stay in the data.
 #   BENCH_SCENARIOS [all]            comma list: ceilings,todos_by_date,stats_by_month,full_pull,pull_pages,
-#                                    incremental_pull,push,mixed,push_compare (ceilings always run when others need ratios)
+#                                    incremental_pull,push,mixed,push_compare (ceilings: nginx and ceiling 1, once;
+#                                    ceiling 2 runs inside todos_by_date and ceiling 3 inside pull_pages, per variant)
 #   BENCH_PUSH_BEFORE_BIN [unset]    push_compare: another responder binary ("before"), its push phase
 #                                    alternating with this run's binary's ("after"); unset: skipped
 #   BENCH_PUSH_ROUNDS [3]            push_compare: rounds of one "before" and one "after" phase each

@@ -5,7 +5,8 @@ import TodoSyncStore
 /// Options of the HTTP application.
 public struct ApplicationOptions: Sendable {
     /// Registers the test and benchmark routes: `GET /healthz?delay_ms=N` and `?die_mid_body_ms=N`
-    /// for lifecycle tests, `GET /__bench/fastcgi` for the benchmark. Never on in production;
+    /// for lifecycle tests, `GET /__bench/fastcgi`, `/__bench/db` and `GET`/`PUT /__bench/page` for
+    /// the benchmark's ceilings. Never on in production;
     /// off, those paths do not exist (404) and `/healthz` ignores the hooks' parameters.
     public var enableTestHooks = false
     /// Requests in flight per account in this process, shared by every worker's application

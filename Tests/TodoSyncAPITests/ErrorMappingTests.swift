@@ -120,6 +120,41 @@ final class TestHookRouteTests: XCTestCase {
                        #"{"error":{"code":"not_found","message":"No such route."}}"#)
     }
 
+    /// The ceilings' routes exist only with hooks: without them every one is `noRoute`.
+    func testCeilingRoutesAreNoRouteWithoutHooks() {
+        let app = application(hooks: false)
+        for (method, path) in [("GET", "/__bench/db"), ("GET", "/__bench/page"), ("PUT", "/__bench/page")] {
+            let response = app.handle(HTTPRequest(method: method, path: path, queryString: "", headers: [:],
+                                                  body: Array("[1]".utf8)))
+            XCTAssertEqual(response.status, 404, "\(method) \(path)")
+            XCTAssertEqual(response.body, APIError.noRoute.jsonBody, "\(method) \(path)")
+        }
+    }
+
+    /// Ceiling 2 checks the bearer token like every authenticated route: none is a 401 before any
+    /// database is touched (this store has none).
+    func testDatabaseCeilingRequiresAToken() {
+        let response = get(application(hooks: true), "/__bench/db")
+        XCTAssertEqual(response.status, 401)
+    }
+
+    /// Ceiling 3 serves the bytes last PUT, unchanged, as JSON, to any worker's application of
+    /// the process; the gzip variant goes through the same `ResponseEncoder` as a pull page.
+    func testPageCeilingServesTheStoredPage() {
+        let page = Array((#"{"changes":{"todos":{"upserted":["# + String(repeating: #"{"id":1},"#, count: 200)
+            + #"{"id":2}],"deleted":[]}},"cursor":"c","hasMore":true}"#).utf8)
+        let stored = application(hooks: true).handle(HTTPRequest(
+            method: "PUT", path: "/__bench/page", queryString: "", headers: [:], body: page))
+        XCTAssertEqual(stored.status, 204)
+        let response = get(application(hooks: true), "/__bench/page")
+        XCTAssertEqual(response.status, 200)
+        XCTAssertTrue(response.body == page, "the stored page, byte for byte")
+        XCTAssertTrue(response.headers.contains { $0.name == "Content-Type" && $0.value.hasPrefix("application/json") })
+        let encoded = ResponseEncoder().encode(response, acceptEncoding: "gzip")
+        XCTAssertTrue(encoded.headers.contains { $0.name == "Content-Encoding" && $0.value == "gzip" })
+        XCTAssertLessThan(encoded.body.count, page.count)
+    }
+
     func testBenchRouteAnswersWithHooks() {
         let response = get(application(hooks: true), "/__bench/fastcgi")
         XCTAssertEqual(response.status, 200)

@@ -55,6 +55,16 @@ final class ResponseEncoderTests: XCTestCase {
         }
     }
 
+    /// The encoder remembers the last value's answer: alternating values still get their own.
+    func testRememberedAcceptEncodingFollowsTheValue() {
+        let encoder = ResponseEncoder()
+        let response = jsonResponse(bytes: 5_000)
+        for value in ["gzip", "gzip", "identity", "identity", "gzip", "gzip;q=0", "br, gzip"] {
+            let encoded = encoder.encode(response, acceptEncoding: value)
+            XCTAssertEqual(encoded.headers.contains { $0.name == "Content-Encoding" }, ResponseEncoder.acceptsGzip(value), value)
+        }
+    }
+
     // MARK: streamed bodies
 
     /// A streamed JSON response writing `pieces`.

@@ -42,6 +42,8 @@ public struct HTTPRequest: Sendable {
     }
 
     static func percentDecode(_ text: Substring) -> String {
+        // Most names and values (dates, cursors, numbers) have nothing to decode.
+        if !text.utf8.contains(where: { $0 == UInt8(ascii: "%") || $0 == UInt8(ascii: "+") }) { return String(text) }
         var bytes: [UInt8] = []
         bytes.reserveCapacity(text.utf8.count)
         var iterator = Array(text.utf8)[...]

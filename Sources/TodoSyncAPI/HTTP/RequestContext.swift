@@ -72,9 +72,44 @@ public final class RequestContext {
         }
     }
 
-    /// The token from `Authorization: Bearer <token>`, if well-formed.
+    /// The token from `Authorization: Bearer <token>`, if well-formed. Parsed once per request
+    /// (the in-flight count and the route both ask).
     func bearerToken() -> String? {
-        guard let header = request.header("authorization") else { return nil }
+        if let parsedBearerToken { return parsedBearerToken }
+        let token = request.header("authorization").flatMap(Self.bearerToken(in:))
+        parsedBearerToken = .some(token)
+        return token
+    }
+
+    /// `bearerToken()`'s answer once asked: `.some(nil)` when the request has no usable token.
+    private var parsedBearerToken: String??
+
+    /// The token of an `Authorization` value: the scheme `Bearer` (any case), then the token with
+    /// surrounding whitespace trimmed, non-empty and at most 256 characters. A value of printable
+    /// ASCII (every real one) is read byte by byte; anything else takes the general path, which
+    /// gives the same answer for ASCII.
+    static func bearerToken(in header: String) -> String? {
+        var header = header
+        let fast: String?? = header.withUTF8 { bytes in
+            guard bytes.allSatisfy({ (0x20...0x7E).contains($0) }) else { return .none }
+            let space = UInt8(ascii: " ")
+            var index = 0
+            while index < bytes.count, bytes[index] == space { index += 1 }
+            let scheme = index
+            while index < bytes.count, bytes[index] != space { index += 1 }
+            guard index - scheme == 6,
+                  zip("bearer".utf8, bytes[scheme..<index]).allSatisfy({ $0 == $1 | 0x20 }) else { return .some(nil) }
+            var start = index, end = bytes.count
+            while start < end, bytes[start] == space { start += 1 }
+            while end > start, bytes[end - 1] == space { end -= 1 }
+            guard start < end, end - start <= 256 else { return .some(nil) }
+            return .some(String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<end]), as: UTF8.self))
+        }
+        return fast ?? generalBearerToken(in: header)
+    }
+
+    /// `bearerToken(in:)` for any value, by characters (the fast path's oracle in the tests).
+    static func generalBearerToken(in header: String) -> String? {
         let parts = header.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: true)
         guard parts.count == 2, parts[0].lowercased() == "bearer" else { return nil }
         let token = parts[1].trimmingWhitespace()

@@ -1,7 +1,22 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import Synchronization
 import TodoSyncCore
+
+/// The page of the benchmark's page ceiling (`/__bench/page`, test hooks only), shared by every
+/// worker of the process. Each responder process holds its own: the bench fills it before use.
+final class BenchPage: Sendable {
+    static let shared = BenchPage()
+    private let page = Mutex<[UInt8]?>(nil)
+
+    /// The page last stored, nil before the first.
+    var bytes: [UInt8]? { page.withLock { $0 } }
+
+    func store(_ bytes: [UInt8]) {
+        page.withLock { $0 = bytes }
+    }
+}
 
 extension Application {
     func registerHealthRoutes() {
@@ -34,6 +49,24 @@ extension Application {
         // location that `TODOSYNC_BENCH_LOCATIONS=1` adds.
         router.add("GET", "/__bench/fastcgi", limit: .notCounted) { _ in
             .json(200, Array(#"{"status":"ok"}"#.utf8))
+        }
+        // Ceiling 2: the same plus one prepared-statement round trip on the worker's connection,
+        // the bearer-token check every authenticated route runs (`SQL.Tokens.userForToken`).
+        router.add("GET", "/__bench/db", limit: .notCounted) { context in
+            _ = try context.requireUser()
+            return .json(200, Array(#"{"status":"ok"}"#.utf8))
+        }
+        // Ceiling 3: a page's bytes served from memory, no database. The bench PUTs a real pull
+        // page here; GET answers it as the pull route answers its page (`.json`), so the gzip
+        // variant is compressed per request by the same `ResponseEncoder` as the real route.
+        router.add("PUT", "/__bench/page", limit: .notCounted) { context in
+            if context.request.bodyTooLarge { throw APIError.payloadTooLarge }
+            BenchPage.shared.store(context.request.body)
+            return .noContent
+        }
+        router.add("GET", "/__bench/page", limit: .notCounted) { _ in
+            guard let page = BenchPage.shared.bytes else { throw DomainError.notFound }
+            return .json(200, page)
         }
         registerSlowWriteTestRoute()
     }
