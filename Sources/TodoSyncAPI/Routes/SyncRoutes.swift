@@ -44,9 +44,10 @@ extension Application {
             return .json(200, member: "results", try context.store.push(userID: userID, request))
         }
         // Snapshot (contract, "Sync: snapshot"; the file: docs/SNAPSHOT.md): the responder
-        // authorizes, finds or builds the user's file in the cache, answers 304 itself, and hands
-        // every other answer to nginx's internal /__snapshot/ location, which sends the file from
-        // disk (Content-Length, Range → 206) with the ETag and Repr-Digest passed here.
+        // authorizes, finds or builds the user's file in the cache (and its gzip companion when
+        // gzip is accepted), answers 304 itself, and hands every other answer to nginx's internal
+        // /__snapshot/ location, which sends the file from disk (Content-Length, Range → 206) with
+        // the ETag, Repr-Digest and Content-Encoding passed here.
         let testHooks = options.enableTestHooks
         router.add("GET", "/api/v1/sync/snapshot") { context in
             let userID = try context.requireUser()
@@ -65,8 +66,23 @@ extension Application {
                 guard let refusal = APIError(snapshot: error) else { throw error }
                 throw refusal
             }
-            if let condition = context.request.header("if-none-match"), Self.matches(condition, entry.etag) {
-                return HTTPResponse(status: 304, headers: [HTTPHeader("ETag", entry.etag)])
+            // gzip when the request accepts it (q-values: `gzip;q=0` refuses): the file's companion,
+            // with its own ETag and Repr-Digest (of the encoded bytes); ranges are of those bytes.
+            // `Vary: Accept-Encoding` on both variants, 304 included. `If-None-Match` is compared
+            // with the tag of the variant this request gets: the other variant's tag is a 200.
+            let gzip = context.request.header("accept-encoding").map(ResponseEncoder.acceptsGzip) ?? false
+            let vary = HTTPHeader("Vary", "Accept-Encoding")
+            let etag = gzip ? entry.gzipETag : entry.etag
+            if let condition = context.request.header("if-none-match"), Self.matches(condition, etag) {
+                return HTTPResponse(status: 304, headers: [HTTPHeader("ETag", etag), vary])
+            }
+            if gzip, let companion = try context.store.snapshotGzip(entry) {
+                return HTTPResponse(status: 200, headers: [
+                    HTTPHeader("X-Accel-Redirect", "\(Self.snapshotLocation)\(companion.relativePath)"),
+                    HTTPHeader("X-Snapshot-ETag", companion.etag),
+                    HTTPHeader("X-Snapshot-Repr-Digest", companion.reprDigest),
+                    HTTPHeader("X-Snapshot-Content-Encoding", "gzip"),
+                ])
             }
             return HTTPResponse(status: 200, headers: [
                 HTTPHeader("X-Accel-Redirect", "\(Self.snapshotLocation)\(entry.relativePath)"),
