@@ -392,6 +392,13 @@ enum SnapshotGzipMetrics {
 }
 
 extension Store {
+    /// The size in bytes of a cache file (`relativePath` of an entry or companion); nil when gone.
+    public func snapshotFileSize(_ relativePath: String) -> Int64? {
+        guard let cache = configuration.snapshotCache else { return nil }
+        var info = stat()
+        return stat("\(cache.directory)/\(relativePath)", &info) == 0 ? Int64(info.st_size) : nil
+    }
+
     /// The gzip companion of `entry` (`SnapshotCache.makeCompanion`), within this request's
     /// budget; nil when it could not be made in time (serve the file itself).
     public func snapshotGzip(_ entry: SnapshotCache.Entry) throws -> SnapshotCache.Companion? {

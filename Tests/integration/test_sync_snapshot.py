@@ -439,6 +439,10 @@ def test_gzip_refused_by_quality_zero_or_not_offered_is_the_file(client):
         assert raw == plain.content and r.headers["ETag"] == plain.headers["ETag"], accept
         assert r.headers["Repr-Digest"] == repr_digest(raw), accept
         assert "accept-encoding" in vary(r), (accept, r.headers)
+    # Its 304 is the identity tag's, and says Vary too (a cache must not answer gzip requests with it).
+    r304, _ = get_encoded(client, "gzip;q=0, identity", headers={"If-None-Match": plain.headers["ETag"]})
+    assert r304.status_code == 304 and r304.headers["ETag"] == plain.headers["ETag"]
+    assert "accept-encoding" in vary(r304), r304.headers
 
 
 def test_gzip_if_none_match_compares_the_variant_sent(client):
@@ -475,8 +479,14 @@ def test_gzip_ranges_are_of_the_encoded_bytes(client):
     assert size + 10 < len(plain.content)
     r416, body = get_encoded(client, headers={"Range": f"bytes={size + 10}-"})
     assert r416.status_code == 416
-    # nginx's own answer: its body is not gzip, so it must not say it is.
+    # Its body is not gzip, so it must not say it is.
     assert "Content-Encoding" not in r416.headers, (dict(r416.headers), body[:100])
+    assert r416.headers["Content-Range"] == f"bytes */{size}" and r416.headers["ETag"] == head.headers["ETag"]
+    r416, _ = get_encoded(client, headers={"Range": "bytes=-0"})
+    assert r416.status_code == 416 and "Content-Encoding" not in r416.headers
+    # The file's own 416 names the file's size.
+    plain416 = get_snapshot(client, headers={"Range": f"bytes={len(plain.content)}-"})
+    assert plain416.status_code == 416 and plain416.headers["Content-Range"] == f"bytes */{len(plain.content)}"
     # If-Range with this variant's tag resumes; with the other variant's, the whole gzip body.
     resumed, body = get_encoded(client, headers={"Range": "bytes=100-", "If-Range": head.headers["ETag"]})
     assert resumed.status_code == 206 and body == raw[100:]
