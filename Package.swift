@@ -54,7 +54,7 @@ let package = Package(
         .target(name: "TodoSyncCore"),
         // Configuration layering (defaults < config file < environment) for `todosync config`.
         .target(name: "TodoSyncConfig"),
-        .target(name: "TodoSyncStore", dependencies: ["TodoSyncCore", "MariaDB", "Credentials", "SystemSQLite", coreMetrics]),
+        .target(name: "TodoSyncStore", dependencies: ["TodoSyncCore", "MariaDB", "Credentials", "SystemSQLite", "Deflate", coreMetrics]),
         .target(
             name: "TodoSyncAPI",
             dependencies: ["TodoSyncCore", "TodoSyncStore", "Deflate", .product(name: "Logging", package: "swift-log"), coreMetrics]
@@ -87,7 +87,7 @@ let package = Package(
             dependencies: ["TodoSyncAPI", "TodoSyncCore", "TodoSyncStore", "MariaDB", "Deflate",
                            .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "MariaDBTests", dependencies: ["MariaDB", .product(name: "Logging", package: "swift-log")]),
-        .testTarget(name: "TodoSyncStoreTests", dependencies: ["TodoSyncStore", "TodoSyncCore", "MariaDB", "Credentials"]),
+        .testTarget(name: "TodoSyncStoreTests", dependencies: ["TodoSyncStore", "TodoSyncCore", "MariaDB", "Credentials", "Deflate"]),
         .testTarget(name: "TodoSyncClientTests", dependencies: ["TodoSyncClient", "TodoSyncCore"]),
         .testTarget(
             name: "FastCGITests", dependencies: ["FastCGI", .product(name: "Logging", package: "swift-log")]),

@@ -3,8 +3,10 @@
 # (bench/seed.sh: one user, its tags and todos, then the app's own daily stats and change feed),
 # the time and size of the first GET /api/v1/sync/snapshot (the build), the time of cached
 # downloads (nginx sends the file), and the responder's CPU per build per 1,000 records (its
-# process CPU before and after the build, and todosync_snapshot_build_seconds_total). A
-# measurement, not a test.
+# process CPU before and after the build, and todosync_snapshot_build_seconds_total); then the
+# gzip variant: the first gzip request (which compresses the cached file once), its size against
+# the file's, cached gzip downloads, and a check that it decodes to the file. A measurement, not
+# a test.
 #
 #   bench/snapshot.sh                          # 65,000 records (635 tags + 64,000 todos + stats)
 #   SNAP_BENCH_TODOS=1000000 SNAP_BENCH_TAGS=635 bench/snapshot.sh
@@ -49,9 +51,9 @@ def cpu():
     fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / ticks
 
-def get():
+def get(encoding="identity"):
     req = urllib.request.Request(f"{base}/api/v1/sync/snapshot?schemaVersion=2",
-                                 headers={"Authorization": f"Bearer {token}"})
+                                 headers={"Authorization": f"Bearer {token}", "Accept-Encoding": encoding})
     t0 = time.perf_counter()
     with urllib.request.urlopen(req, timeout=120) as r:
         body = r.read()
@@ -80,8 +82,33 @@ print(f"records {records}: first request (build) {build_s:.2f} s, file {len(body
 print(f"  responder CPU for the build {build_cpu:.2f} s = {1000 * build_cpu / records * 1000:.1f} ms per 1,000 records")
 print(f"  cached download median of {runs}: {statistics.median(cached):.3f} s "
       f"(responder CPU {statistics.median(cached_cpu) * 1000:.0f} ms; nginx sends the file)")
+# The gzip variant: the first request that accepts gzip compresses the cached file once (its
+# companion), later ones are sent by nginx from disk like the file.
+import gzip, zlib
+c0 = cpu()
+gz_first_s, gz_body, gz_headers = get("gzip")
+gz_first_cpu = cpu() - c0
+assert gz_headers.get("Content-Encoding") == "gzip", gz_headers
+t0 = time.perf_counter()
+decoded = zlib.decompress(gz_body, 31)
+gunzip_s = time.perf_counter() - t0
+assert decoded == body, "the gzip variant does not decode to the file"
+del decoded
+gz_cached, gz_cached_cpu = [], []
+for _ in range(runs):
+    c0 = cpu()
+    seconds, again, _ = get("gzip")
+    gz_cached_cpu.append(cpu() - c0)
+    assert again == gz_body
+    gz_cached.append(seconds)
+print(f"  gzip: first request (compresses the cached file) {gz_first_s:.2f} s, responder CPU {gz_first_cpu:.2f} s; "
+      f"{len(gz_body) / 1e6:.1f} MB = {100 * len(gz_body) / len(body):.1f} % of the file; "
+      f"cached gzip download median of {runs}: {statistics.median(gz_cached):.3f} s "
+      f"(responder CPU {statistics.median(gz_cached_cpu) * 1000:.0f} ms); gunzip here {gunzip_s:.2f} s")
 print("SNAPSHOT_JSON " + json.dumps({"records": records, "build_s": round(build_s, 3), "bytes": len(body),
-      "build_cpu_s": round(build_cpu, 3), "cached_s": [round(s, 3) for s in cached]}))
+      "build_cpu_s": round(build_cpu, 3), "cached_s": [round(s, 3) for s in cached],
+      "gzip_first_s": round(gz_first_s, 3), "gzip_first_cpu_s": round(gz_first_cpu, 3), "gzip_bytes": len(gz_body),
+      "gzip_cached_s": [round(s, 3) for s in gz_cached]}))
 PY
 
 # SNAP_BENCH_CLIENT=1: the device's side too (issue 23's 1,000,000-record targets: first sync

@@ -1,7 +1,9 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import CoreMetrics
 import Credentials
+import Deflate
 import TodoSyncCore
 
 /// The on-disk cache of snapshot files (docs/SNAPSHOT.md), shared by every worker and process
@@ -11,7 +13,8 @@ import TodoSyncCore
 ///
 /// Layout: `<directory>/<userID>/<epoch>-<version>-<schema>-<sha256 hex>.sqlite`, one file per
 /// build, never rewritten (the name says what it holds, so a name found is a file complete and
-/// checked); beside them `.lock-*` files (one `flock` per cache key: concurrent requests build
+/// checked); its gzip companion (made on the first request that accepts gzip) is
+/// `<that file's name>.<sha256 hex of the gzip bytes>.gz`, and lives and goes with it; beside them `.lock-*` files (one `flock` per cache key: concurrent requests build
 /// once), `.build-*` scratch files, and `.too-slow-<epoch>-<schema>` marks of a build that did not
 /// fit the request budget. Files are 0640 in directories 02750, so the directory's group (nginx's)
 /// can read them whatever the process umask.
@@ -53,8 +56,29 @@ public final class SnapshotCache: Sendable {
         /// `"<first 128 bits of the digest, hex>"`: a strong validator of the bytes.
         public var etag: String { "\"\(SnapshotCache.hex(digest).prefix(32))\"" }
         /// RFC 9530: `sha-256=:<base64>:`.
-        public var reprDigest: String { "sha-256=:\(Base64URL.encodeStandard(digest)):" }
+        public var reprDigest: String { SnapshotCache.reprDigest(digest) }
+        /// The gzip companion's tag: the file's with `-gz` inside the quotes. The companion is a
+        /// function of the file's bytes (made once per file, zlib at `gzipLevel`), so the tag
+        /// names its bytes too, and it is known without the companion (304 needs no gzip).
+        public var gzipETag: String { "\"\(SnapshotCache.hex(digest).prefix(32))-gz\"" }
     }
+
+    /// A finished file's gzip companion (`Content-Encoding: gzip`).
+    public struct Companion: Sendable, Equatable {
+        public let entry: Entry
+        /// SHA-256 of the gzip bytes (what the response's `Repr-Digest` names).
+        public let digest: [UInt8]
+
+        public var fileName: String { "\(entry.fileName).\(SnapshotCache.hex(digest)).gz" }
+        public var relativePath: String { "\(entry.key.userID)/\(fileName)" }
+        public var etag: String { entry.gzipETag }
+        public var reprDigest: String { SnapshotCache.reprDigest(digest) }
+    }
+
+    static func reprDigest(_ digest: [UInt8]) -> String { "sha-256=:\(Base64URL.encodeStandard(digest)):" }
+
+    /// zlib's level for companions: 1, the fastest (docs/SNAPSHOT.md "gzip" has the measurements).
+    public static let gzipLevel: Int32 = 1
 
     func userDirectory(_ userID: Int64) -> String { "\(directory)/\(userID)" }
 
@@ -81,6 +105,95 @@ public final class SnapshotCache: Sendable {
               let schema = Int(parts[2]), parts[3].utf8.count == 64, let digest = unhex(parts[3]) else { return nil }
         return Entry(key: Key(userID: userID, epoch: epoch, version: version, schemaVersion: schema), digest: digest,
                      fileName: fileName)
+    }
+
+    /// Parses `<file name>.<gzip digest hex>.gz` into the file it compresses and its digest.
+    static func companion(userID: Int64, fileName: String) -> Companion? {
+        guard fileName.hasSuffix(".gz"), !fileName.hasPrefix(".") else { return nil }
+        let stem = fileName.dropLast(3)
+        guard let dot = stem.lastIndex(of: "."), let entry = entry(userID: userID, fileName: String(stem[..<dot])),
+              stem.utf8.distance(from: stem.utf8.index(after: dot), to: stem.utf8.endIndex) == 64,
+              let digest = unhex(stem[stem.index(after: dot)...]) else { return nil }
+        return Companion(entry: entry, digest: digest)
+    }
+
+    /// `entry`'s gzip companion when it has been made.
+    public func companion(of entry: Entry) -> Companion? {
+        names(in: userDirectory(entry.key.userID)).lazy
+            .compactMap { Self.companion(userID: entry.key.userID, fileName: $0) }
+            .first { $0.entry == entry }
+    }
+
+    /// `entry`'s gzip companion, made now when there is none: under the build lock of `entry`'s
+    /// key, so that concurrent requests compress once, streamed through zlib (`GzipStream`, 1 MiB
+    /// in, 256 KiB out at a time: the file is never held in memory) into a scratch file moved into
+    /// place under its digest. Nil when the lock or the compression did not fit before `deadline`
+    /// (the request is then answered with the file itself: gzip is an option, not an obligation).
+    public func makeCompanion(of entry: Entry, deadline: RequestDeadline?) throws -> Companion? {
+        if let done = companion(of: entry) { return done }
+        let made = try withBuildLock(entry.key, deadline: deadline) { () throws -> Companion? in
+            if let done = companion(of: entry) { return done }
+            let source = "\(directory)/\(entry.relativePath)"
+            let scratch = try scratchPath(entry.key.userID, ".gz")
+            defer { unlink(scratch) }
+            let started = Timestamp.now()
+            guard try Self.gzip(source, into: scratch, deadline: deadline) else { return nil }
+            SnapshotGzipMetrics.made.increment()
+            SnapshotGzipMetrics.seconds.increment(by: Double(Timestamp.now().millisecondsSinceEpoch
+                - started.millisecondsSinceEpoch) / 1000)
+            chmod(scratch, 0o640)
+            let companion = Companion(entry: entry, digest: try FileDigest.sha256(ofFileAt: scratch))
+            // The file may have been superseded or swept meanwhile: its companion would be an orphan.
+            guard access(source, F_OK) == 0 else { return nil }
+            guard rename(scratch, "\(userDirectory(entry.key.userID))/\(companion.fileName)") == 0 else {
+                throw SnapshotError.cache("cannot rename \(scratch): errno \(errno)")
+            }
+            return companion
+        }
+        guard let made else { return nil }
+        sweep()
+        return made
+    }
+
+    /// gzip of the file at `source` into `target`, streamed; false when `deadline` passed first.
+    static func gzip(_ source: String, into target: String, deadline: RequestDeadline?) throws -> Bool {
+        let input = open(source, O_RDONLY | O_CLOEXEC)
+        guard input >= 0 else { throw SnapshotError.cache("cannot open \(source): errno \(errno)") }
+        defer { close(input) }
+        let output = open(target, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o640)
+        guard output >= 0 else { throw SnapshotError.cache("cannot open \(target): errno \(errno)") }
+        defer { close(output) }
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
+        defer { buffer.deallocate() }
+        let stream = GzipStream(level: gzipLevel, outputBytes: 256 * 1024)
+        var writeError: Int32 = 0
+        let emit = { (bytes: UnsafeRawBufferPointer) -> Bool in
+            var rest = bytes
+            while !rest.isEmpty {
+                let written = write(output, rest.baseAddress, rest.count)
+                if written < 0 {
+                    if errno == EINTR { continue }
+                    writeError = errno
+                    return false
+                }
+                rest = UnsafeRawBufferPointer(rebasing: rest[written...])
+            }
+            return true
+        }
+        while true {
+            let count = read(input, buffer.baseAddress, buffer.count)
+            if count < 0 {
+                if errno == EINTR { continue }
+                throw SnapshotError.cache("cannot read \(source): errno \(errno)")
+            }
+            if count == 0 { break }
+            if let deadline, deadline.hasPassed { return false }
+            guard stream.compress(UnsafeRawBufferPointer(rebasing: buffer[0..<count]), emit: emit) else {
+                throw SnapshotError.cache("cannot write \(target): errno \(writeError)")
+            }
+        }
+        guard stream.finish(emit: emit) else { throw SnapshotError.cache("cannot write \(target): errno \(writeError)") }
+        return true
     }
 
     // MARK: building
@@ -130,7 +243,9 @@ public final class SnapshotCache: Sendable {
             throw SnapshotError.cache("cannot rename \(path): errno \(errno)")
         }
         for other in names(in: userDirectory(key.userID)) {
-            guard other != name, let old = Self.entry(userID: key.userID, fileName: other) else { continue }
+            // A companion goes with the file it compresses.
+            guard other != name, let old = Self.entry(userID: key.userID, fileName: other)
+                    ?? Self.companion(userID: key.userID, fileName: other)?.entry else { continue }
             // Superseded (older version of this schema), or of another history: never served again.
             if old.key.epoch != key.epoch || (old.key.schemaVersion == key.schemaVersion && old.key.version <= key.version) {
                 unlink("\(userDirectory(key.userID))/\(other)")
@@ -170,34 +285,54 @@ public final class SnapshotCache: Sendable {
     }
 
     /// Removes files older than the age limit, builds' leftovers, and then the oldest files until
-    /// the rest fit `maximumBytes`. Returns the files removed.
+    /// the rest fit `maximumBytes`. A gzip companion counts with its file (their sizes added, the
+    /// file's age) and goes with it; one whose file is gone goes at once. Returns the files removed.
     @discardableResult
     public func sweep(now: Int64 = Int64(time(nil))) -> Int {
-        var kept: [(path: String, modified: Int64, size: Int64)] = []
+        var kept: [(paths: [String], modified: Int64, size: Int64)] = []
         var removed = 0
-        for user in names(in: directory) where Int64(user) != nil {
+        func remove(_ path: String) {
+            if unlink(path) == 0 { removed += 1 }
+        }
+        for user in names(in: directory) {
+            guard let userID = Int64(user) else { continue }
             let userPath = "\(directory)/\(user)"
+            var groups: [String: (paths: [String], modified: Int64, size: Int64)] = [:]
+            var companions: [(file: String, name: String, size: Int64)] = []
             for name in names(in: userPath) {
                 let path = "\(userPath)/\(name)"
                 var info = stat()
                 guard stat(path, &info) == 0 else { continue }
                 let modified = Int64(info.st_mtim.tv_sec)
+                if let companion = Self.companion(userID: userID, fileName: name) {
+                    companions.append((companion.entry.fileName, name, Int64(info.st_size)))
+                    continue
+                }
                 // A scratch file older than any build may run (10 budgets' worth: an hour).
                 let stale = name.hasPrefix(".build-") ? now - modified > Self.maximumAgeLimit
                     : name.hasPrefix(".") ? false : now - modified >= maximumAgeSeconds
                 if stale {
-                    if unlink(path) == 0 { removed += 1 }
+                    remove(path)
                 } else if !name.hasPrefix(".") {
-                    kept.append((path, modified, Int64(info.st_size)))
+                    groups[name] = ([path], modified, Int64(info.st_size))
                 }
             }
+            for companion in companions {
+                let path = "\(userPath)/\(companion.name)"
+                if groups[companion.file] == nil {
+                    remove(path)
+                } else {
+                    groups[companion.file]!.paths.append(path)
+                    groups[companion.file]!.size += companion.size
+                }
+            }
+            kept += groups.values
         }
         var total = kept.reduce(0) { $0 + $1.size }
-        for file in kept.sorted(by: { $0.modified < $1.modified }) where total > maximumBytes {
-            if unlink(file.path) == 0 {
-                removed += 1
-                total -= file.size
-            }
+        for group in kept.sorted(by: { $0.modified < $1.modified }) where total > maximumBytes {
+            // The companion first: no moment with a companion whose file is gone.
+            for path in group.paths.reversed() { remove(path) }
+            total -= group.size
         }
         return removed
     }
@@ -247,6 +382,27 @@ public final class SnapshotCache: Sendable {
             if let h = high { bytes.append(h << 4 | value); high = nil } else { high = value }
         }
         return high == nil ? bytes : nil
+    }
+}
+
+/// gzip companions made, as metrics (builds: `SnapshotMetrics`).
+enum SnapshotGzipMetrics {
+    static let made = Counter(label: "todosync_snapshot_gzip_total")
+    static let seconds = FloatingPointCounter(label: "todosync_snapshot_gzip_seconds_total")
+}
+
+extension Store {
+    /// The size in bytes of a cache file (`relativePath` of an entry or companion); nil when gone.
+    public func snapshotFileSize(_ relativePath: String) -> Int64? {
+        guard let cache = configuration.snapshotCache else { return nil }
+        var info = stat()
+        return stat("\(cache.directory)/\(relativePath)", &info) == 0 ? Int64(info.st_size) : nil
+    }
+
+    /// The gzip companion of `entry` (`SnapshotCache.makeCompanion`), within this request's
+    /// budget; nil when it could not be made in time (serve the file itself).
+    public func snapshotGzip(_ entry: SnapshotCache.Entry) throws -> SnapshotCache.Companion? {
+        try configuration.snapshotCache?.makeCompanion(of: entry, deadline: deadline)
     }
 }
 

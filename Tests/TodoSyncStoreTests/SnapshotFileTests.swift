@@ -1,3 +1,5 @@
+import Credentials
+import Deflate
 import Foundation
 import XCTest
 
@@ -51,5 +53,50 @@ final class SnapshotFileTests: XCTestCase {
         _ = try cache.install(again, key: key)
         cache.erase(userID: 7)
         XCTAssertFalse(FileManager.default.fileExists(atPath: "\(directory)/7"))
+    }
+
+    /// The gzip companion: decodes to the file byte for byte, named by its own digest, made once,
+    /// and counted with its file against the size limit (both go together, oldest first).
+    func testGzipCompanionDecodesToTheFileAndCountsAgainstTheSizeLimit() throws {
+        let directory = NSTemporaryDirectory() + "snapshot-cache-\(UUID().uuidString)"
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let roomy = SnapshotCache(directory: directory, maximumBytes: 1 << 30, maximumAgeSeconds: 3600)
+        func installed(_ user: Int64, _ bytes: [UInt8]) throws -> SnapshotCache.Entry {
+            try roomy.prepareDirectory(user)
+            let scratch = try roomy.scratchPath(user, ".vacuum")
+            FileManager.default.createFile(atPath: scratch, contents: Data(bytes))
+            return try roomy.install(scratch, key: SnapshotCache.Key(userID: user, epoch: 1, version: 5, schemaVersion: 2))
+        }
+        // 3 MiB: more than one read of the compressor's 1 MiB buffer.
+        var rng = SystemRandomNumberGenerator()
+        let bytes = (0..<(3 << 20)).map { UInt8(truncatingIfNeeded: $0 % 251 == 0 ? Int(rng.next() % 256) : $0 / 4096) }
+        let old = try installed(8, bytes)
+        XCTAssertNil(roomy.companion(of: old))
+        let made = try XCTUnwrap(roomy.makeCompanion(of: old, deadline: nil))
+        XCTAssertEqual(made.etag, String(old.etag.dropLast()) + "-gz\"")
+        let path = "\(directory)/\(made.relativePath)"
+        let encoded = try [UInt8](Data(contentsOf: URL(fileURLWithPath: path)))
+        XCTAssertEqual(gunzip(encoded, limit: 8 << 20), bytes, "the companion decodes to the file")
+        XCTAssertEqual(made.digest, try FileDigest.sha256(ofFileAt: path))
+        XCTAssertLessThan(encoded.count, bytes.count / 4)
+        XCTAssertEqual(roomy.companion(of: old), made)
+        XCTAssertEqual(try roomy.makeCompanion(of: old, deadline: nil), made, "made once")
+        // A newer file of another user; the older pair is what goes when the pair no longer fits.
+        let aged = Date(timeIntervalSinceNow: -600)
+        for name in [old.relativePath, made.relativePath] {
+            try FileManager.default.setAttributes([.modificationDate: aged], ofItemAtPath: "\(directory)/\(name)")
+        }
+        let newer = try installed(9, Array(bytes.prefix(1000)))
+        let tight = SnapshotCache(directory: directory, maximumBytes: Int64(bytes.count + 1000 + encoded.count) - 1,
+                                  maximumAgeSeconds: 3600)
+        XCTAssertEqual(tight.sweep(), 2, "the companion counts: the older file and its companion go")
+        XCTAssertNil(tight.lookup(old.key))
+        XCTAssertNil(tight.companion(of: old))
+        XCTAssertEqual(tight.lookup(newer.key), newer)
+        // A companion whose file is gone goes at the next sweep.
+        let orphan = try XCTUnwrap(roomy.makeCompanion(of: newer, deadline: nil))
+        unlink("\(directory)/\(newer.relativePath)")
+        XCTAssertEqual(roomy.sweep(), 1)
+        XCTAssertNil(roomy.companion(of: orphan.entry))
     }
 }

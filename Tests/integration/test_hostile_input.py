@@ -174,6 +174,10 @@ def test_schemathesis_bounded_run_no_5xx_and_schema_conformant(tmp_path, capsys)
         cmd = [sys.executable, "-m", "schemathesis.cli", "run", str(OPENAPI),
                "--url", tsapi.BASE_URL,
                "--header", f"Authorization: Bearer {api.token}",
+               # Identity: the snapshot's gzip variant answers a fuzzed `Range` with a range of the
+               # gzip bytes (contract), which the HTTP library then fails to decode on its own.
+               # gzip of the JSON routes is tested in test_edge_http.py.
+               "--header", "Accept-Encoding: identity",
                "--exclude-operation-id", "logout",
                "--exclude-checks", ",".join(FUZZ_EXCLUDED_CHECKS),
                "--phases", "examples,coverage,fuzzing,stateful",

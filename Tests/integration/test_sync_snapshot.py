@@ -12,11 +12,16 @@ in the responders' cache directory and sent by nginx from disk (X-Accel-Redirect
 - A new write or a new database epoch is a new file; a deleted account's files are gone.
 - An account whose build does not fit the request budget: 503 with Retry-After, not retried
   within the cache's age limit; its pull still works.
+- With `Accept-Encoding: gzip` (q-values honoured) the file's gzip companion: its own ETag and
+  Repr-Digest, Content-Length, 206/416 and 304 of the encoded bytes, `Vary` on both variants;
+  it decodes to the identity file byte for byte, is made once, and goes with its file (a new
+  write, a new epoch, the age sweep, an account delete).
 """
 
 from __future__ import annotations
 
 import base64
+import gzip
 import hashlib
 import json
 import os
@@ -40,9 +45,10 @@ TABLES = {"tags": "tags", "todos": "todos", "dailyStats": "daily_stats"}
 
 def get_snapshot(api: tsapi.Api, schema: int | None = tsapi.CURRENT_SCHEMA, headers: dict | None = None,
                  **params) -> requests.Response:
+    """The snapshot, identity-encoded unless `headers` say otherwise (requests offers gzip by default)."""
     if schema is not None:
         params["schemaVersion"] = str(schema)
-    return api.get(SNAPSHOT, params=params, headers=headers or {}, timeout=60)
+    return api.get(SNAPSHOT, params=params, headers={"Accept-Encoding": "identity", **(headers or {})}, timeout=60)
 
 
 def fetch(api: tsapi.Api, schema: int | None = tsapi.CURRENT_SCHEMA, **params) -> requests.Response:
@@ -258,7 +264,7 @@ def test_headers_etag_304_range_and_digest(client):
     assert part.headers["ETag"] == etag and part.headers["Repr-Digest"] == repr_digest(r.content)
     assert get_snapshot(client, headers={"Range": f"bytes={size + 10}-"}).status_code == 416
     # HEAD: the headers only.
-    head = client.request("HEAD", SNAPSHOT, params={"schemaVersion": "2"})
+    head = client.request("HEAD", SNAPSHOT, params={"schemaVersion": "2"}, headers={"Accept-Encoding": "identity"})
     assert head.status_code == 200 and int(head.headers["Content-Length"]) == size
     # The internal location is not reachable from outside.
     assert requests.get(f"{tsapi.BASE_URL}/__snapshot/{client.user['id']}/x.sqlite",
@@ -369,3 +375,181 @@ def test_an_account_too_large_for_the_budget_gets_503_and_pulls(client):
     assert "# HELP todosync_snapshot_builds_too_slow_total " in requests.get(
         f"{tsapi.BASE_URL}/metrics", timeout=tsapi.TIMEOUT).text
     assert full_pull(client).data["todos"]
+
+
+# --------------------------------------------------------------------------- the gzip variant
+
+def get_encoded(api: tsapi.Api, accept: str | None = "gzip", headers: dict | None = None,
+                method: str = "GET") -> tuple[requests.Response, bytes]:
+    """(response, the body's bytes as sent: not decoded). `accept` None sends no Accept-Encoding."""
+    r = api.request(method, SNAPSHOT, params={"schemaVersion": str(tsapi.CURRENT_SCHEMA)},
+                    headers={"Accept-Encoding": accept, **(headers or {})}, stream=True, timeout=60)
+    raw = r.raw.read(decode_content=False)
+    r.close()
+    return r, raw
+
+
+def vary(r: requests.Response) -> list[str]:
+    return [v.strip().lower() for v in r.headers.get("Vary", "").split(",") if v.strip()]
+
+
+def seeded(api: tsapi.Api, todos: int = 120) -> requests.Response:
+    """Records enough for a file of some pages, and the identity answer."""
+    api.create_tag(name="Work")
+    for i in range(todos):
+        api.create_todo(title=f"todo {i} with a title long enough to compress", deadline="2031-05-01")
+    return fetch(api)
+
+
+def test_gzip_variant_headers_digest_and_body_decode_to_the_file(client):
+    plain = seeded(client)
+    assert "accept-encoding" in vary(plain), plain.headers
+    r, raw = get_encoded(client)
+    assert r.status_code == 200, tsapi.short(r)
+    assert r.headers.get("Content-Encoding") == "gzip", dict(r.headers)
+    assert tsapi.media_type(r) == "application/vnd.sqlite3"
+    assert int(r.headers["Content-Length"]) == len(raw)
+    assert len(raw) < len(plain.content) / 2, (len(raw), len(plain.content))
+    # Byte for byte the identity file once decoded; the digest and the tag are of the gzip bytes.
+    assert gzip.decompress(raw) == plain.content
+    assert r.headers["Repr-Digest"] == repr_digest(raw) != plain.headers["Repr-Digest"]
+    assert r.headers["ETag"] == plain.headers["ETag"][:-1] + '-gz"'
+    assert "accept-encoding" in vary(r), r.headers
+    # Other ways of accepting gzip, the same bytes; HEAD has the gzip variant's headers.
+    for accept in ("br, gzip;q=0.5", "*", "x-gzip", "GZIP;Q=1.0, identity;q=0.1"):
+        again, body = get_encoded(client, accept)
+        assert again.headers.get("Content-Encoding") == "gzip" and body == raw, accept
+    head, _ = get_encoded(client, method="HEAD")
+    assert head.status_code == 200
+    assert int(head.headers["Content-Length"]) == len(raw) and head.headers["Content-Encoding"] == "gzip"
+    assert head.headers["ETag"] == r.headers["ETag"]
+
+
+def test_gzip_refused_by_quality_zero_or_not_offered_is_the_file(client):
+    plain = seeded(client, 30)
+    answers = [(accept, *get_encoded(client, accept))
+               for accept in ("gzip;q=0, identity", "gzip;q=0.0, *", "*;q=0, identity", "identity", "br")]
+    # No Accept-Encoding at all (requests always sends one).
+    bare = tsapi.raw_request("GET", f"{tsapi.API_PREFIX}{SNAPSHOT}?schemaVersion={tsapi.CURRENT_SCHEMA}",
+                             {"Authorization": f"Bearer {client.token}"})
+    answers.append((None, bare, bare.raw_content))
+    for accept, r, raw in answers:
+        assert r.status_code == 200, (accept, tsapi.short(r))
+        assert "Content-Encoding" not in r.headers, (accept, dict(r.headers))
+        assert raw == plain.content and r.headers["ETag"] == plain.headers["ETag"], accept
+        assert r.headers["Repr-Digest"] == repr_digest(raw), accept
+        assert "accept-encoding" in vary(r), (accept, r.headers)
+    # Its 304 is the identity tag's, and says Vary too (a cache must not answer gzip requests with it).
+    r304, _ = get_encoded(client, "gzip;q=0, identity", headers={"If-None-Match": plain.headers["ETag"]})
+    assert r304.status_code == 304 and r304.headers["ETag"] == plain.headers["ETag"]
+    assert "accept-encoding" in vary(r304), r304.headers
+
+
+def test_gzip_if_none_match_compares_the_variant_sent(client):
+    plain = seeded(client, 30)
+    r, raw = get_encoded(client)
+    gz_tag, id_tag = r.headers["ETag"], plain.headers["ETag"]
+    assert gz_tag != id_tag
+    r304, body = get_encoded(client, headers={"If-None-Match": gz_tag})
+    assert r304.status_code == 304 and body == b""
+    assert r304.headers["ETag"] == gz_tag and "accept-encoding" in vary(r304), r304.headers
+    assert get_encoded(client, headers={"If-None-Match": f'"x", W/{gz_tag}'})[0].status_code == 304
+    # The other variant's tag names other bytes: the whole variant asked for, not a 304.
+    other, body = get_encoded(client, headers={"If-None-Match": id_tag})
+    assert other.status_code == 200 and body == raw and other.headers["ETag"] == gz_tag
+    other, body = get_encoded(client, "identity", headers={"If-None-Match": gz_tag})
+    assert other.status_code == 200 and body == plain.content and "Content-Encoding" not in other.headers
+    r304, _ = get_encoded(client, "identity", headers={"If-None-Match": id_tag})
+    assert r304.status_code == 304 and r304.headers["ETag"] == id_tag and "accept-encoding" in vary(r304)
+
+
+def test_gzip_ranges_are_of_the_encoded_bytes(client):
+    plain = seeded(client)
+    _, raw = get_encoded(client)
+    size = len(raw)
+    part, body = get_encoded(client, headers={"Range": f"bytes=100-{size - 1}"})
+    assert part.status_code == 206, tsapi.short(part)
+    assert body == raw[100:]
+    assert part.headers["Content-Range"] == f"bytes 100-{size - 1}/{size}"
+    assert part.headers["Content-Encoding"] == "gzip" and part.headers["Repr-Digest"] == repr_digest(raw)
+    # A resumed download: the two parts are the gzip bytes, which decode to the file.
+    head, first = get_encoded(client, headers={"Range": "bytes=0-99"})
+    assert head.status_code == 206 and gzip.decompress(first + body) == plain.content
+    # Past the end of the gzip bytes (though inside the file's): 416.
+    assert size + 10 < len(plain.content)
+    r416, body = get_encoded(client, headers={"Range": f"bytes={size + 10}-"})
+    assert r416.status_code == 416
+    # Its body is not gzip, so it must not say it is.
+    assert "Content-Encoding" not in r416.headers, (dict(r416.headers), body[:100])
+    assert r416.headers["Content-Range"] == f"bytes */{size}" and r416.headers["ETag"] == head.headers["ETag"]
+    r416, _ = get_encoded(client, headers={"Range": "bytes=-0"})
+    assert r416.status_code == 416 and "Content-Encoding" not in r416.headers
+    # The file's own 416 names the file's size.
+    plain416 = get_snapshot(client, headers={"Range": f"bytes={len(plain.content)}-"})
+    assert plain416.status_code == 416 and plain416.headers["Content-Range"] == f"bytes */{len(plain.content)}"
+    # If-Range with this variant's tag resumes; with the other variant's, the whole gzip body.
+    resumed, body = get_encoded(client, headers={"Range": "bytes=100-", "If-Range": head.headers["ETag"]})
+    assert resumed.status_code == 206 and body == raw[100:]
+    whole, body = get_encoded(client, headers={"Range": "bytes=100-", "If-Range": plain.headers["ETag"]})
+    assert whole.status_code == 200 and body == raw
+
+
+def test_concurrent_gzip_requests_compress_once(client):
+    seeded(client, 200)
+    before = total(scrape(), "todosync_snapshot_gzip_total")
+    results = []
+
+    def take():
+        results.append(get_encoded(client))
+
+    threads = [threading.Thread(target=take) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert len(results) == 8 and all(r.status_code == 200 for r, _ in results), [tsapi.short(r) for r, _ in results]
+    assert len({raw for _, raw in results}) == 1
+    assert all(r.headers.get("Content-Encoding") == "gzip" for r, _ in results)
+    assert total(scrape(), "todosync_snapshot_gzip_total") - before == 1, "the companion was compressed more than once"
+    assert "# HELP todosync_snapshot_gzip_total " in requests.get(f"{tsapi.BASE_URL}/metrics", timeout=tsapi.TIMEOUT).text
+
+
+def companions(api: tsapi.Api) -> list[str]:
+    user_dir = os.path.join(snapshot_dir(), str(api.user["id"]))
+    return sorted(name for name in os.listdir(user_dir) if name.endswith(".gz")) if os.path.isdir(user_dir) else []
+
+
+def test_the_gzip_companion_goes_with_its_file(make_client, stack_cmd):
+    api = make_client()
+    todo = api.create_todo(title="first")
+    fetch(api)
+    get_encoded(api)
+    first = companions(api)
+    assert len(first) == 1, first
+    # A new write: a new file, and the old one's companion is gone with it.
+    api.patch(f"/todos/{todo['id']}", {"title": "second"})
+    r, raw = get_encoded(api)
+    assert gzip.decompress(raw) == fetch(api).content
+    second = companions(api)
+    assert len(second) == 1 and second != first, (first, second)
+    # A new epoch: the next build drops the old history's file and its companion.
+    stack_cmd("new-epoch")
+    fetch(api)
+    assert companions(api) == [], "a companion of the old epoch's file is left"
+    get_encoded(api)
+    assert len(companions(api)) == 1
+    # The age sweep (`todosync purge`): the companion goes with its aged file; an orphan goes too.
+    user_dir = os.path.join(snapshot_dir(), str(api.user["id"]))
+    [sqlite] = [name for name in os.listdir(user_dir) if name.endswith(".sqlite")]
+    old = time.time() - 2 * 3600
+    os.utime(os.path.join(user_dir, sqlite), (old, old))
+    orphan = "1-1-2-" + "0" * 64 + ".sqlite." + "1" * 64 + ".gz"
+    with open(os.path.join(user_dir, orphan), "wb") as f:
+        f.write(b"orphan")
+    synclib.purge_all_tombstones()
+    assert companions(api) == [], os.listdir(user_dir)
+    # An account delete: every file goes.
+    get_encoded(api)
+    assert len(companions(api)) == 1
+    assert api.post("/account/delete", {"password": api.password}).status_code == 204
+    assert not os.path.exists(user_dir)

@@ -44,9 +44,10 @@ extension Application {
             return .json(200, member: "results", try context.store.push(userID: userID, request))
         }
         // Snapshot (contract, "Sync: snapshot"; the file: docs/SNAPSHOT.md): the responder
-        // authorizes, finds or builds the user's file in the cache, answers 304 itself, and hands
-        // every other answer to nginx's internal /__snapshot/ location, which sends the file from
-        // disk (Content-Length, Range → 206) with the ETag and Repr-Digest passed here.
+        // authorizes, finds or builds the user's file in the cache (and its gzip companion when
+        // gzip is accepted), answers 304 itself, and hands every other answer to nginx's internal
+        // /__snapshot/ location, which sends the file from disk (Content-Length, Range → 206) with
+        // the ETag, Repr-Digest and Content-Encoding passed here.
         let testHooks = options.enableTestHooks
         router.add("GET", "/api/v1/sync/snapshot") { context in
             let userID = try context.requireUser()
@@ -65,14 +66,35 @@ extension Application {
                 guard let refusal = APIError(snapshot: error) else { throw error }
                 throw refusal
             }
-            if let condition = context.request.header("if-none-match"), Self.matches(condition, entry.etag) {
-                return HTTPResponse(status: 304, headers: [HTTPHeader("ETag", entry.etag)])
+            // gzip when the request accepts it (q-values: `gzip;q=0` refuses): the file's companion,
+            // with its own ETag and Repr-Digest (of the encoded bytes); ranges are of those bytes.
+            // `Vary: Accept-Encoding` on both variants, 304 included. `If-None-Match` is compared
+            // with the tag of the variant this request gets: the other variant's tag is a 200.
+            let gzip = context.request.header("accept-encoding").map(ResponseEncoder.acceptsGzip) ?? false
+            let vary = HTTPHeader("Vary", "Accept-Encoding")
+            let etag = gzip ? entry.gzipETag : entry.etag
+            if let condition = context.request.header("if-none-match"), Self.matches(condition, etag) {
+                return HTTPResponse(status: 304, headers: [HTTPHeader("ETag", etag), vary])
             }
-            return HTTPResponse(status: 200, headers: [
-                HTTPHeader("X-Accel-Redirect", "\(Self.snapshotLocation)\(entry.relativePath)"),
-                HTTPHeader("X-Snapshot-ETag", entry.etag),
-                HTTPHeader("X-Snapshot-Repr-Digest", entry.reprDigest),
-            ])
+            let companion = gzip ? try context.store.snapshotGzip(entry) : nil
+            let path = companion?.relativePath ?? entry.relativePath
+            let sent = companion?.etag ?? entry.etag
+            // A range outside the bytes is answered here (416): nginx's own 416 is an HTML page
+            // that would keep the headers given for the file (Content-Encoding: gzip among them).
+            if let range = context.request.header("range"),
+               context.request.header("if-range").map({ $0.trimmingWhitespace() == sent }) ?? true,
+               let size = context.store.snapshotFileSize(path), Self.rangeStartsPastTheEnd(range, size: size) {
+                return HTTPResponse(status: 416, headers: [
+                    HTTPHeader("Content-Range", "bytes */\(size)"), HTTPHeader("ETag", sent), vary,
+                ])
+            }
+            var headers = [
+                HTTPHeader("X-Accel-Redirect", "\(Self.snapshotLocation)\(path)"),
+                HTTPHeader("X-Snapshot-ETag", sent),
+                HTTPHeader("X-Snapshot-Repr-Digest", companion?.reprDigest ?? entry.reprDigest),
+            ]
+            if companion != nil { headers.append(HTTPHeader("X-Snapshot-Content-Encoding", "gzip")) }
+            return HTTPResponse(status: 200, headers: headers)
         }
         // Live sync (contract, "Sync: live (pokes)"): the responder authenticates the stream
         // (401, 426 before any stream starts) and hands it to nginx's internal nchan subscriber
@@ -96,6 +118,20 @@ extension Application {
 extension Application {
     /// nginx's internal location of the snapshot cache directory (nginx/live-locations.conf.template).
     static let snapshotLocation = "/__snapshot/"
+
+    /// Whether `Range` is one byte range that no byte of `size` satisfies: `bytes=<first>-[<last>]`
+    /// with `first` past the end, or the empty suffix `bytes=-0` (RFC 9110 14.1.2); what nginx
+    /// answers 416 (it ignores malformed or multiple ranges, max_ranges 1, and sends the whole body).
+    static func rangeStartsPastTheEnd(_ range: String, size: Int64) -> Bool {
+        let value = range.trimmingWhitespace()
+        guard value.lowercased().hasPrefix("bytes="), !value.contains(",") else { return false }
+        let spec = value.dropFirst(6).split(separator: "-", maxSplits: 1, omittingEmptySubsequences: false)
+            .map { $0.trimmingWhitespace() }
+        guard spec.count == 2 else { return false }
+        if spec[0].isEmpty { return !spec[1].isEmpty && spec[1].allSatisfy { $0 == "0" } }
+        guard let first = Int64(spec[0]), spec[1].isEmpty || Int64(spec[1]).map({ $0 >= first }) == true else { return false }
+        return first >= size
+    }
 
     /// `If-None-Match` (RFC 9110 13.1.2, weak comparison): `*` or a list that holds `etag`.
     static func matches(_ condition: String, _ etag: String) -> Bool {

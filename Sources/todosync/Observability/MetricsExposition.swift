@@ -25,6 +25,8 @@ enum MetricsExposition {
         "todosync_snapshot_build_records_total": "Records written into the snapshot files built.",
         "todosync_snapshot_build_seconds_total": "Time spent building snapshot files.",
         "todosync_snapshot_builds_too_slow_total": "Snapshot builds abandoned at the request budget (the account is answered 503 for the cache's age limit).",
+        "todosync_snapshot_gzip_total": "Snapshot gzip companions made (once per file, on its first request that accepts gzip).",
+        "todosync_snapshot_gzip_seconds_total": "Time spent compressing snapshot gzip companions.",
         "todosync_live_publishes_total": "Live-sync pokes sent to nginx's nchan publisher after a commit, by result (published, failed: the write succeeded all the same).",
         "todosync_argon2_hashes_total": "Password hashes computed (hash, verify).",
         "todosync_argon2_duration_seconds": "Time per password hash (hash, verify).",

@@ -15,11 +15,17 @@ extension Components {
         ///
         /// - Remark: Generated from `#/components/headers/ETag`.
         internal typealias ETag = Swift.String
-        /// The snapshot file's strong entity tag (32 hex digits of its SHA-256, quoted).
+        /// The snapshot file's strong entity tag (32 hex digits of its SHA-256, quoted); its gzip encoding's is the same with `-gz` inside the quotes.
         ///
         /// - Remark: Generated from `#/components/headers/SnapshotETag`.
         internal typealias SnapshotETag = Swift.String
-        /// RFC 9530, the SHA-256 of the whole file's bytes (identity encoding).
+        /// `gzip` when the file is sent gzip-encoded; absent for the file itself.
+        ///
+        /// - Remark: Generated from `#/components/headers/SnapshotContentEncoding`.
+        internal enum SnapshotContentEncoding: String, Codable, Hashable, Sendable, CaseIterable {
+            case gzip = "gzip"
+        }
+        /// RFC 9530, the SHA-256 of the whole representation's bytes: the file's, or with `Content-Encoding: gzip` the gzip bytes'.
         ///
         /// - Remark: Generated from `#/components/headers/ReprDigest`.
         internal typealias ReprDigest = Swift.String

@@ -7627,8 +7627,14 @@ internal enum Operations {
     /// The file is built once per user, newest version, schema version and database epoch, kept
     /// at most an hour (`TODOSYNC_SNAPSHOT_MAX_AGE_SECONDS`) and sent by nginx from disk:
     /// `ETag` (a strong validator of the bytes), `Content-Length`, `Repr-Digest:
-    /// sha-256=:<base64>:` (RFC 9530; SHA-256 of the file, which is always sent identity-encoded:
-    /// no gzip), `If-None-Match` → 304, `Range` → 206 (one range; resuming a broken download).
+    /// sha-256=:<base64>:` (RFC 9530; SHA-256 of the bytes sent), `If-None-Match` → 304, `Range`
+    /// → 206 (one range; resuming a broken download), `Vary: Accept-Encoding`.
+    ///
+    /// With `Accept-Encoding` accepting gzip (a quality above 0; `gzip;q=0` refuses it) the file
+    /// is sent gzip-encoded (`Content-Encoding: gzip`; made once per file, on its first such
+    /// request): its `ETag` is the file's with `-gz` inside the quotes, and `Content-Length`,
+    /// `Repr-Digest` and ranges are of the gzip bytes, which decode to the file byte for byte.
+    /// `If-None-Match` and `If-Range` are compared with the tag of the variant sent.
     ///
     /// An account whose snapshot cannot be built within the request budget is 503 `unavailable`
     /// with a long `Retry-After` (the cache's age limit): sync it by paged pull. Another request
@@ -7665,7 +7671,7 @@ internal enum Operations {
                 ///
                 /// - Remark: Generated from `#/paths/api/v1/sync/snapshot/GET/header/If-None-Match`.
                 internal var ifNoneMatch: Swift.String?
-                /// `bytes=<first>-[<last>]`: one range of the file (206).
+                /// `bytes=<first>-[<last>]`: one range of the file (206); of the gzip bytes when gzip is sent.
                 ///
                 /// - Remark: Generated from `#/paths/api/v1/sync/snapshot/GET/header/Range`.
                 internal var range: Swift.String?
@@ -7674,7 +7680,7 @@ internal enum Operations {
                 ///
                 /// - Parameters:
                 ///   - ifNoneMatch: An `ETag` of a snapshot already held; when it is still current, 304.
-                ///   - range: `bytes=<first>-[<last>]`: one range of the file (206).
+                ///   - range: `bytes=<first>-[<last>]`: one range of the file (206); of the gzip bytes when gzip is sent.
                 ///   - accept:
                 internal init(
                     ifNoneMatch: Swift.String? = nil,
@@ -7704,25 +7710,36 @@ internal enum Operations {
             internal struct Ok: Sendable, Hashable {
                 /// - Remark: Generated from `#/paths/api/v1/sync/snapshot/GET/responses/200/headers`.
                 internal struct Headers: Sendable, Hashable {
-                    /// The snapshot file's strong entity tag (32 hex digits of its SHA-256, quoted).
+                    /// The snapshot file's strong entity tag (32 hex digits of its SHA-256, quoted); its gzip encoding's is the same with `-gz` inside the quotes.
                     ///
                     /// - Remark: Generated from `#/paths/api/v1/sync/snapshot/GET/responses/200/headers/ETag`.
                     internal var eTag: Components.Headers.SnapshotETag
-                    /// RFC 9530, the SHA-256 of the whole file's bytes (identity encoding).
+                    /// RFC 9530, the SHA-256 of the whole representation's bytes: the file's, or with `Content-Encoding: gzip` the gzip bytes'.
                     ///
                     /// - Remark: Generated from `#/paths/api/v1/sync/snapshot/GET/responses/200/headers/Repr-Digest`.
                     internal var reprDigest: Components.Headers.ReprDigest
+                    /// - Remark: Generated from `#/components/headers/SnapshotContentEncoding`.
+                    internal enum SnapshotContentEncoding: String, Codable, Hashable, Sendable, CaseIterable {
+                        case gzip = "gzip"
+                    }
+                    /// `gzip` when the file is sent gzip-encoded; absent for the file itself.
+                    ///
+                    /// - Remark: Generated from `#/paths/api/v1/sync/snapshot/GET/responses/200/headers/Content-Encoding`.
+                    internal var contentEncoding: Components.Headers.SnapshotContentEncoding?
                     /// Creates a new `Headers`.
                     ///
                     /// - Parameters:
-                    ///   - eTag: The snapshot file's strong entity tag (32 hex digits of its SHA-256, quoted).
-                    ///   - reprDigest: RFC 9530, the SHA-256 of the whole file's bytes (identity encoding).
+                    ///   - eTag: The snapshot file's strong entity tag (32 hex digits of its SHA-256, quoted); its gzip encoding's is the same with `-gz` inside the quotes.
+                    ///   - reprDigest: RFC 9530, the SHA-256 of the whole representation's bytes: the file's, or with `Content-Encoding: gzip` the gzip bytes'.
+                    ///   - contentEncoding: `gzip` when the file is sent gzip-encoded; absent for the file itself.
                     internal init(
                         eTag: Components.Headers.SnapshotETag,
-                        reprDigest: Components.Headers.ReprDigest
+                        reprDigest: Components.Headers.ReprDigest,
+                        contentEncoding: Components.Headers.SnapshotContentEncoding? = nil
                     ) {
                         self.eTag = eTag
                         self.reprDigest = reprDigest
+                        self.contentEncoding = contentEncoding
                     }
                 }
                 /// Received HTTP response headers
@@ -7759,7 +7776,7 @@ internal enum Operations {
                     self.body = body
                 }
             }
-            /// The snapshot file.
+            /// The snapshot file (gzip-encoded when the request accepts gzip).
             ///
             /// - Remark: Generated from `#/paths//api/v1/sync/snapshot/get(syncSnapshot)/responses/200`.
             ///
@@ -7785,14 +7802,22 @@ internal enum Operations {
             internal struct PartialContent: Sendable, Hashable {
                 /// - Remark: Generated from `#/paths/api/v1/sync/snapshot/GET/responses/206/headers`.
                 internal struct Headers: Sendable, Hashable {
-                    /// The snapshot file's strong entity tag (32 hex digits of its SHA-256, quoted).
+                    /// The snapshot file's strong entity tag (32 hex digits of its SHA-256, quoted); its gzip encoding's is the same with `-gz` inside the quotes.
                     ///
                     /// - Remark: Generated from `#/paths/api/v1/sync/snapshot/GET/responses/206/headers/ETag`.
                     internal var eTag: Components.Headers.SnapshotETag
-                    /// RFC 9530, the SHA-256 of the whole file's bytes (identity encoding).
+                    /// RFC 9530, the SHA-256 of the whole representation's bytes: the file's, or with `Content-Encoding: gzip` the gzip bytes'.
                     ///
                     /// - Remark: Generated from `#/paths/api/v1/sync/snapshot/GET/responses/206/headers/Repr-Digest`.
                     internal var reprDigest: Components.Headers.ReprDigest
+                    /// - Remark: Generated from `#/components/headers/SnapshotContentEncoding`.
+                    internal enum SnapshotContentEncoding: String, Codable, Hashable, Sendable, CaseIterable {
+                        case gzip = "gzip"
+                    }
+                    /// `gzip` when the file is sent gzip-encoded; absent for the file itself.
+                    ///
+                    /// - Remark: Generated from `#/paths/api/v1/sync/snapshot/GET/responses/206/headers/Content-Encoding`.
+                    internal var contentEncoding: Components.Headers.SnapshotContentEncoding?
                     /// `bytes <first>-<last>/<size>`.
                     ///
                     /// - Remark: Generated from `#/paths/api/v1/sync/snapshot/GET/responses/206/headers/Content-Range`.
@@ -7800,16 +7825,19 @@ internal enum Operations {
                     /// Creates a new `Headers`.
                     ///
                     /// - Parameters:
-                    ///   - eTag: The snapshot file's strong entity tag (32 hex digits of its SHA-256, quoted).
-                    ///   - reprDigest: RFC 9530, the SHA-256 of the whole file's bytes (identity encoding).
+                    ///   - eTag: The snapshot file's strong entity tag (32 hex digits of its SHA-256, quoted); its gzip encoding's is the same with `-gz` inside the quotes.
+                    ///   - reprDigest: RFC 9530, the SHA-256 of the whole representation's bytes: the file's, or with `Content-Encoding: gzip` the gzip bytes'.
+                    ///   - contentEncoding: `gzip` when the file is sent gzip-encoded; absent for the file itself.
                     ///   - contentRange: `bytes <first>-<last>/<size>`.
                     internal init(
                         eTag: Components.Headers.SnapshotETag,
                         reprDigest: Components.Headers.ReprDigest,
+                        contentEncoding: Components.Headers.SnapshotContentEncoding? = nil,
                         contentRange: Swift.String? = nil
                     ) {
                         self.eTag = eTag
                         self.reprDigest = reprDigest
+                        self.contentEncoding = contentEncoding
                         self.contentRange = contentRange
                     }
                 }
@@ -7847,7 +7875,7 @@ internal enum Operations {
                     self.body = body
                 }
             }
-            /// One range of the snapshot file.
+            /// One range of the snapshot file (of the gzip bytes when gzip is sent).
             ///
             /// - Remark: Generated from `#/paths//api/v1/sync/snapshot/get(syncSnapshot)/responses/206`.
             ///
@@ -7873,14 +7901,14 @@ internal enum Operations {
             internal struct NotModified: Sendable, Hashable {
                 /// - Remark: Generated from `#/paths/api/v1/sync/snapshot/GET/responses/304/headers`.
                 internal struct Headers: Sendable, Hashable {
-                    /// The snapshot file's strong entity tag (32 hex digits of its SHA-256, quoted).
+                    /// The snapshot file's strong entity tag (32 hex digits of its SHA-256, quoted); its gzip encoding's is the same with `-gz` inside the quotes.
                     ///
                     /// - Remark: Generated from `#/paths/api/v1/sync/snapshot/GET/responses/304/headers/ETag`.
                     internal var eTag: Components.Headers.SnapshotETag
                     /// Creates a new `Headers`.
                     ///
                     /// - Parameters:
-                    ///   - eTag: The snapshot file's strong entity tag (32 hex digits of its SHA-256, quoted).
+                    ///   - eTag: The snapshot file's strong entity tag (32 hex digits of its SHA-256, quoted); its gzip encoding's is the same with `-gz` inside the quotes.
                     internal init(eTag: Components.Headers.SnapshotETag) {
                         self.eTag = eTag
                     }
@@ -7971,13 +7999,13 @@ internal enum Operations {
                 /// Creates a new `RangeNotSatisfiable`.
                 internal init() {}
             }
-            /// A `Range` outside the file (nginx's answer; no JSON body guaranteed).
+            /// A `Range` outside the bytes of the variant the request gets (the gzip bytes' with gzip): `Content-Range: bytes */<size>`, its `ETag`, no body.
             ///
             /// - Remark: Generated from `#/paths//api/v1/sync/snapshot/get(syncSnapshot)/responses/416`.
             ///
             /// HTTP response code: `416 rangeNotSatisfiable`.
             case rangeNotSatisfiable(Operations.SyncSnapshot.Output.RangeNotSatisfiable)
-            /// A `Range` outside the file (nginx's answer; no JSON body guaranteed).
+            /// A `Range` outside the bytes of the variant the request gets (the gzip bytes' with gzip): `Content-Range: bytes */<size>`, its `ETag`, no body.
             ///
             /// - Remark: Generated from `#/paths//api/v1/sync/snapshot/get(syncSnapshot)/responses/416`.
             ///

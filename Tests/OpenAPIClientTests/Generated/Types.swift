@@ -359,8 +359,14 @@ internal protocol APIProtocol: Sendable {
     /// The file is built once per user, newest version, schema version and database epoch, kept
     /// at most an hour (`TODOSYNC_SNAPSHOT_MAX_AGE_SECONDS`) and sent by nginx from disk:
     /// `ETag` (a strong validator of the bytes), `Content-Length`, `Repr-Digest:
-    /// sha-256=:<base64>:` (RFC 9530; SHA-256 of the file, which is always sent identity-encoded:
-    /// no gzip), `If-None-Match` → 304, `Range` → 206 (one range; resuming a broken download).
+    /// sha-256=:<base64>:` (RFC 9530; SHA-256 of the bytes sent), `If-None-Match` → 304, `Range`
+    /// → 206 (one range; resuming a broken download), `Vary: Accept-Encoding`.
+    ///
+    /// With `Accept-Encoding` accepting gzip (a quality above 0; `gzip;q=0` refuses it) the file
+    /// is sent gzip-encoded (`Content-Encoding: gzip`; made once per file, on its first such
+    /// request): its `ETag` is the file's with `-gz` inside the quotes, and `Content-Length`,
+    /// `Repr-Digest` and ranges are of the gzip bytes, which decode to the file byte for byte.
+    /// `If-None-Match` and `If-Range` are compared with the tag of the variant sent.
     ///
     /// An account whose snapshot cannot be built within the request budget is 503 `unavailable`
     /// with a long `Retry-After` (the cache's age limit): sync it by paged pull. Another request
@@ -901,8 +907,14 @@ extension APIProtocol {
     /// The file is built once per user, newest version, schema version and database epoch, kept
     /// at most an hour (`TODOSYNC_SNAPSHOT_MAX_AGE_SECONDS`) and sent by nginx from disk:
     /// `ETag` (a strong validator of the bytes), `Content-Length`, `Repr-Digest:
-    /// sha-256=:<base64>:` (RFC 9530; SHA-256 of the file, which is always sent identity-encoded:
-    /// no gzip), `If-None-Match` → 304, `Range` → 206 (one range; resuming a broken download).
+    /// sha-256=:<base64>:` (RFC 9530; SHA-256 of the bytes sent), `If-None-Match` → 304, `Range`
+    /// → 206 (one range; resuming a broken download), `Vary: Accept-Encoding`.
+    ///
+    /// With `Accept-Encoding` accepting gzip (a quality above 0; `gzip;q=0` refuses it) the file
+    /// is sent gzip-encoded (`Content-Encoding: gzip`; made once per file, on its first such
+    /// request): its `ETag` is the file's with `-gz` inside the quotes, and `Content-Length`,
+    /// `Repr-Digest` and ranges are of the gzip bytes, which decode to the file byte for byte.
+    /// `If-None-Match` and `If-Range` are compared with the tag of the variant sent.
     ///
     /// An account whose snapshot cannot be built within the request budget is 503 `unavailable`
     /// with a long `Retry-After` (the cache's age limit): sync it by paged pull. Another request
