@@ -39,16 +39,26 @@ public enum JSONMemberFilter {
     public static func members(of object: [UInt8]) -> [(key: String, value: [UInt8])] {
         object.withUnsafeBytes { json in
             var members: [(key: String, value: [UInt8])] = []
-            guard json.count >= 2, json[0] == UInt8(ascii: "{") else { return members }
-            var index = 1
-            while index < json.count - 1 {
-                let keyEnd = endOfString(json, from: index)
-                let valueEnd = endOfValue(json, from: keyEnd + 1)
-                members.append((String(decoding: json[(index + 1)..<(keyEnd - 1)], as: UTF8.self),
-                                Array(json[(keyEnd + 1)..<valueEnd])))
-                index = valueEnd + 1
+            forEachMember(of: json) { key, value in
+                members.append((String(decoding: key, as: UTF8.self), Array(value)))
             }
             return members
+        }
+    }
+
+    /// Calls `body` with each top-level member of a compact object, in order, where its bytes lie:
+    /// the key's bytes (between its quotes, unescaped as written: the writers' keys need no
+    /// escapes) and the value's JSON bytes. Nothing is allocated (the snapshot build's hot path).
+    public static func forEachMember(of json: UnsafeRawBufferPointer,
+                                     _ body: (_ key: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) throws -> Void) rethrows {
+        guard json.count >= 2, json[0] == UInt8(ascii: "{") else { return }
+        var index = 1
+        while index < json.count - 1 {
+            let keyEnd = endOfString(json, from: index)
+            let valueEnd = endOfValue(json, from: keyEnd + 1)
+            try body(UnsafeRawBufferPointer(rebasing: json[(index + 1)..<(keyEnd - 1)]),
+                     UnsafeRawBufferPointer(rebasing: json[(keyEnd + 1)..<valueEnd]))
+            index = valueEnd + 1
         }
     }
 

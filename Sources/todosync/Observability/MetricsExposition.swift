@@ -24,6 +24,7 @@ enum MetricsExposition {
         "todosync_snapshot_builds_total": "Snapshot files built (a cached one served costs none).",
         "todosync_snapshot_build_records_total": "Records written into the snapshot files built.",
         "todosync_snapshot_build_seconds_total": "Time spent building snapshot files.",
+        "todosync_snapshot_builds_compacted_total": "Snapshot builds whose rows came out of id order, so the file was compacted by VACUUM INTO (a second copy).",
         "todosync_snapshot_builds_too_slow_total": "Snapshot builds abandoned at the request budget (the account is answered 503 for the cache's age limit).",
         "todosync_live_publishes_total": "Live-sync pokes sent to nginx's nchan publisher after a commit, by result (published, failed: the write succeeded all the same).",
         "todosync_argon2_hashes_total": "Password hashes computed (hash, verify).",
