@@ -68,7 +68,7 @@ final class SnapshotTableWriter {
         switch value.first {
         case UInt8(ascii: "\""):
             let text = UnsafeRawBufferPointer(rebasing: value[1..<(value.count - 1)])
-            if text.contains(UInt8(ascii: "\\")) {
+            if let start = text.baseAddress, memchr(start, Int32(UInt8(ascii: "\\")), text.count) != nil {
                 // Escaped (quotes, backslashes, control characters: rare): the strict parser decodes it.
                 guard case .string(let decoded) = try JSONParser.parse(Array(value)) else { throw MalformedRecord(table: table.name) }
                 var decodedText = decoded

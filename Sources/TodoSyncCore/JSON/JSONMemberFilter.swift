@@ -1,3 +1,9 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// Copies a JSON object leaving out some of its top-level members: how a record rendered at the
 /// current schema version (the change feed's bytes) is sent to a client of an older version
 /// (`SchemaVersion.fieldsNewerThan`). The object must be compact, as `JSONWriter` writes it.
@@ -62,13 +68,21 @@ public enum JSONMemberFilter {
         }
     }
 
-    /// The index just past the string that starts (with its quote) at `start`.
+    /// The index just past the string that starts (with its quote) at `start`. Quotes are found
+    /// by `memchr` (strings are most of a record's bytes); one preceded by an odd number of
+    /// backslashes is escaped.
     private static func endOfString(_ json: UnsafeRawBufferPointer, from start: Int) -> Int {
+        guard let base = json.baseAddress else { return start + 1 }
         var index = start + 1
-        while index < json.count, json[index] != UInt8(ascii: "\"") {
-            index += json[index] == UInt8(ascii: "\\") ? 2 : 1
+        while index < json.count {
+            guard let found = memchr(base + index, Int32(UInt8(ascii: "\"")), json.count - index) else { return json.count + 1 }
+            let quote = base.distance(to: UnsafeRawPointer(found))
+            var backslashes = 0
+            while quote - backslashes - 1 > start, json[quote - backslashes - 1] == UInt8(ascii: "\\") { backslashes += 1 }
+            if backslashes % 2 == 0 { return quote + 1 }
+            index = quote + 1
         }
-        return index + 1
+        return json.count + 1
     }
 
     /// The index just past the value that starts at `start` (a `,` or the closing `}` follows).
