@@ -57,8 +57,8 @@ extension Store {
     ///
     /// The file is written the way `VACUUM INTO` would write it, so that no second copy is needed:
     /// one transaction, no journal (a failed build's file is thrown away; the header still says
-    /// rollback-journal mode), 64 KiB pages (the largest: fewest pages and B-tree levels, about 2 %
-    /// smaller than 4 KiB ones, and a reader copies the file sequentially anyway), rows appended in
+    /// rollback-journal mode), 64 KiB pages (the largest: fewest pages, writes and B-tree levels;
+    /// the file within 3 % of a 4 KiB one's size, and a reader copies it sequentially anyway), rows appended in
     /// `id` order, no index but the tables' own. The feed is read in version order, which is `id`
     /// order only for an account whose records were never edited; when a table's rows came out of
     /// order its pages were split on the way, and the file is compacted by `VACUUM INTO` as before.
