@@ -87,7 +87,7 @@ let package = Package(
             dependencies: ["TodoSyncAPI", "TodoSyncCore", "TodoSyncStore", "MariaDB", "Deflate",
                            .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "MariaDBTests", dependencies: ["MariaDB", .product(name: "Logging", package: "swift-log")]),
-        .testTarget(name: "TodoSyncStoreTests", dependencies: ["TodoSyncStore", "TodoSyncCore", "MariaDB", "Credentials", "Deflate"]),
+        .testTarget(name: "TodoSyncStoreTests", dependencies: ["TodoSyncStore", "TodoSyncCore", "MariaDB", "Credentials", "Deflate", "SystemSQLite"]),
         .testTarget(name: "TodoSyncClientTests", dependencies: ["TodoSyncClient", "TodoSyncCore"]),
         .testTarget(
             name: "FastCGITests", dependencies: ["FastCGI", .product(name: "Logging", package: "swift-log")]),

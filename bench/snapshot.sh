@@ -13,7 +13,18 @@
 #
 # Knobs: SNAP_BENCH_TAGS (635), SNAP_BENCH_TODOS (64000), SNAP_BENCH_RUNS (3 cached downloads),
 # SNAP_BENCH_STATE_DIR (.state/bench-snapshot), SNAP_BENCH_HTTP_PORT (19380),
-# SNAP_BENCH_HTTPS_PORT (19743), SNAP_BENCH_SKIP_BUILD (0: `stack.sh build` first).
+# SNAP_BENCH_HTTPS_PORT (19743), SNAP_BENCH_SKIP_BUILD (0: `stack.sh build` first),
+# SNAP_BENCH_EDITS (0: that many todos, every 7th from the first, edited through the API after
+# the seed, so the feed's version order is no longer id order, as in an account that is used).
+#
+# Before/after on one seeded database, the two binaries alternating (a shared box's load drifts;
+# alternating spreads it over both):
+#   SNAP_BENCH_COMPARE="before=/path/to/old/todosync after=.build/release/todosync" \
+#   SNAP_BENCH_ROUNDS=3 bench/snapshot.sh
+# restarts the responder with each binary in turn, removes the cached file and times one build
+# (raise SNAP_BENCH_BUDGET_MS when the box is so loaded that a build runs out of the budget: 503),
+# SNAP_BENCH_ROUNDS times; prints each build and the medians per binary (wall, responder CPU and
+# MariaDB's CPU, both from /proc/<pid>/stat), with `uptime` before and after.
 set -euo pipefail
 REPO_ROOT=$(dirname "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")")
 cd "$REPO_ROOT"
@@ -41,6 +52,57 @@ done < <("$STACK" env)
 TODOSYNC_DB_PASSWORD=${TODOSYNC_DB_PASSWORD:-$(head -n1 "$TODOSYNC_DB_PASSWORD_FILE")}
 export TODOSYNC_DB_PASSWORD
 bench/seed.sh | grep -E '^seed:' || true
+for ((i = 0; i < ${SNAP_BENCH_EDITS:-0}; i++)); do
+    curl -s -o /dev/null -w '%{http_code}\n' -X PATCH "$BASE/api/v1/todos/$((1 + 7 * i))" -H 'Authorization: Bearer bench-snap-1' \
+        -H 'Content-Type: application/json' -d "{\"title\":\"edited after the seed $i\"}"
+done | sort | uniq -c | sed 's/^/edits: /'
+
+if [[ -n ${SNAP_BENCH_COMPARE:-} ]]; then
+    uptime
+    python3 - "$BASE" "$TODOSYNC_SNAPSHOT_DIR/1" "${SNAP_BENCH_ROUNDS:-3}" $SNAP_BENCH_COMPARE <<'PY'
+import glob, os, sqlite3, statistics, subprocess, sys, tempfile, time, urllib.request
+base, cache, rounds, pairs = sys.argv[1], sys.argv[2], int(sys.argv[3]), [a.split("=", 1) for a in sys.argv[4:]]
+ticks = os.sysconf("SC_CLK_TCK")
+
+def cpu(pid):
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / ticks
+
+mariadb = int(subprocess.run(["pgrep", "-o", "-f", f"mariadbd.*{os.environ['TODOSYNC_STATE_DIR']}"],
+                             capture_output=True, text=True).stdout.split()[0])
+results = {name: [] for name, _ in pairs}
+for round_ in range(rounds):
+    for name, binary in pairs:
+        env = dict(os.environ, TODOSYNC_BIN=os.path.abspath(binary))
+        subprocess.run(["scripts/stack.sh", "responders-restart"], env=env, check=True, capture_output=True)
+        pid = int(subprocess.run(["scripts/stack.sh", "responder-pids"], env=env, capture_output=True,
+                                 text=True).stdout.split()[0])
+        # The cached file, and the mark of a build that ran out of the budget (a loaded box).
+        for path in glob.glob(f"{cache}/*.sqlite") + glob.glob(f"{cache}/.too-slow-*"):
+            os.unlink(path)
+        req = urllib.request.Request(f"{base}/api/v1/sync/snapshot?schemaVersion=2",
+                                     headers={"Authorization": "Bearer bench-snap-1"})
+        c0, m0, t0 = cpu(pid), cpu(mariadb), time.perf_counter()
+        with urllib.request.urlopen(req, timeout=120) as r:
+            body = r.read()
+        wall, responder, db = time.perf_counter() - t0, cpu(pid) - c0, cpu(mariadb) - m0
+        with tempfile.NamedTemporaryFile(suffix=".sqlite") as f:
+            f.write(body)
+            f.flush()
+            records = int(sqlite3.connect(f.name).execute(
+                "SELECT value FROM snapshot_meta WHERE key = 'recordCount'").fetchone()[0])
+        results[name].append((wall, responder, db, len(body), 1e6 * responder / records))
+        print(f"round {round_ + 1} {name}: {records} records, build {wall:.2f} s, responder CPU {responder:.2f} s "
+              f"({1e6 * responder / records:.2f} ms per 1,000 records), MariaDB CPU {db:.2f} s, "
+              f"file {len(body) / 1e6:.1f} MB", flush=True)
+for name, rows in results.items():
+    med = lambda i: statistics.median(r[i] for r in rows)
+    print(f"median {name}: build {med(0):.2f} s, responder CPU {med(1):.2f} s ({med(4):.2f} ms per 1,000 records), "
+          f"MariaDB CPU {med(2):.2f} s, file {med(3) / 1e6:.1f} MB")
+PY
+    uptime
+    exit 0
+fi
 
 python3 - "$BASE" "bench-snap-1" "$RUNS" "$("$STACK" responder-pids | head -n1)" <<'PY'
 import hashlib, json, statistics, sys, time, urllib.request

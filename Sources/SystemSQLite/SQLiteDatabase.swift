@@ -8,7 +8,7 @@ public struct SQLiteError: Error, Sendable, CustomStringConvertible {
 }
 
 /// The few calls of the system SQLite the server needs to write a snapshot file
-/// (docs/SNAPSHOT.md): open, run statements, insert rows through one prepared statement, close.
+/// (docs/SNAPSHOT.md): open, run statements, insert rows through prepared statements, close.
 /// One connection, used by one thread.
 public final class SQLiteDatabase {
     private var handle: OpaquePointer?
@@ -46,6 +46,19 @@ public final class SQLiteDatabase {
         return SQLiteStatement(statement, database: self)
     }
 
+    /// The first column of the first row of a query (nil when it returns no row or NULL).
+    public func queryInt64(_ sql: String) throws -> Int64? {
+        var statement: OpaquePointer?
+        let rc = sqlite3_prepare_v2(handle, sql, -1, &statement, nil)
+        guard rc == SQLITE_OK, let statement else { throw lastError(rc) }
+        defer { sqlite3_finalize(statement) }
+        switch sqlite3_step(statement) {
+        case SQLITE_ROW: return sqlite3_column_type(statement, 0) == SQLITE_NULL ? nil : sqlite3_column_int64(statement, 0)
+        case SQLITE_DONE: return nil
+        case let step: throw lastError(step)
+        }
+    }
+
     func lastError(_ rc: Int32) -> SQLiteError {
         SQLiteError(code: rc, message: String(cString: sqlite3_errmsg(handle)))
     }
@@ -54,7 +67,7 @@ public final class SQLiteDatabase {
     public static var libraryVersion: String { String(cString: sqlite3_libversion()) }
 }
 
-/// A prepared statement that returns no rows, run once per set of bound text parameters.
+/// A prepared statement that returns no rows, run once per set of bound parameters.
 public final class SQLiteStatement {
     private let statement: OpaquePointer
     private let database: SQLiteDatabase
@@ -67,27 +80,49 @@ public final class SQLiteStatement {
     deinit { sqlite3_finalize(statement) }
 
     private static let empty: StaticString = ""
+    /// SQLite copies the bytes before the bind returns.
+    private static let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
+
+    /// Binds an integer to parameter `index` (1-based).
+    public func bind(_ index: Int32, int64 value: Int64) throws {
+        try check(sqlite3_bind_int64(statement, index, value))
+    }
+
+    /// Binds a floating-point number to parameter `index`.
+    public func bind(_ index: Int32, double value: Double) throws {
+        try check(sqlite3_bind_double(statement, index, value))
+    }
+
+    /// Binds NULL to parameter `index`.
+    public func bindNull(_ index: Int32) throws {
+        try check(sqlite3_bind_null(statement, index))
+    }
+
+    /// Binds UTF-8 text to parameter `index`. With `copying: false` SQLite keeps only the pointer
+    /// (`SQLITE_STATIC`): the bytes must stay where they are until ``step()`` has returned.
+    public func bind(_ index: Int32, text value: UnsafeRawBufferPointer, copying: Bool) throws {
+        let bytes = (value.baseAddress ?? UnsafeRawPointer(Self.empty.utf8Start)).assumingMemoryBound(to: CChar.self)
+        try check(sqlite3_bind_text(statement, index, bytes, Int32(value.count), copying ? Self.transient : nil))
+    }
+
+    /// Runs the statement with the parameters bound so far (it must return no rows), then resets
+    /// it for the next run; the bindings stay until bound again.
+    public func step() throws {
+        let rc = sqlite3_step(statement)
+        sqlite3_reset(statement)
+        guard rc == SQLITE_DONE else { throw database.lastError(rc) }
+    }
+
+    private func check(_ rc: Int32) throws {
+        guard rc == SQLITE_OK else { throw database.lastError(rc) }
+    }
 
     /// Binds `values` (UTF-8 text, copied by SQLite; nil: NULL) to parameters 1… and runs the statement.
     public func run(text values: [UnsafeRawBufferPointer?]) throws {
-        defer {
-            sqlite3_reset(statement)
-            sqlite3_clear_bindings(statement)
-        }
         for (offset, value) in values.enumerated() {
             let index = Int32(offset + 1)
-            let rc: Int32
-            if let value {
-                // SQLITE_TRANSIENT: SQLite copies the bytes before this returns.
-                let bytes = value.baseAddress ?? UnsafeRawPointer(Self.empty.utf8Start)
-                rc = sqlite3_bind_text(statement, index, bytes.assumingMemoryBound(to: CChar.self),
-                                       Int32(value.count), unsafeBitCast(-1, to: sqlite3_destructor_type.self))
-            } else {
-                rc = sqlite3_bind_null(statement, index)
-            }
-            guard rc == SQLITE_OK else { throw database.lastError(rc) }
+            if let value { try bind(index, text: value, copying: true) } else { try bindNull(index) }
         }
-        let rc = sqlite3_step(statement)
-        guard rc == SQLITE_DONE else { throw database.lastError(rc) }
+        try step()
     }
 }

@@ -22,16 +22,12 @@ struct SnapshotTable {
         return "CREATE TABLE \(name) (\(parts.joined(separator: ", ")))"
     }
 
-    /// The insert of one record: parameter 1 is the record's JSON, each column one of its members
-    /// (SQLite's `json_extract` maps JSON to storage classes as the page's table says: integers and
-    /// booleans to INTEGER, decimals to REAL, strings to their text, objects and arrays to JSON text).
+    /// The insert of one row: parameter i is column i (1-based, `columns` order), then the whole
+    /// record for `json` when the table keeps it. `SnapshotTableWriter` binds them.
     var insertSQL: String {
         var names = columns.map { "\"\($0.name)\"" }
-        var values = columns.map { "json_extract(?1, '$.\($0.name)')" }
-        if keepsJSON {
-            names.append("\"json\"")
-            values.append("?1")
-        }
+        if keepsJSON { names.append("\"json\"") }
+        let values = (1...names.count).map { "?\($0)" }
         return "INSERT INTO \(name) (\(names.joined(separator: ", "))) VALUES (\(values.joined(separator: ", ")))"
     }
 

@@ -52,5 +52,10 @@ final class SchemaVersionTests: XCTestCase {
         XCTAssertEqual(removing(["a", "b", "e", "f", "g"]), "{}")
         XCTAssertEqual(removing(["zz"]), json)
         XCTAssertEqual(removing([]), json)
+        // A quote after an even number of backslashes ends the string; after an odd number it is escaped.
+        let backslashes = Array(#"{"a":"\\","b":"\\\"\\\\","c":1}"#.utf8)
+        XCTAssertEqual(String(decoding: JSONMemberFilter.removing(["a"], from: backslashes), as: UTF8.self),
+                       #"{"b":"\\\"\\\\","c":1}"#)
+        XCTAssertEqual(JSONMemberFilter.members(of: backslashes).map(\.key), ["a", "b", "c"])
     }
 }

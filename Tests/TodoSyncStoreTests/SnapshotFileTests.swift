@@ -1,6 +1,7 @@
 import Credentials
 import Deflate
 import Foundation
+import SystemSQLite
 import XCTest
 
 @testable import TodoSyncCore
@@ -24,6 +25,80 @@ final class SnapshotFileTests: XCTestCase {
         XCTAssertTrue(current[2].keepsJSON)
         XCTAssertFalse(SnapshotTable.tables(schemaVersion: 1)[1].columns.contains { $0.name == "notes" })
         XCTAssertTrue(current[1].createSQL.hasPrefix(#"CREATE TABLE todos ("id" INTEGER PRIMARY KEY, "clientId" TEXT"#))
+    }
+
+    /// The writer binds each member itself; SQLite's `json_extract` (what builds used before) is
+    /// the reference: the same values, of the same storage classes, for awkward records.
+    func testWriterGivesWhatJSONExtractGives() throws {
+        let file = try SQLiteDatabase(path: ":memory:")
+        let time = "2026-01-02T03:04:05.678Z"
+        let awkward = "a \"quoted\" \\ back\\slash\nnew line\ttab\u{01}ctl é 🙂 /"
+        var records: [FeedKind: [[UInt8]]] = [:]
+        for (id, name) in [(5, "plain"), (-3, awkward), (9_007_199_254_740_993, "")] {
+            var json = JSONWriter()
+            Tag(id: Int64(id), clientID: id == 5 ? nil : "c\(id)", name: name, color: "#0a0B0c", version: Int64(id) * 7,
+                createdAt: time, updatedAt: time, deletedAt: nil).write(to: &json, schemaVersion: 2)
+            records[.tag, default: []].append(json.bytes)
+        }
+        for (id, title) in [(1, "buy milk"), (2, awkward)] {
+            var json = JSONWriter()
+            Todo(id: Int64(id), clientID: id == 1 ? "c" : nil, title: title, raw: id == 1 ? title : awkward + " !1",
+                 notes: id == 1 ? nil : "line one\nline \"two\"", isImportant: id == 1, isLife: false,
+                 tagID: id == 1 ? nil : 5, difficulty: id, estimatedTime: 0, deadline: Day("2026-02-28")!, isCompleted: id == 2, version: 40 + Int64(id),
+                 createdAt: time, updatedAt: time, deletedAt: nil).write(to: &json, schemaVersion: 2)
+            records[.todo, default: []].append(json.bytes)
+        }
+        for (id, productivity) in [(1, 0), (2, 150), (3, -25), (4, 12_345)] {
+            var json = JSONWriter()
+            DailyStat(id: Int64(id), date: Day("2026-01-0\(id)")!,
+                      content: DailyStatContent(todoCount: id, completedCount: 1, productivityHundredths: Int64(productivity),
+                                                balanceNum: id - 2, tagStatsJSON: #"[{"tagId":5,"name":"a \"b\" é"}]"#,
+                                                centerXHundredths: -150, centerYHundredths: 5),
+                      version: 90 + Int64(id), createdAt: time, updatedAt: time, deletedAt: nil).write(to: &json)
+            records[.dailyStat, default: []].append(json.bytes)
+        }
+        for table in SnapshotTable.tables(schemaVersion: 2) {
+            try file.execute(table.createSQL)
+            try file.execute(table.createSQL.replacingOccurrences(of: "CREATE TABLE \(table.name) ",
+                                                                  with: "CREATE TABLE reference_\(table.name) "))
+            var names = table.columns.map { "\"\($0.name)\"" }
+            var values = table.columns.map { "json_extract(?1, '$.\($0.name)')" }
+            if table.keepsJSON {
+                names.append("\"json\"")
+                values.append("?1")
+            }
+            let reference = try file.prepare(
+                "INSERT INTO reference_\(table.name) (\(names.joined(separator: ", "))) VALUES (\(values.joined(separator: ", ")))")
+            let writer = try SnapshotTableWriter(table, in: file)
+            for record in records[table.kind]! {
+                try record.withUnsafeBytes { bytes in
+                    try writer.insert(bytes)
+                    try reference.run(text: [bytes])
+                }
+            }
+            XCTAssertEqual(writer.rows, records[table.kind]!.count)
+            let row = names.map { "quote(\($0))" }.joined(separator: " || ',' || ")
+            let differing = try file.queryInt64("""
+                SELECT count(*) FROM (SELECT \(row) FROM \(table.name) EXCEPT SELECT \(row) FROM reference_\(table.name))
+                """)
+            XCTAssertEqual(differing, 0, "\(table.name): rows that differ from json_extract's")
+            XCTAssertEqual(try file.queryInt64("SELECT count(*) FROM \(table.name)"), Int64(records[table.kind]!.count))
+        }
+        XCTAssertEqual(try file.queryInt64("SELECT productivityNum = 123.45 AND typeof(productivityNum) = 'real' FROM daily_stats WHERE id = 4"), 1)
+        XCTAssertEqual(try file.queryInt64("SELECT count(*) FROM todos WHERE title = '\(awkward.replacingOccurrences(of: "'", with: "''"))'"), 1)
+    }
+
+    /// Rows in increasing id order leave the table compact as written; one out of order does not.
+    func testWriterNotesWhetherRowsCameInIDOrder() throws {
+        let file = try SQLiteDatabase(path: ":memory:")
+        let table = SnapshotTable.tables(schemaVersion: 2)[0]
+        try file.execute(table.createSQL)
+        let writer = try SnapshotTableWriter(table, in: file)
+        for id in [2, 7, 3] {
+            try Array(#"{"id":\#(id),"name":"t","version":1}"#.utf8).withUnsafeBytes { try writer.insert($0) }
+            XCTAssertEqual(writer.inIDOrder, id != 3)
+        }
+        XCTAssertEqual(try file.queryInt64("SELECT count(*) FROM tags WHERE color IS NULL AND clientId IS NULL"), 3)
     }
 
     func testCacheLookupEraseAndSweep() throws {

@@ -9,6 +9,8 @@ in the responders' cache directory and sent by nginx from disk (X-Accel-Redirect
   snapshot is being built (the test hook `__test_hold_ms` holds the build open inside its read).
 - ETag / If-None-Match 304, Range 206, Content-Length and Repr-Digest (SHA-256 of the bytes).
 - Twenty requests at once build the file once (`todosync_snapshot_builds_total`).
+- The file is compact: written in one pass when the records come in id order, compacted by
+  `VACUUM INTO` when edits brought them out of order (`todosync_snapshot_builds_compacted_total`).
 - A new write or a new database epoch is a new file; a deleted account's files are gone.
 - An account whose build does not fit the request budget: 503 with Retry-After, not retried
   within the cache's age limit; its pull still works.
@@ -325,6 +327,45 @@ def test_a_new_write_or_a_new_epoch_is_a_new_file(client, stack_cmd):
     assert meta["cursor"] != old_meta["cursor"]
     r = client.get("/sync/pull", params={"cursor": meta["cursor"]})
     assert r.status_code == 200, tsapi.short(r)
+
+
+def compactness(content: bytes) -> dict:
+    """A file's pages: how many, how many free, whether they are all the file holds, and SQLite's
+    own check of it."""
+    with tempfile.NamedTemporaryFile(suffix=".sqlite", delete=False) as f:
+        f.write(content)
+        path = f.name
+    try:
+        db = sqlite3.connect(path)
+        pages, page_size = db.execute("PRAGMA page_count").fetchone()[0], db.execute("PRAGMA page_size").fetchone()[0]
+        out = {"free_pages": db.execute("PRAGMA freelist_count").fetchone()[0],
+               "all_pages": pages * page_size == len(content),
+               "integrity": db.execute("PRAGMA integrity_check").fetchone()[0]}
+        db.close()
+        return out
+    finally:
+        os.unlink(path)
+
+
+def test_a_file_is_compact_in_one_pass_or_compacted_after_edits(client):
+    """Records read in id order are written compact in one pass (no VACUUM INTO copy); once an
+    edit brings an older record after newer ones, the build compacts the file as before. Either
+    way the file has no free page and SQLite finds it sound."""
+    compacted = lambda: total(scrape(), "todosync_snapshot_builds_compacted_total")
+    todos = [client.create_todo(title=f"in order {i}") for i in range(3)]
+    before = compacted()
+    first = fetch(client)
+    assert compacted() - before == 0, "a build of records in id order made a second copy"
+    assert compactness(first.content) == {"free_pages": 0, "all_pages": True, "integrity": "ok"}
+    client.patch(f"/todos/{todos[0]['id']}", {"title": "edited, so now after the others"})
+    second = fetch(client)
+    assert compacted() - before == 1
+    assert compactness(second.content) == {"free_pages": 0, "all_pages": True, "integrity": "ok"}
+    _, records, _ = read_file(second.content)
+    assert [records["todos"][t["id"]]["title"] for t in todos] == [
+        "edited, so now after the others", "in order 1", "in order 2"]
+    assert "# HELP todosync_snapshot_builds_compacted_total " in requests.get(
+        f"{tsapi.BASE_URL}/metrics", timeout=tsapi.TIMEOUT).text
 
 
 def test_a_deleted_accounts_files_are_gone(make_client):

@@ -24,6 +24,7 @@ enum MetricsExposition {
         "todosync_snapshot_builds_total": "Snapshot files built (a cached one served costs none).",
         "todosync_snapshot_build_records_total": "Records written into the snapshot files built.",
         "todosync_snapshot_build_seconds_total": "Time spent building snapshot files.",
+        "todosync_snapshot_builds_compacted_total": "Snapshot builds whose rows came out of id order, so the file was compacted by VACUUM INTO (a second copy).",
         "todosync_snapshot_builds_too_slow_total": "Snapshot builds abandoned at the request budget (the account is answered 503 for the cache's age limit).",
         "todosync_snapshot_gzip_total": "Snapshot gzip companions made (once per file, on its first request that accepts gzip).",
         "todosync_snapshot_gzip_seconds_total": "Time spent compressing snapshot gzip companions.",
