@@ -30,12 +30,16 @@ final class StagedTodos {
     private var createdStates: [Int64: Todo] = [:]
     private var insertedIDs: [Int64: Int64] = [:]
 
+    /// Whether a flush has forgotten what was read (`prefetch` again before the next todo operation).
+    private(set) var hasForgotten = false
+
     init(transaction: WriteTransaction) {
         self.transaction = transaction
     }
 
     /// Reads the user's todos of these ids and client keys, `SQL.Push.todoLookupBatch` per statement.
     func prefetch(ids: [Int64], clientKeys: [String]) throws {
+        hasForgotten = false
         let ids = Array(Set(ids.filter { $0 > 0 }).subtracting(byID.keys).subtracting(absentIDs))
         let keys = Array(Set(clientKeys).subtracting(idByClientKey.keys).subtracting(absentClientKeys))
         try lookUp(SQL.Push.todosByIDs, ids.map(DatabaseValue.int))
@@ -133,6 +137,7 @@ final class StagedTodos {
         absentClientKeys = []
         changed = []
         isChanged = []
+        hasForgotten = true
     }
 
     /// A staged todo is deleted by this push if at all (a delete sets `deletedAt` to now).

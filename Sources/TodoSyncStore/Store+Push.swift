@@ -27,9 +27,14 @@ extension Store {
             // Each operation checked once (nil: it does not parse; `apply` reports why).
             let parsed = request.operations.map { try? $0.parse().limited(toSchema: schema) }
             let staged = StagedTodos(transaction: transaction)
-            let todoOperations = parsed.compactMap { $0 }.filter { $0.entity == .todo }
-            try staged.prefetch(ids: todoOperations.compactMap(\.id),
-                                clientKeys: todoOperations.compactMap(\.clientID).map(ClientID.key))
+            // The todos the operations from `index` on name, read in a few statements: up front,
+            // and again after a tag operation's flush made the staged copies stale.
+            func prefetch(from index: Int) throws {
+                let todoOperations = parsed[index...].compactMap { $0 }.filter { $0.entity == .todo }
+                try staged.prefetch(ids: todoOperations.compactMap(\.id),
+                                    clientKeys: todoOperations.compactMap(\.clientID).map(ClientID.key))
+            }
+            try prefetch(from: 0)
             var seen = Set<OpKey>()
             var answers: [Answer] = []
             var newResults: [(key: OpKey, result: PushResult)] = []
@@ -57,6 +62,7 @@ extension Store {
                 do {
                     let checked = try parsed[index] ?? operation.parse().limited(toSchema: schema)
                     if checked.entity == .todo {
+                        if staged.hasForgotten { try prefetch(from: index) }
                         // Staged: nothing is written before its last check passed.
                         result = try apply(operation, checked, policy: request.policy, schema: schema, staged: staged,
                                            in: transaction)
