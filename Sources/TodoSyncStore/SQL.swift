@@ -542,8 +542,9 @@ enum SQL {
     }
 
     enum Push {
-        /// Stored results are looked up `batch` opIds per statement (unused lookup slots repeat a key).
-        static let batch = 32
+        /// Stored results are looked up `batch` opIds per statement (unused lookup slots repeat a
+        /// key): a 100-operation push, with the lower-cased forms of its opIds, in one.
+        static let batch = 128
         static let storedResults = """
             SELECT o.op_key, o.result, o.lowercased_key, o.record_offset, r.record
               FROM sync_operations o
