@@ -542,30 +542,58 @@ enum SQL {
     }
 
     enum Push {
-        /// Stored results are looked up and written `batch` operations per statement (unused
-        /// lookup slots repeat a key; a short tail is written by the smaller statements).
-        static let batch = 32
+        /// Stored results are looked up `batch` opIds per statement (unused lookup slots repeat a
+        /// key): a 100-operation push, with the lower-cased forms of its opIds, in one.
+        static let batch = 128
         static let storedResults = """
             SELECT o.op_key, o.result, o.lowercased_key, o.record_offset, r.record
               FROM sync_operations o
               LEFT JOIN sync_result_records r ON r.user_id = ? AND r.digest = o.record_digest
-             WHERE o.user_id = ? AND o.op_key IN (\(Array(repeating: "?", count: batch).joined(separator: ", ")))
+             WHERE o.user_id = ? AND o.op_key IN (\(slots(batch)))
             """
-        /// One record a stored result names, kept once per (user, SHA-256 of its bytes); a second
-        /// use refreshes its `last_used`, which purge goes by. Parameters: user, digest, record, now.
-        static let storeRecord = """
-            INSERT INTO sync_result_records (user_id, digest, record, last_used) VALUES (?, ?, ?, ?)
-                ON DUPLICATE KEY UPDATE last_used = VALUES(last_used)
-            """
-        static func storeResults(rows: Int) -> String {
-            "INSERT INTO sync_operations (user_id, op_key, device_id, result, created_at, record_digest, record_offset) VALUES "
-                + Array(repeating: "(?, ?, ?, ?, ?, ?, ?)", count: rows).joined(separator: ", ")
+        /// The records stored results name, each kept once per (user, SHA-256 of its bytes); a
+        /// second use refreshes its `last_used`, which purge goes by. Parameters per row: user,
+        /// digest, record, now.
+        static let storeRecords = MultiRowStatement(columns: 4) { rows in
+            "INSERT INTO sync_result_records (user_id, digest, record, last_used) VALUES \(rows)"
+                + " ON DUPLICATE KEY UPDATE last_used = VALUES(last_used)"
         }
-        static let storeResultsBatch = storeResults(rows: batch)
-        static let storeResultsEight = storeResults(rows: 8)
-        static let storeResultOne = storeResults(rows: 1)
+        /// Parameters per row: user, opId, device, result, now, record digest, record offset.
+        static let storeResults = MultiRowStatement(columns: 7) { rows in
+            "INSERT INTO sync_operations (user_id, op_key, device_id, result, created_at, record_digest, record_offset) VALUES "
+                + rows
+        }
         static let tagByID = "SELECT \(Tags.columns) FROM tags WHERE id = ? AND user_id = ?"
-        static let todoByID = "SELECT \(Todos.columns) FROM todos WHERE id = ? AND user_id = ?"
+        /// The todos a push names, read up front `todoLookupBatch` per statement (unused slots
+        /// repeat a value), by id and by client key. Parameters: user, then the ids or keys.
+        static let todoLookupBatch = 64
+        static let todosByIDs = """
+            SELECT \(Todos.columns) FROM todos WHERE user_id = ? AND id IN (\(slots(todoLookupBatch)))
+            """
+        static let todosByClientKeys = """
+            SELECT \(Todos.columns) FROM todos WHERE user_id = ? AND client_key IN (\(slots(todoLookupBatch)))
+            """
+        /// The todos a push creates, answering each row's new id in the rows' order. Parameters
+        /// per row: user, clientId, client key, `TodoColumn.contentValues`, version, created,
+        /// updated, deleted, device.
+        static let insertTodos = MultiRowStatement(columns: TodoColumn.content.count + 8) { rows in
+            "INSERT INTO todos (user_id, client_id, client_key, \(TodoColumn.contentNames), version, created_at, "
+                + "updated_at, deleted_at, changed_by_device) VALUES \(rows) RETURNING id"
+        }
+        /// The push's changes to existing todos, by id (every row names one of the user's todos,
+        /// read in this transaction under the user's lock: each one is a duplicate, updated).
+        /// Parameters per row: id, user, `TodoColumn.contentValues`, version, created, updated,
+        /// deleted, device.
+        static let updateTodos = MultiRowStatement(columns: TodoColumn.content.count + 7) { rows in
+            "INSERT INTO todos (id, user_id, \(TodoColumn.contentNames), version, created_at, updated_at, deleted_at, "
+                + "changed_by_device) VALUES \(rows) ON DUPLICATE KEY UPDATE "
+                + (TodoColumn.content.map(\.column.sqlName) + ["version", "updated_at", "deleted_at", "changed_by_device"])
+                    .map { "\($0) = VALUES(\($0))" }.joined(separator: ", ")
+        }
+
+        private static func slots(_ count: Int) -> String {
+            Array(repeating: "?", count: count).joined(separator: ", ")
+        }
     }
 
     /// Retention: tombstones, push results and expired tokens older than the horizon.
@@ -643,5 +671,33 @@ enum SQL {
         /// every earlier write of the user (the route's own `write` takes it again, a no-op).
         static let lockUser = "SELECT id FROM users WHERE id = ? AND deleted_at IS NULL FOR UPDATE"
         static let purge = "DELETE FROM idempotency_keys WHERE created_at < ?"
+    }
+}
+
+/// A multi-row statement (`INSERT … VALUES (…), (…)`) prepared at fixed row counts, the powers
+/// of two up to `largest`: any number of rows is written in few statements (one per set bit of
+/// the count, plus one per `largest` rows), from at most eight cached prepared statements.
+struct MultiRowStatement: Sendable {
+    static let sizes = [128, 64, 32, 16, 8, 4, 2, 1]
+    /// The statement of each of `sizes`, in its order.
+    private let texts: [String]
+
+    /// `make` gets the `VALUES` rows' text: `(?, …, ?)` with `columns` placeholders, `rows` times.
+    init(columns: Int, _ make: (String) -> String) {
+        let row = "(" + Array(repeating: "?", count: columns).joined(separator: ", ") + ")"
+        texts = Self.sizes.map { count in make(Array(repeating: row, count: count).joined(separator: ", ")) }
+    }
+
+    /// `count` rows as chunks, in order: each chunk's statement and the range of rows it writes.
+    func chunks(_ count: Int) -> [(sql: String, rows: Range<Int>)] {
+        var chunks: [(sql: String, rows: Range<Int>)] = []
+        var start = 0
+        for (size, sql) in zip(Self.sizes, texts) {
+            while count - start >= size {
+                chunks.append((sql, start..<start + size))
+                start += size
+            }
+        }
+        return chunks
     }
 }

@@ -3,10 +3,15 @@ import MariaDB
 import TodoSyncCore
 
 extension Store {
-    /// Applies a push exactly once per opId: all operations run in one transaction, each inside
-    /// its own savepoint, and each result is stored with `(user, opId)` in that same transaction.
+    /// Applies a push exactly once per opId: all operations run in one transaction, each
+    /// atomically, and each result is stored with `(user, opId)` in that same transaction.
     /// A replayed opId returns its stored result and changes nothing. Returns the results, in the
     /// operations' order, as a JSON array.
+    ///
+    /// Todo operations are staged (`StagedTodos`): the todos they name are read up front, each
+    /// operation changes them in memory once its checks pass, and the changes are written
+    /// together before a tag operation and at the end. A tag operation writes at once, inside
+    /// its own savepoint, so that a rejected one leaves nothing behind.
     public func push(userID: Int64, _ request: PushRequest) throws -> [UInt8] {
         var tally = PushTally()
         // Charged inside, once the stored results are known: replaying them costs no quota.
@@ -18,34 +23,55 @@ extension Store {
             let fresh = Set(request.operations.lazy.filter { $0.opIDProblem == nil }.map(\.key)).subtracting(known.keys).count
             transaction.refuseChanges(try chargeOperations(
                 userID: userID, fresh, quota: transaction.operationsQuota, at: transaction.now))
+            let schema = request.schemaVersion
+            // Each operation checked once (nil: it does not parse; `apply` reports why).
+            let parsed = request.operations.map { try? $0.parse().limited(toSchema: schema) }
+            let staged = StagedTodos(transaction: transaction)
+            // The todos the operations from `index` on name, read in a few statements: up front,
+            // and again after a tag operation's flush made the staged copies stale.
+            func prefetch(from index: Int) throws {
+                let todoOperations = parsed[index...].compactMap { $0 }.filter { $0.entity == .todo }
+                try staged.prefetch(ids: todoOperations.compactMap(\.id),
+                                    clientKeys: todoOperations.compactMap(\.clientID).map(ClientID.key))
+            }
+            try prefetch(from: 0)
             var seen = Set<OpKey>()
-            var newResults: [(key: OpKey, stored: PushResult.Stored)] = []
-            var body: [UInt8] = [UInt8(ascii: "[")]
+            var answers: [Answer] = []
+            var newResults: [(key: OpKey, result: PushResult)] = []
             for (index, operation) in request.operations.enumerated() {
-                if index > 0 { body.append(UInt8(ascii: ",")) }
                 // Neither of these rejections is stored: the first has no usable key, the second's
                 // key belongs to the earlier operation of the request.
                 if let problem = operation.opIDProblem {
-                    body.append(contentsOf: PushResult.rejected(operation.opID, .validation(field: "opId", problem)).json)
+                    answers.append(.stored(PushResult.rejected(operation.opID, .validation(field: "opId", problem)).json))
                     tally.add(.rejected)
                     continue
                 }
                 guard seen.insert(operation.key).inserted else {
                     let duplicate = DomainError.validation(field: "opId", "repeats the opId of an earlier operation in this request")
-                    body.append(contentsOf: PushResult.rejected(operation.opID, duplicate).json)
+                    answers.append(.stored(PushResult.rejected(operation.opID, duplicate).json))
                     tally.add(.rejected)
                     continue
                 }
                 if let stored = known[operation.key] {
-                    body.append(contentsOf: stored)
+                    answers.append(.stored(stored))
                     tally.replayed += 1
                     continue
                 }
                 let result: PushResult
                 let statCheckpoint = transaction.statCheckpoint
                 do {
-                    result = try db.inSavepoint {
-                        try apply(operation, policy: request.policy, schema: request.schemaVersion, in: transaction)
+                    let checked = try parsed[index] ?? operation.parse().limited(toSchema: schema)
+                    if checked.entity == .todo {
+                        if staged.hasForgotten { try prefetch(from: index) }
+                        // Staged: nothing is written before its last check passed.
+                        result = try apply(operation, checked, policy: request.policy, schema: schema, staged: staged,
+                                           in: transaction)
+                    } else {
+                        try staged.flush()
+                        result = try db.inSavepoint {
+                            try apply(operation, checked, policy: request.policy, schema: schema, staged: staged,
+                                      in: transaction)
+                        }
                     }
                 } catch let error as DomainError where error.rejectsPushOperation {
                     // The operation's own fault (its input, or the record it names): only it is
@@ -54,17 +80,33 @@ extension Store {
                     result = .rejected(operation.opID, error, clientID: operation.clientIDText)
                 }
                 tally.add(result.status)
-                let stored = result.stored  // rendered once: answered and stored
-                newResults.append((operation.key, stored))
-                body.append(contentsOf: stored.answer)
+                answers.append(.new(newResults.count))
+                newResults.append((operation.key, result))
+            }
+            try staged.flush()
+            // Rendered once, with the ids the flush gave new todos: answered and stored.
+            let stored = newResults.map { (key: $0.key, stored: staged.finished($0.result, schema: schema).stored) }
+            var body: [UInt8] = [UInt8(ascii: "[")]
+            for (index, answer) in answers.enumerated() {
+                if index > 0 { body.append(UInt8(ascii: ",")) }
+                switch answer {
+                case .stored(let bytes): body.append(contentsOf: bytes)
+                case .new(let position): body.append(contentsOf: stored[position].stored.answer)
+                }
             }
             body.append(UInt8(ascii: "]"))
             // Stored in the same transaction as the operations' effects: exactly once.
-            try storeResults(newResults, deviceID: request.deviceID, in: transaction)
+            try storeResults(stored, deviceID: request.deviceID, in: transaction)
             return body
         }
         SyncMetrics.pushed(tally)
         return body
+    }
+
+    /// An operation's answer: bytes already final, or the new result at this position.
+    private enum Answer {
+        case stored([UInt8])
+        case new(Int)
     }
 
     /// The stored results of these opIds, by exact key, each with its record put back in place
@@ -121,23 +163,19 @@ extension Store {
                          .timestamp(now), digest, offset])
         }
         try chargeStoredBytes(userID: userID, Int64(bytes), quota: transaction.storedBytesQuota, at: now)
-        for (digest, record) in records {
-            try db.execute(SQL.Push.storeRecord, [.int(userID), .blob(digest), .blob(record), .timestamp(now)])
+        let recordRows = records.map { digest, record in [DatabaseValue.int(userID), .blob(digest), .blob(record), .timestamp(now)] }
+        for chunk in SQL.Push.storeRecords.chunks(recordRows.count) {
+            try db.execute(chunk.sql, recordRows[chunk.rows].flatMap { $0 })
         }
-        var remaining = rows[...]
-        while !remaining.isEmpty {
-            let (size, sql) = remaining.count >= SQL.Push.batch ? (SQL.Push.batch, SQL.Push.storeResultsBatch)
-                : remaining.count >= 8 ? (8, SQL.Push.storeResultsEight) : (1, SQL.Push.storeResultOne)
-            try db.execute(sql, remaining.prefix(size).flatMap { $0 })
-            remaining = remaining.dropFirst(size)
+        for chunk in SQL.Push.storeResults.chunks(rows.count) {
+            try db.execute(chunk.sql, rows[chunk.rows].flatMap { $0 })
         }
     }
 
-    /// Runs one operation as a client of schema version `schema` meant it; its result's record has
-    /// that version's fields.
-    private func apply(_ operation: PushOperation, policy: ConflictPolicy, schema: Int,
-                       in transaction: WriteTransaction) throws -> PushResult {
-        let parsed = try operation.parse().limited(toSchema: schema)
+    /// Runs one checked operation as a client of schema version `schema` meant it; its result's
+    /// record has that version's fields. Todo operations go to `staged`.
+    private func apply(_ operation: PushOperation, _ parsed: PushOperation.Parsed, policy: ConflictPolicy, schema: Int,
+                       staged: StagedTodos, in transaction: WriteTransaction) throws -> PushResult {
         switch (parsed.entity, parsed.action) {
         case (.tag, .create):
             var data = parsed.data
@@ -149,8 +187,12 @@ extension Store {
             var data = try resolveTagReference(parsed.data, in: transaction)
             if let clientID = parsed.clientID { data["clientId"] = .string(clientID) }
             var reader = FieldReader(object: data)
-            let created = try createTodo(try TodoDraft.parse(&reader), in: transaction)
-            return .applied(operation, schema, created.record)
+            let draft = try TodoDraft.parse(&reader)
+            // A known clientId answers the todo it names (maybe a tombstone), as `createTodo` does.
+            if let clientID = draft.clientID, let existing = try staged.todo(clientID: clientID) {
+                return .applied(operation, schema, existing)
+            }
+            return .applied(operation, schema, staged.create(try newTodo(draft, in: transaction)))
         case (.tag, .update):
             let current = try locateTag(parsed, in: transaction)
             var reader = FieldReader(object: parsed.data)
@@ -159,12 +201,17 @@ extension Store {
                                      apply: { try updateTag(current, $0.applied(to: current), in: transaction) },
                                      restrict: { $0.restricted(to: $1) })
         case (.todo, .update):
-            let current = try locateTodo(parsed, in: transaction)
+            let current = try locateTodo(parsed, in: staged)
             let data = try resolveTagReference(parsed.data, in: transaction)
             var reader = FieldReader(object: data)
             let patch = try TodoPatch.parse(&reader)
             return try resolveUpdate(operation, parsed, policy: policy, schema: schema, current: current, patch: patch,
-                                     apply: { try updateTodo(current, $0.applied(to: current), in: transaction) },
+                                     apply: { patch in
+                                         guard let updated = try updatedTodo(current, patch.applied(to: current),
+                                                                             in: transaction) else { return current }
+                                         staged.write(updated, over: current)
+                                         return updated
+                                     },
                                      restrict: { $0.restricted(to: $1) },
                                      base: try resolveBaseTagClientID(parsed.base, in: transaction))
         case (.tag, .delete):
@@ -173,10 +220,12 @@ extension Store {
             if isStale(parsed, current.version) && policy != .clientWins { return .conflict(operation, schema, current) }
             return .applied(operation, schema, try deleteTag(current, in: transaction))
         case (.todo, .delete):
-            let current = try locateTodo(parsed, in: transaction)
+            let current = try locateTodo(parsed, in: staged)
             if current.deletedAt != nil { return .applied(operation, schema, current) }
             if isStale(parsed, current.version) && policy != .clientWins { return .conflict(operation, schema, current) }
-            return .applied(operation, schema, try deleteTodo(current, in: transaction))
+            let deleted = try deletedTodo(current, in: transaction)
+            staged.write(deleted, over: current)
+            return .applied(operation, schema, deleted)
         }
     }
 
@@ -234,17 +283,17 @@ extension Store {
         return Tag(row: row)
     }
 
-    private func locateTodo(_ parsed: PushOperation.Parsed, in transaction: WriteTransaction) throws -> Todo {
-        let row: Row?
+    private func locateTodo(_ parsed: PushOperation.Parsed, in staged: StagedTodos) throws -> Todo {
+        let todo: Todo?
         if let id = parsed.id {
-            row = try db.queryOne(SQL.Push.todoByID, [.int(id), .int(transaction.userID)])
+            todo = try staged.todo(id: id)
         } else if let clientID = parsed.clientID {
-            row = try db.queryOne(SQL.Todos.byClientKey, [.int(transaction.userID), .text(ClientID.key(clientID))])
+            todo = try staged.todo(clientID: clientID)
         } else {
-            row = nil
+            todo = nil
         }
-        guard let row else { throw DomainError.notFound }
-        return Todo(row: row)
+        guard let todo else { throw DomainError.notFound }
+        return todo
     }
 
     /// A todo's tag as a push names it (API.md "Sync: push", `create`): `tagClientId` becomes the

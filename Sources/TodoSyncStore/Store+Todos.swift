@@ -18,21 +18,25 @@ extension Store {
         if let clientKey, let existing = try db.queryOne(SQL.Todos.byClientKey, [.int(userID), .text(clientKey)]) {
             return Created(record: Todo(row: existing), isNew: false)
         }
-        try requireLiveTag(draft.tagID, in: transaction)
-        let version = try transaction.nextVersion()
+        var todo = try newTodo(draft, in: transaction)
         let now = transaction.now
-        var todo = draft.content
-        todo.version = version
-        todo.createdAt = now.rfc3339
-        todo.updatedAt = now.rfc3339
         let inserted = try db.execute(SQL.Todos.insert, [.int(userID), .optionalText(draft.clientID), .optionalText(clientKey)]
             + TodoColumn.contentValues(of: todo)
-            + [.int(version), .timestamp(now), .timestamp(now), .optionalInt(transaction.device)])
+            + [.int(todo.version), .timestamp(now), .timestamp(now), .optionalInt(transaction.device)])
         todo.id = Int64(inserted.lastInsertID)
-        transaction.liveRecords(+1)
-        transaction.todoChanged(from: nil, to: todo)
+        transaction.todoWritten(from: nil, to: todo)
         transaction.changed(todo)
         return Created(record: todo, isNew: true)
+    }
+
+    /// The todo `draft` makes, with its version and times, not yet written (no id yet).
+    func newTodo(_ draft: TodoDraft, in transaction: WriteTransaction) throws -> Todo {
+        try requireLiveTag(draft.tagID, in: transaction)
+        var todo = draft.content
+        todo.version = try transaction.nextVersion()
+        todo.createdAt = transaction.now.rfc3339
+        todo.updatedAt = transaction.now.rfc3339
+        return todo
     }
 
     /// Applies a patch to a live todo. A patch that changes nothing keeps the version.
@@ -46,20 +50,27 @@ extension Store {
 
     /// Writes `updated` over `current` (a live todo, or a tombstone being restored).
     func updateTodo(_ current: Todo, _ updated: Todo, in transaction: WriteTransaction) throws -> Todo {
+        guard let result = try updatedTodo(current, updated, in: transaction) else { return current }
+        try db.execute(SQL.Todos.update, TodoColumn.contentValues(of: result) + [
+            .int(result.version), .timestamp(transaction.now), .optionalInt(transaction.device), .int(current.id),
+            .int(transaction.userID),
+        ])
+        transaction.todoWritten(from: current, to: result)
+        transaction.changed(result)
+        return result
+    }
+
+    /// `updated` as it is to be written over `current` (a live todo, or a tombstone being
+    /// restored), with its new version, not yet written; nil when it changes nothing (a patch
+    /// that changes nothing keeps the version).
+    func updatedTodo(_ current: Todo, _ updated: Todo, in transaction: WriteTransaction) throws -> Todo? {
         let restoring = current.deletedAt != nil
-        guard restoring || !updated.hasSameContent(as: current) else { return current }
+        guard restoring || !updated.hasSameContent(as: current) else { return nil }
         if restoring || updated.tagID != current.tagID { try requireLiveTag(updated.tagID, in: transaction) }
         var result = updated
         result.deletedAt = nil
         result.version = try transaction.nextVersion()
         result.updatedAt = transaction.now.rfc3339
-        try db.execute(SQL.Todos.update, TodoColumn.contentValues(of: result) + [
-            .int(result.version), .timestamp(transaction.now), .optionalInt(transaction.device), .int(current.id),
-            .int(transaction.userID),
-        ])
-        if restoring { transaction.liveRecords(+1) }
-        transaction.todoChanged(from: restoring ? nil : current, to: result)
-        transaction.changed(result)
         return result
     }
 
@@ -73,18 +84,22 @@ extension Store {
     }
 
     func deleteTodo(_ current: Todo, in transaction: WriteTransaction) throws -> Todo {
-        let now = transaction.now
+        let result = try deletedTodo(current, in: transaction)
+        try db.execute(SQL.Todos.softDelete, [
+            .timestamp(transaction.now), .timestamp(transaction.now), .int(result.version),
+            .optionalInt(transaction.device), .int(current.id), .int(transaction.userID),
+        ])
+        transaction.todoWritten(from: current, to: result)
+        transaction.changed(result)
+        return result
+    }
+
+    /// The tombstone of `current` (a live todo), with its new version, not yet written.
+    func deletedTodo(_ current: Todo, in transaction: WriteTransaction) throws -> Todo {
         var result = current
         result.version = try transaction.nextVersion()
-        result.updatedAt = now.rfc3339
-        result.deletedAt = now.rfc3339
-        try db.execute(SQL.Todos.softDelete, [
-            .timestamp(now), .timestamp(now), .int(result.version), .optionalInt(transaction.device), .int(current.id),
-            .int(transaction.userID),
-        ])
-        transaction.liveRecords(-1)
-        transaction.todoChanged(from: current, to: nil)
-        transaction.changed(result)
+        result.updatedAt = transaction.now.rfc3339
+        result.deletedAt = transaction.now.rfc3339
         return result
     }
 

@@ -155,6 +155,15 @@ final class WriteTransaction {
         if let after { statDeltas.append((after.deadline, after.statInput, +1)) }
     }
 
+    /// Notes a todo's write for the daily stats and the live-record count: `before` is the todo
+    /// as it was (nil: it did not exist), `after` as written (a tombstone when deleted).
+    func todoWritten(from before: Todo?, to after: Todo) {
+        let wasLive = before.map { $0.deletedAt == nil } ?? false
+        let isLive = after.deletedAt == nil
+        liveRecords((isLive ? 1 : 0) - (wasLive ? 1 : 0))
+        todoChanged(from: wasLive ? before : nil, to: isLive ? after : nil)
+    }
+
     /// Where the daily-stat deltas stand, so that an operation rolled back to its savepoint can
     /// take its deltas back (`rollBackStats(to:)`).
     var statCheckpoint: Int { statDeltas.count }
