@@ -70,8 +70,13 @@ let package = Package(
         ),
 
         // The client: the shared domain module, SQLite through GRDB, HTTP through URLSession.
-        // Nothing of the server (C libraries, store, API) is linked into it, nor it into the server.
-        .target(name: "TodoSyncClient", dependencies: ["TodoSyncCore", "CCurlStream", .product(name: "GRDB", package: "GRDB.swift")]),
+        // Nothing of the server (store, API, MariaDB, FastCGI) is linked into it, nor it into the server;
+        // the system libraries it shares with the server are libcrypto and libsqlite3 (through GRDB).
+        .target(name: "TodoSyncClient", dependencies: [
+            "TodoSyncCore", "CCurlStream", .product(name: "GRDB", package: "GRDB.swift"),
+            // SHA-256 of snapshot files: libcrypto on Linux, CommonCrypto elsewhere (SnapshotDigest.swift).
+            .byName(name: "COpenSSL", condition: .when(platforms: [.linux])),
+        ]),
         // The client's live stream on Linux (Sources/TodoSyncClient/Live/CurlLiveStream.swift says why).
         .target(name: "CCurlStream", linkerSettings: [.linkedLibrary("curl", .when(platforms: [.linux]))]),
         .executableTarget(

@@ -110,8 +110,9 @@ extension TodoSyncClient {
                 throw SyncError.protocolError(String(describing: error))
             }
             phases.end("epoch_check")
-            try store.installSnapshot(atPath: files.data, snapshot, whileOpen: hooks.snapshotInstalling)
-            phases.end("install")
+            try store.installSnapshot(atPath: files.data, snapshot, phaseEnded: { phases.end($0) },
+                                      whileOpen: hooks.snapshotInstalling)
+            phases.end("install_commit")
             files.remove()
             report.snapshot = .installed(records: snapshot.recordCount, bytes: downloaded)
             report.fullPull = true

@@ -1,88 +1,79 @@
 import Foundation
 
-/// SHA-256 (FIPS 180-4), to check a downloaded snapshot against the response's `Repr-Digest`.
-/// The client links no crypto library (the server's OpenSSL shim is not part of it, and
-/// swift-crypto would be a new dependency for one hash), so the hash is here: plain Swift,
-/// fed in chunks, so a file of any size is hashed in a bounded buffer.
-struct SHA256Digest {
-    private var state: [UInt32] = [
-        0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19,
-    ]
-    private var pending: [UInt8] = []
-    private var length: UInt64 = 0
+#if canImport(CommonCrypto)
+import CommonCrypto
+#else
+import COpenSSL
+#endif
 
-    private static let k: [UInt32] = [
-        0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
-        0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
-        0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
-        0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
-        0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
-        0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
-        0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
-        0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2,
-    ]
+/// SHA-256, to check a downloaded snapshot against the response's `Repr-Digest`, fed in chunks
+/// so a file of any size is hashed in a bounded buffer. The platform's implementation:
+/// CommonCrypto on Apple systems, OpenSSL's libcrypto on Linux (already in the process there:
+/// FoundationNetworking's libcurl links it). They use the CPU's SHA extensions; the plain-Swift
+/// hash this replaces ran at about 200 MB/s, which made hashing, not the network, the bound of a
+/// cached 176 MB snapshot's download (docs/BENCHMARKS.md). A value: a copy hashes on by itself.
+struct SHA256Digest: Sendable {
+    #if canImport(CommonCrypto)
+    private var context = CC_SHA256_CTX()
+
+    init() { CC_SHA256_Init(&context) }
 
     mutating func update(_ bytes: UnsafeRawBufferPointer) {
-        length += UInt64(bytes.count)
         var offset = 0
-        if !pending.isEmpty {
-            let take = min(64 - pending.count, bytes.count)
-            pending.append(contentsOf: bytes[0..<take])
-            offset = take
-            if pending.count == 64 {
-                let block = pending
-                pending = []
-                block.withUnsafeBytes { compress($0.baseAddress!) }
-            }
+        while offset < bytes.count {  // CC_LONG is 32 bits
+            let count = min(bytes.count - offset, 1 << 30)
+            CC_SHA256_Update(&context, bytes.baseAddress! + offset, CC_LONG(count))
+            offset += count
         }
-        while bytes.count - offset >= 64 {
-            compress(bytes.baseAddress! + offset)
-            offset += 64
-        }
-        if offset < bytes.count { pending.append(contentsOf: bytes[offset...]) }
-    }
-
-    mutating func update(_ data: Data) {
-        data.withUnsafeBytes { update($0) }
     }
 
     /// The digest; the value is spent afterwards.
     mutating func finish() -> [UInt8] {
-        let bits = length &* 8
-        var tail: [UInt8] = [0x80]
-        while (pending.count + tail.count) % 64 != 56 { tail.append(0) }
-        for shift in stride(from: 56, through: 0, by: -8) { tail.append(UInt8(truncatingIfNeeded: bits >> UInt64(shift))) }
-        let saved = length
-        tail.withUnsafeBytes { update($0) }
-        length = saved
-        var out: [UInt8] = []
-        for word in state { for shift in [24, 16, 8, 0] { out.append(UInt8(truncatingIfNeeded: word >> UInt32(shift))) } }
+        var out = [UInt8](repeating: 0, count: Int(CC_SHA256_DIGEST_LENGTH))
+        CC_SHA256_Final(&out, &context)
         return out
     }
-
-    private mutating func compress(_ block: UnsafeRawPointer) {
-        withUnsafeTemporaryAllocation(of: UInt32.self, capacity: 64) { w in
-            for i in 0..<16 { w[i] = UInt32(bigEndian: block.loadUnaligned(fromByteOffset: i * 4, as: UInt32.self)) }
-            for i in 16..<64 {
-                let s0 = w[i - 15].rotr(7) ^ w[i - 15].rotr(18) ^ (w[i - 15] >> 3)
-                let s1 = w[i - 2].rotr(17) ^ w[i - 2].rotr(19) ^ (w[i - 2] >> 10)
-                w[i] = w[i - 16] &+ s0 &+ w[i - 7] &+ s1
+    #else
+    /// An EVP context, copied before a write when another value shares it (copy on write, as
+    /// Array does): a context that two values share is only read, hence Sendable.
+    private final class Context: @unchecked Sendable {
+        let pointer: OpaquePointer
+        init() {
+            guard let pointer = EVP_MD_CTX_new(), EVP_DigestInit_ex(pointer, EVP_sha256(), nil) == 1 else {
+                fatalError("libcrypto: cannot start a SHA-256")
             }
-            var a = state[0], b = state[1], c = state[2], d = state[3], e = state[4], f = state[5], g = state[6], h = state[7]
-            Self.k.withUnsafeBufferPointer { k in
-                for i in 0..<64 {
-                    let s1 = e.rotr(6) ^ e.rotr(11) ^ e.rotr(25)
-                    let choice = (e & f) ^ (~e & g)
-                    let t1 = h &+ s1 &+ choice &+ k[i] &+ w[i]
-                    let s0 = a.rotr(2) ^ a.rotr(13) ^ a.rotr(22)
-                    let majority = (a & b) ^ (a & c) ^ (b & c)
-                    let t2 = s0 &+ majority
-                    h = g; g = f; f = e; e = d &+ t1; d = c; c = b; b = a; a = t1 &+ t2
-                }
-            }
-            state[0] &+= a; state[1] &+= b; state[2] &+= c; state[3] &+= d
-            state[4] &+= e; state[5] &+= f; state[6] &+= g; state[7] &+= h
+            self.pointer = pointer
         }
+        init(copying other: Context) {
+            guard let pointer = EVP_MD_CTX_new(), EVP_MD_CTX_copy_ex(pointer, other.pointer) == 1 else {
+                fatalError("libcrypto: cannot copy a SHA-256")
+            }
+            self.pointer = pointer
+        }
+        deinit { EVP_MD_CTX_free(pointer) }
+    }
+    private var context = Context()
+
+    init() {}
+
+    mutating func update(_ bytes: UnsafeRawBufferPointer) {
+        guard let base = bytes.baseAddress, bytes.count > 0 else { return }
+        if !isKnownUniquelyReferenced(&context) { context = Context(copying: context) }
+        guard EVP_DigestUpdate(context.pointer, base, bytes.count) == 1 else { fatalError("libcrypto: SHA-256 update failed") }
+    }
+
+    /// The digest; the value is spent afterwards.
+    mutating func finish() -> [UInt8] {
+        if !isKnownUniquelyReferenced(&context) { context = Context(copying: context) }
+        var out = [UInt8](repeating: 0, count: Int(SHA256_DIGEST_LENGTH))
+        var length: UInt32 = 0
+        guard EVP_DigestFinal_ex(context.pointer, &out, &length) == 1 else { fatalError("libcrypto: SHA-256 final failed") }
+        return out
+    }
+    #endif
+
+    mutating func update(_ data: Data) {
+        data.withUnsafeBytes { update($0) }
     }
 
     /// The SHA-256 of a file's bytes, read 1 MiB at a time.
@@ -166,8 +157,4 @@ struct RunningFileDigest {
         let hashed = digest
         hashing = Task.detached { hashed }
     }
-}
-
-private extension UInt32 {
-    func rotr(_ n: UInt32) -> UInt32 { (self >> n) | (self << (32 - n)) }
 }

@@ -170,7 +170,9 @@ extension LocalStore {
     /// the migrations stay their one source): building an index from a million rows sorts them
     /// once instead of inserting each row at a random place of the B-tree, and the WAL then holds
     /// each index page once. A kill before COMMIT rolls the drops back with the rows.
-    func installSnapshot(atPath path: String, _ snapshot: CheckedSnapshot, whileOpen: (@Sendable () throws -> Void)? = nil) throws {
+    /// `phaseEnded` is told when the rows, then the indexes, are in (`SnapshotPhases`).
+    func installSnapshot(atPath path: String, _ snapshot: CheckedSnapshot, phaseEnded: (String) -> Void = { _ in },
+                         whileOpen: (@Sendable () throws -> Void)? = nil) throws {
         let statements = [try SnapshotFile.insertTags(), try SnapshotFile.insertTodos(schemaVersion: snapshot.schemaVersion),
                           SnapshotFile.insertStats()]
         try pool.writeWithoutTransaction { db in
@@ -196,7 +198,9 @@ extension LocalStore {
                     """, arguments: [TagRecord.databaseTableName, TodoRecord.databaseTableName, DailyStatRecord.databaseTableName])
                 for index in indexes { try db.execute(sql: "DROP INDEX main.\((index["name"] as String).quotedDatabaseIdentifier)") }
                 for sql in statements { try db.execute(sql: sql) }
+                phaseEnded("install_rows")
                 for index in indexes { try db.execute(sql: index["sql"] as String) }
+                phaseEnded("install_indexes")
                 try Meta.set(db, .cursor, snapshot.cursor)
                 try Meta.set(db, .schemaVersion, String(snapshot.schemaVersion))
                 try Meta.set(db, .resyncActive, nil)
