@@ -74,6 +74,8 @@ let package = Package(
         // the system libraries it shares with the server are libcrypto and libsqlite3 (through GRDB).
         .target(name: "TodoSyncClient", dependencies: [
             "TodoSyncCore", "CCurlStream", .product(name: "GRDB", package: "GRDB.swift"),
+            // SQLite's C API, for the snapshot install's SQL functions (SnapshotInstall.swift).
+            .product(name: "GRDBSQLite", package: "GRDB.swift"),
             // SHA-256 of snapshot files: libcrypto on Linux, CommonCrypto elsewhere (SnapshotDigest.swift).
             .byName(name: "COpenSSL", condition: .when(platforms: [.linux])),
         ]),

@@ -175,9 +175,15 @@ PY
 
 # SNAP_BENCH_CLIENT=1: the device's side too (issue 23's 1,000,000-record targets: first sync
 # <= 10 s including the build, client RSS <= 300 MB). The seeded user gets a real password (a
-# registered donor's hash: seed.sh writes a placeholder), a REST write makes the cached file stale,
-# then `todosync-client sync` into an empty store (the build included), and once more into
-# another empty store (the file cached). Wall time and peak RSS from /usr/bin/time.
+# registered donor's hash: seed.sh writes a placeholder); then `todosync-client sync` into an empty
+# store, SNAP_BENCH_CLIENT_RUNS (3) times for each of:
+#   building  the seeded account as loaded, its cached file removed first: the build included
+#             (its rows come in id order, so the file is written compact in one pass);
+#   edited    after one REST edit (a todo moves to the end of the feed): the build included, and
+#             it takes the VACUUM INTO path (rows out of id order), as in an account in use;
+#   cached    the file already built.
+# Wall time, CPU and peak RSS from /usr/bin/time, and the client's own phase times (`--timing`);
+# medians per case at the end.
 if [[ ${SNAP_BENCH_CLIENT:-0} == 1 ]]; then
     [[ ${SNAP_BENCH_SKIP_BUILD:-0} == 1 ]] || swift build -c release --product todosync-client --quiet
     CLIENT=$(swift build -c release --show-bin-path)/todosync-client
@@ -188,16 +194,45 @@ if [[ ${SNAP_BENCH_CLIENT:-0} == 1 ]]; then
     mariadb --no-defaults --socket="$TODOSYNC_DB_SOCKET" --user=root "$TODOSYNC_DB_NAME" -e \
         "SELECT password_hash INTO @h FROM users WHERE email = 'snap-donor@example.com';
          UPDATE users SET password_hash = @h WHERE id = 1;"
-    # An edit (not a create: the seeded account is over the records quota) makes the file stale.
-    curl -s -o /dev/null -w 'a write: %{http_code}\n' -X PATCH "$BASE/api/v1/todos/1" -H 'Authorization: Bearer bench-snap-1' \
-        -H 'Content-Type: application/json' -d '{"title":"makes the cached snapshot stale"}'
     WORK=$TODOSYNC_STATE_DIR/client
     mkdir -p "$WORK"
-    for run in building cached; do
-        db=$WORK/$run.sqlite
-        rm -f "$db"*
-        TODOSYNC_SERVER=$BASE TODOSYNC_PASSWORD=$PASSWORD "$CLIENT" login --db "$db" --email bench1@example.com >/dev/null
-        out=$(TODOSYNC_SERVER=$BASE /usr/bin/time -f 'wall=%e rss_kb=%M' "$CLIENT" sync --db "$db" --quiet --timing 2>&1)
-        printf 'client first sync (%s): %s\n' "$run" "$(tr '\n' ' ' <<<"$out")"
+    RESULTS=$WORK/runs.txt
+    : >"$RESULTS"
+    echo "uptime before the client runs: $(uptime)"
+    # Every "building" round first: after the first edit the feed is out of id order for good.
+    for run in building edited cached; do
+        for ((round = 1; round <= ${SNAP_BENCH_CLIENT_RUNS:-3}; round++)); do
+            case $run in
+                # The seeded account's file is gone: the next request builds it again.
+                building) rm -f "$TODOSYNC_SNAPSHOT_DIR/1/"*.sqlite* ;;
+                # An edit (not a create: the seeded account is over the records quota).
+                edited) curl -s -o /dev/null -X PATCH "$BASE/api/v1/todos/1" -H 'Authorization: Bearer bench-snap-1' \
+                            -H 'Content-Type: application/json' -d "{\"title\":\"edited in round $round\"}" ;;
+            esac
+            db=$WORK/$run.sqlite
+            rm -f "$db"*
+            TODOSYNC_SERVER=$BASE TODOSYNC_PASSWORD=$PASSWORD "$CLIENT" login --db "$db" --email bench1@example.com >/dev/null
+            out=$(TODOSYNC_SERVER=$BASE /usr/bin/time -f 'wall=%e rss_kb=%M user=%U sys=%S' "$CLIENT" sync --db "$db" --quiet --timing 2>&1)
+            line="$run $(tr '\n' ' ' <<<"$out" | sed 's/Synced: .*downloaded)\. //')"
+            echo "$line" >>"$RESULTS"
+            echo "client first sync: $line"
+            rm -f "$db"*
+        done
     done
+    echo "uptime after the client runs: $(uptime)"
+    python3 - "$RESULTS" <<'PY'
+import re, statistics, sys
+runs = {}
+for line in open(sys.argv[1]):
+    kind = line.split()[0]
+    values = dict(re.findall(r"(\w+)=([\d.]+)", line))
+    runs.setdefault(kind, []).append(values)
+for kind, values in runs.items():
+    keys = [k for k in values[0] if k != "rss_kb"]
+    med = {k: statistics.median(float(v[k]) for v in values if k in v) for k in keys}
+    rss = max(int(v["rss_kb"]) for v in values) / 1024
+    print(f"client first sync, {kind} (median of {len(values)}): wall {med['wall']:.2f} s, sync {med['sync_seconds']:.2f} s, "
+          f"cpu {med['user'] + med['sys']:.2f} s, peak RSS {rss:.0f} MB; phases "
+          + " ".join(f"{k}={med[k]:.3f}" for k in keys if k not in ("wall", "sync_seconds", "user", "sys")))
+PY
 fi

@@ -141,4 +141,16 @@ final class TitleOrderTests: XCTestCase {
         XCTAssertEqual(TitleOrder.key("ﬃ"), Array("ﬃ".utf8))
         XCTAssertEqual(TitleOrder.key("😀"), Array("😀".utf8))
     }
+
+    /// The UTF-8 entry points (the snapshot install's SQL functions) give what the String ones give.
+    func testTheUTF8KeysAreTheStringKeys() {
+        for title in ["ABC xyz", "Plain ascii 123 [@]^_`{~}", "", "İstanbul", "ΩMEGA äpfel", "ß ﬃ 😀 Ǆ", "mixed ÉCLAIR Zebra"] {
+            let utf8 = Array(title.utf8)
+            XCTAssertEqual(utf8.withUnsafeBufferPointer { TitleOrder.key(utf8: $0) }, TitleOrder.key(title), title)
+        }
+        for clientID in ["3F2504E0-4F89-11D3-9A0C-0305E82C3301", "3f2504e0-4f89-11d3-9a0c-0305e82c3301", "ÄB-not-a-uuid"] {
+            let utf8 = Array(clientID.utf8)
+            XCTAssertEqual(utf8.withUnsafeBufferPointer { ClientID.key(utf8: $0) }, Array(ClientID.key(clientID).utf8), clientID)
+        }
+    }
 }

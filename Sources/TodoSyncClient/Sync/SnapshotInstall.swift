@@ -1,5 +1,10 @@
 import Foundation
 import GRDB
+#if canImport(GRDBSQLite)
+import GRDBSQLite
+#else
+import SQLite3
+#endif
 import TodoSyncCore
 
 /// Why a downloaded snapshot was not installed (the sync goes on with the paged pull).
@@ -65,12 +70,46 @@ enum SnapshotFile {
     }
 
     /// SQL functions that compute the store's derived columns with the very code the store uses
-    /// for rows it writes itself (`TitleOrder.key`, `ClientID.key`).
-    static let titleKey = DatabaseFunction("todosync_title_key", argumentCount: 1, pure: true) { values in
-        String.fromDatabaseValue(values[0]).map { Data(TitleOrder.key($0)) }
+    /// for rows it writes itself (`TitleOrder.key`, `ClientID.key`, on the argument's UTF-8 bytes).
+    /// Registered with SQLite's C API rather than GRDB's `DatabaseFunction`: a million calls
+    /// through the latter (an argument array, a String and a Data a call) took 0.7 s of a
+    /// 1,000,000-record install (docs/BENCHMARKS.md).
+    static let derivedFunctions: [(name: String, function: @convention(c) (OpaquePointer?, Int32, UnsafeMutablePointer<OpaquePointer?>?) -> Void)] = [
+        ("todosync_title_key", { context, _, arguments in
+            derive(context, arguments) { bytes, context in
+                let key = TitleOrder.key(utf8: bytes)
+                key.withUnsafeBytes { sqlite3_result_blob(context, $0.baseAddress, Int32($0.count), sqliteTransient) }
+            }
+        }),
+        ("todosync_client_key", { context, _, arguments in
+            derive(context, arguments) { bytes, context in
+                let key = ClientID.key(utf8: bytes)
+                key.withUnsafeBytes { sqlite3_result_text(context, $0.baseAddress?.assumingMemoryBound(to: CChar.self), Int32($0.count), sqliteTransient) }
+            }
+        }),
+    ]
+
+    /// SQLite copies a result given with this destructor.
+    static let sqliteTransient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
+
+    /// Calls `body` with the text of the one argument; NULL gives NULL.
+    private static func derive(_ context: OpaquePointer?, _ arguments: UnsafeMutablePointer<OpaquePointer?>?,
+                               _ body: (UnsafeBufferPointer<UInt8>, OpaquePointer?) -> Void) {
+        guard let argument = arguments?[0], sqlite3_value_type(argument) != SQLITE_NULL,
+              let text = sqlite3_value_text(argument) else {
+            sqlite3_result_null(context)
+            return
+        }
+        body(UnsafeBufferPointer(start: text, count: Int(sqlite3_value_bytes(argument))), context)
     }
-    static let clientKey = DatabaseFunction("todosync_client_key", argumentCount: 1, pure: true) { values in
-        String.fromDatabaseValue(values[0]).map(ClientID.key)
+
+    /// Adds (or with `remove`, drops) the derived-column functions on `db`'s connection.
+    static func setDerivedFunctions(_ db: Database, remove: Bool = false) throws {
+        for (name, function) in derivedFunctions {
+            let code = sqlite3_create_function_v2(db.sqliteConnection, name, 1, SQLITE_UTF8 | SQLITE_DETERMINISTIC, nil,
+                                                  remove ? nil : function, nil, nil, nil)
+            guard code == SQLITE_OK else { throw DatabaseError(resultCode: ResultCode(rawValue: code), message: "cannot register \(name)") }
+        }
     }
 
     /// `INSERT INTO <table> (every column of the record) SELECT …` from the snapshot table `from`
@@ -176,8 +215,7 @@ extension LocalStore {
         let statements = [try SnapshotFile.insertTags(), try SnapshotFile.insertTodos(schemaVersion: snapshot.schemaVersion),
                           SnapshotFile.insertStats()]
         try pool.writeWithoutTransaction { db in
-            db.add(function: SnapshotFile.titleKey)
-            db.add(function: SnapshotFile.clientKey)
+            try SnapshotFile.setDerivedFunctions(db)
             // ATTACH cannot run inside a transaction; the copy below is one.
             try db.execute(sql: "ATTACH DATABASE ? AS \(SnapshotFile.schema)", arguments: [path])
             // No memory map for the install: the sorter that builds the indexes would map its
@@ -187,8 +225,7 @@ extension LocalStore {
             defer {
                 try? db.execute(sql: "PRAGMA mmap_size = \(mapped)")
                 try? db.execute(sql: "DETACH DATABASE \(SnapshotFile.schema)")
-                db.remove(function: SnapshotFile.titleKey)
-                db.remove(function: SnapshotFile.clientKey)
+                try? SnapshotFile.setDerivedFunctions(db, remove: true)
             }
             try db.inTransaction(.immediate) {
                 guard try Self.isEmptyForSnapshot(db) else { throw SnapshotRefusal("the local store is not empty any more") }

@@ -9,13 +9,25 @@ public enum TitleOrder {
         key.reserveCapacity(title.utf8.count)
         for scalar in title.unicodeScalars {
             if scalar.isASCII {
-                let byte = UInt8(scalar.value)
-                key.append(byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z") ? byte + 32 : byte)
+                key.append(lowercaseASCII(UInt8(scalar.value)))
             } else {
                 UTF8.encode(simpleLowercase(scalar)) { key.append($0) }
             }
         }
         return key
+    }
+
+    /// The same key for a title given as UTF-8 bytes (a SQLite function's argument): an ASCII
+    /// title, the common case, without making a String of it.
+    public static func key(utf8 bytes: UnsafeBufferPointer<UInt8>) -> [UInt8] {
+        guard bytes.allSatisfy({ $0 < 0x80 }) else { return key(String(decoding: bytes, as: UTF8.self)) }
+        return bytes.map(lowercaseASCII)
+    }
+
+    /// A-Z to a-z; every other byte as it is.
+    @inline(__always)
+    public static func lowercaseASCII(_ byte: UInt8) -> UInt8 {
+        byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z") ? byte + 32 : byte
     }
 
     /// The simple lowercase mapping (UnicodeData.txt field 13): one scalar for one scalar. Swift's

@@ -144,6 +144,13 @@ public enum ClientID {
     /// The comparison key: the lower-cased UUID.
     public static func key(_ clientID: String) -> String { clientID.lowercased() }
 
+    /// The same key for a clientId given as UTF-8 bytes (a SQLite function's argument): an ASCII
+    /// one (every valid clientId) without making a String of it.
+    public static func key(utf8 bytes: UnsafeBufferPointer<UInt8>) -> [UInt8] {
+        guard bytes.allSatisfy({ $0 < 0x80 }) else { return Array(key(String(decoding: bytes, as: UTF8.self)).utf8) }
+        return bytes.map(TitleOrder.lowercaseASCII)
+    }
+
     private static func isHex(_ byte: UInt8) -> Bool {
         (byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9"))
             || (byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "f"))
