@@ -125,7 +125,7 @@ struct StoreOptions: ParsableArguments {
         if let seconds = try Self.seconds(environment, "TODOSYNC_CLIENT_SYNC_TIMEOUT") { timeouts.sync = seconds }
         // An older client's shapes, for tests of mixed fleets (docs/CLIENT-SETTINGS.md).
         let schemaVersion = environment["TODOSYNC_CLIENT_SCHEMA_VERSION"].flatMap(Int.init) ?? SchemaVersion.current
-        let rangeBytes = environment["TODOSYNC_CLIENT_SNAPSHOT_RANGE_BYTES"].flatMap(Int.init) ?? 4 << 20
+        let rangeBytes = environment["TODOSYNC_CLIENT_SNAPSHOT_RANGE_BYTES"].flatMap(Int.init) ?? TodoSyncClient.defaultSnapshotRangeBytes
         return TodoSyncClient(
             store: store, baseURL: baseURL, retry: RetryPolicy(maxAttempts: attempts, initialDelay: 0.2, maxDelay: 5),
             timeouts: timeouts, hooks: CrashHooks.fromEnvironment(), schemaVersion: schemaVersion,

@@ -131,6 +131,9 @@ public final class TodoSyncClient: Sendable {
     /// Whether the first sync of an empty store tries `GET /sync/snapshot` (docs/CLIENT.md).
     let useSnapshot: Bool
     /// Bytes asked for per snapshot request (`Range`): what a broken download can lose.
+    /// The snapshot download's range: 16 MiB. Against 4 MiB it cut a cached 176 MB download from
+    /// 0.77-0.89 s to 0.47-0.69 s (fewer requests) for about 30 MB more peak memory (two ranges).
+    public static let defaultSnapshotRangeBytes = 16 << 20
     let snapshotRangeBytes: Int
 
     /// - Parameters:
@@ -148,7 +151,7 @@ public final class TodoSyncClient: Sendable {
                 retry: RetryPolicy = RetryPolicy(), timeouts: SyncTimeouts = SyncTimeouts(),
                 clock: any SyncClock = SystemSyncClock(), tokenRefresh: (@Sendable () async throws -> String?)? = nil,
                 hooks: SyncHooks = SyncHooks(), schemaVersion: Int = SchemaVersion.current, useSnapshot: Bool = true,
-                snapshotRangeBytes: Int = 4 << 20) {
+                snapshotRangeBytes: Int = TodoSyncClient.defaultSnapshotRangeBytes) {
         self.useSnapshot = useSnapshot
         self.snapshotRangeBytes = max(1, snapshotRangeBytes)
         self.store = store
