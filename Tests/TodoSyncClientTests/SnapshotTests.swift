@@ -264,9 +264,9 @@ final class SnapshotTests: XCTestCase {
         }
     }
 
-    func testAPartialDownloadDamagedOnDiskBeforeItsResumeIsRefused() async throws {
-        // The digest is computed while the ranges arrive; what an earlier run left on disk is
-        // read back and hashed too, so a byte flipped there is caught.
+    /// A server whose first snapshot download breaks after 8192 bytes, and the device ("fresh",
+    /// 4096-byte ranges, one attempt per request) whose sync failed offline on it, keeping them.
+    private func brokenFirstDownload() async throws -> (SnapshotServer, TodoSyncClient) {
         let server = populatedServer()
         server.breakFirstDownloadAt = 8192
         let first = try device("fresh", server, attempts: 1, rangeBytes: 4096)
@@ -274,6 +274,13 @@ final class SnapshotTests: XCTestCase {
             try await first.sync()
             XCTFail("the download broke")
         } catch SyncError.offline {}
+        return (server, first)
+    }
+
+    func testAPartialDownloadDamagedOnDiskBeforeItsResumeIsRefused() async throws {
+        // The digest is computed while the ranges arrive; what an earlier run left on disk is
+        // read back and hashed too, so a byte flipped there is caught.
+        let (server, first) = try await brokenFirstDownload()
         let files = SnapshotFiles(storePath: first.store.path)
         XCTAssertEqual(files.size, 8192)
         let handle = try XCTUnwrap(FileHandle(forUpdatingAtPath: files.data))
@@ -294,14 +301,7 @@ final class SnapshotTests: XCTestCase {
     }
 
     func testANextSyncResumesAfterTheLastRangeOnDiskAndAChangedFileStartsOver() async throws {
-        let server = populatedServer()
-        server.breakFirstDownloadAt = 8192
-        // One attempt per request: the sync fails offline and keeps the first 8192 bytes.
-        let first = try device("fresh", server, attempts: 1, rangeBytes: 4096)
-        do {
-            try await first.sync()
-            XCTFail("the download broke")
-        } catch SyncError.offline {}
+        let (server, first) = try await brokenFirstDownload()
         XCTAssertEqual(SnapshotFiles(storePath: first.store.path).size, 8192)
         XCTAssertTrue(try first.store.isEmptyForSnapshot())
 
