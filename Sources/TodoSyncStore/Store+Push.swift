@@ -24,13 +24,19 @@ extension Store {
             transaction.refuseChanges(try chargeOperations(
                 userID: userID, fresh, quota: transaction.operationsQuota, at: transaction.now))
             let schema = request.schemaVersion
-            // Each operation checked once (nil: it does not parse; `apply` reports why).
-            let parsed = request.operations.map { try? $0.parse().limited(toSchema: schema) }
+            // Each operation checked once (nil: it does not parse, and `apply` reports why; or it
+            // is answered without being applied: a replay or an unusable opId).
+            let parsed = request.operations.map { operation in
+                operation.opIDProblem == nil && known[operation.key] == nil
+                    ? try? operation.parse().limited(toSchema: schema) : nil
+            }
             let staged = StagedTodos(transaction: transaction)
-            // The todos the operations from `index` on name, read in a few statements: up front,
-            // and again after a tag operation's flush made the staged copies stale.
+            // The todos the operations from `index` up to the next tag operation name, read in a
+            // few statements: up front, and again after a tag operation's flush made the staged
+            // copies stale (so each run of todo operations between tag operations is read once).
             func prefetch(from index: Int) throws {
-                let todoOperations = parsed[index...].compactMap { $0 }.filter { $0.entity == .todo }
+                let end = parsed[index...].firstIndex { $0.map { $0.entity != .todo } ?? false } ?? parsed.endIndex
+                let todoOperations = parsed[index..<end].compactMap { $0 }.filter { $0.entity == .todo }
                 try staged.prefetch(ids: todoOperations.compactMap(\.id),
                                     clientKeys: todoOperations.compactMap(\.clientID).map(ClientID.key))
             }
