@@ -106,7 +106,9 @@ public final class SQLiteStatement {
     }
 
     /// Runs the statement with the parameters bound so far (it must return no rows), then resets
-    /// it for the next run; the bindings stay until bound again.
+    /// it for the next run; the bindings stay until bound again. A text bound with `copying:
+    /// false` stays bound as a pointer after this returns: rebind every such parameter before the
+    /// next run, as the snapshot's row writer does for every column of every row.
     public func step() throws {
         let rc = sqlite3_step(statement)
         sqlite3_reset(statement)

@@ -48,7 +48,7 @@ public enum JSONMemberFilter {
             let pattern = [UInt8(ascii: "\"")] + key + [UInt8(ascii: "\""), UInt8(ascii: ":")]
             var from = 0
             while let at = find(pattern, in: UnsafeRawBufferPointer(objects), from: from) {
-                let end = endOfScalar(UnsafeRawBufferPointer(objects), from: at + pattern.count)
+                let end = min(endOfValue(UnsafeRawBufferPointer(objects), from: at + pattern.count), objects.count)
                 // The member with the comma before it, or, for a first member, the one after it.
                 if at > 0, objects[at - 1] == UInt8(ascii: ",") {
                     cuts.append((at - 1)..<end)
@@ -89,28 +89,6 @@ public enum JSONMemberFilter {
             index = end
         }
         return nil
-    }
-
-    /// The index just past the scalar value (string, number, literal) that starts at `start`.
-    private static func endOfScalar(_ json: UnsafeRawBufferPointer, from start: Int) -> Int {
-        guard start < json.count else { return json.count }
-        guard json[start] == UInt8(ascii: "\"") else {
-            var index = start
-            while index < json.count, json[index] != UInt8(ascii: ","), json[index] != UInt8(ascii: "}") { index += 1 }
-            return index
-        }
-        var index = start + 1
-        while index < json.count {
-            guard let quote = memchr(json.baseAddress! + index, Int32(UInt8(ascii: "\"")), json.count - index) else {
-                return json.count
-            }
-            let at = json.baseAddress!.distance(to: UnsafeRawPointer(quote))
-            var backslashes = 0
-            while at - backslashes - 1 > start, json[at - backslashes - 1] == UInt8(ascii: "\\") { backslashes += 1 }
-            if backslashes % 2 == 0 { return at + 1 }
-            index = at + 1
-        }
-        return json.count
     }
 
     /// `object` without the members named in `keys`.

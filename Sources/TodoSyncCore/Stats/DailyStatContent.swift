@@ -22,21 +22,22 @@ public struct StatInput: Sendable, Equatable {
     }
 
     public init(isCompleted: Bool, isLife: Bool, difficulty: Int, estimatedTime: Int, tag: TagRef?) {
+        self.init(isCompleted: isCompleted, isLife: isLife, difficulty: difficulty, estimatedTime: estimatedTime,
+                  tag: tag, tagID: tag?.id)
+    }
+
+    /// An input known by its tag id only (a delta: names and colors are looked up when rendering).
+    public init(isCompleted: Bool, isLife: Bool, difficulty: Int, estimatedTime: Int, tagID: Int64?) {
+        self.init(isCompleted: isCompleted, isLife: isLife, difficulty: difficulty, estimatedTime: estimatedTime,
+                  tag: nil, tagID: tagID)
+    }
+
+    private init(isCompleted: Bool, isLife: Bool, difficulty: Int, estimatedTime: Int, tag: TagRef?, tagID: Int64?) {
         self.isCompleted = isCompleted
         self.isLife = isLife
         self.difficulty = difficulty
         self.estimatedTime = estimatedTime
         self.tag = tag
-        self.tagID = tag?.id
-    }
-
-    /// An input known by its tag id only (a delta: names and colors are looked up when rendering).
-    public init(isCompleted: Bool, isLife: Bool, difficulty: Int, estimatedTime: Int, tagID: Int64?) {
-        self.isCompleted = isCompleted
-        self.isLife = isLife
-        self.difficulty = difficulty
-        self.estimatedTime = estimatedTime
-        self.tag = nil
         self.tagID = tagID
     }
 }
