@@ -77,7 +77,7 @@ struct WatchPrinter {
     let verbose: Bool
 
     func show(_ event: SyncEngine.Event) {
-        let at = ISO8601DateFormatter().string(from: Date())
+        let at = Self.seconds.string(from: Date())
         var fields: [String: JSONValue] = ["at": .string(at)]
         let line: String?
         switch event {
@@ -141,7 +141,7 @@ struct WatchPrinter {
         let lag = change.changedAt.flatMap { Self.timestamp.date(from: $0) }.map { now.timeIntervalSince($0) }
         if json {
             var fields: [String: JSONValue] = [
-                "at": .string(ISO8601DateFormatter().string(from: now)), "event": .string("change"),
+                "at": .string(Self.seconds.string(from: now)), "event": .string("change"),
                 "kind": .string(change.kind.rawValue), "deleted": .bool(change.deleted),
                 "id": change.id.map(JSONValue.int) ?? .null, "version": change.version.map(JSONValue.int) ?? .null,
                 "label": change.label.map(JSONValue.string) ?? .null, "changedAt": change.changedAt.map(JSONValue.string) ?? .null,
@@ -152,9 +152,12 @@ struct WatchPrinter {
             let what = change.deleted ? "deleted" : "changed"
             let label = change.label.map { " \"\($0)\"" } ?? ""
             let after = lag.map { String(format: " (%.3f s after the server)", $0) } ?? ""
-            print("\(ISO8601DateFormatter().string(from: now)) \(change.kind.rawValue) \(change.id.map(String.init) ?? "?")\(label) \(what)\(after)")
+            print("\(Self.seconds.string(from: now)) \(change.kind.rawValue) \(change.id.map(String.init) ?? "?")\(label) \(what)\(after)")
         }
     }
+
+    /// The time of an output line: RFC 3339 UTC to the second (one formatter, not one a line).
+    nonisolated(unsafe) static let seconds = ISO8601DateFormatter()
 
     /// The contract's timestamps: RFC 3339 UTC with milliseconds.
     nonisolated(unsafe) static let timestamp: ISO8601DateFormatter = {

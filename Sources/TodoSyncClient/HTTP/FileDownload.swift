@@ -45,6 +45,7 @@ final class FileDownload: NSObject, URLSessionDataDelegate, @unchecked Sendable 
         let cancelled = self.cancelled
         lock.unlock()
         if cancelled {
+            task.cancel()  // never resumed: without this the session would wait for it forever
             finish(.failure(CancellationError()))
         } else {
             task.resume()

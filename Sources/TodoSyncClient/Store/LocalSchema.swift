@@ -146,24 +146,35 @@ enum LocalSchema {
             let sequence = try Int64.fetchOne(db, sql: "SELECT seq FROM sqlite_sequence WHERE name = ?", arguments: [table])
             // Read through the page cache, not the memory map: every mapped page of a large
             // store read for the copy and the index sorts would count in the process's RSS.
-            let mapped = try Int.fetchOne(db, sql: "PRAGMA mmap_size") ?? 0
-            try db.execute(sql: "PRAGMA mmap_size = 0")
-            defer { try? db.execute(sql: "PRAGMA mmap_size = \(mapped)") }
-            try db.execute(sql: definition
-                .replacingOccurrences(of: "CREATE TABLE \(table) (", with: "CREATE TABLE \(rebuilt) (")
-                .replacingOccurrences(of: constrained, with: "clientKey TEXT,"))
-            try db.execute(sql: "INSERT INTO \(rebuilt) SELECT * FROM \(table)")
-            try db.execute(sql: "DROP TABLE \(table)")
-            try db.execute(sql: "ALTER TABLE \(rebuilt) RENAME TO \(table)")
-            if let sequence {
-                // Never hand out a localId again that an earlier (deleted) todo had.
-                let now = try Int64.fetchOne(db, sql: "SELECT seq FROM sqlite_sequence WHERE name = ?", arguments: [table]) ?? 0
-                try db.execute(sql: "DELETE FROM sqlite_sequence WHERE name = ?", arguments: [table])
-                try db.execute(sql: "INSERT INTO sqlite_sequence (name, seq) VALUES (?, ?)", arguments: [table, max(now, sequence)])
+            try db.withoutMemoryMap {
+                try db.execute(sql: definition
+                    .replacingOccurrences(of: "CREATE TABLE \(table) (", with: "CREATE TABLE \(rebuilt) (")
+                    .replacingOccurrences(of: constrained, with: "clientKey TEXT,"))
+                try db.execute(sql: "INSERT INTO \(rebuilt) SELECT * FROM \(table)")
+                try db.execute(sql: "DROP TABLE \(table)")
+                try db.execute(sql: "ALTER TABLE \(rebuilt) RENAME TO \(table)")
+                if let sequence {
+                    // Never hand out a localId again that an earlier (deleted) todo had.
+                    let now = try Int64.fetchOne(db, sql: "SELECT seq FROM sqlite_sequence WHERE name = ?", arguments: [table]) ?? 0
+                    try db.execute(sql: "DELETE FROM sqlite_sequence WHERE name = ?", arguments: [table])
+                    try db.execute(sql: "INSERT INTO sqlite_sequence (name, seq) VALUES (?, ?)", arguments: [table, max(now, sequence)])
             }
             for index in indexes { try db.execute(sql: index) }
             try db.execute(sql: "CREATE UNIQUE INDEX todo_by_client_key ON \(table) (clientKey)")
+            }
         }
         return migrator
+    }
+}
+
+extension Database {
+    /// Runs `body` with the memory map off, restored afterwards: the pages a large copy or an
+    /// index sort reads then go through the page cache (bounded) instead of counting, every one
+    /// of them, in the process's RSS. The v5 rebuild and the snapshot install.
+    func withoutMemoryMap<T>(_ body: () throws -> T) throws -> T {
+        let mapped = try Int.fetchOne(self, sql: "PRAGMA mmap_size") ?? 0
+        try execute(sql: "PRAGMA mmap_size = 0")
+        defer { try? execute(sql: "PRAGMA mmap_size = \(mapped)") }
+        return try body()
     }
 }

@@ -78,11 +78,23 @@ struct SHA256Digest: Sendable {
 
     /// The SHA-256 of a file's bytes, read 1 MiB at a time.
     static func ofFile(atPath path: String) throws -> [UInt8] {
+        var digest = try hashing(fileAt: path)
+        return digest.finish()
+    }
+
+    /// A digest fed the file's first `length` bytes (all of them when nil), read 1 MiB at a
+    /// time, not finished; a file shorter than `length` is an error.
+    static func hashing(fileAt path: String, length: Int64? = nil) throws -> SHA256Digest {
         guard let handle = FileHandle(forReadingAtPath: path) else { throw CocoaError(.fileReadNoSuchFile) }
         defer { try? handle.close() }
         var digest = SHA256Digest()
-        while let chunk = try handle.read(upToCount: 1 << 20), !chunk.isEmpty { digest.update(chunk) }
-        return digest.finish()
+        var left = length ?? .max
+        while left > 0, let chunk = try handle.read(upToCount: Int(min(left, 1 << 20))), !chunk.isEmpty {
+            digest.update(chunk)
+            left -= Int64(chunk.count)
+        }
+        if let length, left != 0 { throw CocoaError(.fileReadCorruptFile, userInfo: [NSFilePathErrorKey: path, "length": length]) }
+        return digest
     }
 
     /// The value of an RFC 9530 `Repr-Digest` header's `sha-256` member (`sha-256=:BASE64:`),
@@ -144,17 +156,8 @@ struct RunningFileDigest {
     private mutating func catchUp(path: String, through end: Int64) async throws {
         reset()
         guard end > 0 else { return }
-        var digest = SHA256Digest()
-        guard let handle = FileHandle(forReadingAtPath: path) else { throw CocoaError(.fileReadNoSuchFile) }
-        defer { try? handle.close() }
-        var left = end
-        while left > 0, let chunk = try handle.read(upToCount: Int(min(left, 1 << 20))), !chunk.isEmpty {
-            digest.update(chunk)
-            left -= Int64(chunk.count)
-        }
-        guard left == 0 else { throw CocoaError(.fileReadCorruptFile) }
+        let hashed = try SHA256Digest.hashing(fileAt: path, length: end)
         bytes = end
-        let hashed = digest
         hashing = Task.detached { hashed }
     }
 }

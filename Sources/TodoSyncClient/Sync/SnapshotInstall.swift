@@ -214,19 +214,15 @@ extension LocalStore {
                          whileOpen: (@Sendable () throws -> Void)? = nil) throws {
         let statements = [try SnapshotFile.insertTags(), try SnapshotFile.insertTodos(schemaVersion: snapshot.schemaVersion),
                           SnapshotFile.insertStats()]
-        try pool.writeWithoutTransaction { db in
+        // No memory map for the install: the sorter that builds the indexes would map its
+        // temporary files too, and every page of them would count in the process's RSS.
+        try pool.writeWithoutTransaction { db in try db.withoutMemoryMap {
+            // Undone whatever fails after this point, so the writer connection is left as it was.
+            defer { try? SnapshotFile.setDerivedFunctions(db, remove: true) }
             try SnapshotFile.setDerivedFunctions(db)
             // ATTACH cannot run inside a transaction; the copy below is one.
             try db.execute(sql: "ATTACH DATABASE ? AS \(SnapshotFile.schema)", arguments: [path])
-            // No memory map for the install: the sorter that builds the indexes would map its
-            // temporary files too, and every page of them would count in the process's RSS.
-            let mapped = try Int.fetchOne(db, sql: "PRAGMA mmap_size") ?? 0
-            try db.execute(sql: "PRAGMA mmap_size = 0")
-            defer {
-                try? db.execute(sql: "PRAGMA mmap_size = \(mapped)")
-                try? db.execute(sql: "DETACH DATABASE \(SnapshotFile.schema)")
-                try? SnapshotFile.setDerivedFunctions(db, remove: true)
-            }
+            defer { try? db.execute(sql: "DETACH DATABASE \(SnapshotFile.schema)") }
             try db.inTransaction(.immediate) {
                 guard try Self.isEmptyForSnapshot(db) else { throw SnapshotRefusal("the local store is not empty any more") }
                 let indexes = try Row.fetchAll(db, sql: """
@@ -246,6 +242,6 @@ extension LocalStore {
                 try whileOpen?()
                 return .commit
             }
-        }
+        } }
     }
 }
