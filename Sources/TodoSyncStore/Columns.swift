@@ -29,9 +29,6 @@ extension TableColumns {
 
     /// Every column, in order, for a SELECT.
     static var selectList: String { allCases.map(\.sqlName).joined(separator: ", ") }
-
-    /// `(?, ?, …)`, one placeholder per column (a row of an INSERT that writes every column).
-    static var rowPlaceholders: String { "(" + allCases.map { _ in "?" }.joined(separator: ", ") + ")" }
 }
 
 extension RecordColumns {

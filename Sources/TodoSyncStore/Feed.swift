@@ -26,9 +26,10 @@ struct FeedEntry: Equatable {
                   device: device, parents: []) { tag.write(to: &$0) }
     }
 
-    init(_ todo: Todo, device: Int64?) {
+    /// `rendered`: the live todo's JSON (`Todo.write(to:)`) when the caller has it already.
+    init(_ todo: Todo, device: Int64?, rendered: [UInt8]? = nil) {
         self.init(kind: .todo, id: todo.id, clientID: todo.clientID, version: todo.version, deletedAt: todo.deletedAt,
-                  device: device, parents: todo.tagID.map { [$0] } ?? []) { todo.write(to: &$0) }
+                  device: device, parents: todo.tagID.map { [$0] } ?? [], rendered: rendered) { todo.write(to: &$0) }
     }
 
     /// Daily stats are always derived: they never carry a device.
@@ -38,7 +39,7 @@ struct FeedEntry: Equatable {
     }
 
     private init(kind: FeedKind, id: Int64, clientID: String?, version: Int64, deletedAt: String?, device: Int64?,
-                 parents: [Int64], live: (inout JSONWriter) -> Void) {
+                 parents: [Int64], rendered: [UInt8]? = nil, live: (inout JSONWriter) -> Void) {
         self.kind = kind
         recordID = id
         self.version = version
@@ -57,6 +58,10 @@ struct FeedEntry: Equatable {
         } else {
             self.deletedAt = nil
             parentTags = parents.map(String.init).joined(separator: ",")
+            if let rendered {
+                body = rendered
+                return
+            }
             live(&writer)
         }
         body = writer.bytes
@@ -98,9 +103,9 @@ struct FeedBatch {
 
     var isEmpty: Bool { entries.isEmpty }
 
-    /// A todo's new state: its feed row and its list row.
-    mutating func add(_ todo: Todo, device: Int64?) {
-        add(FeedEntry(todo, device: device))
+    /// A todo's new state: its feed row and its list row. `rendered`: as `FeedEntry.init`.
+    mutating func add(_ todo: Todo, device: Int64?, rendered: [UInt8]? = nil) {
+        add(FeedEntry(todo, device: device, rendered: rendered))
         if todos.updateValue(todo, forKey: todo.id) == nil { todoOrder.append(todo.id) }
     }
 
@@ -114,13 +119,20 @@ struct FeedBatch {
         }
     }
 
-    /// Writes the entries, replacing each record's previous row, `SQL.Feed.batch` rows per
-    /// statement; then the todos' list rows (deleted todos leave the list).
-    /// `rebuilding`: the user's list was emptied first, so deleted todos have no row to remove.
+    /// Writes the entries, replacing each record's previous row, in multi-row statements
+    /// (`MultiRowStatement`: a 100-record push in three); then the todos' list rows (deleted
+    /// todos leave the list). `rebuilding`: the user's list was emptied first, so deleted todos
+    /// have no row to remove.
     func write(userID: Int64, to db: Connection, rebuilding: Bool = false) throws {
-        try writeFeed(userID: userID, to: db)
-        for id in todoOrder where todos[id]!.deletedAt != nil && !rebuilding {
-            try db.execute(SQL.TodoList.delete, [.int(userID), .int(id)])
+        for chunk in SQL.Feed.upsert.chunks(entries.count) {
+            var values: [DatabaseValue] = []
+            values.reserveCapacity(chunk.rows.count * FeedColumn.allCases.count)
+            for entry in entries[chunk.rows] { values += entry.values(userID: userID) }
+            try db.execute(chunk.sql, values)
+        }
+        let deleted = rebuilding ? [] : todoOrder.filter { todos[$0]!.deletedAt != nil }
+        for chunk in SQL.TodoList.delete.chunks(deleted.count) {
+            try db.execute(chunk.sql, [.int(userID)] + deleted[chunk.rows].map(DatabaseValue.int))
         }
         try TodoListRow.write(listRows, userID: userID, to: db)
     }
@@ -131,19 +143,6 @@ struct FeedBatch {
             let todo = todos[id]!
             guard todo.deletedAt == nil else { return nil }
             return TodoListRow(todo, body: entries[positions[Key(kind: .todo, id: id)]!].body)
-        }
-    }
-
-    private func writeFeed(userID: Int64, to db: Connection) throws {
-        var remaining = entries[...]
-        while !remaining.isEmpty {
-            let (size, sql) = remaining.count >= SQL.Feed.batch ? (SQL.Feed.batch, SQL.Feed.upsertBatch)
-                : remaining.count >= 8 ? (8, SQL.Feed.upsertEight) : (1, SQL.Feed.upsertOne)
-            var values: [DatabaseValue] = []
-            values.reserveCapacity(size * 8)
-            for entry in remaining.prefix(size) { values += entry.values(userID: userID) }
-            try db.execute(sql, values)
-            remaining = remaining.dropFirst(size)
         }
     }
 }
@@ -176,20 +175,16 @@ struct TodoListRow: Equatable {
         self.body = body
     }
 
-    /// Inserts or moves the rows, `SQL.TodoList.batch` per statement.
+    /// Inserts or moves the rows, in multi-row statements (`SQL.TodoList.replace`).
     static func write(_ rows: [TodoListRow], userID: Int64, to db: Connection) throws {
-        var remaining = rows[...]
-        while !remaining.isEmpty {
-            let (size, sql) = remaining.count >= SQL.TodoList.batch ? (SQL.TodoList.batch, SQL.TodoList.replaceBatch)
-                : remaining.count >= 8 ? (8, SQL.TodoList.replaceEight) : (1, SQL.TodoList.replaceOne)
+        for chunk in SQL.TodoList.replace.chunks(rows.count) {
             var values: [DatabaseValue] = []
-            values.reserveCapacity(size * 7)
-            for row in remaining.prefix(size) {
+            values.reserveCapacity(chunk.rows.count * 7)
+            for row in rows[chunk.rows] {
                 values += [.int(userID), .day(row.deadline), .bool(row.isImportant), .text(row.createdAt),
                            .blob(row.titleKey), .int(row.id), .blob(row.body)]
             }
-            try db.execute(sql, values)
-            remaining = remaining.dropFirst(size)
+            try db.execute(chunk.sql, values)
         }
     }
 }

@@ -374,18 +374,13 @@ enum SQL {
 
     /// The rendered live todos in the contract's list order (Sql/008_todo_list.sql).
     enum TodoList {
-        static let batch = 32
-        /// Inserts or moves (through the unique (user_id, id) key) a todo's list row.
-        static func replace(rows: Int) -> String {
-            """
-            REPLACE INTO todo_list (user_id, deadline, is_important, created_at, title_key, id, body)
-            VALUES \(Array(repeating: "(?, ?, ?, ?, ?, ?, ?)", count: rows).joined(separator: ", "))
-            """
+        /// Inserts or moves (through the unique (user_id, id) key) todos' list rows. Parameters
+        /// per row: user, deadline, important, created, title key, id, body.
+        static let replace = MultiRowStatement(columns: 7) { rows in
+            "REPLACE INTO todo_list (user_id, deadline, is_important, created_at, title_key, id, body) VALUES \(rows)"
         }
-        static let replaceBatch = replace(rows: batch)
-        static let replaceEight = replace(rows: 8)
-        static let replaceOne = replace(rows: 1)
-        static let delete = "DELETE FROM todo_list WHERE user_id = ? AND id = ?"
+        /// Removes deleted todos' list rows. Parameters: user, then the ids.
+        static let delete = MultiRowStatement(row: "?") { ids in "DELETE FROM todo_list WHERE user_id = ? AND id IN (\(ids))" }
         static let deleteOfUser = "DELETE FROM todo_list WHERE user_id = ?"
         /// The owner's list rows with deadlines from `from` to `to`, in the contract's order: the
         /// primary key's order, one range read. Parameters: the owner's, from, to.
@@ -484,19 +479,12 @@ enum SQL {
 
     /// The change feed (`sync_feed`): see Sql/007_sync_feed.sql.
     enum Feed {
-        /// Rows written per statement (unused for shorter tails, which use the smaller ones).
-        static let batch = 32
-        static func upsert(rows: Int) -> String {
-            """
-            INSERT INTO sync_feed (\(FeedColumn.selectList))
-            VALUES \(Array(repeating: FeedColumn.rowPlaceholders, count: rows).joined(separator: ", "))
-                ON DUPLICATE KEY UPDATE version = VALUES(version), deleted_at = VALUES(deleted_at),
-                   device = VALUES(device), parent_tags = VALUES(parent_tags), body = VALUES(body)
-            """
+        /// Writes records' rows, replacing their previous ones. Parameters per row: `FeedEntry.values`.
+        static let upsert = MultiRowStatement(columns: FeedColumn.allCases.count) { rows in
+            "INSERT INTO sync_feed (\(FeedColumn.selectList)) VALUES \(rows)"
+                + " ON DUPLICATE KEY UPDATE version = VALUES(version), deleted_at = VALUES(deleted_at),"
+                + " device = VALUES(device), parent_tags = VALUES(parent_tags), body = VALUES(body)"
         }
-        static let upsertBatch = upsert(rows: batch)
-        static let upsertEight = upsert(rows: 8)
-        static let upsertOne = upsert(rows: 1)
 
         /// A pull page: the next `limit + 1` rows after the cursor's position, by version (one
         /// range read of the clustered index). Tombstones at or below the third parameter are
@@ -684,7 +672,11 @@ struct MultiRowStatement: Sendable {
 
     /// `make` gets the `VALUES` rows' text: `(?, …, ?)` with `columns` placeholders, `rows` times.
     init(columns: Int, _ make: (String) -> String) {
-        let row = "(" + Array(repeating: "?", count: columns).joined(separator: ", ") + ")"
+        self.init(row: "(" + Array(repeating: "?", count: columns).joined(separator: ", ") + ")", make)
+    }
+
+    /// `make` gets `row` repeated, comma-separated (`"?"`: an `IN` list).
+    init(row: String, _ make: (String) -> String) {
         texts = Self.sizes.map { count in make(Array(repeating: row, count: count).joined(separator: ", ")) }
     }
 

@@ -72,6 +72,7 @@ extension Store {
                         // Staged: nothing is written before its last check passed.
                         result = try apply(operation, checked, policy: request.policy, schema: schema, staged: staged,
                                            in: transaction)
+                        staged.rendered(result, schema: schema)
                     } else {
                         try staged.flush()
                         result = try db.inSavepoint {
@@ -392,13 +393,17 @@ extension PushResult {
         result(.conflict, operation, schema, record)
     }
 
-    /// The result, its record with the fields of schema version `schema`.
+    /// The result, its record with the fields of schema version `schema`. A todo this push
+    /// creates (a placeholder id) gets its record once its id is known (`StagedTodos.finished`).
     private static func result<Record: PushRecord>(_ status: Status, _ operation: PushOperation, _ schema: Int,
                                                    _ record: Record) -> PushResult {
+        var result = PushResult(opID: operation.opID, status: status, id: record.id, clientID: record.clientID,
+                                version: record.version)
+        guard record.id > 0 else { return result }
         var writer = JSONWriter(reservingCapacity: 400)
         record.write(to: &writer, schemaVersion: schema)
-        return PushResult(opID: operation.opID, status: status, id: record.id, clientID: record.clientID,
-                          version: record.version, record: writer.bytes)
+        result.record = writer.bytes
+        return result
     }
 }
 

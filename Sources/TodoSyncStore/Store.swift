@@ -194,8 +194,9 @@ final class WriteTransaction {
         feed.add(FeedEntry(tag, device: device))
     }
 
-    func changed(_ todo: Todo, derived: Bool = false) {
-        feed.add(todo, device: derived ? nil : device)
+    /// `rendered`: the live todo's JSON when the caller has it (`FeedEntry.init`).
+    func changed(_ todo: Todo, derived: Bool = false, rendered: [UInt8]? = nil) {
+        feed.add(todo, device: derived ? nil : device, rendered: rendered)
     }
 
     func changed(_ stat: DailyStat) {
