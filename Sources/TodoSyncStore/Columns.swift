@@ -198,7 +198,7 @@ enum UserColumn: Int, TableColumns {
     static let notDescribed: Set<String> = []
 }
 
-/// The columns of the change feed, `sync_feed` (Sql/007), in the order `SQL.Feed.upsert` writes
+/// The columns of the change feed, `sync_feed` (Sql/007), in the order `SQL.Feed.insert` writes
 /// them (`FeedEntry.values`).
 enum FeedColumn: Int, TableColumns {
     case userID, version, kind, recordID, deletedAt, device, parentTags, body

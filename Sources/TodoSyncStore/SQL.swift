@@ -374,12 +374,13 @@ enum SQL {
 
     /// The rendered live todos in the contract's list order (Sql/008_todo_list.sql).
     enum TodoList {
-        /// Inserts or moves (through the unique (user_id, id) key) todos' list rows. Parameters
-        /// per row: user, deadline, important, created, title key, id, body.
-        static let replace = MultiRowStatement(columns: 7) { rows in
-            "REPLACE INTO todo_list (user_id, deadline, is_important, created_at, title_key, id, body) VALUES \(rows)"
+        /// Inserts todos' list rows (`FeedBatch.write` deleted their previous ones). Parameters per
+        /// row: user, deadline, important, created, title key, id, body.
+        static let insert = MultiRowStatement(columns: 7) { rows in
+            "INSERT INTO todo_list (user_id, deadline, is_important, created_at, title_key, id, body) VALUES \(rows)"
         }
-        /// Removes deleted todos' list rows. Parameters: user, then the ids.
+        /// Removes todos' list rows (deleted todos', and the previous rows of changed ones).
+        /// Parameters: user, then the ids.
         static let delete = MultiRowStatement(row: "?") { ids in "DELETE FROM todo_list WHERE user_id = ? AND id IN (\(ids))" }
         static let deleteOfUser = "DELETE FROM todo_list WHERE user_id = ?"
         /// The owner's list rows with deadlines from `from` to `to`, in the contract's order: the
@@ -479,11 +480,14 @@ enum SQL {
 
     /// The change feed (`sync_feed`): see Sql/007_sync_feed.sql.
     enum Feed {
-        /// Writes records' rows, replacing their previous ones. Parameters per row: `FeedEntry.values`.
-        static let upsert = MultiRowStatement(columns: FeedColumn.allCases.count) { rows in
+        /// Inserts records' rows (`FeedBatch.write` deleted their previous ones). Parameters per
+        /// row: `FeedEntry.values`.
+        static let insert = MultiRowStatement(columns: FeedColumn.allCases.count) { rows in
             "INSERT INTO sync_feed (\(FeedColumn.selectList)) VALUES \(rows)"
-                + " ON DUPLICATE KEY UPDATE version = VALUES(version), deleted_at = VALUES(deleted_at),"
-                + " device = VALUES(device), parent_tags = VALUES(parent_tags), body = VALUES(body)"
+        }
+        /// Removes records' rows, by the record key. Parameters: user, kind, then the record ids.
+        static let delete = MultiRowStatement(row: "?") { ids in
+            "DELETE FROM sync_feed WHERE user_id = ? AND kind = ? AND record_id IN (\(ids))"
         }
 
         /// A pull page: the next `limit + 1` rows after the cursor's position, by version (one

@@ -135,8 +135,9 @@ final class StagedTodos {
             try db.execute(chunk.sql, values)
         }
         for var todo in todos {
-            if todo.id < 0 { todo.id = insertedIDs[todo.id]! }
-            transaction.changed(todo, rendered: todo.deletedAt == nil ? body(of: todo) : nil)
+            let isNew = todo.id < 0
+            if isNew { todo.id = insertedIDs[todo.id]! }
+            transaction.changed(todo, rendered: todo.deletedAt == nil ? body(of: todo) : nil, isNew: isNew)
         }
         byID = [:]
         absentIDs = []
