@@ -137,13 +137,13 @@ struct FeedBatch {
             for kind in FeedKind.allCases {
                 let ids = entries.filter { $0.kind == kind && !created.contains(Key(kind: kind, id: $0.recordID)) }
                     .map { DatabaseValue.int($0.recordID) }
-                for chunk in SQL.Feed.delete.chunks(ids.count) {
-                    try db.execute(chunk.sql, [.int(userID), .int(kind.rawValue)] + ids[chunk.rows])
+                for list in SQL.Feed.delete.lists(ids) {
+                    try db.execute(SQL.Feed.delete.sql, [.int(userID), .int(kind.rawValue)] + list)
                 }
             }
             let replaced = todoOrder.filter { !created.contains(Key(kind: .todo, id: $0)) }.map(DatabaseValue.int)
-            for chunk in SQL.TodoList.delete.chunks(replaced.count) {
-                try db.execute(chunk.sql, [.int(userID)] + replaced[chunk.rows])
+            for list in SQL.TodoList.delete.lists(replaced) {
+                try db.execute(SQL.TodoList.delete.sql, [.int(userID)] + list)
             }
         }
         for chunk in SQL.Feed.insert.chunks(entries.count) {

@@ -44,7 +44,7 @@ final class StagedTodos {
         self.transaction = transaction
     }
 
-    /// Reads the user's todos of these ids and client keys, `SQL.Push.todoLookupBatch` per statement.
+    /// Reads the user's todos of these ids and client keys, 64 per statement.
     func prefetch(ids: [Int64], clientKeys: [String]) throws {
         hasForgotten = false
         let ids = Array(Set(ids.filter { $0 > 0 }).subtracting(byID.keys).subtracting(absentIDs))
@@ -55,12 +55,9 @@ final class StagedTodos {
         absentClientKeys.formUnion(keys.filter { idByClientKey[$0] == nil })
     }
 
-    private func lookUp(_ sql: String, _ values: [DatabaseValue]) throws {
-        let batch = SQL.Push.todoLookupBatch
-        for start in stride(from: 0, to: values.count, by: batch) {
-            let chunk = values[start..<min(start + batch, values.count)]
-            let slots = (0..<batch).map { chunk[min(chunk.startIndex + $0, chunk.endIndex - 1)] }
-            for row in try db.query(sql, [.int(transaction.userID)] + slots) { learn(Todo(row: row)) }
+    private func lookUp(_ statement: InListStatement, _ values: [DatabaseValue]) throws {
+        for list in statement.lists(values) {
+            for row in try db.query(statement.sql, [.int(transaction.userID)] + list) { learn(Todo(row: row)) }
         }
     }
 

@@ -129,10 +129,8 @@ extension Store {
         }
         var exact: [OpKey: [UInt8]] = [:]
         var legacy: [OpKey: [UInt8]] = [:]
-        for start in stride(from: 0, to: lookups.count, by: SQL.Push.batch) {
-            let chunk = Array(lookups[start..<min(start + SQL.Push.batch, lookups.count)])
-            let slots = (0..<SQL.Push.batch).map { DatabaseValue.text(chunk[min($0, chunk.count - 1)]) }
-            for row in try db.query(SQL.Push.storedResults, [.int(userID), .int(userID)] + slots) {
+        for list in SQL.Push.storedResults.lists(lookups.map { DatabaseValue.text($0) }) {
+            for row in try db.query(SQL.Push.storedResults.sql, [.int(userID), .int(userID)] + list) {
                 let key = OpKey(row.string(0)!)
                 let json = PushResult.Stored(json: Array(row.string(1)!.utf8), record: row.bytes(4),
                                              recordOffset: row.int64(3).map(Int.init)).answer
