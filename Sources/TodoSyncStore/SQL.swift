@@ -499,11 +499,17 @@ enum SQL {
         static let upsertOne = upsert(rows: 1)
 
         /// A pull page: the next `limit + 1` rows after the cursor's position, by version (one
-        /// range read of the clustered index). Tombstones at or below the third parameter are
+        /// range read of the clustered index). Tombstones at or below the fourth parameter are
         /// skipped (a first pull does not send deletions of records the client never had).
-        /// Columns: version, kind, record_id, device, parent_tags, body, deleted.
+        /// Parameters: the pulling device (0 for none: device numbers start at 1), user, position,
+        /// skip-through, limit + 1. Columns: version, the row's facts packed into one integer
+        /// (`PageRowFacts`: record_id << 4 | kind << 2 | deleted << 1 | made by the device),
+        /// parent_tags, body. Four columns, not seven: each column is a conversion per row in
+        /// Connector/C and a field per row in the protocol.
         static let page = """
-            SELECT version, kind, record_id, device, parent_tags, body, deleted_at IS NOT NULL FROM sync_feed
+            SELECT version,
+                   record_id << 4 | kind << 2 | (deleted_at IS NOT NULL) << 1 | (device <=> ?),
+                   parent_tags, body FROM sync_feed
              WHERE user_id = ? AND version > ? AND (deleted_at IS NULL OR version > ?)
              ORDER BY version LIMIT ?
             """

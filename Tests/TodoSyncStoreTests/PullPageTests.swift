@@ -125,3 +125,15 @@ final class PullPageTests: StoreTestCase {
         }
     }
 }
+
+/// The page's set of tag ids (parent tags) across its growth: every id once, in any order.
+final class IDSetTests: XCTestCase {
+    func testEveryIDIsInsertedOnceAcrossGrowth() {
+        var set = IDSet()
+        var ids = (1...5_000).map { Int64($0) * 7919 } + [1, Int64.max, 1 << 40]
+        ids.shuffle()
+        for id in ids { XCTAssertTrue(set.insert(id), "\(id)") }
+        ids.shuffle()
+        for id in ids { XCTAssertFalse(set.insert(id), "\(id)") }
+    }
+}
