@@ -47,10 +47,10 @@ public struct PullPage: Sendable {
         let index = PullPage.slot(kind, deleted: deleted)
         recordCount += 1
         if arrays[index].isEmpty {
-            // Room for the rest of the page at this record's size and a quarter more: an array
-            // that grows copies everything it holds (measured: the growth of a page's arrays
-            // copied twice its bytes).
-            arrays[index].reserveCapacity((json.count + 1) * max(limit - recordCount + 1, 1) * 5 / 4)
+            // Room for the rest of the page at this record's size and a quarter more, up to 1 MiB
+            // (malloc's mmap threshold): an array that grows copies everything it holds
+            // (measured: the growth of a page's arrays copied twice its bytes).
+            arrays[index].reserveCapacity(min((json.count + 1) * max(limit - recordCount + 1, 1) * 5 / 4, 1 << 20))
         } else {
             arrays[index].append(UInt8(ascii: ","))
         }
@@ -146,18 +146,18 @@ extension Store {
                 var rows = 0
                 var lastVersion = position
                 var parents = ParentTags()
-                try db.forEachRow(SQL.Feed.page, [.int(device), .int(userID), .int(position), .int(skipThrough),
-                                                  .int(Int64(limit + 1))]) {
+                try db.forEachRow(SQL.Feed.page, [.int(userID), .int(position), .int(skipThrough), .int(Int64(limit + 1))]) {
                     row throws(DatabaseError) in
                     rows += 1
                     guard rows <= limit else { return page.hasMore = true }
                     lastVersion = try row.int64(0)!
-                    let facts = PageRowFacts(try row.int64(1)!)
-                    if facts.kind == .tag { parents.held(facts.recordID) }
+                    let kind = FeedKind(rawValue: try row.int64(1)!)!
+                    let deleted = !row.isNull(4)
+                    if kind == .tag { parents.held(try row.int64(2)!) }
                     // Left out: the pulling device made this version itself.
-                    if facts.madeByDevice { return }
-                    _ = try row.withBytes(3) { page.append(facts.kind, deleted: facts.deleted, $0) }
-                    if !facts.deleted { _ = try row.withBytes(2) { parents.referenced($0) } }
+                    if device != 0, try row.int64(3) == device { return }
+                    _ = try row.withBytes(6) { page.append(kind, deleted: deleted, $0) }
+                    if !deleted { _ = try row.withBytes(5) { parents.referenced($0) } }
                 }
                 // At the end, jump to the snapshot: what lies between is only skipped tombstones.
                 page.cursor = SyncCursor(
@@ -189,22 +189,6 @@ extension Store {
         }
         found.sort { $0.version < $1.version }
         for tag in found { tag.json.withUnsafeBytes { page.append(.tag, deleted: false, $0) } }
-    }
-}
-
-/// The second column of `SQL.Feed.page`: a feed row's record id, kind, whether it is a tombstone
-/// and whether the pulling device made it, in one integer (record ids stay far below 2^59).
-private struct PageRowFacts {
-    let recordID: Int64
-    let kind: FeedKind
-    let deleted: Bool
-    let madeByDevice: Bool
-
-    init(_ packed: Int64) {
-        recordID = packed >> 4
-        kind = FeedKind(rawValue: packed >> 2 & 3)!
-        deleted = packed & 2 != 0
-        madeByDevice = packed & 1 != 0
     }
 }
 
