@@ -55,8 +55,9 @@ public enum JSONMemberFilter {
         for pattern in patterns {
             guard let at = find(pattern, in: object, from: from) else { continue }
             let end = min(endOfValue(object, from: at + pattern.count), count)
-            // The member with the comma before it, or, for a first member, the one after it.
-            let cut = at > 0 && object[at - 1] == UInt8(ascii: ",")
+            // The member with the comma before it, or, for the first member left (the comma before
+            // it, if any, went with a member already cut), the one after it.
+            let cut = at > kept && object[at - 1] == UInt8(ascii: ",")
                 ? (at - 1)..<end : at..<(end < count && object[end] == UInt8(ascii: ",") ? end + 1 : end)
             let keptEnd = max(cut.lowerBound, kept)
             if keptEnd > kept { bytes.append(contentsOf: UnsafeRawBufferPointer(rebasing: object[kept..<keptEnd])) }
