@@ -15,6 +15,7 @@ one-line summary; exits non-zero if any response is not 200.
 """
 
 import argparse
+import gzip
 import json
 import os
 import random
@@ -109,6 +110,8 @@ def main():
         status, body = fcgi_request(args.socket, "GET", "/api/v1/sync/pull", auth)
         if status != 200:
             sys.exit(f"first page: HTTP {status} {body[:200]!r}")
+        if body[:2] == b"\x1f\x8b":  # --gzip: the responder compressed the first page too
+            body = gzip.decompress(body)
         cursor = json.loads(body)["cursor"]
     rng = random.Random(7)
     lock = threading.Lock()

@@ -20,15 +20,14 @@ public final class GzipCompressor {
     /// `bytes` as one gzip member.
     public func gzip(_ bytes: [UInt8]) -> [UInt8] {
         let bound = libdeflate_gzip_compress_bound(compressor, bytes.count)
-        var output = [UInt8](repeating: 0, count: bound)
-        let written = bytes.withUnsafeBytes { input in
-            output.withUnsafeMutableBytes { out in
+        // Written in place: no zero fill of the bound's bytes, no trim afterwards.
+        return [UInt8](unsafeUninitializedCapacity: bound) { out, initialized in
+            let written = bytes.withUnsafeBytes { input in
                 libdeflate_gzip_compress(compressor, input.baseAddress, input.count, out.baseAddress, out.count)
             }
+            precondition(written > 0, "libdeflate: the bound was too small")
+            initialized = written
         }
-        precondition(written > 0, "libdeflate: the bound was too small")
-        output.removeLast(output.count - written)
-        return output
     }
 }
 

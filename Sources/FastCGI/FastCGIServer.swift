@@ -90,7 +90,7 @@ public final class FastCGIServer: Sendable {
         workers.reserveCapacity(configuration.workerCount)
         for index in 0..<configuration.workerCount {
             let worker = Worker(
-                index: index, listenFD: listener.fd, wakeFD: wakePipe.readFD,
+                index: index, listenFD: listener.fd, setsNoDelay: listener.acceptsTCP, wakeFD: wakePipe.readFD,
                 maxBodyBytes: configuration.maxBodyBytes, allowedPeers: configuration.allowedPeers,
                 readTimeoutSeconds: configuration.readTimeoutSeconds,
                 writeTimeoutSeconds: configuration.writeTimeoutSeconds, readDeadlines: readDeadlines,

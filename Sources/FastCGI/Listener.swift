@@ -46,6 +46,12 @@ struct Listener: Sendable {
         }
     }
 
+    /// Whether accepted connections may be TCP (an inherited socket may be either kind).
+    var acceptsTCP: Bool {
+        if case .unix = kind { return false }
+        return true
+    }
+
     /// Whether shutdown must wake workers with ``wake(count:)``.
     var needsWakeConnections: Bool {
         if case .unix = kind { return false }

@@ -38,9 +38,8 @@ final class ReadDeadlines: Sendable {
 
     /// Worker `worker` starts reading a request on `fd`.
     func arm(worker: Int, fd: Int32) {
-        let copy = dup(fd)
+        let copy = fcntl(fd, F_DUPFD_CLOEXEC, 0)  // dup(2) and FD_CLOEXEC in one call
         guard copy >= 0 else { return }  // out of descriptors: the per-read timeout still applies
-        _ = fcntl(copy, F_SETFD, FD_CLOEXEC)
         let previous = armed.withLock { $0.updateValue(Armed(fd: copy, deadline: .now() + seconds), forKey: worker) }
         if let previous { _ = close(previous.fd) }
     }

@@ -8,6 +8,8 @@ import CFastCGI
 final class RequestSlot {
     private let request: UnsafeMutablePointer<FCGX_Request>
     private let listenFD: Int32
+    /// Whether accepted connections get TCP_NODELAY (not on a unix listener, where it only fails).
+    private let setsNoDelay: Bool
     private var readTimeout: timeval
     private var writeTimeout: timeval
 
@@ -21,8 +23,9 @@ final class RequestSlot {
     /// worker forever. libfcgi is given no listening socket (-1): when it drops a connection
     /// mid-params it would otherwise accept the next one itself, without deadlines; with -1 that
     /// accept fails at once and `accept()` answers `connectionDropped`.
-    init(listenFD: Int32, readTimeoutSeconds: Double, writeTimeoutSeconds: Double) {
+    init(listenFD: Int32, setsNoDelay: Bool = true, readTimeoutSeconds: Double, writeTimeoutSeconds: Double) {
         self.listenFD = listenFD
+        self.setsNoDelay = setsNoDelay
         readTimeout = Self.timeval(seconds: readTimeoutSeconds)
         writeTimeout = Self.timeval(seconds: writeTimeoutSeconds)
         request = .allocate(capacity: 1)
@@ -49,16 +52,17 @@ final class RequestSlot {
             FCGX_Finish_r(request)  // frees the previous request (its connection is already closed)
             var fd: Int32
             repeat {
-                fd = Glibc.accept(listenFD, nil, nil)  // accept4 is not in Glibc's module map
+                fd = acceptCloseOnExec(listenFD, nil, nil, Self.socketCloseOnExec)  // one call, no fcntl
             } while fd < 0 && errno == EINTR
             guard fd >= 0 else { return -errno }
-            _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
             _ = setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &readTimeout, socklen_t(MemoryLayout<timeval>.size))
             _ = setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &writeTimeout, socklen_t(MemoryLayout<timeval>.size))
-            // On TCP listeners, as libfcgi's own accept did: no Nagle delay between a response's
-            // records (fails harmlessly on unix sockets).
-            var noDelay: Int32 = 1
-            _ = setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &noDelay, socklen_t(MemoryLayout<Int32>.size))
+            if setsNoDelay {
+                // On TCP listeners, as libfcgi's own accept did: no Nagle delay between a response's
+                // records (an inherited listener may be either kind: there it fails harmlessly).
+                var noDelay: Int32 = 1
+                _ = setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &noDelay, socklen_t(MemoryLayout<Int32>.size))
+            }
             request.pointee.ipcFd = fd
             // FCGX_Accept_r first finishes "the current request": keepConnection stops that from
             // closing the connection just handed over. The request's own flag replaces it.
@@ -256,18 +260,55 @@ final class RequestSlot {
     /// `idleMilliseconds`. Returns false on shutdown or when the connection stayed idle that long
     /// (nginx keeps no idle upstream connection: only another peer would park a worker there),
     /// true when libfcgi should go on reading the connection.
+    ///
+    /// nginx (`fastcgi_keep_conn on`, no upstream `keepalive`) closes the connection right after
+    /// each response, so the usual wake-up is the peer's close: that is answered with one `recv`
+    /// peek and the caller's plain `close`, not by handing the connection back to libfcgi, whose
+    /// read of the EOF, lingering close (`shutdown`, `poll`, `read`), failed `accept(-1)` and the
+    /// read deadline's arming around it cost eight more system calls per request.
     func waitForInputOnKeptConnection(wakeFD: Int32, idleMilliseconds: Int32) -> Bool {
         withUnsafeTemporaryAllocation(of: pollfd.self, capacity: 2) { fds in
-            fds[0] = pollfd(fd: request.pointee.ipcFd, events: Int16(POLLIN), revents: 0)
+            fds[0] = pollfd(fd: request.pointee.ipcFd, events: Int16(POLLIN) | Self.peerClosedEvents, revents: 0)
             fds[1] = pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0)
             while true {
                 let ready = poll(fds.baseAddress!, 2, idleMilliseconds)
                 if ready < 0 && errno == EINTR { continue }
                 if ready == 0 { return false }  // idle too long
                 if ready < 0 { return true }  // let FCGX_Accept_r surface the problem
-                if fds[0].revents != 0 { return true }  // a request (or EOF) is waiting: serve it first
+                if fds[0].revents != 0 {
+                    // A request (or EOF) is waiting: serve it first, unless the peer has closed
+                    // with nothing left to read (a request sent before the close is still served).
+                    if fds[0].revents & (Int16(POLLHUP) | Self.peerClosedEvents) != 0 && peerClosedWithNothingToRead() {
+                        return false
+                    }
+                    return true
+                }
                 return false
             }
         }
     }
+
+    /// POLLRDHUP (Linux; not in Glibc's module map): the peer shut down its writing side. A unix
+    /// socket whose peer closed reports POLLHUP as well; a TCP one only this.
+    private static let peerClosedEvents: Int16 = 0x2000
+
+    /// True when reading the connection would give end-of-file at once (no byte waits before it).
+    private func peerClosedWithNothingToRead() -> Bool {
+        var byte: UInt8 = 0
+        while true {
+            let read = recv(request.pointee.ipcFd, &byte, 1, Int32(MSG_PEEK) | Int32(MSG_DONTWAIT))
+            if read < 0 && errno == EINTR { continue }
+            return read == 0
+        }
+    }
+
+    /// SOCK_CLOEXEC, which Linux defines as O_CLOEXEC.
+    private static let socketCloseOnExec = Int32(O_CLOEXEC)
 }
+
+/// `accept4(2)`, which Glibc's module map does not export: the accepted descriptor is
+/// close-on-exec from the start, without a separate `fcntl`.
+@_silgen_name("accept4")
+private func acceptCloseOnExec(
+    _ fd: Int32, _ address: UnsafeMutablePointer<sockaddr>?, _ length: UnsafeMutablePointer<socklen_t>?, _ flags: Int32
+) -> Int32

@@ -7,6 +7,8 @@ import Logging
 struct Worker: Sendable {
     let index: Int
     let listenFD: Int32
+    /// Whether accepted connections get TCP_NODELAY (false for a unix listener).
+    let setsNoDelay: Bool
     let wakeFD: Int32
     let maxBodyBytes: Int
     let allowedPeers: PeerAllowList
@@ -27,7 +29,8 @@ struct Worker: Sendable {
     /// Runs until shutdown has drained the listen queue (or the listener fails for good).
     func run(makeHandler: @Sendable (Int) -> (FastCGIRequest) -> FastCGIResponse) {
         let slot = RequestSlot(
-            listenFD: listenFD, readTimeoutSeconds: readTimeoutSeconds, writeTimeoutSeconds: writeTimeoutSeconds)
+            listenFD: listenFD, setsNoDelay: setsNoDelay, readTimeoutSeconds: readTimeoutSeconds,
+            writeTimeoutSeconds: writeTimeoutSeconds)
         let handler = makeHandler(index)
         logger.debug("FastCGI worker started")
         var failures = 0

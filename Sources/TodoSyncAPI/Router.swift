@@ -27,6 +27,10 @@ final class Router {
     }
 
     private var routes: [Route] = []
+    /// The routes without parameters by their path (`/` and the segments), in registration order:
+    /// a path that is one of these is matched by one hash lookup (no other route can own it, having
+    /// more parameters), not by comparing it with every route's segments.
+    private var literalRoutes: [String: [Route]] = [:]
 
     /// Every registered route, `(method, pattern, limit)` in registration order: the route table
     /// that nginx's method map, openapi.yaml and docs/API.md are checked against (RouteTableTests).
@@ -41,7 +45,12 @@ final class Router {
         let segments = pattern.split(separator: "/").map { part -> Segment in
             part.hasPrefix(":") ? .parameter : .literal(String(part))
         }
-        routes.append(Route(method: method, pattern: pattern, segments: segments, limit: limit, handler: handler))
+        let route = Route(method: method, pattern: pattern, segments: segments, limit: limit, handler: handler)
+        routes.append(route)
+        let literals = segments.compactMap { if case .literal(let literal) = $0 { literal } else { nil } }
+        if !segments.isEmpty && literals.count == segments.count {
+            literalRoutes["/" + literals.joined(separator: "/"), default: []].append(route)
+        }
     }
 
     /// HEAD is answered by the GET handler (nginx sends the headers only). When several
@@ -50,6 +59,23 @@ final class Router {
     func match(method: String, path: String) -> Match {
         let method = method == "HEAD" ? "GET" : method
         guard path.hasPrefix("/") else { return .notFound }
+        let best = literalRoutes[path]?.map { (route: $0, parameters: [String]()) } ?? bestMatches(path)
+        if let found = best.first(where: { $0.route.method == method }) {
+            return .found(found.route.handler, parameters: found.parameters, pattern: found.route.pattern,
+                          limit: found.route.limit)
+        }
+        guard !best.isEmpty else { return .notFound }
+        var allowed: [String] = []
+        for candidate in best {
+            allowed.append(candidate.route.method)
+            if candidate.route.method == "GET" { allowed.append("HEAD") }
+        }
+        return .methodNotAllowed(allowed: allowed)
+    }
+
+    /// The routes whose segments match `path`, those with the fewest parameters, in registration
+    /// order, each with its parameters' values.
+    private func bestMatches(_ path: String) -> [(route: Route, parameters: [String])] {
         let parts = path.split(separator: "/", omittingEmptySubsequences: false).dropFirst()
         var best: [(route: Route, parameters: [String])] = []
         var bestParameterCount = Int.max
@@ -70,16 +96,6 @@ final class Router {
             }
             best.append((route, parameters))
         }
-        if let found = best.first(where: { $0.route.method == method }) {
-            return .found(found.route.handler, parameters: found.parameters, pattern: found.route.pattern,
-                          limit: found.route.limit)
-        }
-        guard !best.isEmpty else { return .notFound }
-        var allowed: [String] = []
-        for candidate in best {
-            allowed.append(candidate.route.method)
-            if candidate.route.method == "GET" { allowed.append("HEAD") }
-        }
-        return .methodNotAllowed(allowed: allowed)
+        return best
     }
 }

@@ -494,9 +494,12 @@ enum SQL {
         /// A pull page: the next `limit + 1` rows after the cursor's position, by version (one
         /// range read of the clustered index). Tombstones at or below the third parameter are
         /// skipped (a first pull does not send deletions of records the client never had).
-        /// Columns: version, kind, record_id, device, parent_tags, body, deleted.
+        /// Columns: version, kind, record_id, device, deleted_at (read only as NULL or not),
+        /// parent_tags, body. Columns as stored, no expression: an expression is evaluated per
+        /// row by MariaDB (measured: `deleted_at IS NOT NULL`, or the row's facts packed into one
+        /// integer, cost it more than the columns they replace cost both sides).
         static let page = """
-            SELECT version, kind, record_id, device, parent_tags, body, deleted_at IS NOT NULL FROM sync_feed
+            SELECT version, kind, record_id, device, deleted_at, parent_tags, body FROM sync_feed
              WHERE user_id = ? AND version > ? AND (deleted_at IS NULL OR version > ?)
              ORDER BY version LIMIT ?
             """

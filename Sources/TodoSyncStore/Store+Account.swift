@@ -37,7 +37,7 @@ extension Store {
     public func changePassword(userID: Int64, token: String, _ input: PasswordChangeInput) throws {
         let checkedHash = try verifyAccountPassword(userID: userID, input.currentPassword, field: "currentPassword")
         let newHash = try withHashSlot { try configuration.passwordHasher.hash(input.newPassword) }
-        let tokenHash = BearerToken.hash(token)
+        let tokenHash = self.tokenHash(token)
         try guarded {
             try db.inSavepoint {
                 guard try db.queryOne(SQL.Account.lockToken, [.blob(tokenHash), .int(userID), .timestamp(Timestamp.now())])
@@ -53,7 +53,7 @@ extension Store {
     /// The user's valid sessions, newest first; `current` marks the presented token's.
     public func sessions(userID: Int64, token: String) throws -> [AccountSession] {
         try guarded {
-            try db.query(SQL.Account.sessions, [.blob(BearerToken.hash(token)), .int(userID), .timestamp(Timestamp.now())])
+            try db.query(SQL.Account.sessions, [.blob(tokenHash(token)), .int(userID), .timestamp(Timestamp.now())])
                 .map { row in
                     AccountSession(
                         id: row.string(0)!, createdAt: Timestamp.rfc3339(fromDatabaseText: row.string(1)!),
@@ -75,7 +75,7 @@ extension Store {
     /// `eraseDeletedAccounts` (`todosync purge`).
     public func deleteAccount(userID: Int64, token: String, _ input: AccountDeleteInput) throws {
         let checkedHash = try verifyAccountPassword(userID: userID, input.password, field: "password")
-        let tokenHash = BearerToken.hash(token)
+        let tokenHash = self.tokenHash(token)
         try guarded {
             try db.inSavepoint {
                 let now = Timestamp.now()

@@ -91,14 +91,14 @@ extension Store {
 
     /// Revokes a token at once.
     public func logout(token: String) throws {
-        try guarded { try db.execute(SQL.Tokens.delete, [.blob(BearerToken.hash(token))]) }
+        try guarded { try db.execute(SQL.Tokens.delete, [.blob(tokenHash(token))]) }
     }
 
     /// The user a bearer token belongs to, or nil when it is unknown, revoked or expired. Records
     /// the use (`lastUsedAt`) when the stored one is over a minute old.
     public func authenticate(token: String) throws -> Int64? {
         let now = Timestamp.now()
-        let tokenHash = BearerToken.hash(token)
+        let tokenHash = self.tokenHash(token)
         return try guarded {
             guard let row = try db.queryOne(SQL.Tokens.userForToken, [
                 Self.tokenUseStaleBefore(now), .blob(tokenHash), .timestamp(now),
@@ -126,7 +126,7 @@ extension Store {
 
     private func insertToken(_ token: String, userID: Int64, now: Timestamp) throws {
         try db.execute(SQL.Tokens.insert, [
-            .blob(BearerToken.hash(token)), .int(userID), .timestamp(now),
+            .blob(tokenHash(token)), .int(userID), .timestamp(now),
             .timestamp(now.adding(seconds: configuration.tokenLifetimeSeconds)),
         ])
     }

@@ -3,8 +3,9 @@ import TodoSyncCore
 
 /// One page of changes: the records' JSON as the change feed holds it, sorted into the contract's
 /// six arrays (each kind's `upserted` and `deleted`), ready to be spliced into the response. An
-/// older schema version's live records lose their newer fields once per array, where they lie,
-/// when the page is complete (`removeNewerFields`), not record by record.
+/// older schema version's live records lose their newer fields as they are copied in
+/// (`JSONMemberFilter.appendFlatObject`: the search stops at the last such field, the rest of the
+/// record is copied unscanned).
 public struct PullPage: Sendable {
     /// The contents (without brackets) of the arrays, indexed by `slot(kind, deleted)`.
     private var arrays: [[UInt8]] = Array(repeating: [], count: 6)
@@ -14,21 +15,24 @@ public struct PullPage: Sendable {
     public private(set) var recordCount = 0
     /// The schema version the page's records have (and the page names).
     public let schemaVersion: Int
-    /// The keys of the fields each kind's records have in the feed (the current version) but
-    /// not at `schemaVersion`, by `FeedKind` position.
-    private let hiddenKeys: [[[UInt8]]]
+    /// The fields each kind's records have in the feed (the current version) but not at
+    /// `schemaVersion`, as `JSONMemberFilter.memberPattern`s, by `FeedKind` position.
+    private let hiddenMembers: [[[UInt8]]]
+    /// The records the page may hold (parent tags aside): sizes the arrays.
+    private let limit: Int
 
-    init(cursor: SyncCursor, hasMore: Bool, schemaVersion: Int) {
+    init(cursor: SyncCursor, hasMore: Bool, schemaVersion: Int, limit: Int) {
         self.cursor = cursor
         self.hasMore = hasMore
         self.schemaVersion = schemaVersion
-        hiddenKeys = FeedKind.allCases.map { kind in
+        self.limit = limit
+        hiddenMembers = FeedKind.allCases.map { kind in
             let names = switch kind {
             case .tag: SchemaVersion.fieldsNewerThan(schemaVersion, todo: false)
             case .todo: SchemaVersion.fieldsNewerThan(schemaVersion, todo: true)
             case .dailyStat: [String]()
             }
-            return names.map { Array($0.utf8) }
+            return names.map(JSONMemberFilter.memberPattern)
         }
     }
 
@@ -36,31 +40,40 @@ public struct PullPage: Sendable {
         Int(kind.rawValue - 1) * 2 + (deleted ? 1 : 0)
     }
 
-    /// Appends a record (or tombstone) already encoded as JSON at the current schema version.
-    /// Within an array, records must come in version order.
+    /// Appends a record (or tombstone) encoded as JSON at the current schema version, without
+    /// the fields the page's version does not have. Within an array, records must come in
+    /// version order.
     mutating func append(_ kind: FeedKind, deleted: Bool, _ json: UnsafeRawBufferPointer) {
         let index = PullPage.slot(kind, deleted: deleted)
         recordCount += 1
-        if !arrays[index].isEmpty { arrays[index].append(UInt8(ascii: ",")) }
-        arrays[index].append(contentsOf: json)
-    }
-
-    /// Takes out of the live records the fields the page's version does not have (once, when
-    /// the page is complete: one pass over each array instead of a parser per record).
-    mutating func removeNewerFields() {
-        for kind in FeedKind.allCases where !hiddenKeys[Int(kind.rawValue - 1)].isEmpty {
-            let index = PullPage.slot(kind, deleted: false)
-            let kept = arrays[index].withUnsafeMutableBytes {
-                JSONMemberFilter.removeFromFlatObjects($0, keys: hiddenKeys[Int(kind.rawValue - 1)])
-            }
-            arrays[index].removeLast(arrays[index].count - kept)
+        if arrays[index].isEmpty {
+            // Room for the rest of the page at this record's size and a quarter more, up to 1 MiB
+            // (malloc's mmap threshold): an array that grows copies everything it holds
+            // (measured: the growth of a page's arrays copied twice its bytes).
+            arrays[index].reserveCapacity(min((json.count + 1) * max(limit - recordCount + 1, 1) * 5 / 4, 1 << 20))
+        } else {
+            arrays[index].append(UInt8(ascii: ","))
+        }
+        let hidden = deleted ? [] : hiddenMembers[Int(kind.rawValue - 1)]
+        if hidden.isEmpty {
+            arrays[index].append(contentsOf: json)
+        } else {
+            JSONMemberFilter.appendFlatObject(json, removing: hidden, to: &arrays[index])
         }
     }
 
     /// The contract's pull response body.
     public var jsonBody: [UInt8] {
+        var tail = JSONWriter(reservingCapacity: 120)
+        tail.beginObject()
+        tail.field("cursor", cursor.encoded)
+        tail.field("hasMore", hasMore)
+        tail.field("schemaVersion", schemaVersion)
+        tail.endObject()
+        // Exactly sized (the keys and brackets take 128 bytes): had the tail not fitted, the last
+        // append would have copied the whole page once more.
         var bytes: [UInt8] = []
-        bytes.reserveCapacity(arrays.reduce(200) { $0 + $1.count })
+        bytes.reserveCapacity(arrays.reduce(tail.bytes.count + 128) { $0 + $1.count })
         bytes.append(contentsOf: #"{"changes":{"#.utf8)
         for kind in FeedKind.allCases {
             if kind != .tag { bytes.append(UInt8(ascii: ",")) }
@@ -71,12 +84,6 @@ public struct PullPage: Sendable {
             bytes.append(contentsOf: arrays[PullPage.slot(kind, deleted: true)])
             bytes.append(contentsOf: "]}".utf8)
         }
-        var tail = JSONWriter(reservingCapacity: 120)
-        tail.beginObject()
-        tail.field("cursor", cursor.encoded)
-        tail.field("hasMore", hasMore)
-        tail.field("schemaVersion", schemaVersion)
-        tail.endObject()
         bytes.append(contentsOf: "},".utf8)
         bytes.append(contentsOf: tail.bytes.dropFirst())  // `"cursor":…}` closes the body
         return bytes
@@ -135,7 +142,7 @@ extension Store {
                 var page = PullPage(
                     cursor: SyncCursor(position: position, skipTombstonesThrough: skipThrough, userID: userID,
                                        epoch: epoch),
-                    hasMore: false, schemaVersion: schemaVersion)
+                    hasMore: false, schemaVersion: schemaVersion, limit: limit)
                 var rows = 0
                 var lastVersion = position
                 var parents = ParentTags()
@@ -145,19 +152,18 @@ extension Store {
                     guard rows <= limit else { return page.hasMore = true }
                     lastVersion = try row.int64(0)!
                     let kind = FeedKind(rawValue: try row.int64(1)!)!
-                    let deleted = try row.bool(6)!
+                    let deleted = !row.isNull(4)
                     if kind == .tag { parents.held(try row.int64(2)!) }
                     // Left out: the pulling device made this version itself.
                     if device != 0, try row.int64(3) == device { return }
-                    _ = try row.withBytes(5) { page.append(kind, deleted: deleted, $0) }
-                    if !deleted { _ = try row.withBytes(4) { parents.referenced($0) } }
+                    _ = try row.withBytes(6) { page.append(kind, deleted: deleted, $0) }
+                    if !deleted { _ = try row.withBytes(5) { parents.referenced($0) } }
                 }
                 // At the end, jump to the snapshot: what lies between is only skipped tombstones.
                 page.cursor = SyncCursor(
                     position: page.hasMore ? lastVersion : max(lastVersion, snapshotVersion),
                     skipTombstonesThrough: skipThrough, userID: userID, epoch: epoch)
                 try addParentTags(parents.missing, to: &page, after: position, userID: userID, device: device)
-                page.removeNewerFields()
                 return page
             }
         }
@@ -188,12 +194,12 @@ extension Store {
 
 /// The tags a page refers to and the tags it holds, in order of first reference.
 private struct ParentTags {
-    private var seen: Set<Int64> = []
+    private var seen = IDSet()
     private(set) var missing: [Int64] = []
 
     /// A tag in the page (sent, or held by the pulling device).
     mutating func held(_ id: Int64) {
-        if !seen.insert(id).inserted { missing.removeAll { $0 == id } }
+        if !seen.insert(id) { missing.removeAll { $0 == id } }
     }
 
     /// The comma-separated tag ids of a feed row's `parent_tags`.
@@ -214,6 +220,37 @@ private struct ParentTags {
     }
 
     private mutating func add(_ id: Int64) {
-        if seen.insert(id).inserted { missing.append(id) }
+        if seen.insert(id) { missing.append(id) }
+    }
+}
+
+/// A set of record ids (positive) for ParentTags, which asks it once per tag reference of every
+/// row: open addressing with a multiplicative hash, where `Set<Int64>`'s seeded SipHash was 5 % of
+/// a page's instructions.
+struct IDSet {
+    private var slots = [Int64](repeating: 0, count: 64)  // 0: empty
+    private var count = 0
+    private var shift = 64 - 6
+
+    /// Inserts `id`; false when it was there already.
+    mutating func insert(_ id: Int64) -> Bool {
+        let mask = slots.count - 1
+        var index = Int(truncatingIfNeeded: (UInt64(bitPattern: id) &* 0x9E37_79B9_7F4A_7C15) >> UInt64(shift))
+        while slots[index] != 0 {
+            if slots[index] == id { return false }
+            index = (index + 1) & mask
+        }
+        slots[index] = id
+        count += 1
+        if count * 2 > slots.count { grow() }
+        return true
+    }
+
+    private mutating func grow() {
+        let old = slots
+        slots = [Int64](repeating: 0, count: old.count * 2)
+        count = 0
+        shift -= 1
+        for id in old where id != 0 { _ = insert(id) }
     }
 }

@@ -56,7 +56,7 @@ extension Store {
         case .user(let userID):
             (sql, ownerParameters) = (userSQL, [.int(userID)])
         case .token(let token):
-            (sql, ownerParameters) = (tokenSQL, [Self.tokenUseStaleBefore(now), .blob(BearerToken.hash(token)),
+            (sql, ownerParameters) = (tokenSQL, [Self.tokenUseStaleBefore(now), .blob(tokenHash(token)),
                                                  .timestamp(now)])
         }
         return try guarded {
@@ -82,7 +82,7 @@ extension Store {
                     guard let id = try authenticate(token: token) else { throw DomainError.unauthenticated }
                     userID = id
                 } else if tokenUseStale {
-                    touchToken(hash: BearerToken.hash(token), now: now)
+                    touchToken(hash: tokenHash(token), now: now)
                 }
             }
             items.endArray()

@@ -21,13 +21,15 @@ public final class TokenOwners: Sendable {
         self.capacity = capacity
     }
 
-    func owner(of token: String) -> Int64? {
-        let hash = BearerToken.hash(token)
-        return owners.withLock { $0[hash] }
+    func owner(ofHash hash: [UInt8]) -> Int64? {
+        owners.withLock { $0[hash] }
     }
 
     func remember(_ token: String, owner: Int64) {
-        let hash = BearerToken.hash(token)
+        remember(hash: BearerToken.hash(token), owner: owner)
+    }
+
+    func remember(hash: [UInt8], owner: Int64) {
         owners.withLock {
             if $0.count >= capacity { $0.removeAll(keepingCapacity: true) }
             $0[hash] = owner
@@ -48,11 +50,12 @@ extension Store {
     /// checked in the database (one primary-key lookup, as `authenticate(token:)`) and
     /// remembered. Nil when the token is unknown, revoked or expired.
     public func owner(ofToken token: String) throws -> TokenOwner? {
-        if let userID = configuration.tokenOwners.owner(of: token) {
+        let hash = tokenHash(token)
+        if let userID = configuration.tokenOwners.owner(ofHash: hash) {
             return TokenOwner(userID: userID, verified: false)
         }
         guard let userID = try authenticate(token: token) else { return nil }
-        configuration.tokenOwners.remember(token, owner: userID)
+        configuration.tokenOwners.remember(hash: hash, owner: userID)
         return TokenOwner(userID: userID, verified: true)
     }
 }

@@ -21,10 +21,22 @@ public final class Store {
     /// after them), nil while none changed anything: what a live-sync poke announces once the
     /// outermost transaction has committed (`Application`). Reset per request by the API layer.
     public var changedVersion: Int64?
+    /// The bearer token this worker hashed last, and its SHA-256 (`tokenHash(_:)`).
+    private var lastTokenHash: (token: String, hash: [UInt8])?
 
     public init(connection: Connection, configuration: StoreConfiguration = StoreConfiguration()) {
         self.db = connection
         self.configuration = configuration
+    }
+
+    /// `BearerToken.hash(token)`, computed once for the token's consecutive uses: a request hashes
+    /// its token for its account's in-flight count (`owner(ofToken:)`) and again for its route's
+    /// token check, and a client sends the same token request after request.
+    func tokenHash(_ token: String) -> [UInt8] {
+        if let last = lastTokenHash, last.token == token { return last.hash }
+        let hash = BearerToken.hash(token)
+        lastTokenHash = (token, hash)
+        return hash
     }
 
     /// Whether the database answers.

@@ -273,6 +273,35 @@ final class FastCGIServerRequestTests: XCTestCase {
         }
     }
 
+    /// The worker closes a kept connection itself once the peer has closed it with nothing left
+    /// to read (nginx after every response), freeing the worker at once; a request the peer sent
+    /// right before shutting down its side is still served first.
+    func testAKeptConnectionsPeerCloseFreesTheWorkerButALastRequestIsServed() throws {
+        let server = try startServer(workers: 1, readDeadlineSeconds: 5) { _ in
+            { request in FastCGIResponse(body: Array(request.path.utf8)) }
+        }
+        let client = try FastCGITestClient.connect(to: server.socketPath)
+        defer { client.close() }
+        try client.write(FastCGITestClient.encodeRequest(
+            requestID: 1, params: [("REQUEST_URI", Array("/first".utf8))], body: [], keepConnection: true))
+        XCTAssertEqual(try client.readReply(requestID: 1).parsed().body, Array("/first".utf8))
+        try client.write(FastCGITestClient.encodeRequest(
+            requestID: 2, params: [("REQUEST_URI", Array("/last".utf8))], body: [], keepConnection: true))
+        _ = shutdown(client.fd, Int32(SHUT_WR))
+        XCTAssertEqual(try client.readReply(requestID: 2).parsed().body, Array("/last".utf8))
+        XCTAssertTrue(client.serverClosedConnection())
+
+        let closing = try FastCGITestClient.connect(to: server.socketPath)
+        try closing.write(FastCGITestClient.encodeRequest(
+            params: [("REQUEST_URI", Array("/kept".utf8))], body: [], keepConnection: true))
+        _ = try closing.readReply()
+        closing.close()
+        let t0 = Date()
+        let reply = try FastCGITestClient.send(to: server.socketPath, params: [("REQUEST_URI", "/next")])
+        XCTAssertEqual(try reply.parsed().body, Array("/next".utf8))
+        XCTAssertLessThan(Date().timeIntervalSince(t0), 1, "the single worker waited on a closed connection")
+    }
+
     /// A kept connection that sends nothing after its response is closed after the deadline
     /// instead of parking the worker (nginx keeps no idle upstream connection).
     func testAnIdleKeptConnectionIsClosedAfterTheDeadline() throws {

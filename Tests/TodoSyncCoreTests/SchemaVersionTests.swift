@@ -58,4 +58,23 @@ final class SchemaVersionTests: XCTestCase {
                        #"{"b":"\\\"\\\\","c":1}"#)
         XCTAssertEqual(JSONMemberFilter.members(of: backslashes).map(\.key), ["a", "b", "c"])
     }
+
+    /// The pull page's filter (keys in the object's order, the search stopping at the last one)
+    /// makes the bytes of the parsing filter for every set of keys of a flat object, appended
+    /// after what the array already holds.
+    func testTheFlatObjectFilterEqualsTheParsingFilterForEveryKeySet() {
+        let object = Array(#"{"a":"x\",\"b\":1","b":2,"c":"\\","d":null,"e":"\"e\":"}"#.utf8)
+        let keys = ["a", "b", "c", "d", "e"]
+        for mask in 0..<(1 << keys.count) {
+            var chosen = keys.indices.filter { mask & (1 << $0) != 0 }.map { keys[$0] }
+            if mask % 3 == 0 { chosen.insert("zz", at: chosen.count / 2) }  // a key the object lacks
+            var bytes = Array("[".utf8)
+            object.withUnsafeBytes {
+                JSONMemberFilter.appendFlatObject($0, removing: chosen.map(JSONMemberFilter.memberPattern), to: &bytes)
+            }
+            XCTAssertEqual(String(decoding: bytes, as: UTF8.self),
+                           "[" + String(decoding: JSONMemberFilter.removing(chosen, from: object), as: UTF8.self),
+                           "\(chosen)")
+        }
+    }
 }

@@ -6,8 +6,8 @@ import XCTest
 @testable import TodoSyncStore
 
 /// A pull page's body must be, byte for byte, the page the contract's rules make from the feed's
-/// rows one record at a time (the oracle below, with the per-record member filter, which is how
-/// pages were rendered before an older version's fields were removed once per array): the same
+/// rows one record at a time (the oracle below, with the member filter that parses each record,
+/// `JSONMemberFilter.removing`, where pages search each record only up to its newer fields): the same
 /// records in the same arrays and order, the same parent tags after the page's tags, the same
 /// cursor and `hasMore`, for every page of a pull, with and without a device and at every
 /// schema version.
@@ -123,5 +123,17 @@ final class PullPageTests: StoreTestCase {
                 }
             }
         }
+    }
+}
+
+/// The page's set of tag ids (parent tags) across its growth: every id once, in any order.
+final class IDSetTests: XCTestCase {
+    func testEveryIDIsInsertedOnceAcrossGrowth() {
+        var set = IDSet()
+        var ids = (1...5_000).map { Int64($0) * 7919 } + [1, Int64.max, 1 << 40]
+        ids.shuffle()
+        for id in ids { XCTAssertTrue(set.insert(id), "\(id)") }
+        ids.shuffle()
+        for id in ids { XCTAssertFalse(set.insert(id), "\(id)") }
     }
 }

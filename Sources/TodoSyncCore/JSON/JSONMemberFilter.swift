@@ -33,41 +33,38 @@ public enum JSONMemberFilter {
         bytes.append(UInt8(ascii: "}"))
     }
 
-    /// Removes the members named in `keys` from `objects`, flat compact objects separated by
-    /// commas (a pull page's array of tags or todos as the database concatenated it), moving what
-    /// stays to the front; returns the new length. The same bytes as ``append(_:removing:to:)`` on
-    /// each object, without parsing them: in `JSONWriter`'s compact JSON a quote inside a string
-    /// is always escaped, so `"<key>":` can only be a member's key, and in a flat object (records
-    /// are: no value is an object or array) every key is a top-level member. Each match is found
-    /// with `memchr` (the colons), and its value skipped with `memchr` when it is a string.
-    public static func removeFromFlatObjects(_ objects: UnsafeMutableRawBufferPointer, keys: [[UInt8]]) -> Int {
-        guard let base = objects.baseAddress, !keys.isEmpty else { return objects.count }
-        let count = objects.count
-        var cuts: [Range<Int>] = []
-        for key in keys {
-            let pattern = [UInt8(ascii: "\"")] + key + [UInt8(ascii: "\""), UInt8(ascii: ":")]
-            var from = 0
-            while let at = find(pattern, in: UnsafeRawBufferPointer(objects), from: from) {
-                let end = min(endOfValue(UnsafeRawBufferPointer(objects), from: at + pattern.count), objects.count)
-                // The member with the comma before it, or, for a first member, the one after it.
-                if at > 0, objects[at - 1] == UInt8(ascii: ",") {
-                    cuts.append((at - 1)..<end)
-                } else {
-                    cuts.append(at..<(end < count && objects[end] == UInt8(ascii: ",") ? end + 1 : end))
-                }
-                from = end
-            }
+    /// How ``appendFlatObject(_:removing:to:)`` names a member: its key in quotes and the colon.
+    public static func memberPattern(_ key: String) -> [UInt8] {
+        [UInt8(ascii: "\"")] + Array(key.utf8) + [UInt8(ascii: "\""), UInt8(ascii: ":")]
+    }
+
+    /// Appends `object`, one flat compact object, to `bytes` without the members named by
+    /// `patterns` (``memberPattern(_:)``), given in the order the object has them (the order of
+    /// `SchemaVersion.fieldsNewerThan`). The same bytes as ``append(_:removing:to:)``, without
+    /// parsing the object: in `JSONWriter`'s compact JSON a quote inside a string is always
+    /// escaped, so `"<key>":` can only be a member's key, and in a flat object (records are: no
+    /// value is an object or array) every key is a top-level member, written once. Each key is
+    /// found with `memchr` (the colons) from where the previous one ended, and the search stops
+    /// there: the rest of the object is copied, not scanned. Its value is skipped with `memchr`
+    /// when it is a string. What stays goes in with at most `patterns.count + 1` copies.
+    public static func appendFlatObject(_ object: UnsafeRawBufferPointer, removing patterns: [[UInt8]],
+                                        to bytes: inout [UInt8]) {
+        let count = object.count
+        var kept = 0  // where the bytes not yet appended start
+        var from = 0
+        for pattern in patterns {
+            guard let at = find(pattern, in: object, from: from) else { continue }
+            let end = min(endOfValue(object, from: at + pattern.count), count)
+            // The member with the comma before it, or, for the first member left (the comma before
+            // it, if any, went with a member already cut), the one after it.
+            let cut = at > kept && object[at - 1] == UInt8(ascii: ",")
+                ? (at - 1)..<end : at..<(end < count && object[end] == UInt8(ascii: ",") ? end + 1 : end)
+            let keptEnd = max(cut.lowerBound, kept)
+            if keptEnd > kept { bytes.append(contentsOf: UnsafeRawBufferPointer(rebasing: object[kept..<keptEnd])) }
+            kept = max(cut.upperBound, kept)
+            from = end
         }
-        if cuts.isEmpty { return count }
-        cuts.sort { $0.lowerBound < $1.lowerBound }
-        var length = cuts[0].lowerBound
-        for (index, cut) in cuts.enumerated() {
-            let next = index + 1 < cuts.count ? cuts[index + 1].lowerBound : count
-            let kept = next - cut.upperBound
-            if kept > 0 { (base + length).copyMemory(from: base + cut.upperBound, byteCount: kept) }
-            length += kept
-        }
-        return length
+        bytes.append(contentsOf: UnsafeRawBufferPointer(rebasing: object[kept..<count]))
     }
 
     /// Where `pattern` (ending in a colon) first occurs in `json` at or after `from`: the colons
