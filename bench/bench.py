@@ -73,7 +73,7 @@ PUSH_ROUNDS = env_int("BENCH_PUSH_ROUNDS", 3)
 # Targets (issue 11): ratios to the PHP peer measured in the same run, plain and gzip.
 TARGET_PEER_RATIO = 2.5          # pull pages of 500 and GET todos by date, each >= 2.5x the peer
 TARGET_BIG_PULL_S = 0.5          # first full pull of a user with BIG_USER_RECORDS (65,000) records
-TARGET_PUSH_OPS = 5000           # push operations/s with the change feed maintained
+TARGET_PUSH_OPS = 6000           # push operations/s with the feed and stats maintained (issue 25; was 5,000)
 TARGET_RSS_MB = 64
 TARGET_CEILING_FRACTION = 0.8    # GET todos by date >= 80 % of ceiling 2 (issue 25)
 
