@@ -27,10 +27,16 @@ extension Connection {
     /// e.g. the same per-user version taken on two nodes). A genuine duplicate fails the same way
     /// on every run and is thrown after the last one.
     ///
+    /// With `readOnly`, the transaction is `START TRANSACTION READ ONLY` (a write in the body
+    /// fails with 1792), and a connection lost during its COMMIT is not an unknown outcome: the
+    /// body's reads all came from one consistent snapshot and there was nothing to apply, so the
+    /// value is returned (the next statement opens a new connection).
+    ///
     /// The body must have no side effects outside the database, and must not call
     /// `inTransaction` again (precondition); use ``inSavepoint(_:)`` for nesting.
     @discardableResult
-    public func inTransaction<T>(maxAttempts: Int? = nil, _ body: () throws -> T) throws -> T {
+    public func inTransaction<T>(maxAttempts: Int? = nil, readOnly: Bool = false,
+                                 _ body: () throws -> T) throws -> T {
         let maxAttempts = maxAttempts ?? configuration.transactionAttempts
         assertConfined()
         guard case .inactive = transaction else {
@@ -39,7 +45,7 @@ extension Connection {
         var attempt = 0
         while true {
             attempt += 1
-            try beginTransaction()
+            try beginTransaction(readOnly: readOnly)
             lastLossWasSlow = false
             let value: T
             do {
@@ -72,6 +78,7 @@ extension Connection {
                 // A deadlock at COMMIT is how Galera reports a failed certification: nothing
                 // was applied anywhere, so the whole body runs again.
                 abandonTransaction()
+                if readOnly, error.isConnectionError { return value }
                 if error.isConnectionError, !error.isOutsidePrimaryComponent {
                     // (A Galera node outside the primary component replicated nothing: that
                     // COMMIT certainly failed, like a 1047.)
@@ -131,13 +138,13 @@ extension Connection {
 
     /// START TRANSACTION, on a new connection if needed; retried once if the connection
     /// turns out to be dead (nothing can have been applied).
-    private func beginTransaction() throws(DatabaseError) {
+    private func beginTransaction(readOnly: Bool) throws(DatabaseError) {
         var attempt = 0
         while true {
             attempt += 1
             try ensureConnected()
             do {
-                try runControlStatement("START TRANSACTION")
+                try runControlStatement(readOnly ? "START TRANSACTION READ ONLY" : "START TRANSACTION")
                 transaction = .active
                 savepointDepth = 0
                 return

@@ -41,7 +41,7 @@ extension Store {
     /// the same version, deletion time, device, parent tags and JSON bytes. Empty when equal.
     public func checkFeed(userID: Int64) throws -> [FeedProblem] {
         try guarded {
-            try db.inTransaction {
+            try db.inTransaction(readOnly: true) {
                 let fromTables = try renderFromTables(userID: userID)
                 var expected: [String: FeedEntry] = [:]
                 for entry in fromTables.entries { expected[key(entry.kind, entry.recordID)] = entry }

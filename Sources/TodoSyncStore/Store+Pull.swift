@@ -110,7 +110,7 @@ extension Store {
     public func pull(userID: Int64, cursor: SyncCursor?, limit: Int, deviceID: String? = nil,
                      schemaVersion: Int = SchemaVersion.current) throws -> PullPage {
         let page = try guarded {
-            try db.inTransaction {
+            try db.inTransaction(readOnly: true) {
                 // The first read fixes the snapshot that every query below sees.
                 guard let state = try db.queryOne(SQL.Pull.syncState, [.text(deviceID ?? ""), .int(userID)]) else {
                     throw DomainError.unauthenticated

@@ -132,7 +132,7 @@ extension Store {
         -> (version: Int64, epoch: UInt64, readAt: Timestamp) {
         var stopped: Error?
         return try guarded {
-            try db.inTransaction(maxAttempts: 1) { () throws -> (Int64, UInt64, Timestamp) in
+            try db.inTransaction(maxAttempts: 1, readOnly: true) { () throws -> (Int64, UInt64, Timestamp) in
                 let readAt = Timestamp.now()
                 // The first read fixes the snapshot that the feed read below sees.
                 guard let state = try db.queryOne(SQL.Pull.syncState, [.text(""), .int(userID)]) else {

@@ -153,6 +153,38 @@ final class TransactionTests: XCTestCase {
         XCTAssertEqual(try balances(), [100, 100], "the killed session's transaction was rolled back")
     }
 
+    /// A read-only transaction has nothing whose outcome could be unknown: when its COMMIT meets
+    /// a lost connection, what the body read (one consistent snapshot) is returned, not an
+    /// unknown outcome (that became a 504 `outcome_unknown` for a GET of sync/pull when MariaDB
+    /// stopped as its COMMIT was sent), and the next statement opens a new connection.
+    func testConnectionLostAtCommitOfAReadOnlyTransactionReturnsWhatWasRead() throws {
+        let admin = Connection(configuration: try TestDatabase.configuration())
+        var runs = 0
+        let read = try db.inTransaction(readOnly: true) { () throws -> Int64? in
+            runs += 1
+            let balance = try db.queryOne("SELECT balance FROM tx_accounts WHERE id = 1")?.int64(0)
+            try TestDatabase.kill(db, from: admin)
+            return balance
+        }
+        XCTAssertEqual(read, 100)
+        XCTAssertEqual(runs, 1)
+        XCTAssertFalse(db.isInTransaction)
+        XCTAssertEqual(try balances(), [100, 100], "a new connection serves the next statement")
+    }
+
+    /// A write inside a read-only transaction is refused by the server (1792), so `readOnly`
+    /// cannot hide a write's unknown outcome.
+    func testReadOnlyTransactionRefusesWrites() throws {
+        XCTAssertThrowsError(
+            try db.inTransaction(readOnly: true) {
+                try db.execute("UPDATE tx_accounts SET balance = balance - 30 WHERE id = 1")
+            }
+        ) { error in
+            XCTAssertEqual((error as? DatabaseError)?.code, 1792, "\(error)")
+        }
+        XCTAssertEqual(try balances(), [100, 100])
+    }
+
     /// A connection lost before COMMIT is a plain lost connection: nothing was applied, and the
     /// body runs again on a new connection.
     func testConnectionLostBeforeCommitIsRetriedAsAWhole() throws {
