@@ -18,7 +18,8 @@
 #                            deadline = start + floor((k-1)*DAYS/N) (about N/DAYS todos a day),
 #                            created_at in the days before the deadline (distinct, so ordering is
 #                            meaningful), a quarter without clientId, 80% tagged, 60% completed
-#   users.change_seq         T + N (the highest version; also users.live_records, the live count)
+#   users.change_seq         T + N (the highest version; also users.live_records, the live count);
+#   users.tag_seq            T (the highest tag version, Sql/024)
 # then `todosync recompute-stats` computes every daily stat through the app's own write path
 # (versions continue from change_seq), `todosync rebuild-feed` renders the sync change feed of
 # the rows loaded by SQL, and ANALYZE TABLE refreshes index statistics.
@@ -72,10 +73,10 @@ chunk_users=$(((100000 + N - 1) / N))
 ((chunk_users >= 1)) || chunk_users=1
 sql="SET unique_checks = 0;"
 sql+="
-INSERT INTO users (id, email, email_key, password_hash, change_seq, live_records, created_at)
+INSERT INTO users (id, email, email_key, password_hash, change_seq, live_records, tag_seq, created_at)
 SELECT seq, CONCAT('bench', seq, '@example.com'), CONCAT('bench', seq, '@example.com'),
        '\$argon2id\$v=19\$m=19456,t=2,p=1\$YmVuY2hzYWx0YmVuY2g\$bm90LWEtcmVhbC1oYXNoLWJlbmNoLW9ubHktMDAwMDA',
-       $T + $N, $T + $N, TIMESTAMP('$START') - INTERVAL 60 DAY
+       $T + $N, $T + $N, $T, TIMESTAMP('$START') - INTERVAL 60 DAY
   FROM seq_1_to_$U;
 INSERT INTO auth_tokens (token_hash, user_id, created_at, expires_at)
 SELECT UNHEX(SHA2(CONCAT('bench-$SALT-', seq), 256)), seq, NOW(3), NOW(3) + INTERVAL 30 DAY FROM seq_1_to_$U;
@@ -132,8 +133,8 @@ BIG_TODOS=$((BIG - T - D))
 if ((BIG > 0 && BIG_TODOS > 0)); then
     B=$((U + 1))
     sql+="
-INSERT INTO users (id, email, email_key, password_hash, change_seq, live_records, created_at)
-VALUES ($B, 'bench$B@example.com', 'bench$B@example.com', 'x', $T + $BIG_TODOS, $T + $BIG_TODOS, TIMESTAMP('$START') - INTERVAL 60 DAY);
+INSERT INTO users (id, email, email_key, password_hash, change_seq, live_records, tag_seq, created_at)
+VALUES ($B, 'bench$B@example.com', 'bench$B@example.com', 'x', $T + $BIG_TODOS, $T + $BIG_TODOS, $T, TIMESTAMP('$START') - INTERVAL 60 DAY);
 INSERT INTO auth_tokens (token_hash, user_id, created_at, expires_at)
 VALUES (UNHEX(SHA2(CONCAT('bench-$SALT-', $B), 256)), $B, NOW(3), NOW(3) + INTERVAL 30 DAY);"
     if ((T > 0)); then

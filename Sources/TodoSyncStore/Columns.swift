@@ -180,6 +180,9 @@ enum UserColumn: Int, TableColumns {
     case quotaRecords, quotaOperationsPerHour, liveRecords, quotaStoredBytesPerHour
     /// When the account was deleted (Sql/022): unreachable at once, erased by `todosync purge`.
     case deletedAt
+    /// At least the version of every tag of the user, live or deleted (Sql/024): a pull page
+    /// starting at or above it skips its parent-tag lookup.
+    case tagSeq
 
     var sqlName: String {
         switch self {
@@ -195,6 +198,7 @@ enum UserColumn: Int, TableColumns {
         case .liveRecords: "live_records"
         case .quotaStoredBytesPerHour: "quota_stored_bytes_per_hour"
         case .deletedAt: "deleted_at"
+        case .tagSeq: "tag_seq"
         }
     }
 

@@ -25,9 +25,12 @@ enum SQL {
                    COALESCE(quota_stored_bytes_per_hour, ?)
               FROM users WHERE id = ? AND deleted_at IS NULL FOR UPDATE
             """
-        /// Stores the last version the transaction handed out and the change in live records
-        /// (while still holding the lock). Parameters: sequence, live-record delta, user.
-        static let saveChangeSequence = "UPDATE users SET change_seq = ?, live_records = live_records + ? WHERE id = ?"
+        /// Stores the last version the transaction handed out, the change in live records and the
+        /// highest version it gave a tag (0: none; `tag_seq` never goes down, Sql/024), while still
+        /// holding the lock. Parameters: sequence, live-record delta, tag version, user.
+        static let saveChangeSequence = """
+            UPDATE users SET change_seq = ?, live_records = live_records + ?, tag_seq = GREATEST(tag_seq, ?) WHERE id = ?
+            """
     }
 
     /// The failed-login throttle, one row per email key (SHA-256 of the NFC lower-cased email),
@@ -461,10 +464,11 @@ enum SQL {
     /// Pull reads the change feed (`Feed`); this is its per-user state.
     enum Pull {
         /// The user's sync state, the number of the pulling device (NULL: none, or a device that
-        /// never pushed), the database's epoch, and whether the user's feed still waits for its
-        /// back-fill. Parameters: device key ('' without a deviceId), user id.
+        /// never pushed), the database's epoch, whether the user's feed still waits for its
+        /// back-fill, and the user's latest tag version (a page starting at or above it needs no
+        /// parent-tag lookup, Sql/024). Parameters: device key ('' without a deviceId), user id.
         static let syncState = """
-            SELECT u.change_seq, u.purged_through, d.id, e.epoch, q.user_id IS NOT NULL
+            SELECT u.change_seq, u.purged_through, d.id, e.epoch, q.user_id IS NOT NULL, u.tag_seq
               FROM users u JOIN sync_epoch e ON e.id = 1
               LEFT JOIN sync_devices d ON d.user_id = u.id AND d.device_key = ?
               LEFT JOIN sync_feed_backfill q ON q.user_id = u.id
@@ -529,6 +533,8 @@ enum SQL {
             SELECT kind, record_id, version, deleted_at, device, parent_tags, body FROM sync_feed WHERE user_id = ?
             """
         static let deleteOfUser = "DELETE FROM sync_feed WHERE user_id = ?"
+        /// The user's latest tag version as the write path keeps it (check-feed, Sql/024).
+        static let tagSequence = "SELECT tag_seq FROM users WHERE id = ?"
         static let purgeTombstones = "DELETE FROM sync_feed WHERE deleted_at IS NOT NULL AND deleted_at < ?"
 
         /// Every record of a user as the tables hold it, for rebuilding and checking the feed.

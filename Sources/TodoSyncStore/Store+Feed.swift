@@ -10,11 +10,12 @@ public struct FeedProblem: Sendable, CustomStringConvertible {
 extension Store {
     /// Renders the change feed and the todo list of one user afresh from the tables, replacing
     /// what they held, in one transaction under the user's write lock (so it cannot race a
-    /// write). Versions are kept. Returns the number of feed rows written.
+    /// write). Versions are kept; `users.tag_seq` is raised to the tags' highest version if below
+    /// it. Returns the number of feed rows written.
     @discardableResult
     public func rebuildFeed(userID: Int64) throws -> Int {
         try write(userID: userID, operations: 0) { transaction in
-            try rerender(userID: userID)
+            try rerender(in: transaction)
         }
     }
 
@@ -29,7 +30,7 @@ extension Store {
             if queued.isEmpty { return done }
             for userID in queued {
                 try write(userID: userID, operations: 0) { transaction in
-                    try rerender(userID: userID)
+                    try rerender(in: transaction)
                     try db.execute(SQL.Feed.backfillDone, [.int(userID)])
                 }
                 done += 1
@@ -38,7 +39,8 @@ extension Store {
     }
 
     /// Compares a user's feed with what the tables say it must hold: the same records, each with
-    /// the same version, deletion time, device, parent tags and JSON bytes. Empty when equal.
+    /// the same version, deletion time, device, parent tags and JSON bytes; and the user's
+    /// `tag_seq` at or above every tag's version. Empty when equal.
     public func checkFeed(userID: Int64) throws -> [FeedProblem] {
         try guarded {
             try db.inTransaction(readOnly: true) {
@@ -70,6 +72,14 @@ extension Store {
                 }
                 for name in expected.keys.sorted() { problem("\(name): in the tables but not in the feed") }
 
+                // A pull page skips its parent-tag lookup at or above users.tag_seq (Sql/024).
+                let tagSequence = try db.queryOne(SQL.Feed.tagSequence, [.int(userID)])?.int64(0) ?? 0
+                if let latest = fromTables.entries.filter({ $0.kind == .tag }).max(by: { $0.version < $1.version }),
+                   latest.version > tagSequence {
+                    problem("users.tag_seq \(tagSequence) is below \(key(.tag, latest.recordID))'s version "
+                            + "\(latest.version): a pull page may leave that parent tag out")
+                }
+
                 var listed = Dictionary(uniqueKeysWithValues: fromTables.listRows.map { ($0.id, $0) })
                 for row in try db.query(SQL.TodoList.ofUser, [.int(userID)]) {
                     let have = TodoListRow(id: row.int64(0)!, deadline: Day(row.string(1)!)!, isImportant: row.bool(2)!,
@@ -93,13 +103,16 @@ extension Store {
 
     private func key(_ kind: FeedKind, _ id: Int64) -> String { "\(kind) \(id)" }
 
-    /// Replaces the user's feed and list rows with ones rendered from the tables (in a write).
+    /// Replaces the user's feed and list rows with ones rendered from the tables, and notes the
+    /// tags' versions for `users.tag_seq` (written at the transaction's `finish()`).
     @discardableResult
-    private func rerender(userID: Int64) throws -> Int {
+    private func rerender(in transaction: WriteTransaction) throws -> Int {
+        let userID = transaction.userID
         try db.execute(SQL.Feed.deleteOfUser, [.int(userID)])
         try db.execute(SQL.TodoList.deleteOfUser, [.int(userID)])
         let batch = try renderFromTables(userID: userID)
         try batch.write(userID: userID, to: db, rebuilding: true)
+        for entry in batch.entries where entry.kind == .tag { transaction.tagVersioned(entry.version) }
         return batch.entries.count
     }
 

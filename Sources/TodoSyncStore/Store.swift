@@ -200,9 +200,19 @@ final class WriteTransaction {
     /// The change feed rows of the records this transaction wrote (see `FeedEntry`).
     private var feed = FeedBatch()
 
+    /// The highest version this transaction gave a tag or found on one (0: none): raises
+    /// `users.tag_seq` at `finish()`, which lets a pull page skip its parent-tag lookup (Sql/024).
+    private(set) var latestTagVersion: Int64 = 0
+
+    /// Notes a tag's version for `users.tag_seq`: every write of a tag, live or tombstone.
+    func tagVersioned(_ version: Int64) {
+        latestTagVersion = max(latestTagVersion, version)
+    }
+
     /// Records a tag's or todo's new state in the change feed. `derived`: the server made this
     /// change on its own (a todo un-tagged by a tag delete), so it carries no device.
     func changed(_ tag: Tag) {
+        tagVersioned(tag.version)
         feed.add(FeedEntry(tag, device: device))
     }
 
@@ -215,12 +225,14 @@ final class WriteTransaction {
     }
 
     /// Completes derived work before commit: daily stats, then the change feed of everything
-    /// written, then the user's change sequence.
+    /// written, then the user's change sequence (with the live records and latest tag version).
     func finish() throws {
         try DailyStatsRecomputer(transaction: self).run()
         try feed.write(userID: userID, to: db)
-        if changeSequence != initialChangeSequence || liveRecordsDelta != 0 {
-            try db.execute(SQL.Users.saveChangeSequence, [.int(changeSequence), .int(liveRecordsDelta), .int(userID)])
+        if changeSequence != initialChangeSequence || liveRecordsDelta != 0 || latestTagVersion != 0 {
+            try db.execute(SQL.Users.saveChangeSequence, [
+                .int(changeSequence), .int(liveRecordsDelta), .int(latestTagVersion), .int(userID),
+            ])
         }
     }
 }

@@ -67,6 +67,47 @@ final class FeedTests: StoreTestCase {
         XCTAssertEqual(try store.checkFeed(userID: userID).map(\.description), [])
     }
 
+    private func tagSequence() throws -> Int64? {
+        try db.queryOne("SELECT tag_seq FROM users WHERE id = ?", [.int(userID)])?.int64(0)
+    }
+
+    private func latestTagVersion() throws -> Int64? {
+        try db.queryOne("SELECT MAX(version) FROM tags WHERE user_id = ?", [.int(userID)])?.int64(0)
+    }
+
+    /// users.tag_seq (Sql/024) is the tags' highest version, the deleted tag's included (the push's
+    /// tag delete is the last tag write); check-feed reports it when below, rebuild-feed raises it.
+    func testTagSequenceIsTheLatestTagVersionAndCheckFeedFindsItBelowAndRebuildRaisesIt() throws {
+        try writeOfEveryKind()
+        let deleted = try db.queryOne("SELECT version FROM tags WHERE user_id = ? AND deleted_at IS NOT NULL", [.int(userID)])
+        XCTAssertEqual(try latestTagVersion(), deleted?.int64(0), "the deleted tag is the latest tag write")
+        XCTAssertEqual(try tagSequence(), try latestTagVersion())
+
+        try db.execute("UPDATE users SET tag_seq = tag_seq - 1 WHERE id = ?", [.int(userID)])
+        let problems = try store.checkFeed(userID: userID).map(\.description)
+        XCTAssertEqual(problems.count, 1, "\(problems)")
+        XCTAssertTrue(problems.first?.contains("users.tag_seq") == true, "\(problems)")
+
+        try store.rebuildFeed(userID: userID)
+        XCTAssertEqual(try tagSequence(), try latestTagVersion())
+        XCTAssertEqual(try store.checkFeed(userID: userID).map(\.description), [])
+    }
+
+    /// Migration 024's back-fill gives every user the highest version of their tags, deleted ones
+    /// included: what the write path keeps.
+    func testTheTagSequenceMigrationBackFillMatchesTheWritePath() throws {
+        try writeOfEveryKind()
+        let kept = try tagSequence()
+        XCTAssertEqual(kept, try latestTagVersion())
+        try db.execute("UPDATE users SET tag_seq = 0 WHERE id = ?", [.int(userID)])
+        let file = try String(contentsOf: StoreTestDatabase.sqlDirectory.appendingPathComponent("024_user_tag_sequence.sql"),
+                              encoding: .utf8)
+        let updates = Migrator.splitStatements(file).filter { $0.hasPrefix("UPDATE") }
+        XCTAssertEqual(updates.count, 1)
+        for statement in updates { try db.execute(statement + " AND u.id = \(userID)") }
+        XCTAssertEqual(try tagSequence(), kept)
+    }
+
     /// Migration 007's back-fill: a queued user's pull is 503 until `todosync migrate` has filled
     /// their feed from the tables; then it equals the tables.
     func testQueuedUsersAreBackFilledAndUnavailableUntilThen() throws {

@@ -87,7 +87,7 @@ final class PullPageTests: StoreTestCase {
         return (body, hasMore, page.last?.version ?? position)
     }
 
-    private func assertEveryPageEqualsTheOracle(start: SyncCursor?, limit: Int, deviceID: String?, schemaVersion: Int) throws {
+    fileprivate func assertEveryPageEqualsTheOracle(start: SyncCursor?, limit: Int, deviceID: String?, schemaVersion: Int) throws {
         let device = try deviceID.flatMap {
             try db.queryOne("SELECT id FROM sync_devices WHERE user_id = ? AND device_key = ?", [.int(userID), .text($0)])?.int64(0)
         } ?? 0
@@ -135,5 +135,67 @@ final class IDSetTests: XCTestCase {
         for id in ids { XCTAssertTrue(set.insert(id), "\(id)") }
         ids.shuffle()
         for id in ids { XCTAssertFalse(set.insert(id), "\(id)") }
+    }
+}
+
+/// The parent-tag lookup's skip (Sql/024): a page whose start is at or above the user's latest
+/// tag version (`users.tag_seq`) does not look parent tags up, and every page around that boundary
+/// is still the oracle's, with the tag that changed after the page's start.
+extension PullPageTests {
+    /// Prepared statements this connection has executed (the store's statements are all prepared).
+    private func statementsExecuted() throws -> Int64 {
+        Int64(try db.queryOne("SHOW SESSION STATUS LIKE 'Com_stmt_execute'")!.string(1)!)!
+    }
+
+    private func cursor(at position: Int64) throws -> SyncCursor {
+        let epoch = UInt64(bitPattern: try db.queryOne("SELECT epoch FROM sync_epoch WHERE id = 1")!.int64(0)!)
+        return SyncCursor(position: position, skipTombstonesThrough: position, userID: userID, epoch: epoch)
+    }
+
+    private func tags(of page: PullPage) throws -> [String] {
+        guard case .object(let top) = try JSONParser.parse(page.jsonBody), case .object(let changes)? = top["changes"],
+              case .object(let tags)? = changes["tags"], case .array(let live)? = tags["upserted"]
+        else { XCTFail("not a pull page"); return [] }
+        return live.map { record in
+            guard case .object(let tag) = record, case .string(let name)? = tag["name"] else { return "?" }
+            return name
+        }
+    }
+
+    func testATagChangedAfterTheStartComesWithThePageAndTheLookupIsSkippedFromTheLatestTagVersionOn() throws {
+        let work = try store.createTag(userID: userID, TagDraft(clientID: nil, name: "Work", color: "#112233")).record
+        let home = try store.createTag(userID: userID, TagDraft(clientID: nil, name: "Home", color: "#445566")).record
+        let first = try store.createTodo(userID: userID, TodoDraft(title: "a", tagID: work.id, deadline: Day("2026-05-01")!)).record
+        _ = try store.createTodo(userID: userID, TodoDraft(title: "b", tagID: home.id, deadline: Day("2026-05-02")!))
+        // The tags change after the todos that name them: their versions lie beyond those todos' pages.
+        _ = try store.updateTag(userID: userID, id: work.id, TagPatch(name: "Office"), ifMatch: nil)
+        let latestTag = try store.updateTag(userID: userID, id: home.id, TagPatch(color: "#000000"), ifMatch: nil).version
+        XCTAssertEqual(try db.queryOne("SELECT tag_seq FROM users WHERE id = ?", [.int(userID)])?.int64(0), latestTag)
+        // Todos naming the tags after their last change: their pages start at or above tag_seq.
+        let later = try store.createTodo(userID: userID, TodoDraft(title: "c", tagID: work.id, deadline: Day("2026-05-03")!)).record
+        _ = try store.createTodo(userID: userID, TodoDraft(title: "d", tagID: home.id, deadline: Day("2026-05-04")!))
+
+        // A device whose cursor precedes the first todo gets "Office" with that todo's page.
+        var before = try statementsExecuted()
+        let needed = try store.pull(userID: userID, cursor: try cursor(at: first.version - 1), limit: 1)
+        let lookedUp = try statementsExecuted() - before
+        XCTAssertEqual(try tags(of: needed), ["Office"], String(decoding: needed.jsonBody, as: UTF8.self))
+        XCTAssertTrue(needed.hasMore)
+
+        // From the latest tag version on, the page's todo names a tag the device holds: no lookup.
+        XCTAssertEqual(later.version, latestTag + 1, "the todo is the first record after the latest tag version")
+        before = try statementsExecuted()
+        let held = try store.pull(userID: userID, cursor: try cursor(at: latestTag), limit: 1)
+        XCTAssertEqual(try statementsExecuted() - before, lookedUp - 1, "the parent-tag lookup ran")
+        XCTAssertEqual(try tags(of: held), [], String(decoding: held.jsonBody, as: UTF8.self))
+
+        // Every page from every position around the boundary (tag_seq - 2 ... tag_seq + 2) and from
+        // the start, with and without a device, is the oracle's.
+        for position in [0] + Array((latestTag - 2)...(latestTag + 2)) {
+            for limit in [1, 2, 3] {
+                try assertEveryPageEqualsTheOracle(start: try cursor(at: position), limit: limit, deviceID: nil,
+                                                   schemaVersion: SchemaVersion.current)
+            }
+        }
     }
 }

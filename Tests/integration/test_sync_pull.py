@@ -400,6 +400,76 @@ def test_deleted_tag_never_dangles_between_pages(client):
     assert seen_tombstone
 
 
+def test_every_tag_write_path_keeps_parent_tags_in_pages_the_lookup_skip_spares(client, db):
+    """A page whose start is at or above `users.tag_seq` skips its parent-tag lookup (Sql/024), so
+    every write of a tag must raise it to the tag's version. A mixed history of tag creates,
+    renames, deletes (un-tagging todos) and a restore, through REST and push, each step ending in
+    a change of a tag after a todo that names it: after each step `tag_seq` is at least every
+    tag's version (deleted tags included), and a device that had pulled everything before the
+    step, pulling one record a page, gets the changed tag with the page of that todo."""
+    user = int(client.user["id"])
+    store = ClientStore()
+    pull_all(client, store)
+
+    def step(name: str, write) -> None:
+        pre_tags = dict(store.tags)
+        write()
+        run = pull_all(client, store, limit=1)
+        strict_completeness(run, pre_tags)
+        assert server_sets(store) == server_sets(fresh_state(client)), f"after {name}"
+        seq, latest = (int(x) for x in db(
+            f"SELECT u.tag_seq, (SELECT MAX(version) FROM tags t WHERE t.user_id = u.id) FROM users u WHERE u.id = {user}"
+        ).split())
+        assert seq >= latest, f"after {name}: tag_seq {seq} is below a tag's version {latest}"
+
+    def rename_rest(tag_id: int, name: str) -> None:
+        assert client.patch(f"/tags/{tag_id}", {"name": name}).status_code == 200
+
+    def rename_push(tag_id: int, name: str, **kw) -> None:
+        res = push(client, [synclib.op("tag", "update", id=tag_id, data={"name": name})], device="phone", **kw)
+        assert res[0]["status"] == "applied", res
+
+    def tagged_todo(tag_id: int, title: str) -> None:
+        client.create_todo(title, deadline="2031-10-08", tagId=tag_id, isCompleted=True)
+
+    rest_tag = {}
+    pushed_tag = {}
+
+    def rest_create_and_rename():
+        rest_tag.update(client.create_tag(name="rest"))
+        tagged_todo(rest_tag["id"], "a")
+        rename_rest(rest_tag["id"], "rest renamed")
+
+    def push_create_and_rename():
+        pushed_tag.update(push(client, [create_tag_op("pushed")], device="phone")[0]["record"])
+        tagged_todo(pushed_tag["id"], "b")
+        rename_push(pushed_tag["id"], "pushed renamed")
+
+    def push_rename_of_rest_tag():
+        tagged_todo(rest_tag["id"], "c")
+        rename_push(rest_tag["id"], "rest renamed by push")
+
+    def deletes():
+        tagged_todo(pushed_tag["id"], "d")
+        assert client.delete(f"/tags/{rest_tag['id']}").status_code == 204
+        res = push(client, [synclib.op("tag", "delete", id=pushed_tag["id"])], device="phone")
+        assert res[0]["status"] == "applied", res
+
+    def push_restore():
+        other = client.create_tag(name="other")
+        tagged_todo(other["id"], "e")
+        rename_push(pushed_tag["id"], "restored", policy="client-wins")
+        tagged_todo(pushed_tag["id"], "f")
+        rename_rest(other["id"], "other renamed")
+
+    for name, write in [("REST create and rename", rest_create_and_rename),
+                        ("push create and rename", push_create_and_rename),
+                        ("push rename of a REST tag", push_rename_of_rest_tag),
+                        ("REST and push deletes", deletes),
+                        ("push restore", push_restore)]:
+        step(name, write)
+
+
 def test_unchanged_parent_tag_not_resent(client):
     tag = client.create_tag(name="stable")
     todo = client.create_todo("x", deadline="2031-10-06", tagId=tag["id"])
