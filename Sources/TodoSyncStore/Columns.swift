@@ -29,9 +29,6 @@ extension TableColumns {
 
     /// Every column, in order, for a SELECT.
     static var selectList: String { allCases.map(\.sqlName).joined(separator: ", ") }
-
-    /// `(?, ?, …)`, one placeholder per column (a row of an INSERT that writes every column).
-    static var rowPlaceholders: String { "(" + allCases.map { _ in "?" }.joined(separator: ", ") + ")" }
 }
 
 extension RecordColumns {
@@ -205,7 +202,7 @@ enum UserColumn: Int, TableColumns {
     static let notDescribed: Set<String> = []
 }
 
-/// The columns of the change feed, `sync_feed` (Sql/007), in the order `SQL.Feed.upsert` writes
+/// The columns of the change feed, `sync_feed` (Sql/007), in the order `SQL.Feed.insert` writes
 /// them (`FeedEntry.values`).
 enum FeedColumn: Int, TableColumns {
     case userID, version, kind, recordID, deletedAt, device, parentTags, body

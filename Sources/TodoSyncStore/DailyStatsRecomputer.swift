@@ -96,7 +96,7 @@ struct DailyStatsRecomputer {
                 .int(version), .timestamp(now), .timestamp(now),
             ] + values(of: aggregate))
             transaction.changed(DailyStat(id: Int64(inserted.lastInsertID), date: day, content: content, version: version,
-                                          createdAt: now.rfc3339, updatedAt: now.rfc3339, deletedAt: nil))
+                                          createdAt: now.rfc3339, updatedAt: now.rfc3339, deletedAt: nil), isNew: true)
         case (var stat?, nil):
             guard stat.deletedAt == nil else {
                 if stored?.aggregate != aggregate { try saveAggregate(aggregate, of: stat) }

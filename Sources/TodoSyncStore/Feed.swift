@@ -26,9 +26,10 @@ struct FeedEntry: Equatable {
                   device: device, parents: []) { tag.write(to: &$0) }
     }
 
-    init(_ todo: Todo, device: Int64?) {
+    /// `rendered`: the live todo's JSON (`Todo.write(to:)`) when the caller has it already.
+    init(_ todo: Todo, device: Int64?, rendered: [UInt8]? = nil) {
         self.init(kind: .todo, id: todo.id, clientID: todo.clientID, version: todo.version, deletedAt: todo.deletedAt,
-                  device: device, parents: todo.tagID.map { [$0] } ?? []) { todo.write(to: &$0) }
+                  device: device, parents: todo.tagID.map { [$0] } ?? [], rendered: rendered) { todo.write(to: &$0) }
     }
 
     /// Daily stats are always derived: they never carry a device.
@@ -38,7 +39,7 @@ struct FeedEntry: Equatable {
     }
 
     private init(kind: FeedKind, id: Int64, clientID: String?, version: Int64, deletedAt: String?, device: Int64?,
-                 parents: [Int64], live: (inout JSONWriter) -> Void) {
+                 parents: [Int64], rendered: [UInt8]? = nil, live: (inout JSONWriter) -> Void) {
         self.kind = kind
         recordID = id
         self.version = version
@@ -57,6 +58,10 @@ struct FeedEntry: Equatable {
         } else {
             self.deletedAt = nil
             parentTags = parents.map(String.init).joined(separator: ",")
+            if let rendered {
+                body = rendered
+                return
+            }
             live(&writer)
         }
         body = writer.bytes
@@ -74,7 +79,7 @@ struct FeedEntry: Equatable {
         self.body = body
     }
 
-    /// The bound values of one row of `SQL.Feed.upsert`.
+    /// The bound values of one row of `SQL.Feed.insert`.
     func values(userID: Int64) -> [DatabaseValue] {
         [.int(userID), .int(version), .int(kind.rawValue), .int(recordID), .optionalText(deletedAt),
          .optionalInt(device), .text(parentTags), .blob(body)]
@@ -90,6 +95,8 @@ struct FeedBatch {
     /// The final state of every todo written, by id, in order of first write.
     private var todos: [Int64: Todo] = [:]
     private var todoOrder: [Int64] = []
+    /// Records created by this transaction: they have no feed or list row to remove.
+    private var created: Set<Key> = []
 
     private struct Key: Hashable {
         let kind: FeedKind
@@ -98,29 +105,52 @@ struct FeedBatch {
 
     var isEmpty: Bool { entries.isEmpty }
 
-    /// A todo's new state: its feed row and its list row.
-    mutating func add(_ todo: Todo, device: Int64?) {
-        add(FeedEntry(todo, device: device))
+    /// A todo's new state: its feed row and its list row. `rendered`: as `FeedEntry.init`;
+    /// `isNew`: as `add(_:isNew:)`.
+    mutating func add(_ todo: Todo, device: Int64?, rendered: [UInt8]? = nil, isNew: Bool = false) {
+        add(FeedEntry(todo, device: device, rendered: rendered), isNew: isNew)
         if todos.updateValue(todo, forKey: todo.id) == nil { todoOrder.append(todo.id) }
     }
 
-    mutating func add(_ entry: FeedEntry) {
+    /// A record's new state. `isNew`: this transaction created the record (its first state), so
+    /// it has no row yet; any other record's row is removed before its new one is inserted.
+    mutating func add(_ entry: FeedEntry, isNew: Bool = false) {
         let key = Key(kind: entry.kind, id: entry.recordID)
         if let index = positions[key] {
             entries[index] = entry
         } else {
             positions[key] = entries.count
             entries.append(entry)
+            if isNew { created.insert(key) }
         }
     }
 
-    /// Writes the entries, replacing each record's previous row, `SQL.Feed.batch` rows per
-    /// statement; then the todos' list rows (deleted todos leave the list).
-    /// `rebuilding`: the user's list was emptied first, so deleted todos have no row to remove.
+    /// Writes the entries, replacing each record's previous row, then the todos' list rows
+    /// (deleted todos leave the list), in multi-row statements (`MultiRowStatement`: a
+    /// 100-record push in three). The previous rows of records this transaction did not create
+    /// are deleted first and the new ones inserted: both tables are ordered by other columns
+    /// than the record's unique key, so an upsert meeting that key inserted into the clustered
+    /// index, undid it and then moved the row (measured 1.6× the time of the delete and insert for
+    /// feed rows, 1.2× for list rows). `rebuilding`: the user's feed and list were emptied first.
     func write(userID: Int64, to db: Connection, rebuilding: Bool = false) throws {
-        try writeFeed(userID: userID, to: db)
-        for id in todoOrder where todos[id]!.deletedAt != nil && !rebuilding {
-            try db.execute(SQL.TodoList.delete, [.int(userID), .int(id)])
+        if !rebuilding {
+            for kind in FeedKind.allCases {
+                let ids = entries.filter { $0.kind == kind && !created.contains(Key(kind: kind, id: $0.recordID)) }
+                    .map { DatabaseValue.int($0.recordID) }
+                for list in SQL.Feed.delete.lists(ids) {
+                    try db.execute(SQL.Feed.delete.sql, [.int(userID), .int(kind.rawValue)] + list)
+                }
+            }
+            let replaced = todoOrder.filter { !created.contains(Key(kind: .todo, id: $0)) }.map(DatabaseValue.int)
+            for list in SQL.TodoList.delete.lists(replaced) {
+                try db.execute(SQL.TodoList.delete.sql, [.int(userID)] + list)
+            }
+        }
+        for chunk in SQL.Feed.insert.chunks(entries.count) {
+            var values: [DatabaseValue] = []
+            values.reserveCapacity(chunk.rows.count * FeedColumn.allCases.count)
+            for entry in entries[chunk.rows] { values += entry.values(userID: userID) }
+            try db.execute(chunk.sql, values)
         }
         try TodoListRow.write(listRows, userID: userID, to: db)
     }
@@ -131,19 +161,6 @@ struct FeedBatch {
             let todo = todos[id]!
             guard todo.deletedAt == nil else { return nil }
             return TodoListRow(todo, body: entries[positions[Key(kind: .todo, id: id)]!].body)
-        }
-    }
-
-    private func writeFeed(userID: Int64, to db: Connection) throws {
-        var remaining = entries[...]
-        while !remaining.isEmpty {
-            let (size, sql) = remaining.count >= SQL.Feed.batch ? (SQL.Feed.batch, SQL.Feed.upsertBatch)
-                : remaining.count >= 8 ? (8, SQL.Feed.upsertEight) : (1, SQL.Feed.upsertOne)
-            var values: [DatabaseValue] = []
-            values.reserveCapacity(size * 8)
-            for entry in remaining.prefix(size) { values += entry.values(userID: userID) }
-            try db.execute(sql, values)
-            remaining = remaining.dropFirst(size)
         }
     }
 }
@@ -176,20 +193,16 @@ struct TodoListRow: Equatable {
         self.body = body
     }
 
-    /// Inserts or moves the rows, `SQL.TodoList.batch` per statement.
+    /// Inserts the rows (a todo's previous row was deleted first), in multi-row statements.
     static func write(_ rows: [TodoListRow], userID: Int64, to db: Connection) throws {
-        var remaining = rows[...]
-        while !remaining.isEmpty {
-            let (size, sql) = remaining.count >= SQL.TodoList.batch ? (SQL.TodoList.batch, SQL.TodoList.replaceBatch)
-                : remaining.count >= 8 ? (8, SQL.TodoList.replaceEight) : (1, SQL.TodoList.replaceOne)
+        for chunk in SQL.TodoList.insert.chunks(rows.count) {
             var values: [DatabaseValue] = []
-            values.reserveCapacity(size * 7)
-            for row in remaining.prefix(size) {
+            values.reserveCapacity(chunk.rows.count * 7)
+            for row in rows[chunk.rows] {
                 values += [.int(userID), .day(row.deadline), .bool(row.isImportant), .text(row.createdAt),
                            .blob(row.titleKey), .int(row.id), .blob(row.body)]
             }
-            try db.execute(sql, values)
-            remaining = remaining.dropFirst(size)
+            try db.execute(chunk.sql, values)
         }
     }
 }

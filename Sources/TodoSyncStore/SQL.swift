@@ -1,3 +1,4 @@
+import MariaDB
 import TodoSyncCore
 
 /// Every SQL statement the application runs, in one place. Parameters are always bound (`?`);
@@ -377,18 +378,14 @@ enum SQL {
 
     /// The rendered live todos in the contract's list order (Sql/008_todo_list.sql).
     enum TodoList {
-        static let batch = 32
-        /// Inserts or moves (through the unique (user_id, id) key) a todo's list row.
-        static func replace(rows: Int) -> String {
-            """
-            REPLACE INTO todo_list (user_id, deadline, is_important, created_at, title_key, id, body)
-            VALUES \(Array(repeating: "(?, ?, ?, ?, ?, ?, ?)", count: rows).joined(separator: ", "))
-            """
+        /// Inserts todos' list rows (`FeedBatch.write` deleted their previous ones). Parameters per
+        /// row: user, deadline, important, created, title key, id, body.
+        static let insert = MultiRowStatement(columns: 7) { rows in
+            "INSERT INTO todo_list (user_id, deadline, is_important, created_at, title_key, id, body) VALUES \(rows)"
         }
-        static let replaceBatch = replace(rows: batch)
-        static let replaceEight = replace(rows: 8)
-        static let replaceOne = replace(rows: 1)
-        static let delete = "DELETE FROM todo_list WHERE user_id = ? AND id = ?"
+        /// Removes todos' list rows (deleted todos', and the previous rows of changed ones).
+        /// Parameters: user, then the ids.
+        static let delete = InListStatement(size: 128) { ids in "DELETE FROM todo_list WHERE user_id = ? AND id IN (\(ids))" }
         static let deleteOfUser = "DELETE FROM todo_list WHERE user_id = ?"
         /// The owner's list rows with deadlines from `from` to `to`, in the contract's order: the
         /// primary key's order, one range read. Parameters: the owner's, from, to.
@@ -488,19 +485,15 @@ enum SQL {
 
     /// The change feed (`sync_feed`): see Sql/007_sync_feed.sql.
     enum Feed {
-        /// Rows written per statement (unused for shorter tails, which use the smaller ones).
-        static let batch = 32
-        static func upsert(rows: Int) -> String {
-            """
-            INSERT INTO sync_feed (\(FeedColumn.selectList))
-            VALUES \(Array(repeating: FeedColumn.rowPlaceholders, count: rows).joined(separator: ", "))
-                ON DUPLICATE KEY UPDATE version = VALUES(version), deleted_at = VALUES(deleted_at),
-                   device = VALUES(device), parent_tags = VALUES(parent_tags), body = VALUES(body)
-            """
+        /// Inserts records' rows (`FeedBatch.write` deleted their previous ones). Parameters per
+        /// row: `FeedEntry.values`.
+        static let insert = MultiRowStatement(columns: FeedColumn.allCases.count) { rows in
+            "INSERT INTO sync_feed (\(FeedColumn.selectList)) VALUES \(rows)"
         }
-        static let upsertBatch = upsert(rows: batch)
-        static let upsertEight = upsert(rows: 8)
-        static let upsertOne = upsert(rows: 1)
+        /// Removes records' rows, by the record key. Parameters: user, kind, then the record ids.
+        static let delete = InListStatement(size: 128) { ids in
+            "DELETE FROM sync_feed WHERE user_id = ? AND kind = ? AND record_id IN (\(ids))"
+        }
 
         /// A pull page: the next `limit + 1` rows after the cursor's position, by version (one
         /// range read of the clustered index). Tombstones at or below the third parameter are
@@ -551,15 +544,16 @@ enum SQL {
     }
 
     enum Push {
-        /// Stored results are looked up `batch` opIds per statement (unused lookup slots repeat a
-        /// key): a 100-operation push, with the lower-cased forms of its opIds, in one.
-        static let batch = 128
-        static let storedResults = """
+        /// Stored results are looked up 128 opIds per statement: a 100-operation push, with the
+        /// lower-cased forms of its opIds, in one.
+        static let storedResults = InListStatement(size: 128) { keys in
+            """
             SELECT o.op_key, o.result, o.lowercased_key, o.record_offset, r.record
               FROM sync_operations o
               LEFT JOIN sync_result_records r ON r.user_id = ? AND r.digest = o.record_digest
-             WHERE o.user_id = ? AND o.op_key IN (\(slots(batch)))
+             WHERE o.user_id = ? AND o.op_key IN (\(keys))
             """
+        }
         /// The records stored results name, each kept once per (user, SHA-256 of its bytes); a
         /// second use refreshes its `last_used`, which purge goes by. Parameters per row: user,
         /// digest, record, now.
@@ -573,15 +567,14 @@ enum SQL {
                 + rows
         }
         static let tagByID = "SELECT \(Tags.columns) FROM tags WHERE id = ? AND user_id = ?"
-        /// The todos a push names, read up front `todoLookupBatch` per statement (unused slots
-        /// repeat a value), by id and by client key. Parameters: user, then the ids or keys.
-        static let todoLookupBatch = 64
-        static let todosByIDs = """
-            SELECT \(Todos.columns) FROM todos WHERE user_id = ? AND id IN (\(slots(todoLookupBatch)))
-            """
-        static let todosByClientKeys = """
-            SELECT \(Todos.columns) FROM todos WHERE user_id = ? AND client_key IN (\(slots(todoLookupBatch)))
-            """
+        /// The todos a push names, read up front 64 per statement, by id and by client key.
+        /// Parameters: user, then the ids or keys.
+        static let todosByIDs = InListStatement(size: 64) { ids in
+            "SELECT \(Todos.columns) FROM todos WHERE user_id = ? AND id IN (\(ids))"
+        }
+        static let todosByClientKeys = InListStatement(size: 64) { keys in
+            "SELECT \(Todos.columns) FROM todos WHERE user_id = ? AND client_key IN (\(keys))"
+        }
         /// The todos a push creates, answering each row's new id in the rows' order. Parameters
         /// per row: user, clientId, client key, `TodoColumn.contentValues`, version, created,
         /// updated, deleted, device.
@@ -598,10 +591,6 @@ enum SQL {
                 + "changed_by_device) VALUES \(rows) ON DUPLICATE KEY UPDATE "
                 + (TodoColumn.content.map(\.column.sqlName) + ["version", "updated_at", "deleted_at", "changed_by_device"])
                     .map { "\($0) = VALUES(\($0))" }.joined(separator: ", ")
-        }
-
-        private static func slots(_ count: Int) -> String {
-            Array(repeating: "?", count: count).joined(separator: ", ")
         }
     }
 
@@ -708,5 +697,27 @@ struct MultiRowStatement: Sendable {
             }
         }
         return chunks
+    }
+}
+
+/// A statement ending in an `IN` list of `size` placeholders, prepared once: any number of values
+/// take ⌈count / size⌉ executions, the last list filled up by repeating its last value (a value
+/// repeated in `IN` changes nothing).
+struct InListStatement: Sendable {
+    let size: Int
+    let sql: String
+
+    /// `make` gets the list's text: `?, …, ?`, `size` times.
+    init(size: Int, _ make: (String) -> String) {
+        self.size = size
+        sql = make(Array(repeating: "?", count: size).joined(separator: ", "))
+    }
+
+    /// `values` as the lists of successive executions, each `size` values long.
+    func lists(_ values: [DatabaseValue]) -> [[DatabaseValue]] {
+        stride(from: 0, to: values.count, by: size).map { start in
+            let chunk = values[start..<min(start + size, values.count)]
+            return (0..<size).map { chunk[min(chunk.startIndex + $0, chunk.endIndex - 1)] }
+        }
     }
 }

@@ -10,7 +10,11 @@ import TodoSyncCore
 /// flush. An operation changes what is staged only after its last check (its tag, its
 /// version), so an operation rejected midway leaves nothing staged to undo. A todo this push
 /// creates has a placeholder id (negative) until the flush inserts it; a result naming it is
-/// finished by `finished(_:schema:)`.
+/// rendered by `finished(_:schema:)` once the id is known.
+///
+/// A todo's JSON at the current schema version is rendered once per state (id and version: every
+/// change takes a new version): a result's record, the feed row and the list row of the same
+/// state share the bytes (`rendered(_:schema:)`, `body(of:)`).
 final class StagedTodos {
     private let transaction: WriteTransaction
     private var db: Connection { transaction.db }
@@ -29,6 +33,9 @@ final class StagedTodos {
     /// by the version), and the id each placeholder got when flushed.
     private var createdStates: [Int64: Todo] = [:]
     private var insertedIDs: [Int64: Int64] = [:]
+    /// The JSON of todos' states at the current schema version, by (real) id: the latest state
+    /// rendered of each, with its version.
+    private var bodies: [Int64: (version: Int64, json: [UInt8])] = [:]
 
     /// Whether a flush has forgotten what was read (`prefetch` again before the next todo operation).
     private(set) var hasForgotten = false
@@ -37,7 +44,7 @@ final class StagedTodos {
         self.transaction = transaction
     }
 
-    /// Reads the user's todos of these ids and client keys, `SQL.Push.todoLookupBatch` per statement.
+    /// Reads the user's todos of these ids and client keys, 64 per statement.
     func prefetch(ids: [Int64], clientKeys: [String]) throws {
         hasForgotten = false
         let ids = Array(Set(ids.filter { $0 > 0 }).subtracting(byID.keys).subtracting(absentIDs))
@@ -48,12 +55,9 @@ final class StagedTodos {
         absentClientKeys.formUnion(keys.filter { idByClientKey[$0] == nil })
     }
 
-    private func lookUp(_ sql: String, _ values: [DatabaseValue]) throws {
-        let batch = SQL.Push.todoLookupBatch
-        for start in stride(from: 0, to: values.count, by: batch) {
-            let chunk = values[start..<min(start + batch, values.count)]
-            let slots = (0..<batch).map { chunk[min(chunk.startIndex + $0, chunk.endIndex - 1)] }
-            for row in try db.query(sql, [.int(transaction.userID)] + slots) { learn(Todo(row: row)) }
+    private func lookUp(_ statement: InListStatement, _ values: [DatabaseValue]) throws {
+        for list in statement.lists(values) {
+            for row in try db.query(statement.sql, [.int(transaction.userID)] + list) { learn(Todo(row: row)) }
         }
     }
 
@@ -128,8 +132,9 @@ final class StagedTodos {
             try db.execute(chunk.sql, values)
         }
         for var todo in todos {
-            if todo.id < 0 { todo.id = insertedIDs[todo.id]! }
-            transaction.changed(todo)
+            let isNew = todo.id < 0
+            if isNew { todo.id = insertedIDs[todo.id]! }
+            transaction.changed(todo, rendered: todo.deletedAt == nil ? body(of: todo) : nil, isNew: isNew)
         }
         byID = [:]
         absentIDs = []
@@ -145,16 +150,38 @@ final class StagedTodos {
         todo.deletedAt == nil ? .null : .timestamp(transaction.now)
     }
 
-    /// `result` with its todo's id in place of a placeholder (after the flush that inserted it).
+    /// Notes the record of a todo operation's result (rendered at schema version `schema`), so
+    /// that the feed row of the same state reuses it.
+    func rendered(_ result: PushResult, schema: Int) {
+        guard schema == SchemaVersion.current, let id = result.id, id > 0, let version = result.version,
+              let record = result.record else { return }
+        bodies[id] = (version, record)
+    }
+
+    /// The todo's JSON at the current schema version (`Todo.write(to:)`), rendered once per state.
+    private func body(of todo: Todo) -> [UInt8] {
+        if let known = bodies[todo.id], known.version == todo.version { return known.json }
+        var writer = JSONWriter(reservingCapacity: 400)
+        todo.write(to: &writer)
+        bodies[todo.id] = (todo.version, writer.bytes)
+        return writer.bytes
+    }
+
+    /// `result` of a todo this push created (its placeholder id, no record yet: `PushResult.result`)
+    /// with the id the flush gave it and its record, rendered once; other results as they are.
     func finished(_ result: PushResult, schema: Int) -> PushResult {
         guard let placeholder = result.id, placeholder < 0, let version = result.version,
               var todo = createdStates[version], let id = insertedIDs[placeholder] else { return result }
         todo.id = id
         var finished = result
         finished.id = id
-        var writer = JSONWriter(reservingCapacity: 400)
-        todo.write(to: &writer, schemaVersion: schema)
-        finished.record = writer.bytes
+        if schema == SchemaVersion.current {
+            finished.record = body(of: todo)
+        } else {
+            var writer = JSONWriter(reservingCapacity: 400)
+            todo.write(to: &writer, schemaVersion: schema)
+            finished.record = writer.bytes
+        }
         return finished
     }
 }

@@ -72,6 +72,7 @@ extension Store {
                         // Staged: nothing is written before its last check passed.
                         result = try apply(operation, checked, policy: request.policy, schema: schema, staged: staged,
                                            in: transaction)
+                        staged.rendered(result, schema: schema)
                     } else {
                         try staged.flush()
                         result = try db.inSavepoint {
@@ -128,10 +129,8 @@ extension Store {
         }
         var exact: [OpKey: [UInt8]] = [:]
         var legacy: [OpKey: [UInt8]] = [:]
-        for start in stride(from: 0, to: lookups.count, by: SQL.Push.batch) {
-            let chunk = Array(lookups[start..<min(start + SQL.Push.batch, lookups.count)])
-            let slots = (0..<SQL.Push.batch).map { DatabaseValue.text(chunk[min($0, chunk.count - 1)]) }
-            for row in try db.query(SQL.Push.storedResults, [.int(userID), .int(userID)] + slots) {
+        for list in SQL.Push.storedResults.lists(lookups.map { DatabaseValue.text($0) }) {
+            for row in try db.query(SQL.Push.storedResults.sql, [.int(userID), .int(userID)] + list) {
                 let key = OpKey(row.string(0)!)
                 let json = PushResult.Stored(json: Array(row.string(1)!.utf8), record: row.bytes(4),
                                              recordOffset: row.int64(3).map(Int.init)).answer
@@ -392,13 +391,17 @@ extension PushResult {
         result(.conflict, operation, schema, record)
     }
 
-    /// The result, its record with the fields of schema version `schema`.
+    /// The result, its record with the fields of schema version `schema`. A todo this push
+    /// creates (a placeholder id) gets its record once its id is known (`StagedTodos.finished`).
     private static func result<Record: PushRecord>(_ status: Status, _ operation: PushOperation, _ schema: Int,
                                                    _ record: Record) -> PushResult {
+        var result = PushResult(opID: operation.opID, status: status, id: record.id, clientID: record.clientID,
+                                version: record.version)
+        guard record.id > 0 else { return result }
         var writer = JSONWriter(reservingCapacity: 400)
         record.write(to: &writer, schemaVersion: schema)
-        return PushResult(opID: operation.opID, status: status, id: record.id, clientID: record.clientID,
-                          version: record.version, record: writer.bytes)
+        result.record = writer.bytes
+        return result
     }
 }
 

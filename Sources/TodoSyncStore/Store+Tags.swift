@@ -32,7 +32,7 @@ extension Store {
             + [.int(version), .timestamp(now), .timestamp(now), .optionalInt(transaction.device)])
         tag.id = Int64(inserted.lastInsertID)
         transaction.liveRecords(+1)
-        transaction.changed(tag)
+        transaction.changed(tag, isNew: true)
         return Created(record: tag, isNew: true)
     }
 

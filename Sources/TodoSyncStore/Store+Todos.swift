@@ -25,7 +25,7 @@ extension Store {
             + [.int(todo.version), .timestamp(now), .timestamp(now), .optionalInt(transaction.device)])
         todo.id = Int64(inserted.lastInsertID)
         transaction.todoWritten(from: nil, to: todo)
-        transaction.changed(todo)
+        transaction.changed(todo, isNew: true)
         return Created(record: todo, isNew: true)
     }
 

@@ -211,17 +211,19 @@ final class WriteTransaction {
 
     /// Records a tag's or todo's new state in the change feed. `derived`: the server made this
     /// change on its own (a todo un-tagged by a tag delete), so it carries no device.
-    func changed(_ tag: Tag) {
+    /// `isNew`: this transaction created the record (`FeedBatch.add(_:isNew:)`).
+    func changed(_ tag: Tag, isNew: Bool = false) {
         tagVersioned(tag.version)
-        feed.add(FeedEntry(tag, device: device))
+        feed.add(FeedEntry(tag, device: device), isNew: isNew)
     }
 
-    func changed(_ todo: Todo, derived: Bool = false) {
-        feed.add(todo, device: derived ? nil : device)
+    /// `rendered`: the live todo's JSON when the caller has it (`FeedEntry.init`).
+    func changed(_ todo: Todo, derived: Bool = false, rendered: [UInt8]? = nil, isNew: Bool = false) {
+        feed.add(todo, device: derived ? nil : device, rendered: rendered, isNew: isNew)
     }
 
-    func changed(_ stat: DailyStat) {
-        feed.add(FeedEntry(stat))
+    func changed(_ stat: DailyStat, isNew: Bool = false) {
+        feed.add(FeedEntry(stat), isNew: isNew)
     }
 
     /// Completes derived work before commit: daily stats, then the change feed of everything

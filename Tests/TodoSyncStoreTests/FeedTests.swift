@@ -36,6 +36,60 @@ final class FeedTests: StoreTestCase {
         try store.deleteTodo(userID: userID, id: a.id, ifMatch: nil)
     }
 
+    /// A push larger than the largest multi-row statement (128 rows; `MultiRowStatement`):
+    /// creates, updates and deletes of todos it creates and of older ones (some changed twice),
+    /// in one request. Every feed and list row is its own todo's (`checkFeed` renders them afresh
+    /// from the tables), each result's record is its todo at the result's id and version, and the
+    /// last state of each live todo is answered byte for byte as the feed holds it (rendered once
+    /// for both).
+    func testALargePushWritesEachRowOfItsOwnTodo() throws {
+        let old = try (0..<40).map { index in
+            try store.createTodo(userID: userID, TodoDraft(title: "old \(index)", deadline: Day("2026-06-01")!)).record
+        }
+        func clientID(_ index: Int) -> String { "00000000-0000-4000-8000-\(String(1_000_000_000_000 + index).dropFirst())" }
+        var operations: [String] = []
+        func operation(_ body: String) { operations.append("{\"opId\": \"op-\(operations.count)\", \(body)}") }
+        for index in 0..<150 {
+            operation(#""entity": "todo", "action": "create", "clientId": "\#(clientID(index))", "data": {"title": "new \#(index)", "deadline": "2026-05-\#(10 + index % 20)", "difficulty": \#(index % 6)}"#)
+        }
+        for index in stride(from: 0, to: 150, by: 3) {
+            operation(#""entity": "todo", "action": "update", "clientId": "\#(clientID(index))", "data": {"title": "new \#(index) again", "deadline": "2026-06-\#(10 + index % 15)"}"#)
+        }
+        for index in stride(from: 1, to: 150, by: 7) {
+            operation(#""entity": "todo", "action": "delete", "clientId": "\#(clientID(index))""#)
+        }
+        for (index, todo) in old.enumerated() {
+            operation(index.isMultiple(of: 3) ? #""entity": "todo", "action": "delete", "id": \#(todo.id)"#
+                : #""entity": "todo", "action": "update", "id": \#(todo.id), "data": {"title": "old \#(index) changed", "isImportant": true}"#)
+        }
+        for (index, todo) in old.enumerated() where index % 3 == 1 {
+            operation(#""entity": "todo", "action": "update", "id": \#(todo.id), "data": {"title": "old \#(index) changed twice"}"#)
+        }
+        var reader = try FieldReader(try JSONParser.parse(Array("{\"deviceId\": \"phone\", \"operations\": [\(operations.joined(separator: ","))]}".utf8)))
+        let answer = try store.push(userID: userID, try PushRequest.parse(&reader))
+        XCTAssertEqual(try store.checkFeed(userID: userID).map(\.description), [])
+
+        guard case .array(let results) = try JSONParser.parse(answer) else { return XCTFail("not an array") }
+        XCTAssertEqual(results.count, operations.count)
+        for result in results {
+            guard case .object(let fields) = result, case .object(let record)? = fields["record"],
+                  case .number(let id)? = fields["id"], case .number(let version)? = fields["version"] else {
+                return XCTFail("not an applied result with a record: \(result)")
+            }
+            XCTAssertEqual(fields["status"], .string("applied"))
+            XCTAssertTrue(id.int64! > 0)
+            XCTAssertEqual(record["id"], .number(id))
+            XCTAssertEqual(record["version"], .number(version))
+        }
+        let text = String(decoding: answer, as: UTF8.self)
+        let live = try db.query("SELECT body FROM sync_feed WHERE user_id = ? AND kind = 2 AND deleted_at IS NULL",
+                                [.int(userID)]).map { String(decoding: $0.bytes(0)!, as: UTF8.self) }
+        XCTAssertEqual(live.count, 150 - 22 + 40 - 14)
+        for body in live {
+            XCTAssertTrue(text.contains(#""record":\#(body)"#), "the push answered \(body) as the feed holds it")
+        }
+    }
+
     func testFeedEqualsTheTablesAfterWritesOfEveryKind() throws {
         try writeOfEveryKind()
         XCTAssertEqual(try store.checkFeed(userID: userID).map(\.description), [])

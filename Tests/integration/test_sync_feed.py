@@ -125,3 +125,43 @@ def test_check_feed_reports_a_difference(client, stack_cmd, db):
     todo = client.list_todos(date=DATES[0])[0]
     assert client.patch(f"/todos/{todo['id']}", {"title": "real again"}).status_code == 200
     assert "0 differences" in check_feed(stack_cmd, client)
+
+
+def test_a_push_larger_than_one_statement_writes_each_row_of_its_own_record(client, stack_cmd):
+    """One push of 300 operations writes its todos, their feed rows and their list rows in
+    multi-row statements of up to 128 rows: creates over many dates, updates and deletes of todos
+    it created and of older ones (some changed twice). Every row belongs to its own todo: check-feed finds no
+    difference, the todo list of each date is the pushed state, a pull from zero equals the REST
+    view, and each result's record is its own todo's (the last state answered as the feed holds it)."""
+    older = [client.create_todo(f"older {k}", deadline=DATES[k % len(DATES)]) for k in range(30)]
+    tag = client.create_tag("big push", color="#112233")
+    keys = [uid() for _ in range(200)]
+    ops = [op("todo", "create", clientId=key,
+              data={"title": f"big {k}", "deadline": f"2031-09-{1 + k % 28:02d}", "difficulty": k % 6,
+                    "tagId": tag["id"] if k % 4 == 0 else None, "isImportant": k % 5 == 0})
+           for k, key in enumerate(keys)]
+    ops += [op("todo", "update", clientId=key, data={"title": f"big {k} again", "deadline": f"2031-10-{1 + k % 30:02d}"})
+            for k, key in enumerate(keys) if k % 3 == 0]
+    ops += [op("todo", "delete", clientId=key) for k, key in enumerate(keys) if k % 7 == 1]
+    ops += [op("todo", "delete", id=t["id"]) if k % 3 == 0
+            else op("todo", "update", id=t["id"], data={"title": f"older {k} changed", "isCompleted": True})
+            for k, t in enumerate(older)]
+    ops += [op("todo", "update", id=t["id"], data={"title": f"older {k} changed twice"})
+            for k, t in enumerate(older) if k % 3 == 1]
+    results = push(client, ops, device="big-pusher")
+    assert [r["status"] for r in results] == ["applied"] * len(ops), results
+
+    out = check_feed(stack_cmd, client)
+    assert "0 differences" in out, out
+
+    expected = rest_view(client)
+    last = {}
+    for r in results:
+        assert r["record"]["id"] == r["id"] and r["record"]["version"] == r["version"], r
+        last[r["id"]] = r["record"]
+    live = {i: rec for i, rec in last.items() if rec["deletedAt"] is None}
+    assert len(live) == 200 - len([k for k in range(200) if k % 7 == 1]) + 20, len(live)
+    assert {i: expected["todos"][i] for i in live} == live, "GET /todos differs from the push's results"
+    fresh = ClientStore()
+    pull_all(client, fresh, limit=500)
+    assert fresh.snapshot() == expected, "a pull from zero differs from the REST view"
