@@ -14,6 +14,11 @@
 #   node-wait N [S]   wait up to S seconds (default 120) until node N is Synced
 #   app-kill N        SIGKILL every process of responder host N
 #   app-start N       start responder host N again
+#   watch [S]         every second until stopped (or for S seconds), one line per running node:
+#                     receive queue, flow control sent/paused, transactions waiting on a lock and
+#                     the longest wait, appliers busy over 2 s; a wait of 3 s or more (never one of
+#                     the responders' 1 s waits: an applier's) also dumps that node's transactions
+#                     and SHOW ENGINE INNODB STATUS. For a write stall under faults (docs/SCALING.md)
 #   env               print the effective configuration as KEY=VALUE lines
 #   responder-pids    the responder hosts' `todosync serve` pids, one per line (for bench/bench.py)
 #   test PYTHON [PYTEST ARGS...]
@@ -767,6 +772,38 @@ cmd_status() {
     ((FRONTS == 1)) || printf '%-6s %-14s %-10s %s\n' redis "$REDIS_NS" "$REDIS_IP" "$(ip netns pids "$REDIS_NS" 2>/dev/null | head -n 1 | sed 's/^/pid /')"
 }
 
+# One line per running node per second; a lock wait of 3 s or more also dumps the node's
+# transactions and InnoDB status (at most one dump per node per 10 s). The responders' sessions
+# wait 1 s at most, so such a wait is an applier's: a replication stall in the making.
+cmd_watch() {
+    local seconds=${1:-0} started=$SECONDS i line longest
+    local -A dumped=()
+    while ((seconds == 0 || SECONDS - started < seconds)); do
+        for ((i = 1; i <= NODES; i++)); do
+            [[ -n $(node_pid "$i") ]] || continue
+            line=$(db_root "$i" -N -B -e "
+                SELECT CONCAT_WS(' ',
+                  CONCAT('recv_queue=', (SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = 'WSREP_LOCAL_RECV_QUEUE')),
+                  CONCAT('fc_sent=', (SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = 'WSREP_FLOW_CONTROL_SENT')),
+                  CONCAT('fc_paused=', (SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = 'WSREP_FLOW_CONTROL_PAUSED')),
+                  CONCAT('state=', (SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = 'WSREP_LOCAL_STATE_COMMENT')),
+                  CONCAT('lock_waits=', (SELECT COUNT(*) FROM information_schema.INNODB_TRX WHERE trx_state = 'LOCK WAIT')),
+                  CONCAT('longest_wait_s=', (SELECT COALESCE(MAX(TIMESTAMPDIFF(SECOND, trx_wait_started, NOW())), 0) FROM information_schema.INNODB_TRX)),
+                  CONCAT('appliers_over_2s=', COALESCE((SELECT GROUP_CONCAT(CONCAT(ID, ':', TIME, 's:', LEFT(STATE, 40)) SEPARATOR '|')
+                      FROM information_schema.PROCESSLIST WHERE USER = 'system user' AND COMMAND <> 'Daemon' AND STATE NOT LIKE 'wsrep aborter%' AND TIME > 2), '-')))" 2>/dev/null) || continue
+            printf '%s db%s %s\n' "$(date -u +%H:%M:%S)" "$i" "$line"
+            longest=$(sed -n 's/.*longest_wait_s=\([0-9]*\).*/\1/p' <<<"$line")
+            if ((${longest:-0} >= 3 && SECONDS - ${dumped[$i]:--10} >= 10)); then
+                dumped[$i]=$SECONDS
+                printf '%s db%s lock wait of %ss: transactions and InnoDB status follow\n' "$(date -u +%H:%M:%S)" "$i" "$longest"
+                db_root "$i" -e "SELECT trx_id, trx_state, trx_started, trx_wait_started, trx_mysql_thread_id, trx_query
+                    FROM information_schema.INNODB_TRX; SHOW FULL PROCESSLIST; SHOW ENGINE INNODB STATUS\\G" 2>&1 | sed 's/^/    /'
+            fi
+        done
+        sleep 1
+    done
+}
+
 front_urls() { # the fronts' HTTP base URLs, comma-separated (front 1 first)
     local f list=""
     for ((f = 1; f <= FRONTS; f++)); do list+="${list:+,}http://$(front_edge_address "$f"):$TODOSYNC_CLUSTER_HTTP_PORT"; done
@@ -834,6 +871,7 @@ case ${1:-} in
     down) cmd_down ;;
     status) cmd_status ;;
     env) cmd_env ;;
+    watch) cmd_watch "${2:-0}" ;;
     node-kill) cmd_node_kill "${2:?node number}" ;;
     node-start) need_root; cmd_node_start "${2:?node number}" ;;
     node-wait) cmd_node_wait "${2:?node number}" "${3:-120}" ;;

@@ -29,6 +29,8 @@ import base64
 import hashlib
 import json
 import os
+import re
+import subprocess
 import threading
 import time
 import uuid
@@ -305,3 +307,34 @@ def test_no_client_publishes_through_either_front():
     finally:
         for s in streams:
             s.close()
+
+
+def test_watch_shows_every_node_and_dumps_a_lock_wait_of_three_seconds():
+    """`cluster.sh watch` is how a replication stall under faults gets caught (docs/SCALING.md): a
+    line per node per second, and a node's transactions and InnoDB status once a lock wait there
+    passes 3 s (a responder's session gives up after 1 s, so such a wait is an applier's). Here a
+    root session holds a row lock on db1 for 6 s while another waits for it."""
+    if clusterlib.NODES < 2:
+        pytest.skip("one node is plain MariaDB: no wsrep status to watch")
+    base = ["mariadb", "--no-defaults", f"--socket={clusterlib.SOCKETS[0]}", "-uroot", "--connect-timeout=3", "-e"]
+    clusterlib.node_sql(1, "CREATE DATABASE IF NOT EXISTS watch_probe; "
+                           "CREATE TABLE IF NOT EXISTS watch_probe.t (id INT PRIMARY KEY) ENGINE=InnoDB; "
+                           "INSERT IGNORE INTO watch_probe.t VALUES (1)")
+    holder = subprocess.Popen(base + ["BEGIN; SELECT id FROM watch_probe.t WHERE id = 1 FOR UPDATE; "
+                                      "SELECT SLEEP(6); COMMIT"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        time.sleep(0.5)
+        waiter = subprocess.Popen(base + ["SET SESSION innodb_lock_wait_timeout = 20; SET SESSION wsrep_sync_wait = 0; "
+                                          "SELECT id FROM watch_probe.t WHERE id = 1 FOR UPDATE"],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        out = clusterlib.cluster("watch", "5", timeout=60)
+        assert waiter.wait(timeout=30) == 0, waiter.stderr.read()
+    finally:
+        holder.wait(timeout=30)
+        clusterlib.node_sql(1, "DROP DATABASE IF EXISTS watch_probe")
+    for n in range(1, clusterlib.NODES + 1):
+        assert re.search(rf"^\d\d:\d\d:\d\d db{n} recv_queue=\d+ fc_sent=\d+ fc_paused=\S+ state=Synced ", out, re.M), \
+            f"no line for db{n}:\n{out[:2000]}"
+    assert re.search(r"^\d\d:\d\d:\d\d db1 lock wait of [3-9]s: transactions and InnoDB status follow$", out, re.M), out[:3000]
+    assert "SELECT id FROM watch_probe.t WHERE id = 1 FOR UPDATE" in out, "the waiting transaction is not in the dump"
+    assert "INNODB MONITOR OUTPUT" in out
