@@ -1,10 +1,14 @@
 -- EXPLAIN of the queries behind the benchmark's scenarios (run by bench/run.sh after seeding, for
 -- user 2, with @token set to user 2's token; output in <state>/results/explain.txt). Texts as in
 -- Sources/TodoSyncStore/SQL.swift, with literals in place of the bound parameters.
-SELECT 'todos by date: one range read of todo_list, token checked in the same statement (SQL.TodoList.bodiesInRangeForToken)' AS query;
+SELECT 'todos by date: the stored day list, one primary-key lookup, token checked in the same statement (SQL.TodoDays.dayForToken)' AS query;
+EXPLAIN SELECT d.body, d.user_id IS NOT NULL AND d.body IS NULL, COALESCE(a.last_used_at, a.created_at) < NOW(3), a.user_id
+  FROM auth_tokens a LEFT JOIN todo_days d ON d.user_id = a.user_id AND d.deadline = '2025-03-03'
+ WHERE a.token_hash = UNHEX(SHA2(@token, 256)) AND a.expires_at > NOW(3);
+SELECT 'todos by date, not stored, and by range: one range read of todo_list, token checked in the same statement (SQL.TodoList.bodiesInRangeForToken)' AS query;
 EXPLAIN SELECT l.body FROM auth_tokens a JOIN todo_list l ON l.user_id = a.user_id
  WHERE a.token_hash = UNHEX(SHA2(@token, 256)) AND a.expires_at > NOW(3)
-   AND l.deadline BETWEEN '2025-03-03' AND '2025-03-03'
+   AND l.deadline BETWEEN '2025-03-03' AND '2025-03-09'
  ORDER BY l.deadline, l.is_important DESC, l.created_at DESC, l.title_key, l.id;
 SELECT 'daily stats by month, token checked in the same statement (SQL.DailyStats.liveInRangeForToken)' AS query;
 EXPLAIN SELECT s.id, s.day, s.todo_count, s.completed_count, s.productivity_hundredths, s.balance_num,

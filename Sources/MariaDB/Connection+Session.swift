@@ -169,11 +169,16 @@ extension Connection {
         return mysql
     }
 
-    /// One SET for the session: UTC, strict SQL mode, lock wait timeout.
+    /// The session's `group_concat_max_len`, set whatever the server's global value: a
+    /// `GROUP_CONCAT` longer than this fails in strict mode (error 1260, a warning under
+    /// `INSERT IGNORE`), so statements that concatenate rely on exactly this bound.
+    public static let groupConcatMaxLength = 262_144
+
+    /// One SET for the session: UTC, strict SQL mode, `GROUP_CONCAT` bound, lock wait timeout.
     var sessionSetupSQL: String {
         var sql =
             "SET time_zone = '+00:00', sql_mode = 'STRICT_ALL_TABLES,NO_ZERO_DATE,NO_ZERO_IN_DATE,"
-            + "ERROR_FOR_DIVISION_BY_ZERO,NO_ENGINE_SUBSTITUTION'"
+            + "ERROR_FOR_DIVISION_BY_ZERO,NO_ENGINE_SUBSTITUTION', group_concat_max_len = \(Self.groupConcatMaxLength)"
         if configuration.lockWaitTimeoutSeconds > 0 {
             sql += ", innodb_lock_wait_timeout = \(configuration.lockWaitTimeoutSeconds)"
         }

@@ -131,8 +131,12 @@ struct FeedBatch {
     /// are deleted first and the new ones inserted: both tables are ordered by other columns
     /// than the record's unique key, so an upsert meeting that key inserted into the clustered
     /// index, undid it and then moved the row (measured 1.6× the time of the delete and insert for
-    /// feed rows, 1.2× for list rows). `rebuilding`: the user's feed and list were emptied first.
+    /// feed rows, 1.2× for list rows). Then the stored day lists (`todo_days`) of every date whose
+    /// list rows were deleted or inserted (`TodoDayRows.write`). `rebuilding`: the user's feed,
+    /// list and day lists were emptied first.
     func write(userID: Int64, to db: Connection, rebuilding: Bool = false) throws {
+        let listRows = listRows
+        var days = Set(listRows.map(\.deadline))
         if !rebuilding {
             for kind in FeedKind.allCases {
                 let ids = entries.filter { $0.kind == kind && !created.contains(Key(kind: kind, id: $0.recordID)) }
@@ -143,7 +147,9 @@ struct FeedBatch {
             }
             let replaced = todoOrder.filter { !created.contains(Key(kind: .todo, id: $0)) }.map(DatabaseValue.int)
             for list in SQL.TodoList.delete.lists(replaced) {
-                try db.execute(SQL.TodoList.delete.sql, [.int(userID)] + list)
+                for row in try db.query(SQL.TodoList.delete.sql, [.int(userID)] + list) {
+                    days.insert(Day(row.string(0)!)!)  // a NOT NULL DATE column
+                }
             }
         }
         for chunk in SQL.Feed.insert.chunks(entries.count) {
@@ -153,6 +159,7 @@ struct FeedBatch {
             try db.execute(chunk.sql, values)
         }
         try TodoListRow.write(listRows, userID: userID, to: db)
+        try TodoDayRows.write(days, userID: userID, to: db, emptied: rebuilding)
     }
 
     /// The list rows of the live todos written.
@@ -204,6 +211,50 @@ struct TodoListRow: Equatable {
             }
             try db.execute(chunk.sql, values)
         }
+    }
+}
+
+/// The stored day lists (`todo_days`, GET /todos?date=): what a write does to the dates it
+/// touched, and what they must hold (`check-feed`).
+enum TodoDayRows {
+    /// Rebuilds the rows of `days` from the user's list rows, in statements of 128 dates, when
+    /// they are at most `SQL.TodoDays.rebuildLimit` or `emptied` (`rebuild-feed`: the user's rows
+    /// were deleted first, and every date is rebuilt); marks them not stored otherwise.
+    static func write(_ days: Set<Day>, userID: Int64, to db: Connection, emptied: Bool = false) throws {
+        let dates = days.sorted()
+        guard emptied || dates.count <= SQL.TodoDays.rebuildLimit else {
+            for chunk in SQL.TodoDays.unstore.chunks(dates.count) {
+                try db.execute(chunk.sql, dates[chunk.rows].flatMap { [.int(userID), .day($0)] })
+            }
+            return
+        }
+        for list in SQL.TodoDays.delete.lists(dates.map(DatabaseValue.day)) {
+            if !emptied { try db.execute(SQL.TodoDays.delete.sql, [.int(userID)] + list) }
+            try db.execute(SQL.TodoDays.rebuild.sql, [.int(userID)] + list)
+        }
+    }
+
+    /// The body each date with live todos stores, given the user's live list rows: its rows'
+    /// bodies in list order joined by commas; nil for a list longer than
+    /// `SQL.TodoDays.maxBodyBytes` (never stored).
+    static func expected(_ rows: [TodoListRow]) -> [Day: [UInt8]?] {
+        var byDay: [Day: [TodoListRow]] = [:]
+        for row in rows { byDay[row.deadline, default: []].append(row) }
+        return byDay.mapValues { rows in
+            let body = Array(rows.sorted(by: TodoListRow.precedes).map(\.body).joined(separator: [UInt8(ascii: ",")]))
+            return body.count <= SQL.TodoDays.maxBodyBytes ? body : nil
+        }
+    }
+}
+
+extension TodoListRow {
+    /// The contract's list order within a date (`SQL.TodoList.dayOrder`): important first, then
+    /// created newest first, then the title key bytewise, then the id.
+    static func precedes(_ a: TodoListRow, _ b: TodoListRow) -> Bool {
+        if a.isImportant != b.isImportant { return a.isImportant }
+        if a.createdAt != b.createdAt { return a.createdAt > b.createdAt }
+        if a.titleKey != b.titleKey { return a.titleKey.lexicographicallyPrecedes(b.titleKey) }
+        return a.id < b.id
     }
 }
 

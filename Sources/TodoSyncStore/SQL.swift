@@ -155,7 +155,7 @@ enum SQL {
         static let deletedUsers = "SELECT id FROM users WHERE deleted_at IS NOT NULL ORDER BY id LIMIT \(userBatch)"
         /// Children first (feed and list copies, then todos before the tags they name).
         static let tables = [
-            "auth_tokens", "idempotency_keys", "sync_operations", "sync_feed", "sync_feed_backfill", "todo_list",
+            "auth_tokens", "idempotency_keys", "sync_operations", "sync_feed", "sync_feed_backfill", "todo_list", "todo_days",
             "daily_stats", "todos", "tags", "sync_devices", "account_usage",
         ]
         /// Tables that another branch's migration adds (Sql/019 push result records): erased when
@@ -383,9 +383,12 @@ enum SQL {
         static let insert = MultiRowStatement(columns: 7) { rows in
             "INSERT INTO todo_list (user_id, deadline, is_important, created_at, title_key, id, body) VALUES \(rows)"
         }
-        /// Removes todos' list rows (deleted todos', and the previous rows of changed ones).
+        /// Removes todos' list rows (deleted todos', and the previous rows of changed ones) and
+        /// answers each removed row's date (its stored day list is rebuilt, `TodoDays`).
         /// Parameters: user, then the ids.
-        static let delete = InListStatement(size: 128) { ids in "DELETE FROM todo_list WHERE user_id = ? AND id IN (\(ids))" }
+        static let delete = InListStatement(size: 128) { ids in
+            "DELETE FROM todo_list WHERE user_id = ? AND id IN (\(ids)) RETURNING deadline"
+        }
         static let deleteOfUser = "DELETE FROM todo_list WHERE user_id = ?"
         /// The owner's list rows with deadlines from `from` to `to`, in the contract's order: the
         /// primary key's order, one range read. Parameters: the owner's, from, to.
@@ -397,7 +400,9 @@ enum SQL {
             """
         }
         /// The contract's list order, the primary key's (after user_id).
-        static let order = "l.deadline, l.is_important DESC, l.created_at DESC, l.title_key, l.id"
+        static let order = "l.deadline, \(dayOrder)"
+        /// The same within one date.
+        static let dayOrder = "l.is_important DESC, l.created_at DESC, l.title_key, l.id"
         static let bodiesInRangeForUser = bodiesInRange(.user)
         static let bodiesInRangeForToken = bodiesInRange(.token)
         /// Every list row of a user (check-feed). Columns: id, deadline, is_important,
@@ -405,6 +410,65 @@ enum SQL {
         static let ofUser = """
             SELECT id, deadline, is_important, created_at, title_key, body FROM todo_list WHERE user_id = ?
             """
+    }
+
+    /// Each date's GET /todos?date= list stored as one row (Sql/025_todo_days.sql): the bodies of
+    /// the date's `todo_list` rows in list order joined by commas, so that the read is one
+    /// primary-key lookup. Every date with live todos has a row (what lets a date without one
+    /// answer `[]` in that lookup); its body is NULL when the list is not stored (longer than
+    /// `maxBodyBytes`, touched by a write of many dates, or back-filled), and the read then takes
+    /// the range read of `todo_list`.
+    enum TodoDays {
+        /// The longest body stored: the session's `GROUP_CONCAT` bound, which `rebuild` relies on.
+        static let maxBodyBytes = Connection.groupConcatMaxLength
+        /// A write that touched at most this many dates rebuilds their rows from `todo_list`
+        /// (`rebuild`); one that touched more only marks them not stored (`unstore`), so that no
+        /// write rebuilds more lists than this (each costs about a read of its rows).
+        static let rebuildLimit = 8
+        /// Parameters: user, then the dates.
+        static let delete = InListStatement(size: 128) { days in
+            "DELETE FROM todo_days WHERE user_id = ? AND deadline IN (\(days))"
+        }
+        static let deleteOfUser = "DELETE FROM todo_days WHERE user_id = ?"
+        /// The rows of the given dates (deleted first by `delete`) from `todo_list`: a date
+        /// without live todos gets none. A list longer than `maxBodyBytes` gets a NULL body:
+        /// GROUP_CONCAT cuts it, which IGNORE makes a warning instead of strict mode's error 1260,
+        /// and the IF drops it. Parameters: user, then the dates.
+        static let rebuild = InListStatement(size: 128) { days in rebuildRows(" AND l.deadline IN (\(days))") }
+        /// Every date of a user (`rebuild-feed`). Parameters: user.
+        static let rebuildOfUser = rebuildRows("")
+        private static func rebuildRows(_ condition: String) -> String {
+            """
+            INSERT IGNORE INTO todo_days (user_id, deadline, body)
+            SELECT l.user_id, l.deadline,
+                   IF(SUM(LENGTH(l.body)) + COUNT(*) - 1 <= \(maxBodyBytes),
+                      GROUP_CONCAT(l.body ORDER BY \(TodoList.dayOrder) SEPARATOR ','), NULL)
+              FROM todo_list l
+             WHERE l.user_id = ?\(condition)
+             GROUP BY l.deadline
+            """
+        }
+        /// Marks dates not stored: a row with a NULL body, whether the date has live todos or not
+        /// (either way its read takes the range read). Parameters per row: user, date.
+        static let unstore = MultiRowStatement(columns: 2) { rows in
+            "INSERT INTO todo_days (user_id, deadline) VALUES \(rows) ON DUPLICATE KEY UPDATE body = NULL"
+        }
+        /// One date of an authenticated user. Columns: body, not stored (1: read `todo_list`). No
+        /// row: no live todos that date. Parameters: user, date.
+        static let dayForUser = """
+            SELECT d.body, d.body IS NULL FROM todo_days d WHERE d.user_id = ? AND d.deadline = ?
+            """
+        /// The same, the token checked in the statement (`ReadOwner.token`): a row whenever the
+        /// token is good (a LEFT JOIN), its body NULL when the date has no row. Columns: body, not
+        /// stored, then the owner's (last use stale, user id). Parameters: stale-before, date,
+        /// token hash, now.
+        static let dayForToken = """
+            SELECT d.body, d.user_id IS NOT NULL AND d.body IS NULL, \(ReadOwner.token.userID(alias: "d"))
+              FROM auth_tokens a LEFT JOIN todo_days d ON d.user_id = a.user_id AND d.deadline = ?
+             WHERE \(ReadOwner.token.condition(alias: "d"))
+            """
+        /// Every row of a user (`check-feed`). Columns: deadline, body.
+        static let ofUser = "SELECT deadline, body FROM todo_days WHERE user_id = ? ORDER BY deadline"
     }
 
     /// The account export (`Store.exportAccount`): every live record of a user, page by page in

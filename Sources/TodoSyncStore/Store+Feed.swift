@@ -8,9 +8,9 @@ public struct FeedProblem: Sendable, CustomStringConvertible {
 }
 
 extension Store {
-    /// Renders the change feed and the todo list of one user afresh from the tables, replacing
-    /// what they held, in one transaction under the user's write lock (so it cannot race a
-    /// write). Versions are kept; `users.tag_seq` is raised to the tags' highest version if below
+    /// Renders the change feed, the todo list and the day lists of one user afresh from the
+    /// tables, replacing what they held, in one transaction under the user's write lock (so it
+    /// cannot race a write). Versions are kept; `users.tag_seq` is raised to the tags' highest version if below
     /// it. Returns the number of feed rows written.
     @discardableResult
     public func rebuildFeed(userID: Int64) throws -> Int {
@@ -40,7 +40,8 @@ extension Store {
 
     /// Compares a user's feed with what the tables say it must hold: the same records, each with
     /// the same version, deletion time, device, parent tags and JSON bytes; and the user's
-    /// `tag_seq` at or above every tag's version. Empty when equal.
+    /// `tag_seq` at or above every tag's version; the same list rows; and each stored day list
+    /// (`todo_days`) equal to its date's list rows joined. Empty when equal.
     public func checkFeed(userID: Int64) throws -> [FeedProblem] {
         try guarded {
             try db.inTransaction(readOnly: true) {
@@ -96,6 +97,28 @@ extension Store {
                     }
                 }
                 for id in listed.keys.sorted() { problem("todo \(id): live but not listed") }
+
+                // GET /todos?date= reads the stored day lists (Sql/025): every date with live todos
+                // has a row (no row answers []); a stored body is the date's list rows joined; a
+                // NULL one (not stored) is read from the list rows, always right.
+                var days = TodoDayRows.expected(fromTables.listRows)
+                for row in try db.query(SQL.TodoDays.ofUser, [.int(userID)]) {
+                    let day = Day(row.string(0)!)!  // a NOT NULL DATE column
+                    let want = days.removeValue(forKey: day)
+                    guard let have = row.bytes(1) else { continue }
+                    switch want {
+                    case nil:
+                        problem("day \(day): stored list but no live todo that day")
+                    case .some(nil):
+                        problem("day \(day): stored list of \(have.count) bytes, but the list is longer than "
+                                + "\(SQL.TodoDays.maxBodyBytes) bytes and must be read from the list rows")
+                    case .some(let want?) where have != want:
+                        problem("day \(day): stored list \(String(decoding: have, as: UTF8.self)); the list rows say "
+                                + "\(String(decoding: want, as: UTF8.self))")
+                    default: break
+                    }
+                }
+                for day in days.keys.sorted() { problem("day \(day): live todos but no row (it would answer [])") }
                 return problems
             }
         }
@@ -110,6 +133,7 @@ extension Store {
         let userID = transaction.userID
         try db.execute(SQL.Feed.deleteOfUser, [.int(userID)])
         try db.execute(SQL.TodoList.deleteOfUser, [.int(userID)])
+        try db.execute(SQL.TodoDays.deleteOfUser, [.int(userID)])
         let batch = try renderFromTables(userID: userID)
         try batch.write(userID: userID, to: db, rebuilding: true)
         for entry in batch.entries where entry.kind == .tag { transaction.tagVersioned(entry.version) }

@@ -22,13 +22,79 @@ public struct RenderedList: Sendable {
 extension Store {
     /// The user's live todos whose deadlines lie from `from` to `to` inclusive, in the contract's
     /// order, as a JSON array of records. The records are `todo_list`'s, rendered at write time:
-    /// the read copies bytes.
+    /// the read copies bytes. One date is read from its stored list (`todo_days`) when it is
+    /// stored: one row.
     public func todoList(_ owner: Authentication, from: Day, to: Day) throws -> RenderedList {
+        if from == to {
+            switch try storedDayList(owner, from) {
+            case .list(let list): return list
+            case .notStored(let userID): return try rangeList(.user(userID), from: from, to: to)
+            }
+        }
+        return try rangeList(owner, from: from, to: to)
+    }
+
+    /// The range read of `todo_list`.
+    private func rangeList(_ owner: Authentication, from: Day, to: Day) throws -> RenderedList {
         try renderedList(owner, user: SQL.TodoList.bodiesInRangeForUser, token: SQL.TodoList.bodiesInRangeForToken,
                          [.day(from), .day(to)]) {
             row, items throws(DatabaseError) in try RowJSON.write(to: &items) { bytes throws(DatabaseError) in
                 try RowJSON.appendStoredJSON(row, 0, to: &bytes)
             }
+        }
+    }
+
+    private enum StoredDay {
+        case list(RenderedList)
+        /// The date has no stored list (`SQL.TodoDays`): its list rows are read.
+        case notStored(userID: Int64)
+    }
+
+    /// One date's list from its row of `todo_days`: one primary-key lookup, with a token checked
+    /// in the same statement (a row whenever the token is good), so a date without todos (no row)
+    /// takes no second statement either. A connection lost mid-result is retried from scratch.
+    private func storedDayList(_ owner: Authentication, _ day: Day) throws -> StoredDay {
+        let sql: String, parameters: [DatabaseValue]
+        let now = Timestamp.now()
+        switch owner {
+        case .user(let userID):
+            (sql, parameters) = (SQL.TodoDays.dayForUser, [.int(userID), .day(day)])
+        case .token(let token):
+            (sql, parameters) = (SQL.TodoDays.dayForToken, [Self.tokenUseStaleBefore(now), .day(day),
+                                                            .blob(tokenHash(token)), .timestamp(now)])
+        }
+        return try guarded {
+            func openArray() -> JSONWriter {
+                var items = JSONWriter(reservingCapacity: 8192)
+                items.beginArray()
+                return items
+            }
+            var items = openArray()
+            var userID: Int64? = if case .user(let id) = owner { id } else { nil }
+            var notStored = false, tokenUseStale = false
+            _ = try db.forEachRow(sql, parameters, restart: { items = openArray() }) { row throws(DatabaseError) in
+                if case .token = owner {
+                    userID = try row.int64(3)
+                    tokenUseStale = try row.int64(2) == 1
+                }
+                notStored = try row.int64(1) == 1
+                if !row.isNull(0) {
+                    try RowJSON.write(to: &items) { bytes throws(DatabaseError) in
+                        try RowJSON.appendStoredJSON(row, 0, to: &bytes)
+                    }
+                }
+            }
+            if case .token(let token) = owner {
+                if userID == nil {
+                    guard let id = try authenticate(token: token) else { throw DomainError.unauthenticated }
+                    userID = id
+                } else if tokenUseStale {
+                    touchToken(hash: tokenHash(token), now: now)
+                }
+            }
+            if notStored { return .notStored(userID: userID!) }
+            items.endArray()
+            return .list(RenderedList(userID: userID!, json: items.bytes))
         }
     }
 
