@@ -5,10 +5,10 @@
 --
 -- Every date with live todos has a row, so a date without one answers `[]` from that lookup. A
 -- row's body is NULL when the list is not stored, and its read takes the range read of todo_list:
---   * a list longer than the session's GROUP_CONCAT bound (`Connection.groupConcatMaxLength`,
---     256 KiB), so that no write rewrites more than that per date;
---   * the dates of a write that touched more than `SQL.TodoDays.rebuildLimit` (8) of them: a
---     date's rebuild costs about a read of its todos, so a big push or import only marks them;
+--   * a list longer than the session's GROUP_CONCAT bound (`Connection.groupConcatMaxLength`),
+--     so that no write rewrites more than that per date;
+--   * the dates of a write that touched more than `SQL.TodoDays.rebuildLimit` of them: a date's
+--     rebuild costs about a read of its todos, so a big push or import only marks them;
 --   * the back-fill below.
 -- The write path keeps the rows in the transaction that changes todo_list (`TodoDayRows.write`):
 -- it deletes and rebuilds from todo_list the rows of each date whose list rows it deleted or
