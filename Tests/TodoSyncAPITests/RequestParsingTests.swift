@@ -24,5 +24,11 @@ final class RequestParsingTests: XCTestCase {
         XCTAssertEqual(HTTPRequest.parseQuery("date=2025-01-02&limit=5"), ["date": "2025-01-02", "limit": "5"])
         XCTAssertEqual(HTTPRequest.parseQuery("a=x%20y+z&b=%zz&c&a=last"), ["a": "last", "b": "%zz", "c": ""])
         XCTAssertEqual(HTTPRequest.parseQuery("q=%C3%A9t%C3%A9+1"), ["q": "été 1"])
+        // Empty pairs, a bare `=`, `=` in a value, non-ASCII bytes, and `&` before a combining
+        // mark (one Character, still two pairs: a query is split on bytes).
+        XCTAssertEqual(HTTPRequest.parseQuery("&&a=1&&=v&b=x=y&&"), ["a": "1", "": "v", "b": "x=y"])
+        XCTAssertEqual(HTTPRequest.parseQuery("é=ü&k"), ["é": "ü", "k": ""])
+        XCTAssertEqual(HTTPRequest.parseQuery("a=1&\u{301}b=2"), ["a": "1", "\u{301}b": "2"])
+        XCTAssertEqual(HTTPRequest.parseQuery(""), [:])
     }
 }

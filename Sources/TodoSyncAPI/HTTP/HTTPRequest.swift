@@ -30,13 +30,22 @@ public struct HTTPRequest: Sendable {
     public func header(_ name: String) -> String? { headers[name.lowercased()] }
 
     /// Parses `a=1&b=x%20y` (with `+` as space); malformed escapes are kept literally.
+    /// Split on the bytes `&` and `=` (a query is bytes, not text: splitting by `Character`
+    /// cost a grapheme-breaking pass, ~12k instructions for `date=2025-01-02`).
     static func parseQuery(_ string: String) -> [String: String] {
         var result: [String: String] = [:]
-        for pair in string.split(separator: "&", omittingEmptySubsequences: true) {
-            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-            let name = percentDecode(parts[0])
-            let value = parts.count > 1 ? percentDecode(parts[1]) : ""
-            result[name] = value
+        let bytes = string.utf8
+        var start = bytes.startIndex
+        while start < bytes.endIndex {
+            let end = bytes[start...].firstIndex(of: UInt8(ascii: "&")) ?? bytes.endIndex
+            if start < end {
+                if let equals = bytes[start..<end].firstIndex(of: UInt8(ascii: "=")) {
+                    result[percentDecode(string[start..<equals])] = percentDecode(string[bytes.index(after: equals)..<end])
+                } else {
+                    result[percentDecode(string[start..<end])] = ""
+                }
+            }
+            start = end < bytes.endIndex ? bytes.index(after: end) : end
         }
         return result
     }
