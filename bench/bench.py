@@ -495,8 +495,9 @@ class Bench:
         self.page_bytes = len(page)
 
     def run_ceiling_page(self):
-        if not getattr(self, "page_bytes", 0):
-            self.fill_page_ceiling()
+        # Filled before each variant: the responders forget the page when they restart
+        # (push_compare restarts them between the variants).
+        self.fill_page_ceiling()
         log(f"ceiling 3: a {self.page_bytes:,}-byte pull page served from the responder's memory ({DURATION} s){self.suffix}")
         result = self.wrk("ceiling_page", "ceiling.lua", "/__bench/page")
         result["pageBytes"] = self.page_bytes
