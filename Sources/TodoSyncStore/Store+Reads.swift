@@ -60,19 +60,14 @@ extension Store {
         case .user(let userID):
             (sql, parameters) = (SQL.TodoDays.dayForUser, [.int(userID), .day(day)])
         case .token(let token):
-            (sql, parameters) = (SQL.TodoDays.dayForToken, [Self.tokenUseStaleBefore(now), .day(day),
-                                                            .blob(tokenHash(token)), .timestamp(now)])
+            let (staleBefore, hash, at) = tokenParameters(token, now: now)
+            (sql, parameters) = (SQL.TodoDays.dayForToken, [staleBefore, .day(day), hash, at])
         }
         return try guarded {
-            func openArray() -> JSONWriter {
-                var items = JSONWriter(reservingCapacity: 8192)
-                items.beginArray()
-                return items
-            }
-            var items = openArray()
+            var items = Self.openArray()
             var userID: Int64? = if case .user(let id) = owner { id } else { nil }
             var notStored = false, tokenUseStale = false
-            _ = try db.forEachRow(sql, parameters, restart: { items = openArray() }) { row throws(DatabaseError) in
+            _ = try db.forEachRow(sql, parameters, restart: { items = Self.openArray() }) { row throws(DatabaseError) in
                 if case .token = owner {
                     userID = try row.int64(3)
                     tokenUseStale = try row.int64(2) == 1
@@ -84,17 +79,10 @@ extension Store {
                     }
                 }
             }
-            if case .token(let token) = owner {
-                if userID == nil {
-                    guard let id = try authenticate(token: token) else { throw DomainError.unauthenticated }
-                    userID = id
-                } else if tokenUseStale {
-                    touchToken(hash: tokenHash(token), now: now)
-                }
-            }
-            if notStored { return .notStored(userID: userID!) }
+            let owner = try settle(owner, found: userID, tokenUseStale: tokenUseStale, now: now)
+            if notStored { return .notStored(userID: owner) }
             items.endArray()
-            return .list(RenderedList(userID: userID!, json: items.bytes))
+            return .list(RenderedList(userID: owner, json: items.bytes))
         }
     }
 
@@ -122,20 +110,15 @@ extension Store {
         case .user(let userID):
             (sql, ownerParameters) = (userSQL, [.int(userID)])
         case .token(let token):
-            (sql, ownerParameters) = (tokenSQL, [Self.tokenUseStaleBefore(now), .blob(tokenHash(token)),
-                                                 .timestamp(now)])
+            let (staleBefore, hash, at) = tokenParameters(token, now: now)
+            (sql, ownerParameters) = (tokenSQL, [staleBefore, hash, at])
         }
         return try guarded {
-            func openArray() -> JSONWriter {
-                var items = JSONWriter(reservingCapacity: 8192)
-                items.beginArray()
-                return items
-            }
-            var items = openArray()
+            var items = Self.openArray()
             var userID: Int64? = if case .user(let id) = owner { id } else { nil }
             // With a token, whether its last use is due to be recorded (the column before the user id).
             var tokenUseStale = false
-            let rows = try db.forEachRow(sql, ownerParameters + parameters, restart: { items = openArray() }) {
+            _ = try db.forEachRow(sql, ownerParameters + parameters, restart: { items = Self.openArray() }) {
                 row throws(DatabaseError) in
                 if userID == nil {
                     userID = try row.int64(row.count - 1)
@@ -143,16 +126,38 @@ extension Store {
                 }
                 try write(row, &items)
             }
-            if case .token(let token) = owner {
-                if rows == 0 {
-                    guard let id = try authenticate(token: token) else { throw DomainError.unauthenticated }
-                    userID = id
-                } else if tokenUseStale {
-                    touchToken(hash: tokenHash(token), now: now)
-                }
-            }
+            let owner = try settle(owner, found: userID, tokenUseStale: tokenUseStale, now: now)
             items.endArray()
-            return RenderedList(userID: userID!, json: items.bytes)
+            return RenderedList(userID: owner, json: items.bytes)
+        }
+    }
+
+    private static func openArray() -> JSONWriter {
+        var items = JSONWriter(reservingCapacity: 8192)
+        items.beginArray()
+        return items
+    }
+
+    /// A token read's parameters (`SQL.ReadOwner.token`): stale-before, the token's hash, now.
+    private func tokenParameters(_ token: String, now: Timestamp) -> (DatabaseValue, DatabaseValue, DatabaseValue) {
+        (Self.tokenUseStaleBefore(now), .blob(tokenHash(token)), .timestamp(now))
+    }
+
+    /// The owner's user id after a read by owner. `found`: the user id the read's rows named (nil:
+    /// no row). A token whose read found no row is checked on its own: `unauthenticated` when it
+    /// is bad, the user otherwise (a good token with nothing in the range); a found token whose
+    /// last use is stale is touched.
+    private func settle(_ owner: Authentication, found: Int64?, tokenUseStale: Bool, now: Timestamp) throws -> Int64 {
+        switch owner {
+        case .user(let userID):
+            return userID
+        case .token(let token):
+            guard let found else {
+                guard let id = try authenticate(token: token) else { throw DomainError.unauthenticated }
+                return id
+            }
+            if tokenUseStale { touchToken(hash: tokenHash(token), now: now) }
+            return found
         }
     }
 }
