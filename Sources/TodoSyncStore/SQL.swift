@@ -434,17 +434,14 @@ enum SQL {
         /// without live todos gets none. A list longer than `maxBodyBytes` gets a NULL body:
         /// GROUP_CONCAT cuts it, which IGNORE makes a warning instead of strict mode's error 1260,
         /// and the IF drops it. Parameters: user, then the dates.
-        static let rebuild = InListStatement(size: 128) { days in rebuildRows(" AND l.deadline IN (\(days))") }
-        /// Every date of a user (`rebuild-feed`). Parameters: user.
-        static let rebuildOfUser = rebuildRows("")
-        private static func rebuildRows(_ condition: String) -> String {
+        static let rebuild = InListStatement(size: 128) { days in
             """
             INSERT IGNORE INTO todo_days (user_id, deadline, body)
             SELECT l.user_id, l.deadline,
                    IF(SUM(LENGTH(l.body)) + COUNT(*) - 1 <= \(maxBodyBytes),
                       GROUP_CONCAT(l.body ORDER BY \(TodoList.dayOrder) SEPARATOR ','), NULL)
               FROM todo_list l
-             WHERE l.user_id = ?\(condition)
+             WHERE l.user_id = ? AND l.deadline IN (\(days))
              GROUP BY l.deadline
             """
         }
