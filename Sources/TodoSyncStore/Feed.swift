@@ -217,9 +217,10 @@ struct TodoListRow: Equatable {
 /// The stored day lists (`todo_days`, GET /todos?date=): what a write does to the dates it
 /// touched, and what they must hold (`check-feed`).
 enum TodoDayRows {
-    /// Rebuilds the rows of `days` from the user's list rows, in statements of 128 dates, when
-    /// they are at most `SQL.TodoDays.rebuildLimit` or `emptied` (`rebuild-feed`: the user's rows
-    /// were deleted first, and every date is rebuilt); marks them not stored otherwise.
+    /// Rebuilds the rows of `days` from the user's list rows when they are at most
+    /// `SQL.TodoDays.rebuildLimit` (one delete and one rebuild statement) or `emptied`
+    /// (`rebuild-feed`: the user's rows were deleted first, and every date is rebuilt, that many
+    /// dates per statement); marks them not stored otherwise.
     static func write(_ days: Set<Day>, userID: Int64, to db: Connection, emptied: Bool = false) throws {
         let dates = days.sorted()
         guard emptied || dates.count <= SQL.TodoDays.rebuildLimit else {

@@ -425,8 +425,10 @@ enum SQL {
         /// (`rebuild`); one that touched more only marks them not stored (`unstore`), so that no
         /// write rebuilds more lists than this (each costs about a read of its rows).
         static let rebuildLimit = 8
-        /// Parameters: user, then the dates.
-        static let delete = InListStatement(size: 128) { days in
+        /// Parameters: user, then the dates. Lists of `rebuildLimit` dates: a write rebuilds at
+        /// most that many, so its statements bind no padding (`rebuild-feed`, which rebuilds every
+        /// date of a user, takes several).
+        static let delete = InListStatement(size: rebuildLimit) { days in
             "DELETE FROM todo_days WHERE user_id = ? AND deadline IN (\(days))"
         }
         static let deleteOfUser = "DELETE FROM todo_days WHERE user_id = ?"
@@ -434,7 +436,7 @@ enum SQL {
         /// without live todos gets none. A list longer than `maxBodyBytes` gets a NULL body:
         /// GROUP_CONCAT cuts it, which IGNORE makes a warning instead of strict mode's error 1260,
         /// and the IF drops it. Parameters: user, then the dates.
-        static let rebuild = InListStatement(size: 128) { days in
+        static let rebuild = InListStatement(size: rebuildLimit) { days in
             """
             INSERT IGNORE INTO todo_days (user_id, deadline, body)
             SELECT l.user_id, l.deadline,

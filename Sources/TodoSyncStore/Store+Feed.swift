@@ -10,8 +10,8 @@ public struct FeedProblem: Sendable, CustomStringConvertible {
 extension Store {
     /// Renders the change feed, the todo list and the day lists of one user afresh from the
     /// tables, replacing what they held, in one transaction under the user's write lock (so it
-    /// cannot race a write). Versions are kept; `users.tag_seq` is raised to the tags' highest version if below
-    /// it. Returns the number of feed rows written.
+    /// cannot race a write). Versions are kept; `users.tag_seq` is raised to the tags' highest
+    /// version if below it. Returns the number of feed rows written.
     @discardableResult
     public func rebuildFeed(userID: Int64) throws -> Int {
         try write(userID: userID, operations: 0) { transaction in

@@ -169,7 +169,8 @@ final class TodoDaysTests: StoreTestCase {
         try assertEveryDateMatches(days + [Day("2026-12-25")!], "after rebuild-feed")
     }
 
-    /// One push touching 300 dates (more than the 128 a statement takes), moving todos off some
+    /// One push touching 300 dates (more than one statement takes: the marking's 128 rows, the
+    /// rebuild's `rebuildLimit` dates, which rebuild-feed runs here), moving todos off some
     /// and onto others.
     func testAPushTouchingMoreDatesThanOneStatementTakes() throws {
         let days = Array((1...12).flatMap { month in
