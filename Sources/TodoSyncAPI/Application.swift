@@ -31,6 +31,9 @@ public final class Application {
     let logger: Logger
     let options: ApplicationOptions
     let router = Router()
+    /// Compresses this worker's responses (the server runs every response through it); routes
+    /// that send bytes compressed at write time ask it whether the client accepts gzip.
+    public let encoder = ResponseEncoder()
     /// The route and user of the request being (or last) handled, for logs and metrics.
     public internal(set) var observed = RequestObservation()
 
@@ -58,7 +61,7 @@ public final class Application {
         case .methodNotAllowed(let allowed):
             return .error(.methodNotAllowed(allowed: allowed))
         case .found(let handler, let parameters, let pattern, let limit):
-            let context = RequestContext(request: request, pathParameters: parameters, store: store)
+            let context = RequestContext(request: request, pathParameters: parameters, store: store, encoder: encoder)
             observed.route = pattern
             defer { observed.userID = context.userID ?? observed.userID }
             do {

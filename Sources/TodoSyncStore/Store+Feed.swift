@@ -1,3 +1,4 @@
+import Deflate
 import MariaDB
 import TodoSyncCore
 
@@ -116,6 +117,15 @@ extension Store {
                         problem("day \(day): stored list \(String(decoding: have, as: UTF8.self)); the list rows say "
                                 + "\(String(decoding: want, as: UTF8.self))")
                     default: break
+                    }
+                    // Its compressed response (Sql/026), which gzip clients get instead, says the
+                    // same. A stored body without one is right: compressed per request.
+                    guard let compressed = row.bytes(2) else { continue }
+                    let sent = row.int64(3).flatMap { crc in
+                        compressed.withUnsafeBytes { GzipMember.fromCompress($0, crc32: UInt32(truncatingIfNeeded: crc)) }
+                    }
+                    if sent.flatMap({ gunzip($0) }) != SQL.TodoDays.responsePrefix + have + SQL.TodoDays.responseSuffix {
+                        problem("day \(day): the stored list's compressed response is not {\"items\":[the list]}")
                     }
                 }
                 for day in days.keys.sorted() { problem("day \(day): live todos but no row (it would answer [])") }

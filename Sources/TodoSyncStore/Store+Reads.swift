@@ -1,4 +1,5 @@
 import Credentials
+import Deflate
 import MariaDB
 import TodoSyncCore
 
@@ -17,16 +18,24 @@ public enum Authentication: Sendable, Equatable {
 public struct RenderedList: Sendable {
     public let userID: Int64
     public let json: [UInt8]
+    /// Instead of `json` (then empty): the whole response body, `{"items":` the array `}`, as a
+    /// gzip member compressed when the list was written (`todoList(_:from:to:gzip:)`).
+    public let gzippedItems: [UInt8]?
+
+    init(userID: Int64, json: [UInt8], gzippedItems: [UInt8]? = nil) {
+        (self.userID, self.json, self.gzippedItems) = (userID, json, gzippedItems)
+    }
 }
 
 extension Store {
     /// The user's live todos whose deadlines lie from `from` to `to` inclusive, in the contract's
     /// order, as a JSON array of records. The records are `todo_list`'s, rendered at write time:
     /// the read copies bytes. One date is read from its stored list (`todo_days`) when it is
-    /// stored: one row.
-    public func todoList(_ owner: Authentication, from: Day, to: Day) throws -> RenderedList {
+    /// stored: one row. With `gzip` (the client accepts it), a stored list long enough to be worth
+    /// compressing comes as `gzippedItems`, compressed when it was stored.
+    public func todoList(_ owner: Authentication, from: Day, to: Day, gzip: Bool = false) throws -> RenderedList {
         if from == to {
-            switch try storedDayList(owner, from) {
+            switch try storedDayList(owner, from, gzip: gzip) {
             case .list(let list): return list
             case .notStored(let userID): return try rangeList(.user(userID), from: from, to: to)
             }
@@ -53,34 +62,45 @@ extension Store {
     /// One date's list from its row of `todo_days`: one primary-key lookup, with a token checked
     /// in the same statement (a row whenever the token is good), so a date without todos (no row)
     /// takes no second statement either. A connection lost mid-result is retried from scratch.
-    private func storedDayList(_ owner: Authentication, _ day: Day) throws -> StoredDay {
+    private func storedDayList(_ owner: Authentication, _ day: Day, gzip: Bool) throws -> StoredDay {
+        typealias Column = SQL.TodoDays.DayColumn
         let sql: String, parameters: [DatabaseValue]
         let now = Timestamp.now()
         switch owner {
         case .user(let userID):
-            (sql, parameters) = (SQL.TodoDays.dayForUser, [.int(userID), .day(day)])
+            (sql, parameters) = (SQL.TodoDays.dayForUser(gzip: gzip), [.int(userID), .day(day)])
         case .token(let token):
             let (staleBefore, hash, at) = tokenParameters(token, now: now)
-            (sql, parameters) = (SQL.TodoDays.dayForToken, [staleBefore, .day(day), hash, at])
+            (sql, parameters) = (SQL.TodoDays.dayForToken(gzip: gzip), [staleBefore, .day(day), hash, at])
         }
         return try guarded {
             var items = Self.openArray()
+            var gzipped: [UInt8]?
             var userID: Int64? = if case .user(let id) = owner { id } else { nil }
             var notStored = false, tokenUseStale = false
-            _ = try db.forEachRow(sql, parameters, restart: { items = Self.openArray() }) { row throws(DatabaseError) in
+            let restart = { items = Self.openArray(); gzipped = nil }
+            _ = try db.forEachRow(sql, parameters, restart: restart) { row throws(DatabaseError) in
                 if case .token = owner {
-                    userID = try row.int64(3)
-                    tokenUseStale = try row.int64(2) == 1
+                    userID = try row.int64(Column.notStored.rawValue + 2)
+                    tokenUseStale = try row.int64(Column.notStored.rawValue + 1) == 1
                 }
-                notStored = try row.int64(1) == 1
-                if !row.isNull(0) {
+                notStored = try row.int64(Column.notStored.rawValue) == 1
+                if try row.int64(Column.isCompressed.rawValue) == 1, let crc = try row.int64(Column.crc.rawValue) {
+                    _ = try row.withBytes(Column.list.rawValue) {
+                        gzipped = GzipMember.fromCompress($0, crc32: UInt32(truncatingIfNeeded: crc))
+                    }
+                    // Not a COMPRESS() value: the list rows are read, and compressed per request.
+                    if gzipped == nil { notStored = true }
+                } else if !row.isNull(Column.list.rawValue) {
                     try RowJSON.write(to: &items) { bytes throws(DatabaseError) in
-                        try RowJSON.appendStoredJSON(row, 0, to: &bytes)
+                        try RowJSON.appendStoredJSON(row, Column.list.rawValue, to: &bytes)
                     }
                 }
             }
             let owner = try settle(owner, found: userID, tokenUseStale: tokenUseStale, now: now)
+            // First: a compressed response beside a body marked not stored is stale.
             if notStored { return .notStored(userID: owner) }
+            if let gzipped { return .list(RenderedList(userID: owner, json: [], gzippedItems: gzipped)) }
             items.endArray()
             return .list(RenderedList(userID: owner, json: items.bytes))
         }

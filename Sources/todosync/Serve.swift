@@ -99,7 +99,7 @@ struct Serve: ParsableCommand {
             let store = Store(connection: Connection(configuration: database), configuration: storeConfiguration)
             let application = Application(store: store, logger: workerLogger, options: options)
             let observer = observability.observer(for: application, logger: workerLogger)
-            let encoder = ResponseEncoder()
+            let encoder = application.encoder
             return { request in
                 let response = encoder.encode(
                     observer.handle(HTTPRequest(request), requestID: request.header("X-Request-Id")),

@@ -1,4 +1,5 @@
 import Credentials
+import Deflate
 import Foundation
 import MariaDB
 import XCTest
@@ -46,16 +47,36 @@ final class TodoDaysTests: StoreTestCase {
         return false
     }
 
-    /// Every date answers its list rows' bytes, by token and by user, and check-feed (which
-    /// compares every stored date with its list rows joined) finds nothing.
+    /// Every date answers its list rows' bytes, by token and by user, and to a client that
+    /// accepts gzip a stored list long enough is sent as compressed when written (Sql/026), which
+    /// decompresses to the same response; check-feed (which compares every stored date with its
+    /// list rows joined, and its compressed response with that) finds nothing. Answers how many
+    /// reads were sent compressed.
+    @discardableResult
     private func assertEveryDateMatches(_ days: [Day], _ context: String, file: StaticString = #filePath,
-                                        line: UInt = #line) throws {
+                                        line: UInt = #line) throws -> Int {
+        var compressed = 0
         for day in days {
             let reference = try listRowsRead(day)
-            XCTAssertEqual(try dayRead(.token(token), day), reference, "\(context): \(day) by token", file: file, line: line)
-            XCTAssertEqual(try dayRead(.user(userID), day), reference, "\(context): \(day) by user", file: file, line: line)
+            // What the route answers with the list (`HTTPResponse.json(_:member:_:)`).
+            let response = Array(#"{"items":\#(reference)}"#.utf8)
+            for (owner, name) in [(Authentication.token(token), "token"), (.user(userID), "user")] {
+                XCTAssertEqual(try dayRead(owner, day), reference, "\(context): \(day) by \(name)", file: file, line: line)
+                let gzipRead = try store.todoList(owner, from: day, to: day, gzip: true)
+                if let member = gzipRead.gzippedItems {
+                    compressed += 1
+                    XCTAssertEqual(gunzip(member), response, "\(context): \(day) by \(name), gzip", file: file, line: line)
+                    XCTAssertGreaterThanOrEqual(response.count, GzipMember.worthwhileLength, file: file, line: line)
+                } else {
+                    XCTAssertEqual(String(decoding: gzipRead.json, as: UTF8.self), reference,
+                                   "\(context): \(day) by \(name), gzip accepted", file: file, line: line)
+                    XCTAssertFalse(try isStored(day) && response.count >= GzipMember.worthwhileLength,
+                                   "\(context): \(day) is stored but not sent compressed", file: file, line: line)
+                }
+            }
         }
         XCTAssertEqual(try store.checkFeed(userID: userID).map(\.description), [], context, file: file, line: line)
+        return compressed
     }
 
     private func push(_ operations: [String]) throws {
@@ -74,6 +95,7 @@ final class TodoDaysTests: StoreTestCase {
         // Titles that sort differently by code point than by collation, and equal title keys.
         let titles = ["apfel", "Äpfel", "Apfel", "zebra", "éclair", "b", "B", "Ω"]
         var live: [Int64] = [], deleted: [Int64] = []
+        var sentCompressed = 0
         for step in 0..<120 {
             let roll = random.next(100)
             if live.isEmpty || roll < 35 {
@@ -113,8 +135,9 @@ final class TodoDaysTests: StoreTestCase {
                 ])
                 live.append(try db.queryOne("SELECT MAX(id) FROM todos WHERE user_id = ?", [.int(userID)])!.int64(0)!)
             }
-            if step % 10 == 9 { try assertEveryDateMatches(days, "after step \(step)") }
+            if step % 10 == 9 { sentCompressed += try assertEveryDateMatches(days, "after step \(step)") }
         }
+        XCTAssertGreaterThan(sentCompressed, 20, "lists long enough are sent as compressed when written")
         // Every write above touched at most 3 dates, within the rebuild limit: every date with
         // todos is stored whole.
         for day in days where try listRowsRead(day) != "[]" {
@@ -216,28 +239,38 @@ final class TodoDaysTests: StoreTestCase {
     }
 
     /// check-feed finds a stored date that differs from its list rows, a date with todos and no row
-    /// (it would answer []), and a stored list for a date without todos; a date marked not stored
-    /// is right (it reads the list rows). rebuild-feed repairs the three and stores the fourth.
+    /// (it would answer []), a stored list for a date without todos, and a compressed response
+    /// that is not its list's; a date marked not stored is right (it reads the list rows), even
+    /// with a compressed response left beside it (what a responder of the release before Sql/026
+    /// leaves), which is not sent. rebuild-feed repairs them all and stores every date.
     func testCheckFeedFindsWrongMissingExtraAndUnstoredDatesAndRebuildRepairsThem() throws {
-        let days = (0..<4).map { Day(year: 2026, month: 8, day: 1 + $0)! }
+        let days = (0..<5).map { Day(year: 2026, month: 8, day: 1 + $0)! }
         for day in days {
-            for index in 0..<3 { _ = try store.createTodo(userID: userID, TodoDraft(title: "t\(index)", deadline: day)) }
+            for index in 0..<4 {
+                _ = try store.createTodo(userID: userID, TodoDraft(title: "t\(index)", notes: "long enough to compress", deadline: day))
+            }
         }
-        try assertEveryDateMatches(days, "before tampering")
+        XCTAssertEqual(try assertEveryDateMatches(days, "before tampering"), 2 * days.count)
         try db.execute("UPDATE todo_days SET body = '{}' WHERE user_id = ? AND deadline = ?", [.int(userID), .day(days[0])])
         try db.execute("DELETE FROM todo_days WHERE user_id = ? AND deadline = ?", [.int(userID), .day(days[1])])
         try db.execute("UPDATE todo_days SET body = NULL WHERE user_id = ? AND deadline = ?", [.int(userID), .day(days[2])])
         try db.execute("INSERT INTO todo_days (user_id, deadline, body) VALUES (?, '2026-08-20', '{}')", [.int(userID)])
+        try db.execute("UPDATE todo_days SET compressed = COMPRESS(REPEAT('[]', 600)) WHERE user_id = ? AND deadline = ?",
+                       [.int(userID), .day(days[3])])
         let problems = try store.checkFeed(userID: userID).map(\.description)
-        XCTAssertEqual(problems.count, 3, "\(problems)")
-        for (day, words) in [(days[0], "the list rows say"), (days[1], "no row"), (Day("2026-08-20")!, "no live todo")] {
+        XCTAssertEqual(problems.count, 5, "\(problems)")
+        for (day, words) in [(days[0], "the list rows say"), (days[0], "compressed response"), (days[1], "no row"),
+                             (Day("2026-08-20")!, "no live todo"), (days[3], "compressed response")] {
             XCTAssertEqual(problems.filter { $0.hasPrefix("day \(day):") && $0.contains(words) }.count, 1, "\(day): \(problems)")
         }
         XCTAssertEqual(try dayRead(.user(userID), days[2]), try listRowsRead(days[2]), "a body-less row reads the list rows")
+        let bodyLess = try store.todoList(.token(token), from: days[2], to: days[2], gzip: true)
+        XCTAssertNil(bodyLess.gzippedItems, "its compressed response is not sent")
+        XCTAssertEqual(String(decoding: bodyLess.json, as: UTF8.self), try listRowsRead(days[2]))
         XCTAssertEqual(try dayRead(.token(token), days[1]), "[]", "what the missing row does wrong")
         try store.rebuildFeed(userID: userID)
         XCTAssertTrue(try days.allSatisfy(isStored))
-        try assertEveryDateMatches(days + [Day("2026-08-20")!], "after rebuild-feed")
+        XCTAssertEqual(try assertEveryDateMatches(days + [Day("2026-08-20")!], "after rebuild-feed"), 2 * days.count)
     }
 
     /// Migration 025's back-fill gives every date with live todos a row without a body, which

@@ -7,6 +7,7 @@ public final class RequestContext {
     public let request: HTTPRequest
     public let pathParameters: [String]
     let store: Store
+    private let encoder: ResponseEncoder
     /// The user whose token ``requireUser()`` accepted (for the request log; nil before).
     public private(set) var userID: Int64?
     /// The `deviceId` of a push, named in the live-sync poke its commit sends (nil: a REST write).
@@ -18,10 +19,17 @@ public final class RequestContext {
     /// The user whose token was checked for this request already (`authenticated(as:)`).
     private var verifiedUserID: Int64?
 
-    init(request: HTTPRequest, pathParameters: [String], store: Store) {
+    init(request: HTTPRequest, pathParameters: [String], store: Store, encoder: ResponseEncoder) {
         self.request = request
         self.pathParameters = pathParameters
         self.store = store
+        self.encoder = encoder
+    }
+
+    /// Whether the request's `Accept-Encoding` accepts gzip (the worker's encoder remembers the
+    /// last value read).
+    var acceptsGzip: Bool {
+        request.header("accept-encoding").map(encoder.acceptsGzip) ?? false
     }
 
     /// Authentication, the step every route but register and login takes: the bearer token's
@@ -57,6 +65,7 @@ public final class RequestContext {
     /// user (for the request log).
     func items(_ list: RenderedList) -> HTTPResponse {
         userID = list.userID
+        if let gzipped = list.gzippedItems { return ResponseEncoder.gzipped(.json(200, gzipped)) }
         return .json(200, member: "items", list.json)
     }
 

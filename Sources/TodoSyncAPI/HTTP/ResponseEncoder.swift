@@ -9,7 +9,7 @@ import Deflate
 public final class ResponseEncoder {
     /// Bodies shorter than this are sent as they are (gzip's header and trailer would eat the
     /// gain); nginx's `gzip_min_length` is the same.
-    public static let minimumLength = 1000
+    public static let minimumLength = GzipMember.worthwhileLength
 
     private let compressor = GzipCompressor(level: 1)
     /// The last `Accept-Encoding` value read and its answer: a client sends the same value on
@@ -35,9 +35,16 @@ public final class ResponseEncoder {
         } else {
             encoded.body = compressor.gzip(response.body)
         }
-        // nginx's `gzip_vary` adds `Vary` to the identity responses; it leaves encoded ones alone.
-        encoded.headers += [HTTPHeader("Content-Encoding", "gzip"), HTTPHeader("Vary", "Accept-Encoding")]
-        return encoded
+        return Self.gzipped(encoded)
+    }
+
+    /// `response`, whose body (or stream) is already gzip, labelled so: `encode` then leaves it
+    /// alone. nginx's `gzip_vary` adds `Vary` to the identity responses; it leaves encoded ones
+    /// alone, so both say it.
+    public static func gzipped(_ response: HTTPResponse) -> HTTPResponse {
+        var labelled = response
+        labelled.headers += [HTTPHeader("Content-Encoding", "gzip"), HTTPHeader("Vary", "Accept-Encoding")]
+        return labelled
     }
 
     /// `stream` with its body gzip-compressed on the way to the writer.

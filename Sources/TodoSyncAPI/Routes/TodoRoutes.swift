@@ -5,7 +5,7 @@ extension Application {
         router.add("GET", "/api/v1/todos") { context in
             let owner = try context.authenticationInRead()
             let (from, to) = try context.parseBeforeAuthentication { try DateRangeQuery.parse(context.request.query) }
-            return context.items(try context.store.todoList(owner, from: from, to: to))
+            return context.items(try context.store.todoList(owner, from: from, to: to, gzip: context.acceptsGzip))
         }
         router.add("POST", "/api/v1/todos") { context in
             let userID = try context.requireUser()
