@@ -436,65 +436,61 @@ enum SQL {
         /// The rows of the given dates (deleted first by `delete`) from `todo_list`: a date
         /// without live todos gets none. A list longer than `maxBodyBytes` gets a NULL body:
         /// GROUP_CONCAT cuts it, which IGNORE makes a warning instead of strict mode's error 1260,
-        /// and the IF drops it. With the body, the response body it makes (`response`) compressed
-        /// and its CRC (Sql/026; `GzipMember`), for clients that accept gzip. (The list is
-        /// concatenated once per column: a derived table would save that, but is not read with
-        /// the locking read INSERT … SELECT makes of `todo_list`.) Parameters: user, then the dates.
+        /// and the IF drops it. (MariaDB computes the row's compressed response from the body:
+        /// Sql/026.) Parameters: user, then the dates.
         static let rebuild = InListStatement(size: rebuildLimit) { days in
-            let list = """
-                IF(SUM(LENGTH(l.body)) + COUNT(*) - 1 <= \(maxBodyBytes),
-                   GROUP_CONCAT(l.body ORDER BY \(TodoList.dayOrder) SEPARATOR ','), NULL)
-                """
-            return """
-                INSERT IGNORE INTO todo_days (user_id, deadline, body, compressed, crc)
-                SELECT l.user_id, l.deadline, \(list), COMPRESS(\(response(list))), CRC32(\(response(list)))
-                  FROM todo_list l
-                 WHERE l.user_id = ? AND l.deadline IN (\(days))
-                 GROUP BY l.deadline
-                """
+            """
+            INSERT IGNORE INTO todo_days (user_id, deadline, body)
+            SELECT l.user_id, l.deadline,
+                   IF(SUM(LENGTH(l.body)) + COUNT(*) - 1 <= \(maxBodyBytes),
+                      GROUP_CONCAT(l.body ORDER BY \(TodoList.dayOrder) SEPARATOR ','), NULL)
+              FROM todo_list l
+             WHERE l.user_id = ? AND l.deadline IN (\(days))
+             GROUP BY l.deadline
+            """
         }
-        /// What a stored body answers GET /todos?date= with: `{"items":[` body `]}`, the bytes
-        /// `HTTPResponse.json(_:member:_:)` makes of the list (a test holds the two together).
+        /// What a stored body answers GET /todos?date= with, around it: `{"items":[` body `]}`,
+        /// the bytes `HTTPResponse.json(_:member:_:)` makes of the list, and that Sql/026's
+        /// generated columns compress (check-feed and `TodoDaysTests` hold the three together).
         static let responsePrefix = Array(#"{"items":["#.utf8), responseSuffix = Array("]}".utf8)
-        private static func response(_ body: String) -> String {
-            "CONCAT(X'\(SnapshotCache.hex(responsePrefix))', \(body), X'\(SnapshotCache.hex(responseSuffix))')"
-        }
         /// Marks dates not stored: a row with a NULL body, whether the date has live todos or not
         /// (either way its read takes the range read). Parameters per row: user, date.
         static let unstore = MultiRowStatement(columns: 2) { rows in
-            """
-            INSERT INTO todo_days (user_id, deadline) VALUES \(rows)
-                ON DUPLICATE KEY UPDATE body = NULL, compressed = NULL, crc = NULL
-            """
+            "INSERT INTO todo_days (user_id, deadline) VALUES \(rows) ON DUPLICATE KEY UPDATE body = NULL"
         }
         /// One date of an authenticated user. Columns (`DayColumn`): the list, whether it is the
         /// compressed response, its CRC, not stored (1: read `todo_list`). No row: no live todos
-        /// that date. Parameters: user, date.
-        static func dayForUser(gzip: Bool) -> String {
-            "SELECT \(dayColumns(gzip: gzip)) FROM todo_days d WHERE d.user_id = ? AND d.deadline = ?"
+        /// that date. Parameters: user, date. (Built once: the hottest read.)
+        static func dayForUser(gzip: Bool) -> String { gzip ? dayForUserGzip : dayForUserPlain }
+        private static let dayForUserPlain = dayForUser(dayColumns(gzip: false))
+        private static let dayForUserGzip = dayForUser(dayColumns(gzip: true))
+        private static func dayForUser(_ columns: String) -> String {
+            "SELECT \(columns) FROM todo_days d WHERE d.user_id = ? AND d.deadline = ?"
         }
         /// The same, the token checked in the statement (`ReadOwner.token`): a row whenever the
         /// token is good (a LEFT JOIN), its list NULL when the date has no row. Columns: those of
         /// `dayForUser`, then the owner's (last use stale, user id). Parameters: stale-before,
         /// date, token hash, now.
-        static func dayForToken(gzip: Bool) -> String {
+        static func dayForToken(gzip: Bool) -> String { gzip ? dayForTokenGzip : dayForTokenPlain }
+        private static let dayForTokenPlain = dayForToken(dayColumns(gzip: false))
+        private static let dayForTokenGzip = dayForToken(dayColumns(gzip: true))
+        private static func dayForToken(_ columns: String) -> String {
             """
-            SELECT \(dayColumns(gzip: gzip)), \(ReadOwner.token.userID(alias: "d"))
+            SELECT \(columns), \(ReadOwner.token.userID(alias: "d"))
               FROM auth_tokens a LEFT JOIN todo_days d ON d.user_id = a.user_id AND d.deadline = ?
              WHERE \(ReadOwner.token.condition(alias: "d"))
             """
         }
         enum DayColumn: Int { case list, isCompressed, crc, notStored }
         /// With `gzip`, the compressed response instead of the body when it is long enough to be
-        /// worth it (`GzipMember.worthwhileLength`). (A date not stored is read from `todo_list`
-        /// whatever this says: a responder of the release before Sql/026 marks one without
-        /// clearing its compressed response.)
+        /// worth it (`GzipMember.worthwhileLength`).
         private static func dayColumns(gzip: Bool) -> String {
             let compressed = gzip ? """
                 (d.compressed IS NOT NULL AND UNCOMPRESSED_LENGTH(d.compressed) >= \(GzipMember.worthwhileLength))
                 """ : "FALSE"
             return """
-                IF(\(compressed), d.compressed, d.body), \(compressed), d.crc, d.user_id IS NOT NULL AND d.body IS NULL
+                IF(\(compressed), d.compressed, d.body), \(compressed), \(gzip ? "d.crc" : "NULL"), \
+                d.user_id IS NOT NULL AND d.body IS NULL
                 """
         }
         /// Every row of a user (`check-feed`). Columns: deadline, body, compressed, crc.

@@ -98,7 +98,6 @@ extension Store {
                 }
             }
             let owner = try settle(owner, found: userID, tokenUseStale: tokenUseStale, now: now)
-            // First: a compressed response beside a body marked not stored is stale.
             if notStored { return .notStored(userID: owner) }
             if let gzipped { return .list(RenderedList(userID: owner, json: [], gzippedItems: gzipped)) }
             items.endArray()
