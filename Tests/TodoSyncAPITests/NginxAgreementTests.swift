@@ -193,3 +193,18 @@ final class RouteTableTests: XCTestCase {
         }
     }
 }
+
+/// nginx compresses what the responder leaves alone from the same length on: a body the
+/// responder sends as it is for being short must not be compressed by nginx instead.
+final class NginxGzipTests: XCTestCase {
+    func testNginxCompressesFromTheResponderLength() throws {
+        var seen = 0
+        for template in try Repository.nginxTemplates() {
+            for match in Repository.matches(#"gzip_min_length\s+(\d+);"#, in: template.text) {
+                XCTAssertEqual(Int(match[1]!), ResponseEncoder.minimumLength, template.name)
+                seen += 1
+            }
+        }
+        XCTAssertGreaterThan(seen, 0, "no template sets gzip_min_length")
+    }
+}
