@@ -483,15 +483,13 @@ enum SQL {
         }
         enum DayColumn: Int { case list, isCompressed, crc, notStored }
         /// With `gzip`, the compressed response instead of the body when it is long enough to be
-        /// worth it (`GzipMember.worthwhileLength`).
+        /// worth it (`GzipMember.worthwhileLength`). Without, the statement names no other column
+        /// of the row, whatever MariaDB does with a column named in a branch it never takes.
         private static func dayColumns(gzip: Bool) -> String {
-            let compressed = gzip ? """
-                (d.compressed IS NOT NULL AND UNCOMPRESSED_LENGTH(d.compressed) >= \(GzipMember.worthwhileLength))
-                """ : "FALSE"
-            return """
-                IF(\(compressed), d.compressed, d.body), \(compressed), \(gzip ? "d.crc" : "NULL"), \
-                d.user_id IS NOT NULL AND d.body IS NULL
-                """
+            let notStored = "d.user_id IS NOT NULL AND d.body IS NULL"
+            guard gzip else { return "d.body, FALSE, NULL, \(notStored)" }
+            let compressed = "d.compressed IS NOT NULL AND UNCOMPRESSED_LENGTH(d.compressed) >= \(GzipMember.worthwhileLength)"
+            return "IF(\(compressed), d.compressed, d.body), \(compressed), d.crc, \(notStored)"
         }
         /// Every row of a user (`check-feed`). Columns: deadline, body, compressed, crc.
         static let ofUser = "SELECT deadline, body, compressed, crc FROM todo_days WHERE user_id = ? ORDER BY deadline"
