@@ -315,6 +315,10 @@ wsrep_provider_options = \"gcache.size=256M;evs.keepalive_period=PT0.5S;evs.susp
 [mysqld]
 user = mysql
 datadir = $dir/data
+# Each node its own: a starting server deletes every #sql* file in its tmpdir, other servers'
+# temporary tables too (a push failed with "Error on delete of '/tmp/#sql-temptable-…'" while a
+# node rejoined).
+tmpdir = $dir/tmp
 socket = $(node_sock "$i")
 pid-file = $dir/mariadbd.pid
 bind-address = $(node_ip "$i")
@@ -376,8 +380,8 @@ node_start() {
     dir=$(node_dir "$i")
     ns=$(node_ns "$i")
     [[ -n $(node_pid "$i") ]] && { log "db$i: already running"; return 0; }
-    mkdir -p "$dir/data"
-    chown mysql:mysql "$dir" "$dir/data"
+    mkdir -p "$dir/data" "$dir/tmp"
+    chown mysql:mysql "$dir" "$dir/data" "$dir/tmp"
     write_node_cnf "$i"
     args=(--defaults-file="$dir/my.cnf")
     if [[ $mode == bootstrap ]]; then

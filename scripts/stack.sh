@@ -172,6 +172,10 @@ LOG_DIR=$STATE/log
 PID_DIR=$STATE/pids
 DB_DIR=$STATE/mariadb
 DB_DATA=$DB_DIR/data
+# The stack's own tmpdir: a starting mariadbd deletes every #sql* file in its tmpdir, so a shared
+# /tmp would let another server on the host (a second stack, a restart) delete this one's
+# temporary tables mid-statement.
+DB_TMP=$DB_DIR/tmp
 DB_PIDFILE=$DB_DIR/mariadbd.pid
 DB_SOCK_DIR=$TODOSYNC_SOCKET_DIR-db
 LIVE_SOCK_DIR=$(dirname "$TODOSYNC_LIVE_PUBLISHER")
@@ -420,7 +424,7 @@ cmd_build() {
 
 db_start() {
     require_cmd mariadbd mariadb-install-db mariadb mariadb-admin
-    mkdir -p "$DB_DIR" "$LOG_DIR" "$PID_DIR"
+    mkdir -p "$DB_DIR" "$DB_TMP" "$LOG_DIR" "$PID_DIR"
     prepare_socket_dirs
     if [[ -z $(runsv_pid mariadb) ]]; then
         local user_args=() socket_user run_as=()
@@ -429,7 +433,7 @@ db_start() {
             # mariadbd's data: its user's and group's alone (0700; older stacks gave it 0750 in
             # the group nginx's workers had).
             run_as=("${AS_DB[@]}")
-            mkdir -p "$DB_DATA"
+            mkdir -p "$DB_DATA" "$DB_TMP"
             chown -R "$TODOSYNC_DB_OS_USER:$TODOSYNC_DB_OS_GROUP" "$DB_DIR"
             chmod 700 "$DB_DIR"
             touch "$LOG_DIR/mariadb.log"
@@ -454,7 +458,7 @@ db_start() {
             fi
         fi
         local args=(
-            --no-defaults --datadir="$DB_DATA" --socket="$DB_SOCK" --pid-file="$DB_PIDFILE"
+            --no-defaults --datadir="$DB_DATA" --tmpdir="$DB_TMP" --socket="$DB_SOCK" --pid-file="$DB_PIDFILE"
             --log-error="$LOG_DIR/mariadb.log" "${user_args[@]}"
             --character-set-server=utf8mb4 --collation-server=utf8mb4_unicode_ci
             --skip-name-resolve --max-connections=500
