@@ -481,7 +481,8 @@ enum SQL {
              WHERE \(ReadOwner.token.condition(alias: "d"))
             """
         }
-        enum DayColumn: Int { case list, isCompressed, crc, notStored }
+        /// The columns of `dayForUser` and `dayForToken` (the last two `dayForToken`'s alone).
+        enum DayColumn: Int { case list, isCompressed, crc, notStored, tokenUseStale, tokenUserID }
         /// With `gzip`, the compressed response instead of the body when it is long enough to be
         /// worth it (`GzipMember.worthwhileLength`). Without, the statement names no other column
         /// of the row, whatever MariaDB does with a column named in a branch it never takes.

@@ -81,8 +81,8 @@ extension Store {
             let restart = { items = Self.openArray(); gzipped = nil }
             _ = try db.forEachRow(sql, parameters, restart: restart) { row throws(DatabaseError) in
                 if case .token = owner {
-                    userID = try row.int64(Column.notStored.rawValue + 2)
-                    tokenUseStale = try row.int64(Column.notStored.rawValue + 1) == 1
+                    userID = try row.int64(Column.tokenUserID.rawValue)
+                    tokenUseStale = try row.int64(Column.tokenUseStale.rawValue) == 1
                 }
                 notStored = try row.int64(Column.notStored.rawValue) == 1
                 if try row.int64(Column.isCompressed.rawValue) == 1, let crc = try row.int64(Column.crc.rawValue) {

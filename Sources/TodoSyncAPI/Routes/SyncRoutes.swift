@@ -70,7 +70,7 @@ extension Application {
             // with its own ETag and Repr-Digest (of the encoded bytes); ranges are of those bytes.
             // `Vary: Accept-Encoding` on both variants, 304 included. `If-None-Match` is compared
             // with the tag of the variant this request gets: the other variant's tag is a 200.
-            let gzip = context.request.header("accept-encoding").map(ResponseEncoder.acceptsGzip) ?? false
+            let gzip = context.acceptsGzip
             let vary = HTTPHeader("Vary", "Accept-Encoding")
             let etag = gzip ? entry.gzipETag : entry.etag
             if let condition = context.request.header("if-none-match"), Self.matches(condition, etag) {
