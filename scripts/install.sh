@@ -7,8 +7,8 @@
 #   /usr/local/share/doc/todosync/                  API.md, OPERATIONS.md, openapi.yaml
 #   /etc/todosync/todosync.env                      configuration, 0640 root:todosync (kept if present)
 #   /etc/systemd/system/todosync@.socket, todosync@.service, todosync-migrate.service,
-#     todosync-purge.service, todosync-purge.timer, todosync-backup.service, todosync-backup.timer,
-#     and hardening.conf as the drop-in of todosync@.service.d/ and todosync-.service.d/
+#     todosync-purge.service, todosync-purge.timer, todosync-store-days.service, todosync-store-days.timer,
+#     todosync-backup.service, todosync-backup.timer, and hardening.conf as the drop-in of todosync@.service.d/ and todosync-.service.d/
 #   /var/backups/todosync/                          the daily backups, 0700 todosync
 #   /etc/mysql/mariadb.conf.d/60-todosync-binlog.cnf  binary log for point-in-time recovery (only
 #                                                   when absent; MariaDB reads it at its next restart)
@@ -28,7 +28,7 @@
 #
 # and then (not with --root): creates the `todosync` system user, the database and its account
 # (a generated password, only in todosync.env), applies the migrations, starts N responder
-# instances by socket activation and the daily purge and backup timers, installs nginx's nchan
+# instances by socket activation, the daily purge and backup timers and the store-days timer, installs nginx's nchan
 # module (libnginx-mod-nchan, live sync) when missing, and reloads nginx.
 #
 # Usage: scripts/install.sh [options]
@@ -189,7 +189,7 @@ mv "$ROOT/usr/local/share/todosync/Sql.new" "$ROOT/usr/local/share/todosync/Sql"
 install -m 0644 "$REPO_ROOT/docs/API.md" "$REPO_ROOT/docs/OPERATIONS.md" "$REPO_ROOT/openapi.yaml" \
     "$ROOT/usr/local/share/doc/todosync/"
 for unit in todosync@.socket todosync@.service todosync-migrate.service todosync-purge.service todosync-purge.timer \
-    todosync-backup.service todosync-backup.timer; do
+    todosync-store-days.service todosync-store-days.timer todosync-backup.service todosync-backup.timer; do
     install_conffile 0644 "$SYSTEMD/$unit" "scripts/systemd/$unit" <"$REPO_ROOT/scripts/systemd/$unit"
 done
 for dir in todosync@.service.d todosync-.service.d; do
@@ -292,8 +292,8 @@ fi
 
 host systemctl daemon-reload
 host systemctl restart todosync-migrate.service          # applies pending migrations, fails loudly
-host systemctl enable todosync-migrate.service todosync-purge.timer todosync-backup.timer
-host systemctl start todosync-purge.timer todosync-backup.timer
+host systemctl enable todosync-migrate.service todosync-purge.timer todosync-store-days.timer todosync-backup.timer
+host systemctl start todosync-purge.timer todosync-store-days.timer todosync-backup.timer
 for ((i = 1; i <= INSTANCES; i++)); do
     host systemctl enable --now "todosync@$i.socket"
     host systemctl enable "todosync@$i.service"

@@ -9,7 +9,7 @@
 #   run             deps + build + up, then stay in the foreground until SIGINT/SIGTERM, then down
 #   status          show which parts are running
 #   migrate         run `todosync migrate` against the stack's database (MariaDB must be up)
-#   purge|new-epoch|check-feed|rebuild-feed|recompute-stats [ARGS]
+#   purge|new-epoch|check-feed|rebuild-feed|store-days|recompute-stats [ARGS]
 #                                    run that `todosync` command against the stack's database
 #   backup [ARGS]   scripts/backup.sh against the stack's database while it serves: a consistent
 #                   dump in <state>/backups/ (keeps the newest 14); prints the file's path
@@ -951,7 +951,7 @@ main() {
         run) cmd_run ;;
         status) cmd_status ;;
         migrate) lock_state; cmd_migrate; unlock_state ;;
-        purge | new-epoch | check-feed | rebuild-feed | recompute-stats) require_bin; "$TODOSYNC_BIN" "$cmd" "$@" </dev/null 9>&- ;;
+        purge | new-epoch | check-feed | rebuild-feed | store-days | recompute-stats) require_bin; "$TODOSYNC_BIN" "$cmd" "$@" </dev/null 9>&- ;;
         backup) cmd_backup "$@" ;;
         restore) cmd_restore "$@" ;;
         db-start) lock_state; ensure_service_users; db_start; unlock_state ;;

@@ -492,6 +492,17 @@ enum SQL {
             let compressed = "d.compressed IS NOT NULL AND UNCOMPRESSED_LENGTH(d.compressed) >= \(GzipMember.worthwhileLength)"
             return "IF(\(compressed), d.compressed, d.body), \(compressed), d.crc, \(notStored)"
         }
+        /// The rows not stored (`unstored`, Sql/027) after a key, in key order: a page of the
+        /// `store-days` pass, a range read of `todo_days_unstored`. Columns: user, date.
+        /// Parameters: the last row of the page before, as user, user, date (user 0: from the
+        /// start); then the page's rows (`unstoredPage`).
+        static let unstoredAfter = """
+            SELECT user_id, deadline FROM todo_days FORCE INDEX (todo_days_unstored)
+             WHERE unstored = 1 AND (user_id > ? OR (user_id = ? AND deadline > ?))
+             ORDER BY user_id, deadline LIMIT ?
+            """
+        static let unstoredPage = 1000
+        static let countUnstored = "SELECT COUNT(*) FROM todo_days FORCE INDEX (todo_days_unstored) WHERE unstored = 1"
         /// Every row of a user (`check-feed`). Columns: deadline, body, compressed, crc.
         static let ofUser = "SELECT deadline, body, compressed, crc FROM todo_days WHERE user_id = ? ORDER BY deadline"
     }

@@ -8,6 +8,18 @@ public struct FeedProblem: Sendable, CustomStringConvertible {
     public let description: String
 }
 
+/// What a `storeUnstoredDays` pass did.
+public struct StoredDays: Sendable, CustomStringConvertible {
+    /// Dates rebuilt (stored, or found too long to store, or without live todos any more).
+    public var rebuilt = 0
+    /// Dates of deleted accounts, left for their erase.
+    public var skipped = 0
+    /// Rows not stored when the pass ended: lists too long to store, and dates marked meanwhile.
+    public var unstored: Int64 = 0
+
+    public var description: String { "store-days: \(rebuilt) dates rebuilt, \(skipped) skipped, \(unstored) not stored" }
+}
+
 extension Store {
     /// Renders the change feed, the todo list and the day lists of one user afresh from the
     /// tables, replacing what they held, in one transaction under the user's write lock (so it
@@ -18,6 +30,52 @@ extension Store {
         try write(userID: userID, operations: 0) { transaction in
             try rerender(in: transaction)
         }
+    }
+
+    /// Stores again every day list that is not stored (`todo_days.unstored`, Sql/027): the dates
+    /// of writes that touched more than `SQL.TodoDays.rebuildLimit` of them, which until then read
+    /// `todo_list`'s range. The rows are found a page at a time on their index, in key order, and
+    /// rebuilt by the write path's own rebuild (`TodoDayRows.write`), `rebuildLimit` dates per
+    /// transaction under the user's write lock: it cannot race a write, and holds no lock long.
+    /// A date a write marks again meanwhile waits for the next pass; one too long to store stays
+    /// unstored (a pass rebuilds it once). Safe to run while responders serve: `todosync
+    /// store-days`, every minute from todosync-store-days.timer.
+    public func storeUnstoredDays() throws -> StoredDays { try storeUnstoredDays(pageRows: SQL.TodoDays.unstoredPage) }
+
+    /// The same, reading `pageRows` rows per page (fewer in tests).
+    func storeUnstoredDays(pageRows: Int) throws -> StoredDays {
+        var report = StoredDays()
+        var after: (user: Int64, day: Day) = (0, .minimum)
+        while true {
+            let page = try guarded {
+                try db.query(SQL.TodoDays.unstoredAfter, [.int(after.user), .int(after.user), .day(after.day),
+                                                            .int(Int64(pageRows))])
+                    .compactMap { row in row.string(1).flatMap(Day.init).map { (user: row.int64(0)!, day: $0) } }
+            }
+            guard let last = page.last else { break }
+            after = last
+            var start = page.startIndex
+            while start < page.endIndex {
+                let user = page[start].user
+                var end = start
+                while end < page.endIndex, page[end].user == user, end - start < SQL.TodoDays.rebuildLimit { end += 1 }
+                let days = Set(page[start..<end].map(\.day))
+                for attempt in 1...3 {
+                    do {
+                        try write(userID: user, operations: 0) { _ in try TodoDayRows.write(days, userID: user, to: db) }
+                        report.rebuilt += days.count
+                    } catch DomainError.unauthenticated {
+                        report.skipped += days.count // a deleted account: its rows go with its erase
+                    } catch DomainError.unavailable where attempt < 3 {
+                        continue // a deadlock or a Galera certification failure: this batch again
+                    }
+                    break
+                }
+                start = end
+            }
+        }
+        report.unstored = try guarded { try db.queryOne(SQL.TodoDays.countUnstored)?.int64(0) ?? 0 }
+        return report
     }
 
     /// Back-fills the feed of every user queued by migration 007 (`sync_feed_backfill`), one user

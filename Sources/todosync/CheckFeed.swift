@@ -48,3 +48,20 @@ struct RebuildFeed: ParsableCommand {
         logger.info("feed rebuilt", metadata: ["users": "\(users.count)", "rows": "\(rows)"])
     }
 }
+
+/// `todosync store-days`: store again the day lists that writes of many dates left not stored
+/// (every minute, from todosync-store-days.timer).
+struct StoreDays: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "store-days",
+        abstract: "Store again the day lists (GET /todos?date=) that writes of many dates left not stored.")
+
+    func run() throws {
+        let run = try MaintenanceRun(user: nil, listingUsers: false)
+        let report = try run.store.storeUnstoredDays()
+        run.logger.info("day lists stored", metadata: [
+            "rebuilt": "\(report.rebuilt)", "skipped": "\(report.skipped)", "unstored": "\(report.unstored)",
+        ])
+        print(report)
+    }
+}

@@ -12,7 +12,7 @@ struct TodoSyncCommand: ParsableCommand {
         abstract: "TodoSync server: FastCGI responder for the TodoSync HTTP API.",
         version: todosyncVersionDescription,
         subcommands: [Serve.self, Config.self, ClientOptions.self, CreateDatabase.self, Migrate.self, Purge.self, RecomputeStats.self, NewEpoch.self,
-                      CheckFeed.self, RebuildFeed.self],
+                      CheckFeed.self, RebuildFeed.self, StoreDays.self],
         defaultSubcommand: Serve.self)
 }
 

@@ -192,6 +192,58 @@ final class TodoDaysTests: StoreTestCase {
         try assertEveryDateMatches(days + [Day("2026-12-25")!], "after rebuild-feed")
     }
 
+    /// `store-days` (`storeUnstoredDays`) stores again every date writes of many dates marked,
+    /// across users and pages, in batches of `rebuildLimit` dates: each answers its list rows,
+    /// a marked date whose todos left has no row any more, a list too long to store stays
+    /// unstored without stopping the pass, and a deleted account's dates are left alone.
+    func testTheStoreDaysPassStoresWhatWritesOfManyDatesMarked() throws {
+        let limit = SQL.TodoDays.rebuildLimit
+        let days = (0..<(2 * limit + 3)).map { Day(year: 2028, month: 3, day: 1 + $0)! }
+        let notes = String(repeating: "long enough to be worth compressing ", count: 8)
+        func create(_ index: Int, _ day: Day, _ title: String) -> String {
+            #"{"opId": "\#(title)\#(index)", "entity": "todo", "action": "create", "clientId": "\#(UUID().uuidString.lowercased())", "data": {"title": "\#(title) \#(index)", "notes": "\#(notes)", "deadline": "\#(day)"}}"#
+        }
+        try push(days.enumerated().flatMap { index, day in (0..<3).map { create(index * 3 + $0, day, "a") } })
+        let leaving = try store.createTodo(userID: userID, TodoDraft(title: "leaving", deadline: Day("2028-04-30")!)).record.id
+        try push(days.enumerated().map { create($0, $1, "b") }
+            + [#"{"opId": "gone", "entity": "todo", "action": "delete", "id": \#(leaving)}"#])
+        XCTAssertFalse(try days.contains(where: isStored), "a push of \(days.count) dates marks them")
+        XCTAssertEqual(try storedRow(Day("2028-04-30")!), .some(nil), "marked, and emptied")
+        let long = Day("2028-05-05")!
+        while try listRowsRead(long).utf8.count <= SQL.TodoDays.maxBodyBytes + 2 {
+            _ = try store.createTodo(userID: userID, TodoDraft(title: "long", notes: String(repeating: "n", count: 10_000), deadline: long))
+        }
+        // Two more accounts with a marked date each: a live one after this user, a deleted one.
+        var others: [Int64] = []
+        for deleted in [false, true] {
+            let email = "store-days-\(UUID().uuidString.lowercased())@example.com"
+            let other = Int64(try db.execute(
+                "INSERT INTO users (email, email_key, password_hash, created_at) VALUES (?, ?, 'x', NOW(3))",
+                [.text(email), .text(email)]).lastInsertID)
+            _ = try store.createTodo(userID: other, TodoDraft(title: "other", deadline: days[0]))
+            try db.execute("UPDATE todo_days SET body = NULL WHERE user_id = ?", [.int(other)])
+            if deleted { try db.execute("UPDATE users SET deleted_at = NOW(3) WHERE id = ?", [.int(other)]) }
+            others.append(other)
+        }
+        let unstoredOfUser = "SELECT COUNT(*) FROM todo_days WHERE user_id = ? AND unstored = 1"
+        XCTAssertEqual(try db.queryOne(unstoredOfUser, [.int(userID)])?.int64(0), Int64(days.count + 2))
+
+        let report = try store.storeUnstoredDays(pageRows: 5)
+        XCTAssertGreaterThanOrEqual(report.rebuilt, days.count + 3, "\(report)")
+        XCTAssertGreaterThanOrEqual(report.skipped, 1, "\(report)")
+        XCTAssertGreaterThanOrEqual(report.unstored, 2, "\(report): the long date and the deleted account's")
+        XCTAssertTrue(try days.allSatisfy(isStored), "every marked date stored again")
+        XCTAssertNil(try storedRow(Day("2028-04-30")!), "a date without todos keeps no row")
+        XCTAssertEqual(try storedRow(long), .some(nil), "too long: still not stored")
+        XCTAssertEqual(try db.queryOne(unstoredOfUser, [.int(userID)])?.int64(0), 1)
+        XCTAssertEqual(try assertEveryDateMatches(days + [long], "after store-days"), 2 * days.count)
+        XCTAssertEqual(try db.queryOne(unstoredOfUser, [.int(others[0])])?.int64(0), 0, "the next account's date")
+        XCTAssertEqual(try db.queryOne(unstoredOfUser, [.int(others[1])])?.int64(0), 1, "the deleted account's date")
+        let again = try store.storeUnstoredDays()
+        XCTAssertEqual(try db.queryOne(unstoredOfUser, [.int(userID)])?.int64(0), 1, "\(again)")
+        XCTAssertTrue(try days.allSatisfy(isStored))
+    }
+
     /// One push touching 300 dates (more than one statement takes: the marking's 128 rows, the
     /// rebuild's `rebuildLimit` dates, which rebuild-feed runs here), moving todos off some
     /// and onto others.

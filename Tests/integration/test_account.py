@@ -374,10 +374,11 @@ def test_purge_erases_every_row_of_a_deleted_account_in_every_table(db):
 
 
 def test_maintenance_commands_skip_a_deleted_account_until_it_is_erased(stack_cmd):
-    """recompute-stats and rebuild-feed run over every account; one deleted but not yet erased
-    (its writes refused) must not make them fail for everyone."""
+    """recompute-stats, rebuild-feed and store-days run over every account; one deleted but not yet
+    erased (its writes refused) must not make them fail for everyone."""
     user = tsapi.new_user()
     user.create_todo(isCompleted=True)
     assert user.post("/account/delete", {"password": user.password}).status_code == 204
     stack_cmd("recompute-stats", timeout=300)
     stack_cmd("rebuild-feed", timeout=300)
+    stack_cmd("store-days", timeout=300)

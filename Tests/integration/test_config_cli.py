@@ -153,12 +153,13 @@ def test_no_default_database_password(conf):
 def test_maintenance_commands_name_the_database_error_and_exit_for_retry_or_fix(conf, tmp_path):
     """Round 3, item 9: `purge`, `new-epoch` and `check-feed` printed only `Error: unavailable`."""
     wrong_password = {"TODOSYNC_DB_SOCKET": conf["TODOSYNC_DB_SOCKET"], "TODOSYNC_DB_PASSWORD": "not-the-password"}
-    for command in (["purge"], ["new-epoch"], ["check-feed"]):
+    for command in (["purge"], ["new-epoch"], ["check-feed"], ["store-days"]):
         out = todosync(conf, command, wrong_password)
         assert out.returncode == 78, (command, out.returncode, out.stderr)
         assert "1045" in out.stderr and "Access denied" in out.stderr, (command, out.stderr)
         assert "not-the-password" not in out.stderr + out.stdout
     no_server = {"TODOSYNC_DB_SOCKET": str(tmp_path / "no-such.sock"), "TODOSYNC_DB_PASSWORD": "x"}
-    out = todosync(conf, ["purge"], no_server)
-    assert out.returncode == 75, (out.returncode, out.stderr)
-    assert "2002" in out.stderr and "Can't connect" in out.stderr, out.stderr
+    for command in (["purge"], ["store-days"]):
+        out = todosync(conf, command, no_server)
+        assert out.returncode == 75, (command, out.returncode, out.stderr)
+        assert "2002" in out.stderr and "Can't connect" in out.stderr, (command, out.stderr)

@@ -39,7 +39,8 @@ from test_release_binary import db_env, fastcgi_get, stack_env
 REPO_ROOT = Path(__file__).resolve().parents[2]
 INSTALL = REPO_ROOT / "scripts/install.sh"
 UNITS = ["todosync@1.service", "todosync@1.socket", "todosync-migrate.service", "todosync-purge.service",
-         "todosync-purge.timer", "todosync-backup.service", "todosync-backup.timer"]
+         "todosync-purge.timer", "todosync-store-days.service", "todosync-store-days.timer",
+         "todosync-backup.service", "todosync-backup.timer"]
 
 
 def install(root: Path, *args: str, binary: str) -> subprocess.CompletedProcess:
@@ -118,7 +119,7 @@ def test_systemd_units_verify_without_warnings(systemd_root):
 
 
 @pytest.mark.parametrize("unit", ["todosync@1.service", "todosync-migrate.service", "todosync-purge.service",
-                                  "todosync-backup.service"])
+                                  "todosync-store-days.service", "todosync-backup.service"])
 def test_every_service_runs_in_a_sandbox(systemd_root, unit):
     proc = subprocess.run(["systemd-analyze", "security", f"--root={systemd_root}", "--offline=true", unit],
                           capture_output=True, text=True, timeout=60, cwd=systemd_root)
@@ -356,7 +357,8 @@ def test_host_steps_in_a_dry_run(conf, tmp_path):
     restarts = [steps.index(f"systemctl restart todosync@{i}.service") for i in (1, 2)]
     assert steps.index(create) < migrate < min(restarts), steps
     assert {"systemctl enable --now todosync@1.socket", "systemctl enable --now todosync@2.socket"} <= set(steps)
-    assert "systemctl enable todosync-migrate.service todosync-purge.timer todosync-backup.timer" in steps, steps
+    assert ("systemctl enable todosync-migrate.service todosync-purge.timer todosync-store-days.timer "
+            "todosync-backup.timer") in steps, steps
     assert f"chown todosync:todosync {tmp_path}/var/backups/todosync" in steps, steps
     assert "systemctl restart todosync@3.service" not in steps
     assert steps.index("nginx -t") < steps.index("systemctl reload nginx") and steps[-1] == "systemctl reload nginx"

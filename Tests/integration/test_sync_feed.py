@@ -14,11 +14,13 @@ conflicting updates) go through the real stack; then:
 from __future__ import annotations
 
 import random
+import re
 
 import pytest
 
 import synclib
 from synclib import ClientStore, op, pull_all, push, uid
+import tsapi
 from tsapi import short
 
 DATES = ["2031-09-01", "2031-09-02", "2031-09-03", "2031-09-15", "2031-10-01"]
@@ -165,3 +167,33 @@ def test_a_push_larger_than_one_statement_writes_each_row_of_its_own_record(clie
     fresh = ClientStore()
     pull_all(client, fresh, limit=500)
     assert fresh.snapshot() == expected, "a pull from zero differs from the REST view"
+
+
+def test_store_days_stores_again_the_dates_a_big_push_marked(client, stack_cmd, db):
+    """A push of more dates than a write rebuilds (8) leaves them not stored, read from the list
+    rows; `todosync store-days` (its timer's command, through the stack) stores them again, and
+    every date answers the same bytes, with and without gzip, as before."""
+    dates = [f"2032-01-{day:02d}" for day in range(1, 13)]
+    results = push(client, [op("todo", "create", clientId=uid(),
+                               data={"title": f"marked {k}", "deadline": date, "notes": "worth compressing " * 30})
+                            for date in dates for k in range(3)], device="big-pusher")
+    assert {r["status"] for r in results} == {"applied"}, results
+    user = int(client.user["id"])
+    unstored = f"SELECT COUNT(*) FROM todo_days WHERE user_id = {user} AND unstored = 1"
+    assert int(db(unstored)) == len(dates), "a push of 12 dates marks them"
+
+    def read(date: str, accept: str) -> bytes:
+        r = tsapi.raw_request("GET", f"/api/v1/todos?date={date}",
+                              {"Authorization": f"Bearer {client.token}", "Accept-Encoding": accept})
+        assert r.status_code == 200, (r.status_code, r.headers)
+        return r.content
+
+    before = {date: read(date, "identity") for date in dates}
+    out = stack_cmd("store-days", timeout=300)
+    assert re.search(r"store-days: \d+ dates rebuilt, \d+ skipped, \d+ not stored", out), out
+    assert int(db(unstored)) == 0, out
+    for date in dates:
+        assert read(date, "identity") == before[date], date
+        assert read(date, "gzip") == before[date], date
+    assert "0 differences" in check_feed(stack_cmd, client)
+
