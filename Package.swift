@@ -35,9 +35,11 @@ let package = Package(
         .systemLibrary(name: "CMariaDB", pkgConfig: "libmariadb", providers: [.apt(["libmariadb-dev"])]),
         .systemLibrary(name: "CArgon2", pkgConfig: "libargon2", providers: [.apt(["libargon2-dev"])]),
         .systemLibrary(name: "COpenSSL", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
+        // libdeflate decompresses (MariaDB's COMPRESS() output, tests); ISA-L's igzip compresses
+        // whole bodies, 2.3x faster than libdeflate at its fastest level (docs/BENCHMARKS.md).
         .systemLibrary(name: "CDeflate", pkgConfig: "libdeflate", providers: [.apt(["libdeflate-dev"])]),
-        // zlib for gzip that streams (a body compressed while it is produced); libdeflate only
-        // compresses whole buffers.
+        .systemLibrary(name: "CISAL", pkgConfig: "libisal", providers: [.apt(["libisal-dev"])]),
+        // zlib for gzip that streams (a body compressed while it is produced).
         .systemLibrary(name: "CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),
         // The system SQLite, for the server's snapshot files (docs/SNAPSHOT.md). Not GRDB's module
         // (GRDBSQLite, the client's): the server links no client code, and the name stays apart.
@@ -47,7 +49,7 @@ let package = Package(
         .target(name: "FastCGI", dependencies: ["CFastCGI", .product(name: "Logging", package: "swift-log"), coreMetrics]),
         .target(name: "MariaDB", dependencies: ["CMariaDB", .product(name: "Logging", package: "swift-log"), coreMetrics]),
         .target(name: "Credentials", dependencies: ["CArgon2", "COpenSSL", "TodoSyncCore", coreMetrics]),
-        .target(name: "Deflate", dependencies: ["CDeflate", "CZlib"]),
+        .target(name: "Deflate", dependencies: ["CDeflate", "CISAL", "CZlib"]),
         .target(name: "SystemSQLite", dependencies: ["CSystemSQLite"]),
 
         // The application: domain (no C, no HTTP), store (SQL), API (routes), executable.

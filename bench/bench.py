@@ -957,7 +957,7 @@ def report(bench, stack, uptime_before, uptime_after, seed):
     if "ceiling_page" in r:
         notes.append(f"ceiling 3 serves a real {r['ceiling_page']['pageBytes']:,}-byte page of 500 todos from the "
                      "responder's memory; gzip: compressed per request by the same encoder as the pull route "
-                     "(libdeflate level 1)")
+                     "(igzip level 1)")
     for variant in VARIANTS:
         suffix = "+gzip" if variant == "gzip" else ""
         if "store_days" + suffix in r:

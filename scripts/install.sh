@@ -281,9 +281,12 @@ host systemd-tmpfiles --create /etc/tmpfiles.d/todosync.conf
 # Live sync: nginx's nchan module (Debian loads it from /etc/nginx/modules-enabled).
 dpkg-query -W -f='${Status}' libnginx-mod-nchan 2>/dev/null | grep -q 'install ok installed' ||
     host env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends libnginx-mod-nchan
-# Snapshots: the responder writes them with the system SQLite (the binary links libsqlite3).
-dpkg-query -W -f='${Status}' libsqlite3-0 2>/dev/null | grep -q 'install ok installed' ||
-    host env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends libsqlite3-0
+# Libraries the binary links that releases added after the first: the system SQLite (snapshots)
+# and ISA-L (igzip, the responder's gzip).
+for package in libsqlite3-0 libisal2; do
+    dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q 'install ok installed' ||
+        host env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$package"
+done
 
 if [[ -n $new_password ]]; then
     log "creating the database and its account (password in $ENV_FILE only)"

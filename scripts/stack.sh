@@ -189,6 +189,7 @@ HTTPS_BASE=https://$TODOSYNC_LISTEN_ADDRESS:$TODOSYNC_HTTPS_PORT
 
 DEB_PACKAGES=(
     mariadb-server mariadb-client nginx libfcgi-dev libmariadb-dev libargon2-dev libssl-dev libdeflate-dev zlib1g-dev
+    libisal-dev  # igzip: the responder gzips whole bodies with it (Deflate.GzipCompressor)
     pkg-config openssl curl python3-venv systemd
     runit  # runsv runs and restarts the dev stack's daemons (production: systemd units)
     logrotate  # ops (issue 14): test_logrotate.py checks the installed config with a real rotation

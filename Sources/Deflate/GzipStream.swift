@@ -1,7 +1,7 @@
 import CZlib
 
 /// gzip (RFC 1952, one member) of a body that is compressed while it is produced, through zlib:
-/// libdeflate (``GzipCompressor``) only compresses whole buffers, which a streamed body never is.
+/// ``GzipCompressor`` compresses whole buffers, which a streamed body never is.
 /// Memory is bounded whatever the body's length: zlib's state (about 256 KB at level 1) plus one
 /// output buffer of `outputBytes`. One stream per body; not thread-safe.
 public final class GzipStream {
