@@ -14,7 +14,7 @@ public struct StoredDays: Sendable, CustomStringConvertible {
     public var rebuilt = 0
     /// Dates of deleted accounts, left for their erase.
     public var skipped = 0
-    /// Rows not stored when the pass ended: lists too long to store, and dates marked meanwhile.
+    /// Rows marked not stored when the pass ended: dates marked meanwhile, and deleted accounts'.
     public var unstored: Int64 = 0
 
     public var description: String { "store-days: \(rebuilt) dates rebuilt, \(skipped) skipped, \(unstored) not stored" }
@@ -37,20 +37,20 @@ extension Store {
     /// `todo_list`'s range. The rows are found a page at a time on their index, in key order, and
     /// rebuilt by the write path's own rebuild (`TodoDayRows.write`), `rebuildLimit` dates per
     /// transaction under the user's write lock: it cannot race a write, and holds no lock long.
-    /// A date a write marks again meanwhile waits for the next pass; one too long to store stays
-    /// unstored (a pass rebuilds it once). Safe to run while responders serve: `todosync
+    /// A date a write marks again meanwhile waits for the next pass; one found too long to store
+    /// is left alone until a write changes it. Safe to run while responders serve: `todosync
     /// store-days`, every minute from todosync-store-days.timer.
     public func storeUnstoredDays() throws -> StoredDays { try storeUnstoredDays(pageRows: SQL.TodoDays.unstoredPage) }
 
     /// The same, reading `pageRows` rows per page (fewer in tests).
     func storeUnstoredDays(pageRows: Int) throws -> StoredDays {
         var report = StoredDays()
-        var after: (user: Int64, day: Day) = (0, .minimum)
+        var after: (user: Int64, day: String) = (0, Day.minimum.description)
         while true {
             let page = try guarded {
-                try db.query(SQL.TodoDays.unstoredAfter, [.int(after.user), .int(after.user), .day(after.day),
+                try db.query(SQL.TodoDays.unstoredAfter, [.int(after.user), .int(after.user), .text(after.day),
                                                             .int(Int64(pageRows))])
-                    .compactMap { row in row.string(1).flatMap(Day.init).map { (user: row.int64(0)!, day: $0) } }
+                    .map { (user: $0.int64(0)!, day: $0.string(1)!) }
             }
             guard let last = page.last else { break }
             after = last
@@ -59,7 +59,10 @@ extension Store {
                 let user = page[start].user
                 var end = start
                 while end < page.endIndex, page[end].user == user, end - start < SQL.TodoDays.rebuildLimit { end += 1 }
-                let days = Set(page[start..<end].map(\.day))
+                // A date outside the contract's range cannot be written; none is left behind.
+                let days = Set(page[start..<end].compactMap { Day($0.day) })
+                precondition(days.count <= SQL.TodoDays.rebuildLimit, "a batch the write would only mark again")
+                start = end
                 for attempt in 1...3 {
                     do {
                         try write(userID: user, operations: 0) { _ in try TodoDayRows.write(days, userID: user, to: db) }
@@ -71,7 +74,6 @@ extension Store {
                     }
                     break
                 }
-                start = end
             }
         }
         report.unstored = try guarded { try db.queryOne(SQL.TodoDays.countUnstored)?.int64(0) ?? 0 }
@@ -164,7 +166,13 @@ extension Store {
                 for row in try db.query(SQL.TodoDays.ofUser, [.int(userID)]) {
                     let day = Day(row.string(0)!)!  // a NOT NULL DATE column
                     let want = days.removeValue(forKey: day)
-                    guard let have = row.bytes(1) else { continue }
+                    guard let have = row.bytes(1) else {
+                        // Left alone by store-days (Sql/027): it must be too long indeed.
+                        if row.int64(4) == 1, case .some(.some) = want {
+                            problem("day \(day): marked too long to store, but its list fits (store-days skips it)")
+                        }
+                        continue
+                    }
                     switch want {
                     case nil:
                         problem("day \(day): stored list but no live todo that day")

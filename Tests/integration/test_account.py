@@ -7,6 +7,7 @@ every table with a `user_id` column, so a table added later without a delete pat
 from __future__ import annotations
 
 import hashlib
+import re
 import time
 import uuid
 
@@ -373,12 +374,17 @@ def test_purge_erases_every_row_of_a_deleted_account_in_every_table(db):
     assert bystander.get("/tags").status_code == 200
 
 
-def test_maintenance_commands_skip_a_deleted_account_until_it_is_erased(stack_cmd):
+def test_maintenance_commands_skip_a_deleted_account_until_it_is_erased(stack_cmd, db):
     """recompute-stats, rebuild-feed and store-days run over every account; one deleted but not yet
-    erased (its writes refused) must not make them fail for everyone."""
+    erased (its writes refused) must not make them fail for everyone. Its day list is marked not
+    stored, so that store-days meets it (and leaves it to the erase)."""
     user = tsapi.new_user()
     user.create_todo(isCompleted=True)
+    user_id = int(user.user["id"])
+    db(f"UPDATE todo_days SET body = NULL WHERE user_id = {user_id}")
     assert user.post("/account/delete", {"password": user.password}).status_code == 204
     stack_cmd("recompute-stats", timeout=300)
     stack_cmd("rebuild-feed", timeout=300)
-    stack_cmd("store-days", timeout=300)
+    out = stack_cmd("store-days", timeout=300)
+    assert not re.search(r" 0 skipped", out), out
+    assert int(db(f"SELECT COUNT(*) FROM todo_days WHERE user_id = {user_id} AND unstored = 1")) == 1

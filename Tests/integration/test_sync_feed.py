@@ -186,6 +186,7 @@ def test_store_days_stores_again_the_dates_a_big_push_marked(client, stack_cmd, 
         r = tsapi.raw_request("GET", f"/api/v1/todos?date={date}",
                               {"Authorization": f"Bearer {client.token}", "Accept-Encoding": accept})
         assert r.status_code == 200, (r.status_code, r.headers)
+        assert r.headers.get("Content-Encoding", "identity").lower() == ("gzip" if accept == "gzip" else "identity")
         return r.content
 
     before = {date: read(date, "identity") for date in dates}

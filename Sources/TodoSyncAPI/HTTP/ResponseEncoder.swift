@@ -22,7 +22,7 @@ public final class ResponseEncoder {
     /// accepts gzip and the response is JSON of at least `minimumLength` bytes. Responses with
     /// an `ETag` (single records, small) keep their identity encoding, so the tag names the bytes.
     /// A streamed body (its length unknown, and long by nature) is compressed as it is produced
-    /// (`GzipStream`, zlib level 1: libdeflate only compresses whole buffers).
+    /// (`GzipStream`, zlib level 1; igzip is called once per whole body).
     public func encode(_ response: HTTPResponse, acceptEncoding: String?) -> HTTPResponse {
         guard response.stream != nil || response.body.count >= Self.minimumLength,
               response.headers.contains(where: { $0.name == "Content-Type" && $0.value.hasPrefix("application/json") }),
