@@ -434,18 +434,18 @@ enum SQL {
         }
         static let deleteOfUser = "DELETE FROM todo_days WHERE user_id = ?"
         /// The rows of the given dates (deleted first by `delete`) from `todo_list`: a date
-        /// without live todos gets none. A list longer than `maxBodyBytes` gets a NULL body and
-        /// `too_long` (Sql/027: `store-days` leaves it alone): GROUP_CONCAT cuts it, which IGNORE
-        /// makes a warning instead of strict mode's error 1260, and the IF drops it. (MariaDB
-        /// computes the row's compressed response from the body: Sql/026.) Parameters: user, then
-        /// the dates.
+        /// without live todos gets none. A list longer than `maxBodyBytes` gets a NULL body:
+        /// GROUP_CONCAT cuts it, which IGNORE makes a warning instead of strict mode's error 1260,
+        /// and the IF drops it. Every row is left alone by `store-days` (`unstored` NULL, Sql/027).
+        /// (MariaDB computes the row's compressed response from the body: Sql/026.) Parameters:
+        /// user, then the dates.
         static let rebuild = InListStatement(size: rebuildLimit) { days in
-            let fits = "SUM(LENGTH(l.body)) + COUNT(*) - 1 <= \(maxBodyBytes)"
-            return """
-            INSERT IGNORE INTO todo_days (user_id, deadline, body, too_long)
+            """
+            INSERT IGNORE INTO todo_days (user_id, deadline, body, unstored)
             SELECT l.user_id, l.deadline,
-                   IF(\(fits), GROUP_CONCAT(l.body ORDER BY \(TodoList.dayOrder) SEPARATOR ','), NULL),
-                   IF(\(fits), NULL, 1)
+                   IF(SUM(LENGTH(l.body)) + COUNT(*) - 1 <= \(maxBodyBytes),
+                      GROUP_CONCAT(l.body ORDER BY \(TodoList.dayOrder) SEPARATOR ','), NULL),
+                   NULL
               FROM todo_list l
              WHERE l.user_id = ? AND l.deadline IN (\(days))
              GROUP BY l.deadline
@@ -456,10 +456,10 @@ enum SQL {
         /// generated columns compress (check-feed and `TodoDaysTests` hold the three together).
         static let responsePrefix = Array(#"{"items":["#.utf8), responseSuffix = Array("]}".utf8)
         /// Marks dates not stored: a row with a NULL body, whether the date has live todos or not
-        /// (either way its read takes the range read), for `store-days` to store again (not
-        /// `too_long`: the list changed). Parameters per row: user, date.
+        /// (either way its read takes the range read), for `store-days` to store again (`unstored`
+        /// 1: a new row by the column's default). Parameters per row: user, date.
         static let unstore = MultiRowStatement(columns: 2) { rows in
-            "INSERT INTO todo_days (user_id, deadline) VALUES \(rows) ON DUPLICATE KEY UPDATE body = NULL, too_long = NULL"
+            "INSERT INTO todo_days (user_id, deadline) VALUES \(rows) ON DUPLICATE KEY UPDATE body = NULL, unstored = 1"
         }
         /// One date of an authenticated user. Columns (`DayColumn`): the list, whether it is the
         /// compressed response, its CRC, not stored (1: read `todo_list`). No row: no live todos
@@ -495,8 +495,8 @@ enum SQL {
             let compressed = "d.compressed IS NOT NULL AND UNCOMPRESSED_LENGTH(d.compressed) >= \(GzipMember.worthwhileLength)"
             return "IF(\(compressed), d.compressed, d.body), \(compressed), d.crc, \(notStored)"
         }
-        /// The rows marked not stored (`unstored`, Sql/027: not those too long to store) after a
-        /// key, in key order: a page of the `store-days` pass, a range read of
+        /// The rows marked for `store-days` (`unstored`, Sql/027: not those too long to store) after
+        /// a key, in key order: a page of the `store-days` pass, a range read of
         /// `todo_days_unstored`. Columns: user, date.
         /// Parameters: the last row of the page before, as user, user, date (user 0: from the
         /// start); then the page's rows (`unstoredPage`).
@@ -507,8 +507,8 @@ enum SQL {
             """
         static let unstoredPage = 1000
         static let countUnstored = "SELECT COUNT(*) FROM todo_days FORCE INDEX (todo_days_unstored) WHERE unstored = 1"
-        /// Every row of a user (`check-feed`). Columns: deadline, body, compressed, crc, too_long.
-        static let ofUser = "SELECT deadline, body, compressed, crc, too_long FROM todo_days WHERE user_id = ? ORDER BY deadline"
+        /// Every row of a user (`check-feed`). Columns: deadline, body, compressed, crc.
+        static let ofUser = "SELECT deadline, body, compressed, crc FROM todo_days WHERE user_id = ? ORDER BY deadline"
     }
 
     /// The account export (`Store.exportAccount`): every live record of a user, page by page in

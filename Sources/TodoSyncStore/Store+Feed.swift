@@ -38,7 +38,7 @@ extension Store {
     /// rebuilt by the write path's own rebuild (`TodoDayRows.write`), `rebuildLimit` dates per
     /// transaction under the user's write lock: it cannot race a write, and holds no lock long.
     /// A date a write marks again meanwhile waits for the next pass; one found too long to store
-    /// is left alone until a write changes it. Safe to run while responders serve: `todosync
+    /// is left alone until a write marks it again. Safe to run while responders serve: `todosync
     /// store-days`, every minute from todosync-store-days.timer.
     public func storeUnstoredDays() throws -> StoredDays { try storeUnstoredDays(pageRows: SQL.TodoDays.unstoredPage) }
 
@@ -166,13 +166,7 @@ extension Store {
                 for row in try db.query(SQL.TodoDays.ofUser, [.int(userID)]) {
                     let day = Day(row.string(0)!)!  // a NOT NULL DATE column
                     let want = days.removeValue(forKey: day)
-                    guard let have = row.bytes(1) else {
-                        // Left alone by store-days (Sql/027): it must be too long indeed.
-                        if row.int64(4) == 1, case .some(.some) = want {
-                            problem("day \(day): marked too long to store, but its list fits (store-days skips it)")
-                        }
-                        continue
-                    }
+                    guard let have = row.bytes(1) else { continue }
                     switch want {
                     case nil:
                         problem("day \(day): stored list but no live todo that day")

@@ -381,7 +381,7 @@ def test_maintenance_commands_skip_a_deleted_account_until_it_is_erased(stack_cm
     user = tsapi.new_user()
     user.create_todo(isCompleted=True)
     user_id = int(user.user["id"])
-    db(f"UPDATE todo_days SET body = NULL WHERE user_id = {user_id}")
+    db(f"UPDATE todo_days SET body = NULL, unstored = 1 WHERE user_id = {user_id}")
     assert user.post("/account/delete", {"password": user.password}).status_code == 204
     stack_cmd("recompute-stats", timeout=300)
     stack_cmd("rebuild-feed", timeout=300)
