@@ -217,8 +217,8 @@ def test_responder_dying_mid_body_never_looks_like_a_complete_response(stack_cmd
     # cleanly with cut JSON: a phone would take a cut pull page for the whole page.
     # (With `fastcgi_keep_conn off`, nginx took the socket closing for the end of the response.)
     # Identity: a whole body sent with gzip is compressed before its first byte leaves, and igzip
-    # compresses the 64 MiB of padding to ~100 KB in less than the delay, so only an identity body
-    # is still being written when the kill comes.
+    # compresses the 64 MiB of one repeated byte to a small fraction within the delay, so only an
+    # identity body is still being written when the kill comes.
     for attempt in range(3):
         tsapi.wait_healthy(30)
         before = tsapi.responder_pids()
