@@ -17,7 +17,8 @@ import Synchronization
 ///   to 5 s), logging the error every 10 s. systemd's `TimeoutStartSec=` ends the wait: the start
 ///   fails visibly and `Restart=on-failure` tries again later;
 /// - the server refuses the account or password, or knows no such database: nothing a retry can
-///   cure. The server stops (its workers finish their requests) and the process exits 77 or 78
+///   cure. The server stops (its workers finish their requests; started by its socket, after
+///   answering 503 for ``FaultHold/seconds``) and the process exits 77 or 78
 ///   (``ExitStatus/forConnectFailure(_:)``), which the unit's `RestartPreventExitStatus=` keeps
 ///   systemd from restarting in a loop.
 final class DatabaseReadiness: Sendable {
@@ -69,10 +70,14 @@ final class DatabaseReadiness: Sendable {
                 guard status == .temporary else {
                     let message = "cannot open a database session (\(configuration)): \(error)"
                     state.withLock { $0.fatal = (status, message) }
-                    SystemdNotify.send("STATUS=not ready, stopping: \(error)")
+                    // Started by its socket: answer 503 a few seconds before exiting, so that
+                    // nginx's next connections cannot restart it into systemd's start limit.
+                    let hold = FaultHold.socketActivated ? FaultHold.seconds : 0
+                    SystemdNotify.send("STATUS=not ready, exiting \(status.rawValue) in \(Int(hold)) s (answering 503): \(error)")
                     logger.critical("not ready: the database refused the configuration, stopping",
                                     metadata: ["db.error": "\(error.code)", "db.message": "\(error.message)",
-                                               "exit_status": "\(status.rawValue)"])
+                                               "exit_status": "\(status.rawValue)", "hold_seconds": "\(hold)"])
+                    if hold > 0 { Thread.sleep(forTimeInterval: hold) }
                     server.requestShutdown()
                     return
                 }

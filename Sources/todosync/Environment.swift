@@ -14,15 +14,18 @@ struct Environment {
     /// so does any value that breaks its setting's rule unless `validating` is false (plain
     /// `todosync config`, which shows what is set). Every command thus fails at start, like
     /// `nginx -t`, instead of falling back silently (an unknown log level used to mean `info`).
-    init(_ values: [String: String] = ProcessInfo.processInfo.environment, validating: Bool = true) {
+    /// `onConfigurationError` ends the process on such a problem (`serve` holds its socket first,
+    /// ``FaultHold``).
+    init(_ values: [String: String] = ProcessInfo.processInfo.environment, validating: Bool = true,
+         onConfigurationError: (String) -> Never = { ExitStatus.fail(.configuration, $0) }) {
         do {
             configuration = try LayeredConfiguration(settings: Settings.all, environment: values)
         } catch {
-            ExitStatus.fail(.configuration, "\(error)")
+            onConfigurationError("\(error)")
         }
         if validating {
             let problems = configuration.problems()
-            if !problems.isEmpty { ExitStatus.fail(.configuration, problems.joined(separator: "\ntodosync: ")) }
+            if !problems.isEmpty { onConfigurationError(problems.joined(separator: "\ntodosync: ")) }
         }
     }
 

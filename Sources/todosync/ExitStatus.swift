@@ -5,8 +5,7 @@ import MariaDB
 /// "Exit codes", lists them; Tests/integration/test_config_cli.py reads them from here). They
 /// tell a supervisor or script what went wrong: one code per cause, sysexits(3) style, so that
 /// `todosync config --check` before a restart, and systemd after one, can tell a wrong password
-/// from a database that is down. systemd names them in `systemctl status`
-/// (`status=78/CONFIG`, `77/NOPERM`, `75/TEMPFAIL`, `65/DATAERR`).
+/// from a database that is down. `systemctl status` shows them as `(code=exited, status=78)`.
 enum ExitStatus: Int32, CaseIterable {
     /// Done.
     case success = 0

@@ -41,17 +41,20 @@ struct Serve: ParsableCommand {
     /// A configuration problem found before serving (a bad value, a password file that cannot
     /// be read, a socket group that does not exist) ends the process with 78 (EX_CONFIG), which
     /// the unit does not restart (`RestartPreventExitStatus=78`); a database that refuses the
-    /// account ends it with 77 or 78 once listening (``DatabaseReadiness``).
+    /// account ends it with 77 or 78 once listening (``DatabaseReadiness``). Started by its
+    /// socket, the responder answers 503 for a few seconds first (``FaultHold``).
     func run() throws {
+        FaultHold.socketActivated = (listenFd == nil || listenFd == 3) && listen == nil && socket == nil
+            && FastCGIListenAddress.systemdSocket(unsetEnvironment: false) != nil
         MallocTuning.apply(environment: ProcessInfo.processInfo.environment)
-        let environment = Environment()
+        let environment = Environment(onConfigurationError: FaultHold.exitForConfiguration)
         let logger = bootstrapLogging(environment)
         do {
             try serve(environment, logger: logger)
         } catch let error as ConfigurationError {
-            ExitStatus.fail(.configuration, "\(error)")
+            FaultHold.exitForConfiguration("\(error)")
         } catch let error as ValidationError {
-            ExitStatus.fail(.configuration, "\(error)")
+            FaultHold.exitForConfiguration("\(error)")
         }
     }
 

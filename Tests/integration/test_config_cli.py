@@ -416,3 +416,55 @@ def test_serve_waits_for_an_unreachable_database_answering_503(responder, tmp_pa
     assert proc.wait(timeout=20) == 0, log.read_text()[-2000:]
     notify.drain()
     assert not any(is_ready(m) for m in notify.messages), notify.messages
+
+
+def fault_hold_seconds() -> float:
+    text = (REPO_ROOT / "Sources/todosync/FaultHold.swift").read_text()
+    return float(re.search(r"static let seconds: Double = ([\d.]+)", text).group(1))
+
+
+@pytest.mark.parametrize("changes,cause", [({"TODOSYNC_DB_PASSWORD": "not-the-password-34"}, "permission"),
+                                           ({"TODOSYNC_LOG_LEVEL": "loud"}, "configuration")])
+def test_socket_activated_responder_holds_a_fault_answering_503_before_it_exits(conf, tmp_path, changes, cause):
+    """Started by its socket as todosync@.socket does (systemd-socket-activate here), a responder
+    that exited at once on 77/78 was started again by nginx's next connection: in a drill under
+    systemd 252, 20 clients hit the start limit (5 starts in 10 s) within 15 s and the socket
+    failed with it (`service-start-limit-hit`, socket file removed). It now answers every request
+    503 `unavailable` for FaultHold.seconds first, then exits with the cause's code."""
+    if not shutil.which("systemd-socket-activate"):
+        pytest.skip("systemd-socket-activate (Debian's systemd package) is not installed")
+    notify = NotifySocket()
+    env = {**db_env(conf), "TODOSYNC_WORKERS": "2", **changes, "NOTIFY_SOCKET": notify.path}
+    sock = tmp_path / "activated.sock"
+    setenv = [arg for key, value in env.items() for arg in ("-E", f"{key}={value}")]
+    log = tmp_path / "activated.log"
+    proc = subprocess.Popen(["systemd-socket-activate", "-l", str(sock), *setenv, conf["TODOSYNC_BIN"], "serve"],
+                            stdout=subprocess.DEVNULL, stderr=open(log, "w"), start_new_session=True)
+    try:
+        deadline = time.monotonic() + 10
+        while not sock.exists():
+            assert time.monotonic() < deadline, "systemd-socket-activate did not open the socket"
+            time.sleep(0.05)
+        started = time.monotonic()
+        answers = []
+        while proc.poll() is None and time.monotonic() - started < 30:
+            try:
+                answers.append(fastcgi_get(str(sock), "/healthz"))
+            except OSError:
+                break
+            time.sleep(0.2)
+        code = proc.wait(timeout=30)
+        held = time.monotonic() - started
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        notify.drain()
+        notify.close()
+    assert code == EXIT[cause], (code, log.read_text()[-2000:])
+    assert held >= fault_hold_seconds() - 0.5, (held, log.read_text()[-2000:])
+    heads = [a.partition(b"\r\n\r\n") for a in answers if a]
+    assert len(heads) >= 3 and all(b"Status: 503" in h and b'"unavailable"' in body for h, _, body in heads), answers[:3]
+    assert not any(is_ready(m) for m in notify.messages), notify.messages
+    assert any(m.startswith("STATUS=") and f"exiting {EXIT[cause]} in" in m for m in notify.messages), notify.messages
+    assert "not-the-password-34" not in log.read_text()
