@@ -295,6 +295,10 @@ fi
 
 host systemctl daemon-reload
 host systemctl restart todosync-migrate.service          # applies pending migrations, fails loudly
+# Before any responder restarts: the configuration as the responders will use it (values, names,
+# a session with the password, no migration pending or edited). A failure stops here, with the
+# running responders untouched (docs/OPERATIONS.md, "Exit codes").
+host env TODOSYNC_CONFIG="$ENV_FILE" "$ROOT/usr/local/bin/todosync" config --check --sql-dir "$SHARE/Sql"
 host systemctl enable todosync-migrate.service todosync-purge.timer todosync-store-days.timer todosync-backup.timer
 host systemctl start todosync-purge.timer todosync-store-days.timer todosync-backup.timer
 for ((i = 1; i <= INSTANCES; i++)); do

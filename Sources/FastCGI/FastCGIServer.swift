@@ -34,8 +34,14 @@ public final class FastCGIServer: Sendable {
     ///
     /// Throws ``FastCGIServerError`` if the server cannot start (for example when another live
     /// process serves the socket path, or a worker thread cannot be created).
+    ///
+    /// `onListening` runs once every worker accepts. Without it the server tells systemd
+    /// `READY=1` itself at that moment; with it, readiness is the caller's to send
+    /// (``SystemdNotify``), e.g. only once a database session works, so that `systemctl
+    /// restart` does not report success for a responder that can only answer 503.
     public func run(
         onReload: @escaping @Sendable () -> Void = {},
+        onListening: (@Sendable () -> Void)? = nil,
         makeHandler: @escaping @Sendable (_ workerIndex: Int) -> (FastCGIRequest) -> FastCGIResponse
     ) throws {
         try configuration.validate()
@@ -117,8 +123,11 @@ public final class FastCGIServer: Sendable {
                 "socket_mode": "\(String(configuration.socketMode, radix: 8))",
                 "allowed_peers": "\(configuration.allowedPeers)",
             ])
-        // Under systemd (Type=notify), a start or restart completes only now that workers accept.
-        if spawnError == nil { SystemdNotify.send("READY=1") }
+        // Under systemd (Type=notify), a start or restart completes only now that workers accept
+        // (or later, when the caller decides readiness).
+        if spawnError == nil {
+            if let onListening { onListening() } else { SystemdNotify.send("READY=1") }
+        }
 
         lifecycle.waitForShutdownRequest()
         SystemdNotify.send("STOPPING=1")

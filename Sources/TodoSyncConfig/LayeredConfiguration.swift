@@ -219,6 +219,56 @@ public struct LayeredConfiguration: Sendable {
         return result
     }
 
+    /// A `TODOSYNC_*` name set (to a non-empty value, in the file or the environment) that no
+    /// setting reads, with where it is set and the setting it most likely misspells.
+    public struct UnknownName: Equatable, Sendable, CustomStringConvertible {
+        public let name: String
+        public let source: ValueSource
+        /// The nearest name of ``LayeredConfiguration/settings`` (or `TODOSYNC_CONFIG`), when close.
+        public let suggestion: String?
+
+        public var description: String {
+            "\(name) (\(source)): no setting reads it" + (suggestion.map { "; did you mean \($0)?" } ?? "")
+        }
+    }
+
+    /// The `TODOSYNC_*` names set that no setting reads: what `todosync config --check` refuses
+    /// (a misspelt name is otherwise ignored, and its setting silently keeps its default). The
+    /// known names are ``settings``, the one declaration, and `TODOSYNC_CONFIG`.
+    public func unknownNames(prefix: String = "TODOSYNC_") -> [UnknownName] {
+        entries(prefix: prefix).filter { !$0.isKnown }.map {
+            UnknownName(name: $0.name, source: $0.source, suggestion: nearestName(to: $0.name, prefix: prefix))
+        }
+    }
+
+    /// The known name nearest to `name` by edit distance, when it is close enough to be a
+    /// misspelling (at most a third of the part after the prefix, at least 2), or when one
+    /// name is the start of the other (`TODOSYNC_WORKER`).
+    public func nearestName(to name: String, prefix: String = "TODOSYNC_") -> String? {
+        let known = settings.map(\.name) + [Self.fileVariable]
+        let word = Array(name.utf8)
+        let scored = known.map { (name: $0, distance: Self.editDistance(word, Array($0.utf8))) }
+        if let best = scored.min(by: { $0.distance < $1.distance }),
+           best.distance <= max(2, (name.count - prefix.count) / 3) {
+            return best.name
+        }
+        return known.first { $0.hasPrefix(name) || name.hasPrefix($0 + "_") }
+    }
+
+    /// Levenshtein distance (insertions, deletions, substitutions).
+    static func editDistance(_ a: [UInt8], _ b: [UInt8]) -> Int {
+        guard !a.isEmpty else { return b.count }
+        var previous = Array(0...b.count)
+        for (i, x) in a.enumerated() {
+            var current = [i + 1] + Array(repeating: 0, count: b.count)
+            for (j, y) in b.enumerated() {
+                current[j + 1] = min(previous[j + 1] + 1, current[j] + 1, previous[j] + (x == y ? 0 : 1))
+            }
+            previous = current
+        }
+        return previous[b.count]
+    }
+
     /// Names that hold secrets even when no setting says so.
     static func looksSecret(_ name: String) -> Bool {
         name.contains("PASSWORD") || name.contains("SECRET") || name.hasSuffix("_KEY")

@@ -25,6 +25,27 @@ public struct Migrator {
         public let description: String
     }
 
+    /// A migration applied with one checksum whose file now has another: what `run()` refuses
+    /// and `status()` reports, in the same words.
+    public struct Edit: Error, Sendable, Equatable, CustomStringConvertible {
+        public let migration: Migration
+        /// The checksum `schema_migrations` recorded when the migration was applied.
+        public let recordedChecksum: String
+
+        public var description: String {
+            "migration \(migration.name) was edited after it was applied (checksum \(recordedChecksum.prefix(12))… recorded, \(migration.checksum.prefix(12))… now): restore the file, and put the change in a new migration"
+        }
+    }
+
+    /// The applied migrations (version, recorded checksum or nil) whose file differs now.
+    static func edits(recorded: [(version: Int, checksum: String?)], files: [Migration]) -> [Edit] {
+        let byVersion = Dictionary(files.map { ($0.version, $0) }, uniquingKeysWith: { first, _ in first })
+        return recorded.compactMap { row in
+            guard let file = byVersion[row.version], let checksum = row.checksum, checksum != file.checksum else { return nil }
+            return Edit(migration: file, recordedChecksum: checksum)
+        }.sorted { $0.migration.version < $1.migration.version }
+    }
+
     let db: Connection
     let directory: URL
 
@@ -49,20 +70,16 @@ public struct Migrator {
             throw Failure(description: "another migrator holds the lock for over 60 s")
         }
         defer { _ = try? db.query("SELECT RELEASE_LOCK('todosync_migrate')") }
-        var applied = Set<Int>()
         let files = Dictionary(migrations.map { ($0.version, $0) }, uniquingKeysWith: { first, _ in first })
-        for row in try db.query("SELECT version, checksum FROM schema_migrations") {
-            guard let version = row.int(0) else { continue }
-            applied.insert(version)
-            guard let file = files[version] else { continue }
-            if let recorded = row.string(1) {
-                guard recorded == file.checksum else {
-                    throw Failure(description: "migration \(file.name) was edited after it was applied (checksum \(recorded.prefix(12))… recorded, \(file.checksum.prefix(12))… now): restore the file, and put the change in a new migration")
-                }
-            } else {
-                try db.execute("UPDATE schema_migrations SET checksum = ? WHERE version = ? AND checksum IS NULL",
-                               [.text(file.checksum), .int(Int64(version))])
-            }
+        let recorded = try db.query("SELECT version, checksum FROM schema_migrations").compactMap { row in
+            row.int(0).map { (version: $0, checksum: row.string(1)) }
+        }
+        if let edit = Self.edits(recorded: recorded, files: migrations).first { throw edit }
+        let applied = Set(recorded.map(\.version))
+        for row in recorded where row.checksum == nil {
+            guard let file = files[row.version] else { continue }
+            try db.execute("UPDATE schema_migrations SET checksum = ? WHERE version = ? AND checksum IS NULL",
+                           [.text(file.checksum), .int(Int64(row.version))])
         }
         var appliedNow: [Int] = []
         for migration in migrations where !applied.contains(migration.version) {
@@ -82,16 +99,25 @@ public struct Migrator {
         public var applied: [(version: Int, name: String, appliedAt: String)]
         /// Migrations of the directory that the database has not applied, in order.
         public var pending: [Migration]
+        /// Applied migrations whose file was edited since (`run()` refuses to run while there are any).
+        public var edited: [Edit] = []
 
         public static func == (a: Status, b: Status) -> Bool {
-            a.applied.map(\.version) == b.applied.map(\.version) && a.pending == b.pending
+            a.applied.map(\.version) == b.applied.map(\.version) && a.pending == b.pending && a.edited == b.edited
         }
 
-        /// One line per migration (`applied 001 001_x.sql 2026-… UTC`, `pending 005 005_y.sql`), then a summary.
+        /// One line per migration (`applied 001 001_x.sql 2026-… UTC`, `pending 005 005_y.sql`,
+        /// `edited 002 002_z.sql checksum …`), then a summary (`, N edited` only when there are).
         public var report: String {
-            var lines = applied.map { "applied  \(String(format: "%03d", $0.version))  \($0.name)  \($0.appliedAt) UTC" }
+            let edits = Dictionary(edited.map { ($0.migration.version, $0) }, uniquingKeysWith: { first, _ in first })
+            var lines = applied.map { row in
+                guard let edit = edits[row.version] else {
+                    return "applied  \(String(format: "%03d", row.version))  \(row.name)  \(row.appliedAt) UTC"
+                }
+                return "edited   \(String(format: "%03d", row.version))  \(row.name)  \(row.appliedAt) UTC  checksum \(edit.recordedChecksum.prefix(12))… recorded, \(edit.migration.checksum.prefix(12))… now"
+            }
             lines += pending.map { "pending  \(String(format: "%03d", $0.version))  \($0.name)" }
-            lines.append("\(applied.count) applied, \(pending.count) pending")
+            lines.append("\(applied.count) applied, \(pending.count) pending" + (edited.isEmpty ? "" : ", \(edited.count) edited"))
             return lines.joined(separator: "\n") + "\n"
         }
     }
@@ -100,15 +126,25 @@ public struct Migrator {
     public func status() throws -> Status {
         let migrations = try Migrator.load(from: directory)
         var applied: [(version: Int, name: String, appliedAt: String)] = []
+        var recorded: [(version: Int, checksum: String?)] = []
         do {
-            applied = try db.query("SELECT version, name, applied_at FROM schema_migrations ORDER BY version").map {
-                (version: $0.int(0) ?? 0, name: $0.string(1) ?? "", appliedAt: $0.string(2) ?? "")
+            let rows: [Row]
+            do {
+                rows = try db.query("SELECT version, name, applied_at, checksum FROM schema_migrations ORDER BY version")
+            } catch let error as DatabaseError where error.code == 1054 {
+                // ER_BAD_FIELD_ERROR: recorded before checksums existed (`run()` adds them).
+                rows = try db.query("SELECT version, name, applied_at, NULL FROM schema_migrations ORDER BY version")
+            }
+            for row in rows {
+                applied.append((version: row.int(0) ?? 0, name: row.string(1) ?? "", appliedAt: row.string(2) ?? ""))
+                recorded.append((version: row.int(0) ?? 0, checksum: row.string(3)))
             }
         } catch let error as DatabaseError where error.code == 1146 {
             // ER_NO_SUCH_TABLE: nothing applied yet.
         }
         let done = Set(applied.map(\.version))
-        return Status(applied: applied, pending: migrations.filter { !done.contains($0.version) })
+        return Status(applied: applied, pending: migrations.filter { !done.contains($0.version) },
+                      edited: Self.edits(recorded: recorded, files: migrations))
     }
 
     /// Reads and orders the migration files of `directory`.

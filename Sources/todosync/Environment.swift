@@ -14,15 +14,18 @@ struct Environment {
     /// so does any value that breaks its setting's rule unless `validating` is false (plain
     /// `todosync config`, which shows what is set). Every command thus fails at start, like
     /// `nginx -t`, instead of falling back silently (an unknown log level used to mean `info`).
-    init(_ values: [String: String] = ProcessInfo.processInfo.environment, validating: Bool = true) {
+    /// `onConfigurationError` ends the process on such a problem (`serve` holds its socket first,
+    /// ``FaultHold``).
+    init(_ values: [String: String] = ProcessInfo.processInfo.environment, validating: Bool = true,
+         onConfigurationError: (String) -> Never = { ExitStatus.fail(.configuration, $0) }) {
         do {
             configuration = try LayeredConfiguration(settings: Settings.all, environment: values)
         } catch {
-            ExitStatus.fail(.configuration, "\(error)")
+            onConfigurationError("\(error)")
         }
         if validating {
             let problems = configuration.problems()
-            if !problems.isEmpty { ExitStatus.fail(.configuration, problems.joined(separator: "\ntodosync: ")) }
+            if !problems.isEmpty { onConfigurationError(problems.joined(separator: "\ntodosync: ")) }
         }
     }
 
@@ -87,7 +90,7 @@ struct Environment {
     /// takes tens of seconds), so the socket read and write timeouts are an hour instead of the
     /// responders' 10 s, which made such a run fail as "unavailable" half-way.
     func connectedStore(withStoreConfiguration: Bool = false) throws -> Store {
-        var configuration = try database
+        var configuration = databaseOrExit
         configuration.readTimeoutSeconds = Self.toolStatementTimeoutSeconds
         configuration.writeTimeoutSeconds = Self.toolStatementTimeoutSeconds
         let connection = Connection(configuration: configuration)
@@ -108,10 +111,24 @@ struct Environment {
             let (password, source) = configuration.lookup("TODOSYNC_DB_PASSWORD")
             if source != .defaultValue, let password { return password }
             guard let path = optionalString("TODOSYNC_DB_PASSWORD_FILE") else { return password ?? "" }
-            guard let data = FileManager.default.contents(atPath: path) else {
-                throw ConfigurationError(name: "TODOSYNC_DB_PASSWORD_FILE", value: path)
+            guard let text = LayeredConfiguration.readFile(path) else {
+                let reason = String(cString: strerror(errno))
+                throw ConfigurationError(
+                    name: "TODOSYNC_DB_PASSWORD_FILE", value: path,
+                    problem: "(\(configuration.lookup("TODOSYNC_DB_PASSWORD_FILE").source)): cannot read the password file: \(reason)")
             }
-            return String(decoding: data, as: UTF8.self).split(whereSeparator: \.isNewline).first.map(String.init) ?? ""
+            return text.split(whereSeparator: \.isNewline).first.map(String.init) ?? ""
+        }
+    }
+
+    /// ``database``, or the process ends with exit 78 (EX_CONFIG) naming the problem (a password
+    /// file that cannot be read, a bad `TODOSYNC_DB_HOSTS`): every command that opens a session
+    /// uses this, so a configuration mistake never looks like a crash (exit 1) to systemd.
+    var databaseOrExit: ConnectionConfiguration {
+        do {
+            return try database
+        } catch {
+            ExitStatus.fail(.configuration, "\(error)")
         }
     }
 
@@ -159,9 +176,10 @@ struct Environment {
     }
 }
 
-/// A configuration variable that does not parse.
+/// A configuration variable that does not parse, or names something that cannot be used.
 struct ConfigurationError: Error, CustomStringConvertible {
     let name: String
     let value: String
-    var description: String { "\(name)=\(value) is not a valid value" }
+    var problem = "is not a valid value"
+    var description: String { "\(name)=\(value) \(problem)" }
 }

@@ -38,10 +38,27 @@ struct Serve: ParsableCommand {
     @Flag(help: "Enable test-only hooks (GET /healthz?delay_ms=N). Never in production.")
     var enableTestHooks = false
 
+    /// A configuration problem found before serving (a bad value, a password file that cannot
+    /// be read, a socket group that does not exist) ends the process with 78 (EX_CONFIG), which
+    /// the unit does not restart (`RestartPreventExitStatus=78`); a database that refuses the
+    /// account ends it with 77 or 78 once listening (``DatabaseReadiness``). Started by its
+    /// socket, the responder answers 503 for a few seconds first (``FaultHold``).
     func run() throws {
+        FaultHold.socketActivated = (listenFd == nil || listenFd == 3) && listen == nil && socket == nil
+            && FastCGIListenAddress.systemdSocket(unsetEnvironment: false) != nil
         MallocTuning.apply(environment: ProcessInfo.processInfo.environment)
-        let environment = Environment()
+        let environment = Environment(onConfigurationError: FaultHold.exitForConfiguration)
         let logger = bootstrapLogging(environment)
+        do {
+            try serve(environment, logger: logger)
+        } catch let error as ConfigurationError {
+            FaultHold.exitForConfiguration("\(error)")
+        } catch let error as ValidationError {
+            FaultHold.exitForConfiguration("\(error)")
+        }
+    }
+
+    private func serve(_ environment: Environment, logger: Logger) throws {
         let database = try environment.database
         let storeConfiguration = try environment.store
         let accountInFlight = try environment.int("TODOSYNC_ACCOUNT_IN_FLIGHT")
@@ -93,7 +110,13 @@ struct Serve: ParsableCommand {
             if !counts.isZero { logger.notice("transaction retries since start: \(counts)") }
         }
         let startedWith = environment.configuration
-        try server.run(onReload: { Self.reload(runningWith: startedWith, logger: logger) }) { workerIndex in
+        let readiness = DatabaseReadiness(configuration: database, logger: logger)
+        defer {
+            readiness.stop()
+            if let fatal = readiness.fatal { ExitStatus.fail(fatal.status, fatal.message) }
+        }
+        try server.run(onReload: { Self.reload(runningWith: startedWith, logger: logger) },
+                       onListening: { readiness.start(stopping: server) }) { workerIndex in
             var workerLogger = logger
             workerLogger[metadataKey: "worker"] = "\(workerIndex)"
             let store = Store(connection: Connection(configuration: database), configuration: storeConfiguration)

@@ -43,15 +43,30 @@ struct Migrate: ParsableCommand {
         let environment = Environment()
         let logger = bootstrapLogging(environment)
         MariaDBLibrary.initialize()
-        let connection = Connection(configuration: try environment.database)
-        try connection.connectWaiting(seconds: waitSeconds, logger: logger)
+        let connection = Connection(configuration: environment.databaseOrExit)
+        do {
+            try connection.connectWaiting(seconds: waitSeconds, logger: logger)
+        } catch let error as DatabaseError {
+            ExitStatus.fail(.forConnectFailure(error), "cannot open a database session: \(error)")
+        }
         let directory = URL(fileURLWithPath: sqlDir ?? environment.string("TODOSYNC_SQL_DIR"))
         let migrator = Migrator(connection: connection, directory: directory)
         if status {
-            print(try migrator.status().report, terminator: "")
+            // The same check, and the same words, as `migrate` itself: an edited migration is
+            // listed as `edited`, named on stderr, and the exit status is 65.
+            let report = try migrator.status()
+            print(report.report, terminator: "")
+            if !report.edited.isEmpty {
+                ExitStatus.fail(.migrations, report.edited.map(\.description).joined(separator: "\ntodosync: "))
+            }
             return
         }
-        let applied = try migrator.run()
+        let applied: [Int]
+        do {
+            applied = try migrator.run()
+        } catch let edit as Migrator.Edit {
+            ExitStatus.fail(.migrations, "\(edit)")
+        }
         logger.info("migrations done", metadata: ["applied": "\(applied)"])
         // Migration 007 queues every existing user for the change feed's back-fill.
         let backfilled = try Store(connection: connection).backfillQueuedFeeds()

@@ -292,6 +292,26 @@ def test_install_adds_metrics_allow_list_and_rejects_garbage(conf, tmp_path):
 
 # --------------------------------------------------------------------------- socket activation
 
+def test_responder_unit_is_not_restarted_into_a_failed_socket_on_a_configuration_error(staged, systemd_root):
+    """Issue 34, item 8: a bad configuration (78) or a refused password (77) made the responder
+    exit, Restart=on-failure started it again every second, and within 5 s systemd's start limit
+    failed the service and its socket. The installed unit does not restart on those codes (read
+    from ExitStatus.swift), waits for READY=1 (sent once a database session works) at most
+    TimeoutStartSec, and restarts on anything else; `systemd-analyze verify` accepts it (above)."""
+    from test_config_cli import EXIT
+
+    unit = (staged / "etc/systemd/system/todosync@.service").read_text()
+    settings = dict(re.findall(r"^(\w+)=(.*)$", unit, re.M))
+    assert set(settings["RestartPreventExitStatus"].split()) == {str(EXIT["configuration"]), str(EXIT["permission"])}, settings
+    assert str(EXIT["temporary"]) not in settings["RestartPreventExitStatus"].split()
+    assert settings["Type"] == "notify" and settings["Restart"] == "on-failure", settings
+    assert settings["TimeoutStartSec"] == "90s", settings
+    # systemd itself reads the same: an offline dump of the unit as --root installs it
+    proc = subprocess.run(["systemd-analyze", "verify", f"--root={systemd_root}", "todosync@1.service"],
+                          capture_output=True, text=True, timeout=60, cwd=systemd_root)
+    assert proc.returncode == 0 and "RestartPreventExitStatus" not in proc.stderr, proc.stderr
+
+
 def test_socket_activation_serves_from_the_passed_socket(conf, tmp_path):
     binary = conf["TODOSYNC_BIN"]
     help_text = subprocess.run([binary, "serve", "--help"], capture_output=True, text=True, timeout=30).stdout
@@ -356,6 +376,10 @@ def test_host_steps_in_a_dry_run(conf, tmp_path):
     migrate = steps.index("systemctl restart todosync-migrate.service")
     restarts = [steps.index(f"systemctl restart todosync@{i}.service") for i in (1, 2)]
     assert steps.index(create) < migrate < min(restarts), steps
+    # issue 34, item 8: the configuration is checked against the database before any restart
+    check = steps.index(f"env TODOSYNC_CONFIG={env_file} {binary} config --check --sql-dir "
+                        f"{tmp_path}/usr/local/share/todosync/Sql")
+    assert migrate < check < min(restarts), steps
     assert {"systemctl enable --now todosync@1.socket", "systemctl enable --now todosync@2.socket"} <= set(steps)
     assert ("systemctl enable todosync-migrate.service todosync-purge.timer todosync-store-days.timer "
             "todosync-backup.timer") in steps, steps
