@@ -232,6 +232,10 @@ def test_dashboard_and_docs_name_only_metrics_the_responder_defines():
     # series the exposition writes itself (build info)
     exposition = (root / "Sources/todosync/Observability/MetricsExposition.swift").read_text()
     defined |= {name for name in re.findall(r'"(todosync_[a-z0-9_]+)":', exposition)}
+    # nginx's own counts: mtail's program over the access log (docs/OPERATIONS.md, "nginx's own counts")
+    for program in (root / "scripts/mtail").glob("*.mtail"):
+        defined |= set(re.findall(r"^(?:counter|gauge|histogram) (todosync_[a-z0-9_]+)", program.read_text(), re.M))
+    assert "todosync_nginx_responses_total" in defined, defined
     assert {"todosync_http_requests_total", "todosync_db_connects_total"} <= defined, defined
 
     def base(name: str) -> str:
