@@ -12,7 +12,8 @@ coming back:
 - openapi-python-client (a second generator, Python) generates every response of every route
   but the four noted in `PYTHON_CLIENT_KNOWN_DROPS`: record schemas narrowed with `allOf` must
   stay in the forms it can merge (`const: null` for "this field is null", an `enum` for a
-  narrowed error code, `prefixItems` beside an array narrowed without `items`).
+  narrowed error code, and an array narrowed by `minItems` alone, without `type: array` or
+  `items`: ErrorBody already says what it is; `prefixItems` instead breaks schemathesis).
 """
 
 from __future__ import annotations
