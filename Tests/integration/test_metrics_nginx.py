@@ -9,7 +9,10 @@ mtail (scripts/test-tools.sh) runs the program in --one_shot mode over
   own fields. Too slow or too disruptive to make on every run, so kept;
 - this test stack's log: requests made here, with both responders stopped for a moment (nginx's
   503s, made now by the nginx of this checkout), and every line the log holds so far (none
-  unparsed: the program still reads nginx's log_format).
+  unparsed: the program still reads nginx's log_format);
+- the production site's log (nginx/todosync-site.conf.template as install.sh renders it, run by
+  a real nginx in front of this stack: test_production_install's fixture), whose error pages
+  are /__todosync_error and /__todosync_upstream_error.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 import tsapi
 from test_alert_rules import tool
+from test_production_install import conf, site_nginx  # noqa: F401 (fixtures)
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PROGRAM = REPO_ROOT / "scripts/mtail/todosync-nginx.mtail"
@@ -107,13 +111,9 @@ def test_program_reads_this_stacks_log_and_sees_nginx_answer_for_stopped_respond
     send("GET", "/no-such-path", 404, "nginx")
     send("POST", "/api/v1/auth/login", 413, "nginx", data=b"x" * (2 << 20),
          headers={"Content-Type": "application/json"})
-    subprocess.run(["sv", "-w", "30", "down", *map(str, services)], check=True, capture_output=True, timeout=60)
-    try:
+    with _responders_stopped(services):
         send("GET", "/healthz", 503, "nginx")
         send("POST", "/api/v1/auth/login", 503, "nginx", json={"email": "a@example.test", "password": "x" * 10})
-    finally:
-        subprocess.run(["sv", "up", *map(str, services)], check=True, capture_output=True, timeout=60)
-        _settle()
     lines = _lines_for(log, ids)
     assert len(lines) == len(ids), (ids, lines)
     sample = tmp_path / "access.log"
@@ -124,6 +124,50 @@ def test_program_reads_this_stacks_log_and_sees_nginx_answer_for_stopped_respond
     whole = mtail_counts(log)
     assert scalar(whole, "todosync_nginx_unparsed_lines_total") == 0
     assert sum(responses(whole).values()) >= len(ids)
+
+
+def test_program_reads_the_production_sites_log(site_nginx, tmp_path):  # noqa: F811
+    state = os.environ.get("TODOSYNC_TEST_STATE_DIR", "")
+    services = sorted((Path(state) / "sv").glob("responder-*")) if state else []
+    if not services:
+        pytest.skip("needs the test stack (scripts/test.sh)")
+    ids: list[str] = []
+    expected = Counter()
+
+    def send(path: str, status: int, made_by: str) -> None:
+        r = requests.get(site_nginx["https"] + path, verify=site_nginx["ca"], timeout=tsapi.TIMEOUT)
+        assert r.status_code == status, (path, r.status_code, r.text[:200])
+        ids.append(r.headers["X-Request-Id"])
+        expected[(str(status), made_by)] += 1
+
+    send("/healthz", 200, "responder")
+    send("/nothing-here", 404, "nginx")          # /__todosync_error
+    with _responders_stopped(services):
+        send("/healthz", 503, "nginx")           # /__todosync_upstream_error
+    log = site_nginx["logs"] / "nginx-access.log"
+    lines = _lines_for(log, ids)
+    assert len(lines) == len(ids), (ids, lines)
+    assert any('"uri":"/__todosync_upstream_error"' in line for line in lines), lines
+    sample = tmp_path / "access.log"
+    sample.write_text("\n".join(lines) + "\n")
+    assert responses(mtail_counts(sample)) == expected, lines
+    assert scalar(mtail_counts(log), "todosync_nginx_unparsed_lines_total") == 0
+
+
+class _responders_stopped:
+    """Both responders stopped (`sv down`: their sockets are gone, nginx cannot connect), then
+    started again and the stack settled."""
+
+    def __init__(self, services: list[Path]):
+        self.services = [str(s) for s in services]
+
+    def __enter__(self):
+        subprocess.run(["sv", "-w", "30", "down", *self.services], check=True, capture_output=True, timeout=60)
+
+    def __exit__(self, *exc):
+        subprocess.run(["sv", "up", *self.services], check=True, capture_output=True, timeout=60)
+        _settle()
+        return False
 
 
 def _settle() -> None:
