@@ -18,6 +18,9 @@
 #   /etc/systemd/system/nginx.service.d/todosync-live.conf  removes a stale publisher socket before nginx starts
 #   /etc/nginx/todosync.d/real-ip.conf              with --real-ip-from: the proxies' client addresses
 #   /etc/logrotate.d/todosync                       rotates /var/log/todosync/ (responder and nginx logs)
+#   /etc/mtail/todosync-nginx.mtail, /etc/systemd/system/mtail.service.d/todosync.conf
+#                                                   nginx's own status counts: mtail over the site's
+#                                                   access log, served on --mtail-address:3903
 #
 # An operator's changes survive upgrades (docs/OPERATIONS.md, "Local changes"): a file above under
 # /etc that was edited since install.sh wrote it is kept, the new version is put in
@@ -29,7 +32,7 @@
 # and then (not with --root): creates the `todosync` system user, the database and its account
 # (a generated password, only in todosync.env), applies the migrations, starts N responder
 # instances by socket activation, the daily purge and backup timers and the store-days timer, installs nginx's nchan
-# module (libnginx-mod-nchan, live sync) when missing, and reloads nginx.
+# module (libnginx-mod-nchan, live sync) and mtail when missing, restarts mtail, and reloads nginx.
 #
 # Usage: scripts/install.sh [options]
 #   --binary PATH        the todosync binary (default: build it with `scripts/stack.sh build`)
@@ -46,6 +49,8 @@
 #                        per-address limits apply per client (writes todosync.d/real-ip.conf)
 #   --auth-rate N, --auth-burst N, --account-concurrency N, --address-concurrency N
 #                        the site's limits (defaults: nginx/limits.env)
+#   --mtail-address ADDR where mtail serves nginx's counts (port 3903) for Prometheus: 127.0.0.1
+#                        (the default) when Prometheus runs here, else a private address it reaches
 #   --root DIR           only write the files, under DIR (for packaging and tests): no user, no
 #                        database, no systemctl, no nginx reload
 #   --dry-run            with --root: stage the files, then print each host step (users, database,
@@ -63,6 +68,7 @@ ROOT=""
 METRICS_ALLOW=""
 REAL_IP_FROM=""
 REAL_IP_HEADER=X-Forwarded-For
+MTAIL_ADDRESS=127.0.0.1
 DRY_RUN=0
 # The limits' defaults, shared with the dev stack.
 while IFS='=' read -r key value; do
@@ -83,6 +89,7 @@ while (($#)); do
         --metrics-allow) METRICS_ALLOW=$2; shift 2 ;;
         --real-ip-from) REAL_IP_FROM=$2; shift 2 ;;
         --real-ip-header) REAL_IP_HEADER=$2; shift 2 ;;
+        --mtail-address) MTAIL_ADDRESS=$2; shift 2 ;;
         --auth-rate) AUTH_RATE=$2; shift 2 ;;
         --auth-burst) AUTH_BURST=$2; shift 2 ;;
         --account-concurrency) ACCOUNT_CONCURRENCY=$2; shift 2 ;;
@@ -98,6 +105,7 @@ for limit in AUTH_RATE AUTH_BURST ACCOUNT_CONCURRENCY ADDRESS_CONCURRENCY; do
     option=${limit,,}
     [[ ${!limit} =~ ^[1-9][0-9]{0,6}$ ]] || die "--${option//_/-} must be a positive integer (got '${!limit}')"
 done
+[[ $MTAIL_ADDRESS =~ ^[0-9A-Fa-f.:]+$ ]] || die "--mtail-address must be an IP address (got '$MTAIL_ADDRESS')"
 [[ -n $ROOT || $EUID -eq 0 ]] || die "run as root (or stage files with --root DIR)"
 ((!DRY_RUN)) || [[ -n $ROOT ]] || die "--dry-run needs --root DIR"
 
@@ -170,6 +178,13 @@ install -d -m 0755 "$ROOT/usr/local/bin" "$ROOT/usr/local/share/todosync" "$ROOT
 # The responders' (systemd appends their stderr) and the site's access log; root's, like /var/log.
 install -d -m 0755 "$ROOT/var/log/todosync"
 install_conffile 0644 "$ROOT/etc/logrotate.d/todosync" scripts/logrotate/todosync <"$REPO_ROOT/scripts/logrotate/todosync"
+# nginx's own status counts (docs/OPERATIONS.md, "nginx's own counts"): Debian's mtail unit loads
+# every program in /etc/mtail; the drop-in names the log and the address.
+install -d -m 0755 "$ROOT/etc/mtail" "$ROOT/etc/systemd/system/mtail.service.d"
+install_conffile 0644 "$ROOT/etc/mtail/todosync-nginx.mtail" scripts/mtail/todosync-nginx.mtail \
+    <"$REPO_ROOT/scripts/mtail/todosync-nginx.mtail"
+install_conffile 0644 "$ROOT/etc/systemd/system/mtail.service.d/todosync.conf" scripts/systemd/mtail-todosync.conf \
+    < <(sed "s/^Environment=HOST=.*/Environment=HOST=$MTAIL_ADDRESS/" "$REPO_ROOT/scripts/systemd/mtail-todosync.conf")
 install -m 0755 "$BINARY" "$ROOT/usr/local/bin/todosync.new"
 install -m 0755 "$REPO_ROOT/scripts/backup.sh" "$ROOT/usr/local/bin/todosync-backup"
 install -d -m 0700 "$ROOT/var/backups/todosync"
@@ -282,8 +297,8 @@ host systemd-tmpfiles --create /etc/tmpfiles.d/todosync.conf
 dpkg-query -W -f='${Status}' libnginx-mod-nchan 2>/dev/null | grep -q 'install ok installed' ||
     host env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends libnginx-mod-nchan
 # Libraries the binary links that releases added after the first: the system SQLite (snapshots)
-# and ISA-L (igzip, the responder's gzip).
-for package in libsqlite3-0 libisal2; do
+# and ISA-L (igzip, the responder's gzip); and mtail, nginx's own status counts.
+for package in libsqlite3-0 libisal2 mtail; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q 'install ok installed' ||
         host env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$package"
 done
@@ -307,6 +322,8 @@ for ((i = 1; i <= INSTANCES; i++)); do
     # A rolling restart: one instance at a time, its socket keeps queueing meanwhile.
     host systemctl restart "todosync@$i.service"
 done
+host systemctl enable mtail.service
+host systemctl restart mtail.service                     # reads /etc/mtail and the drop-in again
 host nginx -t
 host systemctl reload nginx
 # worker_connections and worker_rlimit_nofile live in /etc/nginx/nginx.conf, which is the host's:

@@ -46,6 +46,7 @@
 #                            environment: "$TODOSYNC_TEST_STACK" db-stop | db-start | responder-pids ...
 #   TODOSYNC_TEST_DB_SOCKET  MariaDB unix socket; user root by unix_socket (so the suite runs as OS root)
 #   TODOSYNC_TEST_STATE_DIR  the test stack's state dir (logs in log/)
+#   TODOSYNC_TEST_TOOLS      .state/tools: promtool and mtail (scripts/test-tools.sh)
 set -euo pipefail
 
 REPO_ROOT=$(dirname "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")")
@@ -229,6 +230,8 @@ SELF=$(readlink -f "${BASH_SOURCE[0]}")
 
 step deps 600 "$STACK_SH" deps
 step venv 300 "$SELF" __venv
+step tools 300 "$REPO_ROOT/scripts/test-tools.sh" # promtool and mtail, binaries only
+export TODOSYNC_TEST_TOOLS=$REPO_ROOT/.state/tools
 if [[ $SKIP_BUILD == 1 ]]; then note build "skipped (TODOSYNC_TEST_SKIP_BUILD)" 0; else step build 1200 "$STACK_SH" build; fi
 
 # --- cluster (scripts/cluster.sh) ----------------------------------------------------------------

@@ -8,11 +8,20 @@ coming back:
   properties);
 - response objects are open to new fields (no `additionalProperties: false`), so a client
   built today still decodes tomorrow's records;
-- every route of docs/API.md is in the document, with this round's headers and statuses.
+- every route of docs/API.md is in the document, with this round's headers and statuses;
+- openapi-python-client (a second generator, Python) generates every response of every route
+  but the four noted in `PYTHON_CLIENT_KNOWN_DROPS`: record schemas narrowed with `allOf` must
+  stay in the forms it can merge (`const: null` for "this field is null", an `enum` for a
+  narrowed error code, and an array narrowed by `minItems` alone, without `type: array` or
+  `items`: ErrorBody already says what it is; `prefixItems` instead breaks schemathesis).
 """
 
 from __future__ import annotations
 
+import os
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -141,3 +150,67 @@ def test_this_rounds_headers_and_statuses(spec):
     if "410" not in pull["responses"]:
         problems.append("GET /api/v1/sync/pull: no 410")
     assert not problems, "\n".join(problems)
+
+
+# openapi-python-client merges an `allOf` into one class and cannot merge a `oneOf` property
+# (VersionMismatch's `current`: a tag or a todo) with the narrower `$ref` the 412 bodies put
+# beside it (`current` is a LiveTag / LiveTodo). Writing those bodies without the allOf would
+# change the committed Swift client, which must stay byte-identical; so these four 412s stay
+# out of the Python client until that trade is made (issue 34, item 12).
+PYTHON_CLIENT_KNOWN_DROPS = {
+    ("patch", "/api/v1/tags/{id}", "412"),
+    ("delete", "/api/v1/tags/{id}", "412"),
+    ("patch", "/api/v1/todos/{id}", "412"),
+    ("delete", "/api/v1/todos/{id}", "412"),
+}
+# The generator's own settings, not the document's: the snapshot file is bytes to it, and the
+# ruff formatting pass is not needed to read the result.
+PYTHON_CLIENT_CONFIG = """\
+post_hooks: []
+content_type_overrides:
+  application/vnd.sqlite3: application/octet-stream
+"""
+
+
+def _python_client_generator() -> str:
+    exe = Path(sys.executable).parent / "openapi-python-client"
+    if not exe.exists():
+        pytest.fail(f"openapi-python-client is not installed next to {sys.executable} "
+                    "(Tests/integration/requirements.txt; scripts/test.sh installs it)")
+    return str(exe)
+
+
+def test_python_generator_keeps_every_response(spec, tmp_path):
+    config = tmp_path / "config.yaml"
+    config.write_text(PYTHON_CLIENT_CONFIG, encoding="utf-8")
+    out = tmp_path / "client"
+    run = subprocess.run(
+        [_python_client_generator(), "generate", "--path", str(OPENAPI), "--output-path", str(out),
+         "--meta", "none", "--config", str(config)],
+        capture_output=True, text=True, timeout=300, env={**os.environ, "NO_COLOR": "1"})
+    log = run.stdout + run.stderr
+    assert run.returncode == 0, log[-4000:]
+    # Schemas it gave up on take every response that uses them along (25 responses before).
+    assert "Unable to process schema" not in log, log[-4000:]
+
+    # What it generated: each operation's module names its method and URL and parses each status.
+    generated = {}
+    for module in (out / "api").rglob("*.py"):
+        text = module.read_text(encoding="utf-8")
+        m = re.search(r'"method": "(\w+)",\s*"url": f?"([^"]+)"', text)
+        if m:
+            codes = set(re.findall(r"response\.status_code == (\d{3})", text))
+            generated[(m.group(1), m.group(2))] = codes
+    dropped = set()
+    for path, ops in spec["paths"].items():
+        for method, op in ops.items():
+            if method not in METHODS:
+                continue
+            have = generated.get((method, path))
+            assert have is not None, f"no operation generated for {method.upper()} {path}"
+            dropped |= {(method, path, code) for code in op["responses"] if code not in have}
+    assert dropped == PYTHON_CLIENT_KNOWN_DROPS, (
+        f"responses openapi-python-client drops: {sorted(dropped - PYTHON_CLIENT_KNOWN_DROPS)}; "
+        f"no longer dropped (shrink the list): {sorted(PYTHON_CLIENT_KNOWN_DROPS - dropped)}\n{log[-4000:]}")
+    omitted = log.count("response will be omitted")
+    assert omitted == len(PYTHON_CLIENT_KNOWN_DROPS), log[-4000:]

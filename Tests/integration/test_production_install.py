@@ -68,7 +68,8 @@ def test_install_stages_every_file_and_keeps_the_configuration(staged, conf):
                  "etc/systemd/system/todosync@.service.d/hardening.conf",
                  "etc/systemd/system/todosync-.service.d/hardening.conf",
                  "etc/nginx/sites-available/todosync", "usr/local/bin/todosync-backup",
-                 "etc/mysql/mariadb.conf.d/60-todosync-binlog.cnf"] + [
+                 "etc/mysql/mariadb.conf.d/60-todosync-binlog.cnf", "etc/mtail/todosync-nginx.mtail",
+                 "etc/systemd/system/mtail.service.d/todosync.conf"] + [
                      f"etc/systemd/system/{u.replace('@1', '@')}" for u in UNITS]:
         assert (staged / path).exists(), f"install.sh did not stage {path}"
     assert os.readlink(staged / "etc/nginx/sites-enabled/todosync") == "../sites-available/todosync"
@@ -278,6 +279,24 @@ def test_site_serves_metrics_to_loopback_only(site_nginx):
         assert status == 403 and b"todosync_" not in body, (path, status, body[:200])
 
 
+def test_install_sets_up_mtail_over_the_sites_access_log(staged, conf, tmp_path):
+    """nginx's own status counts (docs/OPERATIONS.md): the program where Debian's mtail unit loads
+    programs, and a drop-in naming the site's log and --mtail-address (loopback by default)."""
+    program = staged / "etc/mtail/todosync-nginx.mtail"
+    assert program.read_text() == (REPO_ROOT / "scripts/mtail/todosync-nginx.mtail").read_text()
+    dropin = (staged / "etc/systemd/system/mtail.service.d/todosync.conf").read_text()
+    assert "Environment=LOGS=/var/log/todosync/nginx-access.log" in dropin.splitlines(), dropin
+    site = (staged / "etc/nginx/sites-available/todosync").read_text()
+    assert "access_log /var/log/todosync/nginx-access.log todosync_json;" in site, "the log mtail reads moved"
+    assert "Environment=HOST=127.0.0.1" in dropin.splitlines(), dropin
+    install(tmp_path / "a", "--mtail-address", "10.0.0.4", binary=conf["TODOSYNC_BIN"])
+    dropin = (tmp_path / "a/etc/systemd/system/mtail.service.d/todosync.conf").read_text()
+    assert "Environment=HOST=10.0.0.4" in dropin.splitlines(), dropin
+    proc = subprocess.run(["bash", str(INSTALL), "--root", str(tmp_path / "b"), "--binary", conf["TODOSYNC_BIN"],
+                           "--mtail-address", "10.0.0.4\nUser=root"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0 and "--mtail-address" in proc.stderr, proc.stdout + proc.stderr
+
+
 def test_install_adds_metrics_allow_list_and_rejects_garbage(conf, tmp_path):
     install(tmp_path / "a", "--server-name", "x.example", "--instances", "2", "--metrics-allow", "10.0.0.5,10.1.0.0/16",
             binary=conf["TODOSYNC_BIN"])
@@ -386,6 +405,9 @@ def test_host_steps_in_a_dry_run(conf, tmp_path):
     assert f"chown todosync:todosync {tmp_path}/var/backups/todosync" in steps, steps
     assert "systemctl restart todosync@3.service" not in steps
     assert steps.index("nginx -t") < steps.index("systemctl reload nginx") and steps[-1] == "systemctl reload nginx"
+    # mtail rereads its programs and the drop-in (nginx's own counts)
+    assert steps.index("systemctl daemon-reload") < steps.index("systemctl restart mtail.service"), steps
+    assert "systemctl enable mtail.service" in steps, steps
     # an upgrade keeps the configuration: no second database step
     proc = install(tmp_path, "--dry-run", "--instances", "2", binary=conf["TODOSYNC_BIN"])
     assert not any("create-database" in line for line in proc.stdout.splitlines()), proc.stdout
