@@ -571,12 +571,13 @@ write_service() {
     cat >"$dir/run.tmp" <<RUN
 #!/bin/bash
 exec </dev/null >>$log 2>&1
-echo "[runsv $name \$(date '+%F %T')] starting"
+# Supervisor lines are JSON like the daemon's own (one schema for every line: issue 34, item 10).
+echo "{\"ts\":\"\$(date -u +%Y-%m-%dT%H:%M:%S.%3NZ)\",\"level\":\"notice\",\"logger\":\"runsv\",\"msg\":\"starting\",\"service\":\"$name\"}"
 exec $(printf '%q ' "$@")
 RUN
     cat >"$dir/finish.tmp" <<FINISH
 #!/bin/bash
-echo "[runsv $name \$(date '+%F %T')] exited (exit code \$1, wait status \$2)" >>$log
+echo "{\"ts\":\"\$(date -u +%Y-%m-%dT%H:%M:%S.%3NZ)\",\"level\":\"notice\",\"logger\":\"runsv\",\"msg\":\"exited\",\"service\":\"$name\",\"exit_code\":\$1,\"wait_status\":\$2}" >>$log
 FINISH
     chmod 755 "$dir/run.tmp" "$dir/finish.tmp"
     mv -f "$dir/run.tmp" "$dir/run"

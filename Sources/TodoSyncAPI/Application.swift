@@ -87,7 +87,7 @@ public final class Application {
             return failed(error, requestID: requestID)
         default:
             logger.error("unexpected error", metadata: [
-                "request.id": "\(LogField.capped(requestID ?? "-"))",
+                "request_id": "\(LogField.capped(requestID ?? "-"))",
                 "method": "\(LogField.capped(request.method, limit: LogField.methodLimit))",
                 "path": "\(LogField.capped(request.path))",
                 "error": "\(LogField.capped(String(reflecting: error), limit: 4 * LogField.textLimit))",
@@ -148,7 +148,8 @@ public final class Application {
     private func failed(_ error: APIError, requestID: String?) -> HTTPResponse {
         if error.status >= 500 {
             logger.warning("request failed", metadata: [
-                "request.id": "\(LogField.capped(requestID ?? "-"))", "status": "\(error.status)", "code": "\(error.code)",
+                "request_id": "\(LogField.capped(requestID ?? "-"))", "status": .stringConvertible(error.status),
+                "code": "\(error.code)",
             ])
         }
         return .error(error)

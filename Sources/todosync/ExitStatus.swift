@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import MariaDB
 
 /// The exit codes of every `todosync` command: the one place they are defined (docs/OPERATIONS.md,
@@ -41,9 +42,24 @@ enum ExitStatus: Int32, CaseIterable {
         }
     }
 
+    /// Whether a fatal message is one JSON line (`serve`, whose stderr is the JSON log: issue 34,
+    /// item 10) rather than `todosync: message` for a person at a terminal (the other commands).
+    nonisolated(unsafe) static var reportsAsJSON = false
+
     /// Prints `todosync: message` on stderr and exits with `code`.
     static func fail(_ code: ExitStatus, _ message: String) -> Never {
-        FileHandle.standardError.write(Data("todosync: \(message)\n".utf8))
+        report(message, code: code)
         exit(code.rawValue)
+    }
+
+    /// Writes a fatal message on stderr, as a JSON log line (level critical, `exit_code`) when
+    /// ``reportsAsJSON``, else as `todosync: message`.
+    static func report(_ message: String, code: ExitStatus) {
+        guard reportsAsJSON else {
+            FileHandle.standardError.write(Data("todosync: \(message)\n".utf8))
+            return
+        }
+        let logger = Logger(label: "todosync") { label in JSONLogHandler(label: label, level: .trace) }
+        logger.critical("\(message)", metadata: ["exit_code": .stringConvertible(code.rawValue)])
     }
 }

@@ -22,7 +22,7 @@ enum FaultHold {
     /// stderr at once; started by its socket, the responder then answers every request on that
     /// socket 503 for ``seconds`` before it exits.
     static func exitForConfiguration(_ message: String) -> Never {
-        FileHandle.standardError.write(Data("todosync: \(message)\n".utf8))
+        ExitStatus.report(message, code: .configuration)
         if socketActivated {
             SystemdNotify.send("STATUS=configuration error, exiting 78 in \(Int(seconds)) s (answering 503): \(message.prefix(200))")
             answerUnavailable(on: .inherited(fd: 3), for: seconds)

@@ -44,6 +44,8 @@ struct Serve: ParsableCommand {
     /// account ends it with 77 or 78 once listening (``DatabaseReadiness``). Started by its
     /// socket, the responder answers 503 for a few seconds first (``FaultHold``).
     func run() throws {
+        // Its stderr is the JSON log: a fatal message is a line of it too (TODOSYNC_LOG_FORMAT).
+        ExitStatus.reportsAsJSON = ProcessInfo.processInfo.environment["TODOSYNC_LOG_FORMAT"] != "text"
         FaultHold.socketActivated = (listenFd == nil || listenFd == 3) && listen == nil && socket == nil
             && FastCGIListenAddress.systemdSocket(unsetEnvironment: false) != nil
         MallocTuning.apply(environment: ProcessInfo.processInfo.environment)

@@ -3,8 +3,8 @@ carrying nginx's request id, the user id, the route pattern, status and duration
 log is JSON with the same request id. No token, e-mail address or password is ever written.
 
 Reads the test stack's log files ($TODOSYNC_TEST_STATE_DIR/log): responder-N.log (the responder's
-stderr; runsv's run and finish scripts add plain `[runsv ...]` lines) and nginx-access.log
-(flushed every second).
+stderr, and runsv's run and finish scripts' JSON lines, logger "runsv") and nginx-access.log
+(flushed every second). test_zzz_log_schema.py checks every line the whole run wrote.
 """
 
 from __future__ import annotations
@@ -30,9 +30,7 @@ def responder_lines() -> list[dict]:
     for path in sorted(glob.glob(os.path.join(STATE_DIR, "log", "responder-*.log"))):
         with open(path, errors="replace") as f:
             for line in f:
-                if line.startswith(("[runsv ", "[supervisor ")):
-                    continue
-                out.append(json.loads(line))  # every responder line is one JSON object
+                out.append(json.loads(line))  # every line is one JSON object
     return out
 
 

@@ -147,7 +147,9 @@ def test_program_reads_the_production_sites_log(site_nginx, tmp_path):  # noqa: 
     log = site_nginx["logs"] / "nginx-access.log"
     lines = _lines_for(log, ids)
     assert len(lines) == len(ids), (ids, lines)
-    assert any('"uri":"/__todosync_upstream_error"' in line for line in lines), lines
+    # The client's path is the line's uri; the error page nginx went through is internal_uri.
+    assert any('"uri":"/healthz","internal_uri":"/__todosync_upstream_error"' in line for line in lines), lines
+    assert any('"uri":"/nothing-here","internal_uri":"/__todosync_error"' in line for line in lines), lines
     sample = tmp_path / "access.log"
     sample.write_text("\n".join(lines) + "\n")
     assert responses(mtail_counts(sample)) == expected, lines
