@@ -13,3 +13,29 @@
 -- 2-core test box). On MariaDB 11.2 or later, LOCK=NONE would do it online.
 
 ALTER TABLE todo_list MODIFY body MEDIUMBLOB NOT NULL, ALGORITHM=COPY, LOCK=SHARED;
+
+-- Item 4. A keyed push's answer is no longer stored: it is rebuilt from the push's stored op
+-- results (`replay` = 1, `response_body` NULL), since a repeat of the same push replays every
+-- opId and so answers the same bytes. 20 keyed pushes of 250 no-op updates of a 54 KB todo
+-- stored 272 MB of answers (13.6 MB each), now about 100 bytes each. Every other answer is
+-- stored as before and now counted:
+--   * stored_bytes: what the row costs (key, fingerprint, headers, body, and a fixed overhead),
+--     charged to the account's stored bytes per hour (Sql/020) and summed for its ceiling;
+--   * idempotency_keys_user_usage: the account's rows by age with their bytes, so that the
+--     ceiling is a range read of this index, and the rows past retention are found by it;
+--   * users.quota_idempotency_keys / quota_idempotency_bytes: one account's ceiling on the rows
+--     and bytes it keeps (NULL: StoreConfiguration's defaults).
+-- All instant or online: columns added in place, the index built while writes go on.
+
+ALTER TABLE idempotency_keys
+    ADD COLUMN replay TINYINT NOT NULL DEFAULT 0,
+    ADD COLUMN stored_bytes INT UNSIGNED NOT NULL DEFAULT 0,
+    ALGORITHM=INSTANT;
+
+ALTER TABLE idempotency_keys ADD INDEX idempotency_keys_user_usage (user_id, created_at, stored_bytes),
+    ALGORITHM=INPLACE, LOCK=NONE;
+
+ALTER TABLE users
+    ADD COLUMN quota_idempotency_keys INT UNSIGNED NULL,
+    ADD COLUMN quota_idempotency_bytes BIGINT UNSIGNED NULL,
+    ALGORITHM=INSTANT;

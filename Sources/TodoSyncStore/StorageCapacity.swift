@@ -20,11 +20,13 @@ enum StorageCapacity {
     /// The columns whose capacity `StorageCapacityTests` also checks: a stored push result (its
     /// record left out, Sql/019: what remains are its op's strings, none rendered longer than it
     /// was sent, in a request of at most 1 MiB, and fixed members), a date's stored list (at most `Connection.groupConcatMaxLength`,
-    /// else not stored) and its compressed response.
+    /// else not stored) and its compressed response, and a stored Idempotency-Key answer (at most
+    /// `Store.maximumStoredAnswerBytes`).
     static let otherColumns: [(table: String, column: String, holds: Int)] = [
         ("sync_operations", "result", 2 << 20),
         ("todo_days", "body", SQL.TodoDays.maxBodyBytes),
         ("todo_days", "compressed", SQL.TodoDays.maxBodyBytes + 1_024),
+        ("idempotency_keys", "response_body", Store.maximumStoredAnswerBytes),
     ]
 }
 

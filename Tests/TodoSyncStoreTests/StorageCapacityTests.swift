@@ -38,9 +38,12 @@ final class StorageCapacityTests: StoreTestCase {
         for (table, column, holds) in StorageCapacity.otherColumns {
             XCTAssertGreaterThanOrEqual(try capacity(table, column), holds, "\(table).\(column)")
         }
+        // A POST /todos answer is one todo: a keyed one is kept.
+        XCTAssertGreaterThan(Store.maximumStoredAnswerBytes, Todo.maximumRenderedBytes)
         // The multi-row statements write up to 128 rendered todos in one packet.
         let packet = try XCTUnwrap(try db.queryOne("SELECT @@max_allowed_packet")?.int64(0))
         XCTAssertGreaterThan(Int(packet), MultiRowStatement.sizes.max()! * (Todo.maximumRenderedBytes + 1_024))
+        XCTAssertGreaterThan(Int(packet), Store.maximumStoredAnswerBytes + 1_024)
     }
 
     private func push(_ operations: [String], store: Store? = nil) throws -> [[String: JSONValue]] {
@@ -95,5 +98,86 @@ final class StorageCapacityTests: StoreTestCase {
             #"{"opId": "grow", "entity": "todo", "action": "update", "id": \#(todoID), "data": {"notes": "\#(escaped(10000))", "raw": "\#(escaped(2000))"}}"#,
         ], store: tight)
         XCTAssertEqual(update.first?["status"], .string("rejected"))
+    }
+
+    // MARK: Idempotency-Key answers (item 4)
+
+    private func claim(_ key: String, body: String = "{}") throws -> IdempotencyTicket {
+        let print = Store.idempotencyFingerprint(method: "POST", path: "/api/v1/todos", body: Array(body.utf8))
+        guard case .claimed(let ticket) = try store.claimIdempotencyKey(userID: userID, key: key, fingerprint: print) else {
+            throw XCTSkip("key not claimed")
+        }
+        return ticket
+    }
+
+    private func run(_ key: String, answerBytes: Int, replay: Bool = false) throws {
+        let ticket = try claim(key)
+        do {
+            _ = try store.runIdempotent(ticket, {
+                try store.createTodo(userID: userID, TodoDraft(title: key, deadline: day))
+            }, answer: { _ in
+                StoredResponse(status: 201, headers: [("Content-Type", "application/json")],
+                               body: Array(repeating: UInt8(ascii: "x"), count: answerBytes), replay: replay)
+            })
+        } catch {
+            store.releaseIdempotencyKey(ticket)
+            throw error
+        }
+    }
+
+    private func storedBytesCharged() throws -> Int64 {
+        try db.queryOne("SELECT COALESCE(SUM(stored_bytes), 0) FROM account_usage WHERE user_id = ?", [.int(userID)])?
+            .int64(0) ?? 0
+    }
+
+    /// A kept answer is charged to the account's stored bytes; an answer rebuilt by replay keeps no
+    /// body and costs its row only.
+    func testKeptAnswersAreChargedAndReplayedOnesStoreNoBody() throws {
+        try run("kept", answerBytes: 50_000)
+        let charged = try storedBytesCharged()
+        XCTAssertGreaterThan(charged, 50_000)
+        try run("rebuilt", answerBytes: 50_000, replay: true)
+        XCTAssertLessThan(try storedBytesCharged() - charged, 500)
+        let row = try XCTUnwrap(try db.queryOne(
+            "SELECT replay, response_body IS NULL, stored_bytes FROM idempotency_keys WHERE user_id = ? AND idem_key = ?",
+            [.int(userID), .blob(Array("rebuilt".utf8))]))
+        XCTAssertEqual(row.int64(0), 1)
+        XCTAssertEqual(row.bool(1), true)
+        guard case .completed(let stored) = try store.claimIdempotencyKey(
+            userID: userID, key: "rebuilt",
+            fingerprint: Store.idempotencyFingerprint(method: "POST", path: "/api/v1/todos", body: Array("{}".utf8))) else {
+            return XCTFail("a completed key")
+        }
+        XCTAssertTrue(stored.replay)
+        XCTAssertEqual(stored.body, [])
+    }
+
+    /// The account's records have a ceiling of rows and of bytes: past it a keyed request is 429
+    /// with the seconds until the oldest expires, nothing applied; an answer larger than the whole
+    /// ceiling is a definite 422 on the key.
+    func testTheAccountsRecordsHaveACeiling() throws {
+        try db.execute("UPDATE users SET quota_idempotency_keys = 2, quota_idempotency_bytes = 20000 WHERE id = ?",
+                       [.int(userID)])
+        try run("one", answerBytes: 100)
+        try run("two", answerBytes: 100)
+        XCTAssertThrowsError(try run("three", answerBytes: 100)) { error in
+            guard case .throttled(_, let retryAfter) = error as? DomainError else { return XCTFail("\(error)") }
+            XCTAssertGreaterThan(retryAfter, 3_600)
+        }
+        try db.execute("UPDATE users SET quota_idempotency_keys = 100 WHERE id = ?", [.int(userID)])
+        XCTAssertThrowsError(try run("big", answerBytes: 30_000)) { error in
+            guard case .validation(let problems) = error as? DomainError else { return XCTFail("\(error)") }
+            XCTAssertEqual(problems.first?.field, "Idempotency-Key")
+        }
+        try run("fits", answerBytes: 15_000)
+        XCTAssertThrowsError(try run("over", answerBytes: 5_000)) { error in
+            guard case .throttled = error as? DomainError else { return XCTFail("\(error)") }
+        }
+        // Nothing of the refused requests applied.
+        XCTAssertEqual(try db.queryOne("SELECT COUNT(*) FROM todos WHERE user_id = ?", [.int(userID)])?.int64(0), 3)
+        // Records past retention do not count: the ceiling frees itself.
+        try db.execute("UPDATE idempotency_keys SET created_at = NOW(3) - INTERVAL 2 DAY WHERE user_id = ?", [.int(userID)])
+        try run("later", answerBytes: 5_000)
+        XCTAssertEqual(try db.queryOne("SELECT COUNT(*) FROM idempotency_keys WHERE user_id = ?", [.int(userID)])?.int64(0), 1)
     }
 }
