@@ -180,4 +180,38 @@ final class StorageCapacityTests: StoreTestCase {
         try run("later", answerBytes: 5_000)
         XCTAssertEqual(try db.queryOne("SELECT COUNT(*) FROM idempotency_keys WHERE user_id = ?", [.int(userID)])?.int64(0), 1)
     }
+
+    /// Rebuilding a keyed push's answer changes nothing: an operation without a stored result
+    /// (never expected: keys go before the results they need) fails the push, nothing applied.
+    func testARebuiltPushNeverAppliesAnOperation() throws {
+        let create = #"{"opId": "fresh", "entity": "todo", "action": "create", "data": {"title": "t", "deadline": "2031-05-05"}}"#
+        store.replayOnly = true
+        XCTAssertThrowsError(try push([create])) { XCTAssertTrue($0 is PushReplayError, "\($0)") }
+        store.replayOnly = false
+        XCTAssertEqual(try db.queryOne("SELECT COUNT(*) FROM todos WHERE user_id = ?", [.int(userID)])?.int64(0), 0)
+        let first = try push([create])
+        store.replayOnly = true
+        defer { store.replayOnly = false }
+        XCTAssertEqual(try push([create]), first, "every result stored: the same answer")
+    }
+
+    /// A keyed push's answer is rebuilt from the results it replays, so it restarts their
+    /// retention (and their records'): they live as long as the key.
+    func testAKeyedPushKeepsTheResultsItReplays() throws {
+        let create = #"{"opId": "old", "entity": "todo", "action": "create", "data": {"title": "t", "deadline": "2031-05-05"}}"#
+        _ = try push([create])
+        try db.execute("UPDATE sync_operations SET created_at = NOW(3) - INTERVAL 80 DAY WHERE user_id = ?", [.int(userID)])
+        try db.execute("UPDATE sync_result_records SET last_used = NOW(3) - INTERVAL 80 DAY WHERE user_id = ?", [.int(userID)])
+        let ticket = try claim("keyed-push")
+        _ = try store.runIdempotent(ticket, { try push([create]) }, answer: { _ in
+            StoredResponse(status: 200, headers: [], body: [], replay: true)
+        })
+        let ages = try XCTUnwrap(try db.queryOne("""
+            SELECT TIMESTAMPDIFF(DAY, o.created_at, NOW(3)), TIMESTAMPDIFF(DAY, r.last_used, NOW(3))
+              FROM sync_operations o JOIN sync_result_records r ON r.user_id = o.user_id AND r.digest = o.record_digest
+             WHERE o.user_id = ?
+            """, [.int(userID)]))
+        XCTAssertEqual(ages.int64(0), 0)
+        XCTAssertEqual(ages.int64(1), 0)
+    }
 }
