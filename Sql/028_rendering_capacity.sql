@@ -14,6 +14,16 @@
 
 ALTER TABLE todo_list MODIFY body MEDIUMBLOB NOT NULL, ALGORITHM=COPY, LOCK=SHARED;
 
+-- The same for a daily stat's `tagStats` (rendered, Sql/002) and its `tag_counts` (Sql/023): TEXT
+-- held the stat of a date whose completed todos name at most 177 tags at their widest (names of
+-- 50 escaped control characters, `DailyStatContent.maximumTagStatBytes`), and every write of such
+-- a date was a 500 (240 tags in one push: the whole push, on every retry). The contract has no
+-- limit on tags; MEDIUMTEXT holds `StorageCapacity.tagsPerDate` (10,000) and more. Also a copy
+-- under LOCK=SHARED, for the same reason.
+
+ALTER TABLE daily_stats MODIFY tag_stats MEDIUMTEXT NOT NULL, MODIFY tag_counts MEDIUMTEXT NOT NULL DEFAULT '',
+    ALGORITHM=COPY, LOCK=SHARED;
+
 -- Item 4. A keyed push's answer is no longer stored: it is rebuilt from the push's stored op
 -- results (`replay` = 1, `response_body` NULL), since a repeat of the same push replays every
 -- opId and so answers the same bytes. 20 keyed pushes of 250 no-op updates of a 54 KB todo

@@ -27,7 +27,15 @@ enum StorageCapacity {
         ("todo_days", "body", SQL.TodoDays.maxBodyBytes),
         ("todo_days", "compressed", SQL.TodoDays.maxBodyBytes + 1_024),
         ("idempotency_keys", "response_body", Store.maximumStoredAnswerBytes),
+        ("daily_stats", "tag_stats", DailyStatContent.maximumTagStatsBytes(tags: tagsPerDate)),
+        ("daily_stats", "tag_counts", DailyStatContent.maximumTagCountsBytes(tags: tagsPerDate)),
     ]
+
+    /// The tags one date's stat is sure to hold, at their widest (names of 50 escaped control
+    /// characters): the contract sets no limit on tags, so this is a chosen figure, not a derived
+    /// one. A TEXT column held 177 (Sql/028 made them MEDIUMTEXT); a stat's row in the change
+    /// feed (MEDIUMBLOB) outgrows its column past about 43,000.
+    static let tagsPerDate = 10_000
 }
 
 extension Store {

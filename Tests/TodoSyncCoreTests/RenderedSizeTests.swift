@@ -76,4 +76,16 @@ final class RenderedSizeTests: XCTestCase {
         var reader = FieldReader(object: object)
         XCTAssertNoThrow(try TodoDraft.parse(&reader))
     }
+
+    /// A stat's `tagStats` is bounded per tag: no tag at the name limit renders a longer entry.
+    func testATagStatEntryIsBoundedPerTag() {
+        for filler in ["\u{1}", "\u{10FFFF}", "\"", "a"] as [Character] {
+            let name = String(repeating: filler, count: TagField.nameLength.upperBound)
+            let entries = (0..<3).map { DailyStatContent.TagStat(tagID: Int64.max - Int64($0), name: name, color: "#FFFFFF",
+                                                                 count: Int.max) }
+            XCTAssertLessThanOrEqual(DailyStatContent.encode(entries).utf8.count,
+                                     DailyStatContent.maximumTagStatsBytes(tags: 3), "filler \(filler)")
+        }
+        XCTAssertEqual(DailyStatContent.maximumTagStatsBytes(tags: 0), 2)
+    }
 }

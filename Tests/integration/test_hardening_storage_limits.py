@@ -74,6 +74,24 @@ def test_a_batch_with_the_largest_todo_applies_whole_and_retries_idempotently(cl
     assert any(t.get("notes") == WIDE * 10000 for t in r.json()["changes"]["todos"]["upserted"])
 
 
+def test_a_date_whose_completed_todos_name_hundreds_of_wide_tags_is_stored(client):
+    # 240 tags named with 45 escaped control characters: the date's stat renders to ~80 KB, more
+    # than daily_stats.tag_stats (TEXT) held before Sql/028: the whole push was 500, each retry.
+    operations = []
+    for i in range(240):
+        tag = uid()
+        operations.append(op("tag", "create", clientId=tag, data={"name": WIDE * 45 + f"{i:05d}", "color": "#112233"}))
+        operations.append(op("todo", "create", clientId=uid(), data={
+            "title": f"t{i}", "deadline": "2031-07-07", "isCompleted": True, "tagClientId": tag}))
+    body = {"deviceId": "many-tags", "operations": operations}
+    first = push_raw(client, body)
+    assert first.status_code == 200, short(first)
+    assert {r["status"] for r in first.json()["results"]} == {"applied"}
+    stat = client.get("/daily-stats/2031-07-07").json()
+    assert len(stat["tagStats"]) == 240 and stat["completedCount"] == 240
+    assert push_raw(client, body).content == first.content
+
+
 def _keyed_push(client, key: str, body: dict):
     return client.post("/sync/push", body, headers={"Idempotency-Key": key}, timeout=120)
 

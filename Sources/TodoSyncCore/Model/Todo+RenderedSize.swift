@@ -80,3 +80,22 @@ extension Todo {
         return todo.title.unicodeScalars.count + todo.raw.unicodeScalars.count + (todo.notes?.unicodeScalars.count ?? 0)
     }()
 }
+
+extension DailyStatContent {
+    /// The most bytes one entry of a stat's `tagStats` takes, with the comma after it: the widest
+    /// tag id, name (`TagField.nameLength` of the widest scalar), color and count. The contract
+    /// sets no limit on how many tags a date's completed todos name, so a stat's size is bounded
+    /// per tag: `maximumTagStatsBytes(tags:)`.
+    public static let maximumTagStatBytes: Int = {
+        let widest = TagStat(tagID: Int64.max, name: String(repeating: JSONWriter.widestScalar,
+                                                            count: TagField.nameLength.upperBound),
+                             color: "#FFFFFF", count: Int.max)
+        return encode([widest]).utf8.count - 2 + 1
+    }()
+
+    /// The most bytes `tagStats` takes on a date whose completed todos name `tags` tags.
+    public static func maximumTagStatsBytes(tags: Int) -> Int { 2 + tags * maximumTagStatBytes }
+
+    /// The most bytes the stored `tag_counts` ("tagId:count", comma-separated) takes for `tags` tags.
+    public static func maximumTagCountsBytes(tags: Int) -> Int { tags * ("\(Int64.max):\(Int64.max),".utf8.count) }
+}
