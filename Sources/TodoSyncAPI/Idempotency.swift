@@ -66,6 +66,11 @@ extension Application {
         let userID = try context.requireUser()
         let fingerprint = Store.idempotencyFingerprint(method: request.method, path: request.path, body: request.body)
         switch try store.claimIdempotencyKey(userID: userID, key: key, fingerprint: fingerprint) {
+        case .completed(let stored) where stored.replay:
+            // The body was not kept: the request runs again and rebuilds it, changing nothing.
+            store.replayOnly = true
+            defer { store.replayOnly = false }
+            return try handler(context)
         case .completed(let stored):
             return HTTPResponse(status: stored.status, headers: stored.headers.map { HTTPHeader($0.name, $0.value) },
                                 body: stored.body)
@@ -85,7 +90,7 @@ extension Application {
                         status: response.status,
                         headers: response.headers.filter { Self.replayedHeaders.contains($0.name.lowercased()) }
                             .map { ($0.name, $0.value) },
-                        body: response.body)
+                        body: response.isRebuiltByRepeat ? [] : response.body, replay: response.isRebuiltByRepeat)
                 })
                 if !(200..<300).contains(response.status) { store.releaseIdempotencyKey(ticket) }
                 return response

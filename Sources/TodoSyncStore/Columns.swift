@@ -180,6 +180,8 @@ enum UserColumn: Int, TableColumns {
     /// At least the version of every tag of the user, live or deleted (Sql/024): a pull page
     /// starting at or above it skips its parent-tag lookup.
     case tagSeq
+    /// The account's own ceiling on its Idempotency-Key records (NULL: the configured defaults, Sql/028).
+    case quotaIdempotencyKeys, quotaIdempotencyBytes
 
     var sqlName: String {
         switch self {
@@ -196,6 +198,8 @@ enum UserColumn: Int, TableColumns {
         case .quotaStoredBytesPerHour: "quota_stored_bytes_per_hour"
         case .deletedAt: "deleted_at"
         case .tagSeq: "tag_seq"
+        case .quotaIdempotencyKeys: "quota_idempotency_keys"
+        case .quotaIdempotencyBytes: "quota_idempotency_bytes"
         }
     }
 

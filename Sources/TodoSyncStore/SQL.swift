@@ -658,6 +658,16 @@ enum SQL {
              WHERE o.user_id = ? AND o.op_key IN (\(keys))
             """
         }
+        /// Restarts the retention of stored results (and their records) that a keyed push
+        /// replays. Parameters: now, now, user, then the opIds as `storedResults` looks them up.
+        static let keepResults = InListStatement(size: 128) { keys in
+            """
+            UPDATE sync_operations o
+              LEFT JOIN sync_result_records r ON r.user_id = o.user_id AND r.digest = o.record_digest
+               SET o.created_at = ?, r.last_used = ?
+             WHERE o.user_id = ? AND o.op_key IN (\(keys))
+            """
+        }
         /// The records stored results name, each kept once per (user, SHA-256 of its bytes); a
         /// second use refreshes its `last_used`, which purge goes by. Parameters per row: user,
         /// digest, record, now.
@@ -745,7 +755,7 @@ enum SQL {
         /// less: abandoned now), and the stored answer.
         static let byKey = """
             SELECT fingerprint, status, claim, CEILING(TIMESTAMPDIFF(MICROSECOND, ?, created_at) / 1000000),
-                   response_headers, response_body
+                   response_headers, response_body, replay
               FROM idempotency_keys WHERE user_id = ? AND idem_key = ?
             """
         /// Whether this server is a Galera node (its row locks are its own, not the cluster's).
@@ -762,17 +772,36 @@ enum SQL {
             """
         /// Stores the answer, in the transaction of the write; 0 rows when the claim was lost.
         static let complete = """
-            UPDATE idempotency_keys SET status = ?, response_headers = ?, response_body = ?
+            UPDATE idempotency_keys SET status = ?, response_headers = ?, response_body = ?, replay = ?, stored_bytes = ?
              WHERE user_id = ? AND idem_key = ? AND claim = ? AND status = 0
             """
+        /// The account's records (claims included), the bytes they store, and the seconds until
+        /// the oldest passes the retention horizon (the first parameter): a range read of
+        /// `idempotency_keys_user_usage` (Sql/028). Parameters: horizon, user.
+        static let usage = """
+            SELECT COUNT(*), COALESCE(SUM(stored_bytes), 0),
+                   CEILING(TIMESTAMPDIFF(MICROSECOND, ?, MIN(created_at)) / 1000000)
+              FROM idempotency_keys WHERE user_id = ?
+            """
+        /// The account's completed records past the retention horizon. Parameters: user, horizon.
+        static let purgeUser = "DELETE FROM idempotency_keys WHERE user_id = ? AND created_at < ? AND status <> 0"
         /// Drops a claim whose request applied nothing (the key can be used again).
         static let release = """
             DELETE FROM idempotency_keys WHERE user_id = ? AND idem_key = ? AND claim = ? AND status = 0
             """
         /// The user's row lock, taken first by a keyed request's transaction, so that its reads see
         /// every earlier write of the user (the route's own `write` takes it again, a no-op).
-        static let lockUser = "SELECT id FROM users WHERE id = ? AND deleted_at IS NULL FOR UPDATE"
+        /// Answers the account's stored bytes per hour quota and its Idempotency-Key ceilings
+        /// (Sql/020, Sql/028). Parameters: the defaults of the three, user.
+        static let lockUser = """
+            SELECT COALESCE(quota_stored_bytes_per_hour, ?), COALESCE(quota_idempotency_keys, ?),
+                   COALESCE(quota_idempotency_bytes, ?)
+              FROM users WHERE id = ? AND deleted_at IS NULL FOR UPDATE
+            """
         static let purge = "DELETE FROM idempotency_keys WHERE created_at < ?"
+        /// Records whose answer is rebuilt from stored push results, past the horizon of those
+        /// results (the shorter of the two retentions): they must not outlive what rebuilds them.
+        static let purgeReplays = "DELETE FROM idempotency_keys WHERE replay = 1 AND created_at < ?"
     }
 }
 

@@ -9,16 +9,27 @@ public struct StoredResponse: Sendable, Equatable {
     /// The headers that belong to the answer (Content-Type, ETag, Location).
     public var headers: [(name: String, value: String)]
     public var body: [UInt8]
+    /// The body is not kept: a repeat of the request rebuilds it by running again, changing
+    /// nothing (a push: every opId replays its stored result, so it answers the same bytes).
+    /// Only the status and headers are stored (Sql/028).
+    public var replay: Bool
 
-    public init(status: Int, headers: [(name: String, value: String)], body: [UInt8]) {
+    public init(status: Int, headers: [(name: String, value: String)], body: [UInt8], replay: Bool = false) {
         self.status = status
         self.headers = headers
         self.body = body
+        self.replay = replay
     }
 
     public static func == (a: StoredResponse, b: StoredResponse) -> Bool {
-        a.status == b.status && a.body == b.body
+        a.status == b.status && a.body == b.body && a.replay == b.replay
             && a.headers.elementsEqual(b.headers) { $0.name == $1.name && $0.value == $1.value }
+    }
+
+    /// What the answer's row costs its account (Sql/028 `stored_bytes`): the key, the
+    /// fingerprint, the headers and the body as stored, plus the row's own overhead.
+    func storedBytes(key: String) -> Int64 {
+        Int64(key.utf8.count + 32 + headerText.utf8.count + (replay ? 0 : body.count) + Store.idempotencyRowOverhead)
     }
 
     /// Headers as stored: one `name: value` per line (values never contain line breaks).
@@ -45,7 +56,9 @@ public struct IdempotencyTicket: Sendable {
 public enum IdempotencyClaim: Sendable {
     /// The key is new (or its earlier run was abandoned): run the request under this ticket.
     case claimed(IdempotencyTicket)
-    /// The same request already completed: answer this, change nothing.
+    /// The same request already completed: answer this, change nothing. When its `replay` is
+    /// set, the body was not kept: run the request again with `Store.replayOnly` set, which
+    /// rebuilds it (a push whose every opId replays its stored result).
     case completed(StoredResponse)
     /// The same key's first request is still running (409 `request_in_progress`); retry after
     /// this many seconds: 1 while it is seen running, else the time until it would be taken over.
@@ -92,7 +105,7 @@ extension Store {
                 if status != 0 {
                     return .completed(StoredResponse(
                         status: status, headers: StoredResponse.headers(fromText: row.string(4) ?? ""),
-                        body: row.bytes(5) ?? []))
+                        body: row.bytes(5) ?? [], replay: row.bool(6) == true))
                 }
                 let secondsUntilAbandoned = row.int64(3) ?? 0
                 if secondsUntilAbandoned > 0 {
@@ -127,18 +140,35 @@ extension Store {
     /// `claimIdempotencyKey`), then `body` (whose `write` calls become
     /// savepoints of this transaction), then stores `answer(result)` under the key, and commits
     /// only within the deadline. `answer` nil: nothing is stored (release the claim after).
+    ///
+    /// What the answer stores is bounded (issue 34, item 4): its bytes (`StoredResponse.storedBytes`)
+    /// are charged to the account's stored bytes per hour (Sql/020), and the account's records
+    /// may not pass its ceiling of rows and bytes (`StoreConfiguration.idempotencyKeysPerAccount`,
+    /// `idempotencyBytesPerAccount`): past either, 429 until its oldest record expires. An answer
+    /// that could never be kept (over `maximumStoredAnswerBytes` or the account's whole byte
+    /// ceiling) is 422 on the `Idempotency-Key` field. Each of these rolls the request back: nothing
+    /// applied, a definite answer, the same on every repeat.
     public func runIdempotent<T>(_ ticket: IdempotencyTicket, _ body: () throws -> T,
                                  answer: (T) -> StoredResponse?) throws -> T {
         try guarded {
             try db.inTransaction {
                 try checkDeadline()
-                guard try db.queryOne(SQL.Idempotency.lockUser, [.int(ticket.userID)]) != nil else {
+                guard let user = try db.queryOne(SQL.Idempotency.lockUser, [
+                    .int(configuration.quotaStoredBytesPerHour), .int(configuration.idempotencyKeysPerAccount),
+                    .int(configuration.idempotencyBytesPerAccount), .int(ticket.userID),
+                ]) else {
                     throw DomainError.unauthenticated
                 }
+                isIdempotentRequest = true
+                defer { isIdempotentRequest = false }
                 let result = try body()
                 if let stored = answer(result) {
+                    let bytes = stored.storedBytes(key: ticket.key)
+                    try admitAnswer(stored, bytes: bytes, userID: ticket.userID, storedBytesQuota: user.int64(0)!,
+                                    keysCeiling: user.int64(1)!, bytesCeiling: user.int64(2)!)
                     let saved = try db.execute(SQL.Idempotency.complete, [
-                        .int(Int64(stored.status)), .text(stored.headerText), .blob(stored.body),
+                        .int(Int64(stored.status)), .text(stored.headerText), stored.replay ? .null : .blob(stored.body),
+                        .int(stored.replay ? 1 : 0), .int(bytes),
                         .int(ticket.userID), .blob(Array(ticket.key.utf8)), .int(ticket.claim),
                     ])
                     // Another request took the key over: it will do the work, this one must not.
@@ -148,6 +178,46 @@ extension Store {
                 return result
             }
         }
+    }
+
+    /// The longest body an `Idempotency-Key` answer may store: well inside the column
+    /// (MEDIUMBLOB, 16 MiB) and MariaDB's `max_allowed_packet` (16 MiB), past which the answer's
+    /// write failed as a lost connection, a 503 on every repeat. No answer of today's routes
+    /// comes near it but a push's, which is never stored (`StoredResponse.replay`).
+    public static let maximumStoredAnswerBytes = 8 << 20
+
+    /// What an `Idempotency-Key` record costs beyond what it stores: its index entries and row
+    /// header, counted so that many tiny answers still meet the byte ceiling.
+    static let idempotencyRowOverhead = 96
+
+    /// Checks that the answer may be kept (see `runIdempotent`) and charges it. Under the user's
+    /// row lock, so the account's concurrent keyed requests are counted one after the other.
+    private func admitAnswer(_ stored: StoredResponse, bytes: Int64, userID: Int64, storedBytesQuota: Int64,
+                             keysCeiling: Int64, bytesCeiling: Int64) throws {
+        let limit = min(Int64(Self.maximumStoredAnswerBytes), bytesCeiling)
+        if bytes > limit {
+            throw DomainError.validation(field: "Idempotency-Key", "the answer (\(bytes) bytes) is larger than an "
+                + "Idempotency-Key can keep (\(limit) bytes); send this request without one")
+        }
+        let horizon = DatabaseValue.timestamp(Timestamp.now().adding(seconds: -configuration.idempotencyRetentionSeconds))
+        func usage() throws -> (rows: Int64, bytes: Int64, secondsToExpiry: Int64) {
+            let row = try db.queryOne(SQL.Idempotency.usage, [horizon, .int(userID)])!
+            return (row.int64(0) ?? 0, row.int64(1) ?? 0, row.int64(2) ?? 0)
+        }
+        // The rows counted include this request's own claim.
+        var used = try usage()
+        if used.rows > keysCeiling || used.bytes + bytes > bytesCeiling {
+            // Records past retention that the daily purge has not removed yet do not count.
+            try db.execute(SQL.Idempotency.purgeUser, [.int(userID), horizon])
+            used = try usage()
+            if used.rows > keysCeiling || used.bytes + bytes > bytesCeiling {
+                throw DomainError.throttled(
+                    message: "This account keeps the most Idempotency-Key answers it may (\(keysCeiling) keys, "
+                        + "\(bytesCeiling) bytes) until the oldest expires; retry then, or without a key.",
+                    retryAfterSeconds: max(1, used.secondsToExpiry))
+            }
+        }
+        try chargeStoredBytes(userID: userID, bytes, quota: storedBytesQuota, at: Timestamp.now())
     }
 
     /// Gives the key up after its request applied nothing (an error, or an answer not kept), so

@@ -39,6 +39,10 @@ extension Store {
                 // The feed's copies of the same tombstones (they carry the same deletion time).
                 try db.execute(SQL.Feed.purgeTombstones, [horizon])
             }
+            // Keys whose answer is rebuilt from push results go first, with those results'
+            // horizon when it is the nearer (Sql/028): a key never outlives what rebuilds it.
+            let replayHorizon = now.adding(seconds: -min(retentionSeconds, configuration.idempotencyRetentionSeconds))
+            report.idempotencyKeys = Int(try db.execute(SQL.Idempotency.purgeReplays, [.timestamp(replayHorizon)]).affectedRows)
             report.operations = Int(try db.execute(SQL.Purge.deleteOperations, [horizon]).affectedRows)
             try db.execute(SQL.Purge.deleteResultRecords, [horizon])
             report.tokens = Int(try db.execute(SQL.Purge.deleteExpiredTokens, [.timestamp(now)]).affectedRows)
@@ -46,7 +50,7 @@ extension Store {
             let loginWindow = DatabaseValue.timestamp(now.adding(seconds: -configuration.loginLockoutSeconds))
             try db.execute(SQL.Logins.deleteExpired, [loginWindow])
             // Idempotency-Key records past their own retention (at least 24 h, not the tombstones').
-            report.idempotencyKeys = Int(try db.execute(SQL.Idempotency.purge, [
+            report.idempotencyKeys += Int(try db.execute(SQL.Idempotency.purge, [
                 .timestamp(now.adding(seconds: -configuration.idempotencyRetentionSeconds)),
             ]).affectedRows)
             // Operation counts of past hours (only the current hour is ever charged or checked).

@@ -21,6 +21,12 @@ extension Store {
             // Results already stored for these opIds (replays), found in batches up front.
             let known = try storedResults(userID: userID, keys: request.operations.map(\.key))
             let fresh = Set(request.operations.lazy.filter { $0.opIDProblem == nil }.map(\.key)).subtracting(known.keys).count
+            // Rebuilding a keyed push's answer (Sql/028) must change nothing: every result it
+            // answered is stored, unless something removed one, and then applying it is wrong.
+            if replayOnly && fresh > 0 { throw PushReplayError(missing: fresh) }
+            // A keyed push's answer is rebuilt from its results: the ones it replays are kept
+            // from now on as long as the ones it stores (purge goes by their age).
+            if isIdempotentRequest && !known.isEmpty { try keepResults(userID: userID, keys: Array(known.keys), at: transaction.now) }
             transaction.refuseChanges(try chargeOperations(
                 userID: userID, fresh, quota: transaction.operationsQuota, at: transaction.now))
             let schema = request.schemaVersion
@@ -142,6 +148,19 @@ extension Store {
             if let result = exact[key] ?? legacy[OpKey(key.legacyText ?? key.text)] { found[key] = result }
         }
         return found
+    }
+
+    /// Refreshes the age of these opIds' stored results and their records to `now` (their
+    /// retention starts again), as `storedResults` finds them.
+    private func keepResults(userID: Int64, keys: [OpKey], at now: Timestamp) throws {
+        var lookups: [String] = []
+        for key in keys {
+            lookups.append(key.text)
+            if let legacy = key.legacyText { lookups.append(legacy) }
+        }
+        for list in SQL.Push.keepResults.lists(lookups.map { DatabaseValue.text($0) }) {
+            try db.execute(SQL.Push.keepResults.sql, [.timestamp(now), .timestamp(now), .int(userID)] + list)
+        }
     }
 
     /// Stores each result with `(user, opId)`, and each distinct record once (by its SHA-256),
@@ -357,6 +376,14 @@ extension Store {
     private func tagOfUser(clientID: String, in transaction: WriteTransaction) throws -> Tag? {
         try db.queryOne(SQL.Tags.byClientKey, [.int(transaction.userID), .text(ClientID.key(clientID))]).map(Tag.init(row:))
     }
+}
+
+/// A push rebuilding a keyed push's answer (`Store.replayOnly`) found operations without a stored
+/// result: the answer cannot be rebuilt, and applying them would change what the key promised
+/// unchanged. Never expected (keys are purged before the results they need); a 500, nothing applied.
+struct PushReplayError: Error, CustomStringConvertible {
+    let missing: Int
+    var description: String { "an Idempotency-Key's push answer to rebuild has \(missing) operations without a stored result" }
 }
 
 /// What push needs of a record beyond its fields.

@@ -36,6 +36,7 @@ extension Store {
         todo.version = try transaction.nextVersion()
         todo.createdAt = transaction.now.rfc3339
         todo.updatedAt = transaction.now.rfc3339
+        try requireStorable(todo)
         return todo
     }
 
@@ -71,6 +72,7 @@ extension Store {
         result.deletedAt = nil
         result.version = try transaction.nextVersion()
         result.updatedAt = transaction.now.rfc3339
+        try requireStorable(result)
         return result
     }
 

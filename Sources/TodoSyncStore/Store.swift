@@ -21,6 +21,14 @@ public final class Store {
     /// after them), nil while none changed anything: what a live-sync poke announces once the
     /// outermost transaction has committed (`Application`). Reset per request by the API layer.
     public var changedVersion: Int64?
+    /// The current request is the repeat of an `Idempotency-Key` request whose answer was not kept
+    /// (`StoredResponse.replay`): it must rebuild that answer and change nothing; a push finding
+    /// an operation without a stored result fails instead of applying it (`PushReplayError`).
+    /// Set and reset per request by the API layer.
+    public var replayOnly = false
+    /// The current request runs under an `Idempotency-Key` (`runIdempotent`): a push keeps the
+    /// stored results it replays as long as its own (the key's answer is rebuilt from them).
+    var isIdempotentRequest = false
     /// The bearer token this worker hashed last, and its SHA-256 (`tokenHash(_:)`).
     private var lastTokenHash: (token: String, hash: [UInt8])?
 

@@ -22,6 +22,15 @@ public struct StoreConfiguration: Sendable {
     public var requestBudgetMilliseconds: Int64 = 20_000
     /// `Idempotency-Key` records are kept this long at least (contract: 24 hours), then purged.
     public var idempotencyRetentionSeconds: Int64 = 24 * 3600
+    /// The most `Idempotency-Key` records one account keeps at once, and the most bytes they may
+    /// store (`users.quota_idempotency_keys`, `quota_idempotency_bytes` override them, Sql/028):
+    /// a keyed request past either is 429, nothing applied, until the oldest record expires.
+    public var idempotencyKeysPerAccount: Int64 = 10_000
+    public var idempotencyBytesPerAccount: Int64 = 32 << 20
+    /// The bytes a todo's JSON may take: the least capacity of the columns that keep it
+    /// (`StorageCapacity.todoRendering`). Only tests lower it: to see a todo too long to store
+    /// rejected alone (`Store.requireStorable`).
+    public var todoRenderingCapacity: Int = StorageCapacity.todoRendering
     /// The oldest schema version a sync request may speak; older is 426 `upgrade_required`
     /// (`TODOSYNC_MIN_SCHEMA_VERSION`, 1 to `SchemaVersion.current`).
     public var minimumSchemaVersion = SchemaVersion.first

@@ -7,6 +7,10 @@ public struct HTTPResponse: Sendable {
     public var body: [UInt8]
     /// A body written while it is produced, instead of ``body`` (nil: ``body`` is the body).
     public var stream: ResponseStream?
+    /// A repeat of the request answers this body again by itself, changing nothing (a push: its
+    /// opIds replay their stored results), so an `Idempotency-Key` keeps only the status and
+    /// headers and rebuilds the body (`StoredResponse.replay`, Sql/028).
+    public var isRebuiltByRepeat = false
 
     public init(status: Int, headers: [HTTPHeader] = [], body: [UInt8] = []) {
         self.status = status

@@ -41,7 +41,10 @@ extension Application {
             var request = try PushRequest.parse(&reader)
             request.schemaVersion = schemaVersion
             context.pushingDevice = request.deviceID
-            return .json(200, member: "results", try context.store.push(userID: userID, request))
+            // Every result is stored under its opId, so the same push again answers the same bytes.
+            var response = HTTPResponse.json(200, member: "results", try context.store.push(userID: userID, request))
+            response.isRebuiltByRepeat = true
+            return response
         }
         // Snapshot (contract, "Sync: snapshot"; the file: docs/SNAPSHOT.md): the responder
         // authorizes, finds or builds the user's file in the cache (and its gzip companion when

@@ -127,10 +127,13 @@ public struct FieldReader {
 
 /// Client-made record ids: UUID strings, compared case-insensitively.
 public enum ClientID {
+    /// The length of every valid clientId, in bytes (ASCII): a UUID's 8-4-4-4-12 form.
+    public static let length = 36
+
     /// Whether `text` is a UUID in its 8-4-4-4-12 hex form.
     public static func isValid(_ text: String) -> Bool {
         let bytes = Array(text.utf8)
-        guard bytes.count == 36 else { return false }
+        guard bytes.count == length else { return false }
         for (index, byte) in bytes.enumerated() {
             if index == 8 || index == 13 || index == 18 || index == 23 {
                 guard byte == UInt8(ascii: "-") else { return false }
