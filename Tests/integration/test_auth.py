@@ -184,6 +184,22 @@ def test_email_accents_are_not_folded_but_case_is():
     assert_error(register(f"RENÉ-{u}@example.test", new_password()), 409, "email_taken")
 
 
+def test_email_dotted_capital_i_is_simply_lowercased_to_i():
+    """Issue 34: U+0130's simple lowercase mapping is U+0069, so `İx@` and `ix@` are one account
+    (it was kept as `İ`, and both registered). Either spelling, or I + U+0307, logs in to it."""
+    u = tsapi.unique("")
+    pw = new_password()
+    first = assert_auth_body(register(f"\u0130x-{u}@example.com", pw), 201)
+    assert_error(register(f"ix-{u}@example.com", new_password()), 409, "email_taken")
+    assert_error(register(f"I\u0307x-{u}@example.com", new_password()), 409, "email_taken")
+    for spelling in (f"ix-{u}@example.com", f"\u0130X-{u}@EXAMPLE.COM", f"I\u0307x-{u}@example.com"):
+        assert assert_auth_body(login(spelling, pw), 200)["user"]["id"] == first["user"]["id"], spelling
+    # And the other way round: `ix@` first, then `İx@` is taken.
+    v = tsapi.unique("")
+    assert_auth_body(register(f"ix-{v}@example.com", new_password()), 201)
+    assert_error(register(f"\u0130x-{v}@example.com", new_password()), 409, "email_taken")
+
+
 def test_email_of_254_chars_accepted():
     domain = "@example.test"
     local = tsapi.unique("l") + "a" * (254 - len(domain) - 17)
