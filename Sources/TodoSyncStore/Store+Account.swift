@@ -127,7 +127,7 @@ extension Store {
     /// be taken back. Only `StoreConfiguration.exportSlots` exports run at once in a process
     /// (`throttled` beyond): each holds a worker and a long read transaction.
     public func exportAccount(userID: Int64, write: (UnsafeRawBufferPointer) -> Bool) throws -> Bool {
-        guard let finished = try configuration.exportSlots.withSlot({ try writeExport(userID: userID, write: write) })
+        guard let finished = try configuration.exportSlots.withSlot(client: "\(userID)", { try writeExport(userID: userID, write: write) })
         else {
             throw DomainError.throttled(message: "The server is busy preparing another export; retry shortly.",
                                         retryAfterSeconds: Self.exportRetryAfterSeconds)
