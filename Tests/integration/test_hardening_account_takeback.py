@@ -66,6 +66,7 @@ def test_revoke_logout_and_delete_get_through_a_thiefs_requests_in_flight(tight_
 
     with cf.ThreadPoolExecutor(4) as pool:
         thief = [pool.submit(call, base, "GET", f"/sync/snapshot?__test_hold_ms={HOLD_MS}", stolen) for _ in range(2)]
+        time.sleep(1)  # both arrive before the probes below (which would take their places)
         # Both in flight: every other request of the account is 429, by token (nginx) and by
         # account (the responder).
         deadline = time.monotonic() + 10
