@@ -8,11 +8,18 @@
 #       (default DIR /var/backups/todosync), written under a temporary name and renamed only when
 #       complete and verified; then all but the newest N (default 14) are removed. Prints the path.
 #   todosync-backup restore FILE [--until-time 'YYYY-MM-DD HH:MM:SS' | --through-gtid D-S-N]
-#       [--binlog-dir DIR] [--admin-user NAME] [--force]
+#       [--binlog-dir DIR] [--admin-user NAME] [--dir DIR] [--force] [--without-deletions-journal]
 #       Replaces the database with FILE's (the dump drops and recreates it), applies the
 #       migrations the binary has and the backup lacks, and gives the database a new sync epoch
 #       (`todosync new-epoch`). Refuses while other sessions of the account are connected (the
 #       responders: stop them first) unless --force.
+#       Deleted accounts stay deleted: before the import it reads the journal of account
+#       deletions (Sql/029) of the database it replaces and merges it into
+#       DIR/account-deletions.tsv (kept across restores, refreshed by every backup); after the
+#       import it deletes again every restored account that file names and erases them
+#       (`todosync purge`), then checks that none is left. When neither the database's journal
+#       nor that file can be read it refuses, unless --without-deletions-journal (deleted
+#       accounts may come back: only for a first install or a deliberate choice).
 #       Point-in-time recovery: with --until-time (the events before that local time of the
 #       database host) or --through-gtid (up to and including that transaction: the last good
 #       one), the binary log is replayed from the position the backup recorded, before the
@@ -51,6 +58,7 @@ THROUGH_GTID=""
 BINLOG_DIR=""
 ADMIN_USER=root
 FORCE=0
+WITHOUT_JOURNAL=0
 if [[ ${1:-} == restore ]]; then
     MODE=restore
     shift
@@ -67,6 +75,7 @@ while (($#)); do
         --binlog-dir) BINLOG_DIR=$2; shift 2 ;;
         --admin-user) ADMIN_USER=$2; shift 2 ;;
         --force) FORCE=1; shift ;;
+        --without-deletions-journal) WITHOUT_JOURNAL=1; shift ;;
         -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
         *) die "unknown argument $1 (see --help)" ;;
     esac
@@ -95,6 +104,49 @@ server_variable() { # NAME: the server's value, from SHOW VARIABLES
         awk -F'|' -v name="$1" '{ gsub(/ /, "", $2) } $2 == name { sub(/^ +/, "", $3); sub(/ +$/, "", $3); print $3 }'
 }
 
+# The journal of account deletions (Sql/029): one line per deleted account, "id<TAB>created
+# at<TAB>deleted at" (UTC, as the database stores them), in DIR/account-deletions.tsv. It is the
+# union of every journal read so far, so it outlives the database it came from: a restore reads
+# the journal of the database it is about to replace into it before the import, and re-applies
+# all of it after (a deletion made after the backup was taken is not in the dump). Every backup
+# refreshes it too, so it lies next to the dumps it protects (copy both off the host).
+JOURNAL=""
+JOURNAL_LINE='^[0-9]+\t[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,6})?\t[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,6})?$'
+
+sql() { # SQL...: runs it in the configured database as the application's account; rows on stdout
+    mariadb --defaults-extra-file="$OPTIONS" --batch --skip-column-names --database="$DATABASE" -e "$*"
+}
+
+# Reads the database's journal into $1 (a file). Status: 0 read; 2 the database has no journal
+# table yet (a schema before Sql/029): its accounts deleted and not yet erased are read instead;
+# 1 the database could not be read.
+read_database_journal() {
+    local out=$1 error
+    if sql "SELECT account_id, account_created_at, deleted_at FROM account_deletions" >"$out" 2>"$WORK/journal.err"; then
+        return 0
+    fi
+    error=$(cat "$WORK/journal.err")
+    if [[ $error == *"ERROR 1146"* ]] &&
+        sql "SELECT id, created_at, deleted_at FROM users WHERE deleted_at IS NOT NULL" >"$out" 2>>"$WORK/journal.err"; then
+        return 2
+    fi
+    log "reading the journal of account deletions of $DATABASE failed: ${error:-no answer}"
+    return 1
+}
+
+# Merges the lines of file $1 into the journal file (written whole, then renamed).
+merge_journal() {
+    local bad
+    bad=$(grep -cvP "$JOURNAL_LINE" "$1" || true)
+    ((bad == 0)) || die "$bad line(s) of the journal of account deletions are not id, created, deleted: nothing changed"
+    install -d -m 0700 "$(dirname "$JOURNAL")"
+    if [[ -e $JOURNAL ]] && grep -qvP "$JOURNAL_LINE" "$JOURNAL"; then
+        die "$JOURNAL holds lines that are not id, created, deleted: fix it by hand"
+    fi
+    { [[ ! -e $JOURNAL ]] || cat "$JOURNAL"; cat "$1"; } | LC_ALL=C sort -u >"$JOURNAL.partial"
+    mv "$JOURNAL.partial" "$JOURNAL"
+}
+
 backup() {
     install -d -m 0700 "$DIR"
     local stamp name partial binlog=()
@@ -116,6 +168,14 @@ backup() {
     fi
     mv "$partial" "$name"
     log "$name: $(stat -c %s "$name") bytes in $((SECONDS - start)) s${binlog:+, binlog position recorded}"
+    # After the dump: every deletion it holds, and any made while it ran.
+    JOURNAL=$DIR/account-deletions.tsv
+    local status=0
+    read_database_journal "$WORK/journal.now" || status=$?
+    if ((status == 1)); then
+        die "$name is written, but the journal of account deletions could not be read into $JOURNAL"
+    fi
+    merge_journal "$WORK/journal.now"
     local old
     while IFS= read -r old; do
         rm -f -- "$old"
@@ -169,6 +229,54 @@ replay_binlog() { # after the import: from the backup's position up to --until-t
         die "replaying the binlog failed: the database holds the backup and part of the replay; run the restore again"
 }
 
+# Before the import: the journal of the database about to be replaced, into the journal file.
+# Without either, refuse: the restore would bring back every account deleted since the backup.
+save_journal() {
+    JOURNAL=$DIR/account-deletions.tsv
+    local status=0
+    read_database_journal "$WORK/journal.now" || status=$?
+    case $status in
+        0) merge_journal "$WORK/journal.now"
+           log "journal of account deletions: $(wc -l <"$WORK/journal.now") from $DATABASE, $(wc -l <"$JOURNAL") in $JOURNAL" ;;
+        2) merge_journal "$WORK/journal.now"
+           log "WARNING: $DATABASE has no journal of account deletions (a schema before Sql/029): only its $(wc -l <"$WORK/journal.now") account(s) deleted and not yet erased are known, with the $(wc -l <"$JOURNAL") of $JOURNAL" ;;
+        *) if [[ -s $JOURNAL ]]; then
+               log "WARNING: $DATABASE could not be read: the $(wc -l <"$JOURNAL") deletion(s) of $JOURNAL are re-applied, any made after its last refresh are not"
+           elif ((WITHOUT_JOURNAL)); then
+               log "WARNING: no journal of account deletions (--without-deletions-journal): accounts deleted after the backup come back"
+               JOURNAL=""
+           else
+               die "no journal of account deletions: $DATABASE could not be read and $JOURNAL is missing or empty, so accounts deleted after the backup would come back. Restore $JOURNAL from where the backups are copied (or name its directory with --dir), or pass --without-deletions-journal to accept that"
+           fi ;;
+    esac
+}
+
+# After the import and the migrations: the journal file back into the table, every restored
+# account it names (same id and creation time) deleted again as `POST /account/delete` does, and
+# erased by `todosync purge`; then no account of the journal may be left.
+reapply_deletions() {
+    [[ -n $JOURNAL ]] || return 0
+    local rows=$WORK/journal.sql count left
+    awk -F'\t' -v q="'" 'BEGIN { n = 0 }
+        { if (n % 500 == 0) { if (n) print ";"; printf "INSERT IGNORE INTO account_deletions (account_id, account_created_at, deleted_at) VALUES " }
+          else printf ","
+          printf "(%s,%s%s%s,%s%s%s)", $1, q, $2, q, q, $3, q; n++ }
+        END { if (n) print ";" }' "$JOURNAL" >"$rows"
+    [[ ! -s $rows ]] || mariadb --defaults-extra-file="$OPTIONS" --database="$DATABASE" <"$rows" ||
+        die "loading $JOURNAL into account_deletions failed: do not start the responders; run the restore again"
+    count=$(sql "UPDATE users u JOIN account_deletions d ON d.account_id = u.id AND d.account_created_at = u.created_at
+                    SET u.deleted_at = d.deleted_at, u.email = '', u.email_key = CONCAT('deleted:', u.id), u.password_hash = ''
+                  WHERE u.deleted_at IS NULL;
+                 SELECT ROW_COUNT();
+                 DELETE t FROM auth_tokens t JOIN users u ON u.id = t.user_id WHERE u.deleted_at IS NOT NULL") ||
+        die "deleting the journal's accounts again failed: do not start the responders; run the restore again"
+    log "$count restored account(s) deleted again from the journal of account deletions; erasing"
+    "$TODOSYNC" purge </dev/null >&2 || die "todosync purge failed after the restore: do not start the responders; run the restore again"
+    left=$(sql "SELECT COUNT(*) FROM users u JOIN account_deletions d ON d.account_id = u.id AND d.account_created_at = u.created_at") ||
+        die "checking the erase failed: do not start the responders; run the restore again"
+    ((left == 0)) || die "$left account(s) of the journal of account deletions are still in the database: do not start the responders"
+}
+
 restore() {
     [[ -r $FILE ]] || die "cannot read $FILE"
     if [[ $FILE == *.gz ]]; then gzip -t "$FILE" || die "$FILE is not a complete gzip file"; fi
@@ -182,6 +290,7 @@ restore() {
     if ((others > 0 && !FORCE)); then
         die "$others other session(s) of the account are connected: stop the responders first (or --force)"
     fi
+    save_journal
     local pitr=0
     if [[ -n $UNTIL_TIME || -n $THROUGH_GTID ]]; then pitr=1; prepare_replay; fi
     local start=$SECONDS
@@ -197,6 +306,7 @@ restore() {
     fi
     [[ -z $sql_dir ]] || migrate+=(--sql-dir "$sql_dir")
     "$TODOSYNC" "${migrate[@]}" </dev/null || die "todosync migrate failed after the import"
+    reapply_deletions
     # Not optional: the restore rewound every user's change sequence (docs/OPERATIONS.md, "Restore").
     local epoch
     epoch=$("$TODOSYNC" new-epoch </dev/null) || die "todosync new-epoch failed: do not start the responders before it succeeds"

@@ -892,7 +892,8 @@ cmd_restore() {
     db_ping || die "MariaDB is not running (scripts/stack.sh up first): the restore needs it, not the responders"
     log "restore: stopping the responders (nginx answers 503 meanwhile)"
     responders_stop
-    TODOSYNC_BIN=$TODOSYNC_BIN "$REPO_ROOT/scripts/backup.sh" restore "$file" "$@" </dev/null 9>&- ||
+    # --dir: the journal of account deletions lives next to the stack's backups (backup.sh restore).
+    TODOSYNC_BIN=$TODOSYNC_BIN "$REPO_ROOT/scripts/backup.sh" restore "$file" --dir "$STATE/backups" "$@" </dev/null 9>&- ||
         die "restore failed: the responders stay stopped (scripts/stack.sh up starts them)"
     responders_start
     wait_healthy

@@ -18,6 +18,14 @@ import Glibc
 /// a newcomer takes the place of the newest waiter of the client with the highest claim (recent
 /// use plus requests waiting), if that claim is above the newcomer's own by more than one. So
 /// a flood from many addresses, each at a modest rate, cannot keep an occasional login out.
+///
+/// With `perClientLimit`, a client that already holds (or waits for) that many slots is turned
+/// away at once, whatever is free: its share. The snapshot builds and the account export use it
+/// with the account as the client (issue 34: two accounts rebuilding snapshots in a loop held both
+/// builds of every responder, and everyone else got 503 on 80 of 121 requests; one account's
+/// exports back to back got the one export slot 57 times of 59). An account then builds one file
+/// at a time per process, and another account's request waits in the fair queue for the next
+/// free slot instead of being refused.
 public final class HashSlots: @unchecked Sendable {
     /// Hashes allowed at once.
     public let limit: Int
@@ -25,6 +33,8 @@ public final class HashSlots: @unchecked Sendable {
     public let queueLimit: Int
     /// Longest wait for a slot, in seconds.
     public let maximumWait: Double
+    /// Slots one client may hold and wait for at once (nil: no share, only `limit`).
+    public let perClientLimit: Int?
 
     /// One waiting request. Guarded by `mutex`.
     private final class Waiter {
@@ -50,14 +60,18 @@ public final class HashSlots: @unchecked Sendable {
     private var turns: [String] = []
     /// Each client's recent use: (decayed count, when it was last decayed), monotonic seconds.
     private var usage: [String: (count: Double, at: Double)] = [:]
+    /// Slots each client holds now (kept only with `perClientLimit`).
+    private var held: [String: Int] = [:]
     /// Half-life of a client's recent use, in seconds.
     public let usageHalfLife = 10.0
 
-    public init(limit: Int, queueLimit: Int = 0, maximumWait: Double = 2) {
+    public init(limit: Int, queueLimit: Int = 0, maximumWait: Double = 2, perClientLimit: Int? = nil) {
         precondition(limit >= 1, "HashSlots needs at least one slot")
+        precondition(perClientLimit.map { $0 >= 1 } ?? true, "a client's share is at least one slot")
         self.limit = limit
         self.queueLimit = max(queueLimit, 0)
         self.maximumWait = maximumWait
+        self.perClientLimit = perClientLimit
         pthread_mutex_init(&mutex, nil)
     }
 
@@ -67,7 +81,7 @@ public final class HashSlots: @unchecked Sendable {
     /// queue was full). `client` names who asks (an address), for the fair turn.
     public func withSlot<T>(client: String = "", _ body: () throws -> T) rethrows -> T? {
         guard acquire(client: client) else { return nil }
-        defer { release() }
+        defer { release(client: client) }
         return try body()
     }
 
@@ -78,12 +92,23 @@ public final class HashSlots: @unchecked Sendable {
         return (inUse, waiting)
     }
 
+    /// Slots `client` holds now (for tests).
+    public func held(by client: String) -> Int {
+        pthread_mutex_lock(&mutex)
+        defer { pthread_mutex_unlock(&mutex) }
+        return held[client, default: 0]
+    }
+
     private func acquire(client: String) -> Bool {
         pthread_mutex_lock(&mutex)
         defer { pthread_mutex_unlock(&mutex) }
+        if let share = perClientLimit, held[client, default: 0] + (queues[client]?.count ?? 0) >= share {
+            return false
+        }
         if inUse < limit && waiting == 0 {
             inUse += 1
             recordUse(of: client)
+            if perClientLimit != nil { held[client, default: 0] += 1 }
             return true
         }
         if waiting >= queueLimit {
@@ -105,12 +130,16 @@ public final class HashSlots: @unchecked Sendable {
                 return false
             }
         }
-        return true  // the releaser handed its slot over: inUse already counts it
+        return true  // the releaser handed its slot over: inUse (and held) already count it
     }
 
-    private func release() {
+    private func release(client releasing: String) {
         pthread_mutex_lock(&mutex)
         defer { pthread_mutex_unlock(&mutex) }
+        if perClientLimit != nil {
+            let count = held[releasing, default: 0]
+            if count <= 1 { held[releasing] = nil } else { held[releasing] = count - 1 }
+        }
         guard !turns.isEmpty else {
             inUse -= 1
             return
@@ -125,6 +154,7 @@ public final class HashSlots: @unchecked Sendable {
         let waiter = queues[client]!.removeFirst()
         if queues[client]!.isEmpty { queues[client] = nil } else { turns.append(client) }
         recordUse(of: client)
+        if perClientLimit != nil { held[client, default: 0] += 1 }
         waiting -= 1
         waiter.granted = true
         pthread_cond_signal(&waiter.condition)

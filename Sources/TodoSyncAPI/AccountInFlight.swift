@@ -57,6 +57,15 @@ public enum AccountLimit: Sendable {
     case requestsInFlight
     /// None: routes without an account (register, login, health, benchmark).
     case notCounted
+    /// None, on purpose: the routes that take an account back from whoever holds one of its
+    /// tokens (`POST /auth/logout`, `DELETE /account/sessions/:id`, `POST /account/delete`). Counted,
+    /// a thief keeping the account's requests in flight with a stolen token kept its owner from
+    /// revoking that token (429 until the thief paused; issue 34). They must always get through:
+    /// nginx gives them a location without the per-token `limit_conn` too (the `location ~
+    /// ^/api/v1/account/(delete|sessions/...)$` after `location /api/`; logout is under
+    /// `/api/v1/auth/`, which has none). Each is cheap (one statement), or bounded elsewhere (the
+    /// delete's password check: the hash slots and the account's failed-login lockout).
+    case takesTheAccountBack
     /// Open live-sync streams (`GET /api/v1/sync/live`), never requests in flight (contract, "Sync:
     /// live"): the responder only authenticates the stream and hands it to nginx, whose nchan
     /// subscriber location holds it and counts the account's open streams (`limit_conn

@@ -140,6 +140,13 @@ enum SQL {
             UPDATE users SET deleted_at = ?, email = '', email_key = CONCAT('deleted:', id), password_hash = ''
              WHERE id = ? AND deleted_at IS NULL
             """
+        /// The deletion's line in the journal (Sql/029) that a restore re-applies, in the
+        /// transaction that marked the account: the id, its creation time and the deletion time,
+        /// nothing of its data. The purge never erases it. Parameter: user.
+        static let journalDeletion = """
+            INSERT IGNORE INTO account_deletions (account_id, account_created_at, deleted_at)
+            SELECT id, created_at, deleted_at FROM users WHERE id = ? AND deleted_at IS NOT NULL
+            """
         /// The export's `user`. Columns: id, email, created_at.
         static let exportUser = "SELECT id, email, created_at FROM users WHERE id = ? AND deleted_at IS NULL"
     }

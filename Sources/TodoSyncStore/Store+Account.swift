@@ -72,7 +72,7 @@ extension Store {
     /// Deletes the account after checking its password (a wrong one counts as a failed login):
     /// when this returns, every token of it is gone, its email is free to register again, and no
     /// write of it can commit (`SQL.Users.lockForWrite`). Its rows are erased by
-    /// `eraseDeletedAccounts` (`todosync purge`).
+    /// `eraseDeletedAccounts` (`todosync purge`); the deletion is journaled (Sql/029) for restores.
     public func deleteAccount(userID: Int64, token: String, _ input: AccountDeleteInput) throws {
         let checkedHash = try verifyAccountPassword(userID: userID, input.password, field: "password")
         let tokenHash = self.tokenHash(token)
@@ -87,6 +87,8 @@ extension Store {
                 guard try db.execute(SQL.Account.markDeleted, [.timestamp(now), .int(userID)]).affectedRows == 1 else {
                     throw DomainError.unauthenticated
                 }
+                // Outlives the erase: a restore of a backup taken before now deletes it again.
+                try db.execute(SQL.Account.journalDeletion, [.int(userID)])
                 try db.execute(SQL.Account.revokeAllTokens, [.int(userID)])
             }
         }
@@ -125,7 +127,7 @@ extension Store {
     /// be taken back. Only `StoreConfiguration.exportSlots` exports run at once in a process
     /// (`throttled` beyond): each holds a worker and a long read transaction.
     public func exportAccount(userID: Int64, write: (UnsafeRawBufferPointer) -> Bool) throws -> Bool {
-        guard let finished = try configuration.exportSlots.withSlot({ try writeExport(userID: userID, write: write) })
+        guard let finished = try configuration.exportSlots.withSlot(client: "\(userID)", { try writeExport(userID: userID, write: write) })
         else {
             throw DomainError.throttled(message: "The server is busy preparing another export; retry shortly.",
                                         retryAfterSeconds: Self.exportRetryAfterSeconds)

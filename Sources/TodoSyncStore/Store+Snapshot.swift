@@ -34,7 +34,7 @@ extension Store {
             // or in the queue) and then ran out says nothing about the account's size.
             let left = deadline.map { $0.millisecondsSinceEpoch - Timestamp.now().millisecondsSinceEpoch }
             do {
-                let built = try configuration.snapshotBuildSlots.withSlot {
+                let built = try configuration.snapshotBuildSlots.withSlot(client: "\(userID)") {
                     try buildSnapshot(userID: userID, schemaVersion: schemaVersion, cache: cache,
                                       holdMilliseconds: holdMilliseconds)
                 }

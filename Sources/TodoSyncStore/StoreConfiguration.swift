@@ -52,15 +52,38 @@ public struct StoreConfiguration: Sendable {
     /// Account exports run at once in this process (shared by every worker's store). An export is
     /// streamed page by page (about 1 MB of memory whatever the account's size), but it holds a
     /// worker and a long read transaction for as long as it runs (seconds for 1,000,000 todos).
-    /// One more is turned away at once with 429 and `Retry-After`.
-    public var exportSlots = HashSlots(limit: 1)
+    /// Shared by account (`HashSlots.perClientLimit`): one export of an account at a time, its
+    /// next one turned away at once (429, `Retry-After`); another account's waits up to
+    /// `exportWaitSeconds` in a fair queue of `exportQueue` (the account that exported least
+    /// lately goes first), then 429.
+    public var exportSlots = Self.makeExportSlots(limit: 1)
+
+    /// The longest wait for the export slot, and how many accounts may wait.
+    public static let exportWaitSeconds = 10.0
+    public static let exportQueue = 2
+
+    /// Export slots shared by account: `limit` at once, one per account.
+    public static func makeExportSlots(limit: Int) -> HashSlots {
+        HashSlots(limit: limit, queueLimit: exportQueue, maximumWait: exportWaitSeconds, perClientLimit: 1)
+    }
 
     /// Where snapshot files are built and kept (nil: the snapshot route is 404).
     public var snapshotCache: SnapshotCache?
     /// Snapshot builds at once in this process (shared by every worker's store): each holds a
-    /// worker and about a core for up to the request budget. One more is answered at once with
-    /// 503 and `Retry-After: 1` (the client retries, or syncs by paged pull).
-    public var snapshotBuildSlots = HashSlots(limit: 2)
+    /// worker and about a core for up to the request budget. Shared by account
+    /// (`HashSlots.perClientLimit`): one build of an account at a time, its next one answered at
+    /// once with 503 and `Retry-After: 1` (the client retries, or syncs by paged pull); another
+    /// account's waits up to `snapshotBuildWaitSeconds` in a fair queue as long as the slots (the
+    /// account that built least lately goes first), then 503.
+    public var snapshotBuildSlots = Self.makeSnapshotBuildSlots(limit: 2)
+
+    /// The longest wait for a snapshot build slot.
+    public static let snapshotBuildWaitSeconds = 5.0
+
+    /// Snapshot build slots shared by account: `limit` at once, one per account, as many waiting.
+    public static func makeSnapshotBuildSlots(limit: Int) -> HashSlots {
+        HashSlots(limit: limit, queueLimit: limit, maximumWait: snapshotBuildWaitSeconds, perClientLimit: 1)
+    }
 
     public init() {}
 }

@@ -170,7 +170,7 @@ struct Environment {
             configuration.idempotencyRetentionSeconds =
                 Int64(max(try int("TODOSYNC_IDEMPOTENCY_RETENTION_HOURS"), 24)) * 3600
             configuration.snapshotCache = try snapshotCache
-            configuration.snapshotBuildSlots = HashSlots(limit: try int("TODOSYNC_SNAPSHOT_MAX_BUILDS"))
+            configuration.snapshotBuildSlots = StoreConfiguration.makeSnapshotBuildSlots(limit: try int("TODOSYNC_SNAPSHOT_MAX_BUILDS"))
             return configuration
         }
     }

@@ -52,6 +52,40 @@ final class HashSlotsTests: XCTestCase {
         holder.release()
     }
 
+    /// Issue 34: with a share per client (an account's snapshot builds, its exports), a client at
+    /// its share is turned away at once, free slots or not, and never waits behind itself; another
+    /// client waits for the slot and gets it before the holder's next request.
+    func testAClientAtItsShareIsTurnedAwayAtOnceAndOthersWaitForTheSlot() {
+        let slots = HashSlots(limit: 2, queueLimit: 2, maximumWait: 10, perClientLimit: 1)
+        let holder = hold(slots)
+        XCTAssertEqual(slots.held(by: "holder"), 1)
+        XCTAssertNil(slots.withSlot(client: "holder") { 1 }, "the holder's second request, with a slot free")
+        XCTAssertEqual(slots.withSlot(client: "other") { 2 }, 2, "another client takes the free slot")
+        let second = hold2(slots, client: "flooder")
+        let log = Locked(), group = DispatchGroup()
+        enqueue(slots, "bystander", "bystander", log: log, group: group)
+        XCTAssertNil(slots.withSlot(client: "flooder") { 3 }, "at its share")
+        holder.release()
+        group.wait()
+        XCTAssertEqual(log.all, ["bystander"])
+        second.release()
+        usleep(50_000)
+        XCTAssertEqual(slots.state.inUse, 0)
+        XCTAssertEqual(slots.held(by: "holder") + slots.held(by: "flooder") + slots.held(by: "bystander"), 0)
+    }
+
+    private func hold2(_ slots: HashSlots, client: String) -> Holder {
+        let holder = Holder()
+        Thread.detachNewThread {
+            _ = slots.withSlot(client: client) {
+                holder.entered.signal()
+                holder.gate.wait()
+            }
+        }
+        holder.entered.wait()
+        return holder
+    }
+
     func testAFreedSlotGoesToEachWaitingClientInTurn() {
         let slots = HashSlots(limit: 1, queueLimit: 10, maximumWait: 10)
         let holder = hold(slots)

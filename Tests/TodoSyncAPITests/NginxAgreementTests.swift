@@ -119,6 +119,35 @@ final class RouteTableTests: XCTestCase {
         XCTAssertEqual(streams, locations, "open-stream routes vs nginx/live-locations.conf.template's locations")
     }
 
+    /// The routes that take an account back (`AccountLimit.takesTheAccountBack`: logout, session
+    /// revoke, account delete) reach the responders in both server templates through a location
+    /// without the per-token `limit_conn` (issue 34): `/api/v1/auth/` for logout, the regex
+    /// location after `/api/` for the others.
+    func testRoutesThatTakeTheAccountBackHaveNoPerTokenLimitInNginx() throws {
+        let routes = Self.router().table.filter { if case .takesTheAccountBack = $0.limit { true } else { false } }
+            .map(\.pattern)
+        XCTAssertEqual(Set(routes), ["/api/v1/auth/logout", "/api/v1/account/sessions/:id", "/api/v1/account/delete"])
+        for name in ["nginx/todosync.conf.template", "nginx/todosync-site.conf.template"] {
+            let text = try Repository.text(name)
+            let blocks = Repository.matches(#"location ~ (\^/api/v1/account/\S+) \{([^}]*)\}"#, in: text)
+            XCTAssertEqual(blocks.count, 1, "\(name): one regex location for the account routes")
+            guard let block = blocks.first else { continue }
+            let regex = try NSRegularExpression(pattern: block[1]!)
+            for pattern in routes where pattern.hasPrefix("/api/v1/account/") {
+                let path = pattern.replacingOccurrences(of: ":id", with: "0f1e2d3c4b5a69788796a5b4c3d2e1f0")
+                XCTAssertNotNil(regex.firstMatch(in: path, range: NSRange(location: 0, length: (path as NSString).length)),
+                                "\(name): \(path)")
+            }
+            for other in ["/api/v1/account/sessions", "/api/v1/account/export", "/api/v1/account/password", "/api/v1/todos"] {
+                XCTAssertNil(regex.firstMatch(in: other, range: NSRange(location: 0, length: (other as NSString).length)),
+                             "\(name): \(other) keeps the per-token limit")
+            }
+            XCTAssertFalse(block[2]!.contains("todosync_account"), "\(name): no per-token limit_conn")
+            XCTAssertTrue(block[2]!.contains("client_max_body_size 1m;"), name)
+            XCTAssertTrue(block[2]!.contains("limit_conn todosync_addr"), name)
+        }
+    }
+
     private static func routeSet() -> Set<String> {
         Set(routes().map { route in
             let path = route.pattern.split(separator: "/", omittingEmptySubsequences: false)

@@ -81,6 +81,24 @@ final class ValidationTests: XCTestCase {
         }
     }
 
+    func testDottedCapitalIIsLowercasedSimplyToI() throws {
+        // U+0130's simple lowercase mapping is U+0069 (its full one, i + U+0307, is not "simple"):
+        // `İx@` and `ix@` are one account (issue 34).
+        XCTAssertEqual(CredentialsInput.emailKey("\u{130}x@example.com"), "ix@example.com")
+        XCTAssertEqual(CredentialsInput.emailKey("\u{130}X@EXAMPLE.COM"), CredentialsInput.emailKey("ix@example.com"))
+        // Decomposed (I + U+0307) is the same email after NFC.
+        XCTAssertEqual(CredentialsInput.emailKey("I\u{307}x@example.com"), "ix@example.com")
+        // Every key is lowercased scalar for scalar: no scalar becomes two.
+        for value in UInt32(0)...0x10FFFF {
+            guard let scalar = Unicode.Scalar(value) else { continue }
+            let lower = scalar.properties.lowercaseMapping.unicodeScalars
+            if lower.count > 1 {
+                XCTAssertNotNil(CredentialsInput.simpleLowercaseWhereFullDiffers[value],
+                                "U+\(String(value, radix: 16)) has a full lowercase mapping of \(lower.count) scalars")
+            }
+        }
+    }
+
     func testEmailsAreNFCAndAtSignsAreCountedInScalars() throws {
         // "é" decomposed (e + U+0301) and precomposed are one email, stored precomposed.
         XCTAssertEqual(CredentialsInput.emailKey("Jos\u{65}\u{301}@x.io"), "jos\u{e9}@x.io")

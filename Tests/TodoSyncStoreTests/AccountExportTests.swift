@@ -4,10 +4,13 @@ import XCTest
 
 @testable import TodoSyncStore
 
-/// An export holds a worker and a long read transaction, so a process runs only `exportSlots` at once.
+/// An export holds a worker and a long read transaction, so a process runs only `exportSlots` at once,
+/// one per account (issue 34).
 final class AccountExportTests: StoreTestCase {
-    func testAnExportBeyondTheSlotsIsTurnedAwayAtOnce() throws {
-        let held = try store.configuration.exportSlots.withSlot { () throws -> DomainError? in
+    func testAnExportBeyondTheAccountsShareIsTurnedAwayAtOnce() throws {
+        // The account already holds the slot (its share is one export at a time): turned away at
+        // once, not queued behind itself.
+        let held = try store.configuration.exportSlots.withSlot(client: "\(userID)") { () throws -> DomainError? in
             do {
                 _ = try store.exportAccount(userID: userID) { _ in true }
                 return nil

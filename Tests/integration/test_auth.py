@@ -184,6 +184,47 @@ def test_email_accents_are_not_folded_but_case_is():
     assert_error(register(f"RENÉ-{u}@example.test", new_password()), 409, "email_taken")
 
 
+def test_email_dotted_capital_i_is_simply_lowercased_to_i():
+    """Issue 34: U+0130's simple lowercase mapping is U+0069, so `İx@` and `ix@` are one account
+    (it was kept as `İ`, and both registered). Either spelling, or I + U+0307, logs in to it."""
+    u = tsapi.unique("")
+    pw = new_password()
+    first = assert_auth_body(register(f"\u0130x-{u}@example.com", pw), 201)
+    assert_error(register(f"ix-{u}@example.com", new_password()), 409, "email_taken")
+    assert_error(register(f"I\u0307x-{u}@example.com", new_password()), 409, "email_taken")
+    for spelling in (f"ix-{u}@example.com", f"\u0130X-{u}@EXAMPLE.COM", f"I\u0307x-{u}@example.com"):
+        assert assert_auth_body(login(spelling, pw), 200)["user"]["id"] == first["user"]["id"], spelling
+    # And the other way round: `ix@` first, then `İx@` is taken.
+    v = tsapi.unique("")
+    assert_auth_body(register(f"ix-{v}@example.com", new_password()), 201)
+    assert_error(register(f"\u0130x-{v}@example.com", new_password()), 409, "email_taken")
+
+
+def test_sql_029_rekeys_old_dotted_capital_i_keys_but_never_merges_two_accounts(db):
+    """Accounts registered before the fix kept `İ` in their key. Sql/029's UPDATE (run again here on
+    keys put back in the old form) re-keys them, so they log in by either spelling; a key whose new
+    form another account has is left alone (two accounts, which no migration may merge)."""
+    from pathlib import Path
+    text = (Path(__file__).resolve().parents[2] / "Sql" / "029_account_deletions.sql").read_text()
+    update = next(part for part in text.split(";") if "UPDATE users u" in part)
+    update = "\n".join(line for line in update.splitlines() if not line.lstrip().startswith("--"))
+    u = tsapi.unique("")
+    pw_a, pw_c = new_password(), new_password()
+    a = assert_auth_body(register(f"ia-{u}@example.com", pw_a), 201)
+    c_old = assert_auth_body(register(f"ic-old-{u}@example.com", new_password()), 201)
+    c_new = assert_auth_body(register(f"ic-{u}@example.com", pw_c), 201)
+    old_a, old_c = f"\u0130a-{u}@example.com", f"\u0130c-{u}@example.com"
+    db(f"UPDATE users SET email = '{old_a}', email_key = '{old_a}' WHERE id = {a['user']['id']}")
+    db(f"UPDATE users SET email = '{old_c}', email_key = '{old_c}' WHERE id = {c_old['user']['id']}")
+    db(update)
+    keys = dict(line.split("\t") for line in db(
+        f"SELECT id, email_key FROM users WHERE id IN ({a['user']['id']}, {c_old['user']['id']})").decode().splitlines())
+    assert keys == {str(a["user"]["id"]): f"ia-{u}@example.com", str(c_old["user"]["id"]): old_c}, keys
+    for spelling in (old_a, f"ia-{u}@example.com"):
+        assert assert_auth_body(login(spelling, pw_a), 200)["user"]["id"] == a["user"]["id"], spelling
+    assert assert_auth_body(login(f"ic-{u}@example.com", pw_c), 200)["user"]["id"] == c_new["user"]["id"]
+
+
 def test_email_of_254_chars_accepted():
     domain = "@example.test"
     local = tsapi.unique("l") + "a" * (254 - len(domain) - 17)

@@ -127,3 +127,67 @@ def test_a_maintenance_command_that_cannot_reach_the_database_says_where_it_look
         out = subprocess.run([env["TODOSYNC_BIN"], *command], env=env, capture_output=True, text=True, timeout=60)
         assert out.returncode != 0
         assert socket in out.stderr, f"{command}: {out.stderr}"
+
+
+def deleted_account_is_gone(db, api: tsapi.Api, tokens: list[str]) -> None:
+    """Issue 34, item 5: none of the account's tokens works, its password logs in to nothing, and
+    no row of it is in the database."""
+    user_id = int(api.user["id"])
+    for token in tokens:
+        assert_error(tsapi.Api(token).get("/tags"), 401, "unauthorized")
+    assert_error(tsapi.login(api.email, api.password), 401, "unauthorized")
+    assert db(f"SELECT COUNT(*) FROM users WHERE id = {user_id}").decode().split() == ["0"]
+    assert db(f"SELECT COUNT(*) FROM todos WHERE user_id = {user_id}").decode().split() == ["0"]
+
+
+def test_a_restore_does_not_bring_deleted_accounts_back(stack, stack_cmd, db, tmp_path):
+    """backup -> POST /account/delete (204) -> purge -> restore brought the account back, its
+    tokens and its old password working (issue 34, item 5). Now the restore re-applies the
+    journal of account deletions (Sql/029), which it saves outside the database it replaces
+    (<state>/backups/account-deletions.tsv), so: an account deleted and erased after the backup,
+    one deleted after it and not yet erased, both stay gone; a bystander's account is the backup's.
+    And when the database is lost too (dropped) and the journal file is not where the restore
+    looks, it refuses loudly instead of resurrecting them; with the file it succeeds."""
+    erased, marked, bystander = tsapi.new_user(), tsapi.new_user(), tsapi.new_user()
+    tokens = {}
+    for api in (erased, marked, bystander):
+        api.create_todo(title="mine", deadline="2031-09-03")
+        second = tsapi.login(api.email, api.password)
+        assert second.status_code == 200
+        tokens[api.email] = [api.token, second.json()["token"]]
+
+    path = stack_cmd("backup").strip().splitlines()[-1]
+    assert path.endswith(".sql.gz"), path
+
+    assert erased.post("/account/delete", {"password": erased.password}).status_code == 204
+    out = stack_cmd("purge")
+    assert re.search(r"accountsErased=[1-9]", out), out
+    assert marked.post("/account/delete", {"password": marked.password}).status_code == 204  # not purged
+
+    stack_cmd("restore", path, timeout=300)
+    assert requests.get(tsapi.BASE_URL + "/healthz", timeout=10).status_code == 200
+    for api in (erased, marked):
+        deleted_account_is_gone(db, api, tokens[api.email])
+    assert [t["title"] for t in bystander.list_todos(date="2031-09-03")] == ["mine"]
+    for token in tokens[bystander.email]:
+        assert tsapi.Api(token).get("/tags").status_code == 200
+    journal = Path(os.environ["TODOSYNC_TEST_STATE_DIR"]) / "backups" / "account-deletions.tsv"
+    ids = {line.split("\t")[0] for line in journal.read_text().splitlines()}
+    assert {str(erased.user["id"]), str(marked.user["id"])} <= ids
+    # Their emails are free again.
+    assert tsapi.register(erased.email, tsapi.new_password()).status_code == 201
+
+    # The database lost (dropped), the journal file not in the directory named: refused, loudly.
+    db("DROP DATABASE todosync")
+    empty = tmp_path / "elsewhere"
+    refused = subprocess.run(shlex.split(os.environ["TODOSYNC_TEST_STACK"]) + ["restore", path, "--dir", str(empty)],
+                             capture_output=True, text=True, timeout=300)
+    assert refused.returncode != 0, refused.stderr
+    assert "no journal of account deletions" in refused.stderr, refused.stderr
+    # With the file (the stack's backups directory): restored, and both accounts still gone.
+    stack_cmd("restore", path, timeout=300)
+    assert requests.get(tsapi.BASE_URL + "/healthz", timeout=10).status_code == 200
+    for api in (erased, marked):
+        deleted_account_is_gone(db, api, tokens[api.email])
+    assert [t["title"] for t in bystander.list_todos(date="2031-09-03")] == ["mine"]
+    assert "0 differences" in stack_cmd("check-feed")

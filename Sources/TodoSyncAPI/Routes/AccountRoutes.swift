@@ -17,7 +17,7 @@ extension Application {
             let sessions = try context.store.sessions(userID: userID, token: context.bearerToken()!)
             return .json(200, itemsBody(sessions) { $0.write(to: &$1) })
         }
-        router.add("DELETE", "/api/v1/account/sessions/:id") { context in
+        router.add("DELETE", "/api/v1/account/sessions/:id", limit: .takesTheAccountBack) { context in
             let userID = try context.requireUser()
             try context.store.revokeSession(userID: userID, id: context.pathParameters[0])
             context.closesLiveStreams = true
@@ -31,7 +31,7 @@ extension Application {
                 try store.exportAccount(userID: userID, write: write) ? .complete : .cutOff
             })
         }
-        router.add("POST", "/api/v1/account/delete") { context in
+        router.add("POST", "/api/v1/account/delete", limit: .takesTheAccountBack) { context in
             let userID = try context.requireUser()
             var reader = try context.bodyReader()
             let input = try AccountDeleteInput.parse(&reader)

@@ -12,7 +12,7 @@ extension Application {
             let input = try CredentialsInput.parseForLogin(&reader)
             return .json(200, try context.store.login(input, client: context.request.clientAddress).jsonBody)
         }
-        router.add("POST", "/api/v1/auth/logout") { context in
+        router.add("POST", "/api/v1/auth/logout", limit: .takesTheAccountBack) { context in
             _ = try context.requireUser()
             try context.store.logout(token: context.bearerToken()!)
             return .noContent

@@ -13,13 +13,24 @@ public struct CredentialsInput: Sendable {
     /// lowercasing, no collation folding (`ß` stays `ß`, it is not `ss`), then NFC again.
     public static func emailKey(_ email: String) -> String {
         var scalars = String.UnicodeScalarView()
-        for scalar in nfc(email).unicodeScalars {
-            let lower = scalar.properties.lowercaseMapping.unicodeScalars
-            // Keep one-to-one mappings only: multi-scalar full mappings (e.g. İ → i̇) are not "simple".
-            if lower.count == 1 { scalars.append(lower.first!) } else { scalars.append(scalar) }
-        }
+        for scalar in nfc(email).unicodeScalars { scalars.append(simpleLowercase(scalar)) }
         return nfc(String(scalars))
     }
+
+    /// Unicode's simple lowercase mapping of one scalar (UnicodeData.txt, field 13): always one
+    /// scalar. The standard library gives the full mapping (SpecialCasing.txt applied), which is
+    /// the simple one except where SpecialCasing lists a multi-scalar result; for lowercasing,
+    /// unconditionally, that is U+0130 alone (`İ` → `i` + U+0307 in full, `i` in simple). Keeping
+    /// `İ` unchanged there made `İx@` and `ix@` two accounts (issue 34).
+    public static func simpleLowercase(_ scalar: Unicode.Scalar) -> Unicode.Scalar {
+        let lower = scalar.properties.lowercaseMapping.unicodeScalars
+        if lower.count == 1 { return lower.first! }
+        return simpleLowercaseWhereFullDiffers[scalar.value] ?? scalar
+    }
+
+    /// The simple lowercase of the scalars whose full lowercase mapping is several scalars
+    /// (SpecialCasing.txt's unconditional lowercase entries of more than one code point).
+    public static let simpleLowercaseWhereFullDiffers: [UInt32: Unicode.Scalar] = [0x130: "i"]
 
     /// Unicode Normalization Form C (the contract normalises emails to NFC before comparing and
     /// storing them). The standard library's own NFC, which `String` comparison uses and
