@@ -226,14 +226,15 @@ render_site() { # the site template on stdin, rendered with this install's value
         LIVE_STREAMS="$LIVE_STREAMS" LIVE_PUBLISHER_SOCKET="$LIVE_PUBLISHER" LIVE_REDIS_HTTP="" LIVE_REDIS_PASS="" \
         SNAPSHOT_DIR=/var/lib/todosync/snapshots \
         LIVE_HTTP="@$REPO_ROOT/nginx/live-http.conf.template" \
-        LIVE_LOCATIONS="@$REPO_ROOT/nginx/live-locations.conf.template"
+        LIVE_LOCATIONS="@$REPO_ROOT/nginx/live-locations.conf.template" \
+        BODY_LIMITS_HTTP="@$REPO_ROOT/nginx/body-limits-http.conf.template"
     local rc=$?
     rm -f "$template"
     return "$rc"
 }
 # Installs before checksums rendered the site with these limits, whatever the options: how such
 # a site is recognised as unedited.
-render_site_as_before() { AUTH_RATE=5 AUTH_BURST=20 ACCOUNT_CONCURRENCY=4 render_site; }
+render_site_as_before() { AUTH_RATE=5 AUTH_BURST=20 ACCOUNT_CONCURRENCY=4 RENDER_NGINX_UNCHECKED=1 render_site; }
 site=$(render_site <"$REPO_ROOT/nginx/todosync-site.conf.template") || die "could not render the nginx site"
 install_conffile 0644 "$ROOT/etc/nginx/sites-available/todosync" nginx/todosync-site.conf.template \
     render_site_as_before <<<"$site"
