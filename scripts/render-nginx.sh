@@ -81,6 +81,7 @@ text=$(<"$template")
 for pair in "$@"; do
     value=${pair#*=}
     if [[ $value == @* ]]; then
+        [[ $text == *"\${${pair%%=*}}"* ]] || continue  # a snippet the template does not use
         [[ -r ${value#@} ]] || { echo "$0: snippet ${value#@} not found" >&2; exit 1; }
         value=$(substitute "$(<"${value#@}")" "${plain[@]}")
         text=$(substitute "$text" "${pair%%=*}=$value")

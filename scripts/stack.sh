@@ -749,6 +749,7 @@ render_nginx_conf() {
     listen+="        listen $TODOSYNC_LISTEN_ADDRESS:$TODOSYNC_HTTPS_PORT ssl http2 backlog=4096;"
     if ((TODOSYNC_ADDRESS_CONNECTIONS > 0)) && [[ -z $TODOSYNC_REAL_IP_FROM ]]; then
         [[ -r $TODOSYNC_STREAM_MODULE ]] || die "$TODOSYNC_STREAM_MODULE not found (run: scripts/stack.sh deps)"
+        [[ -d $SOCK_DIR ]] || prepare_socket_dirs  # the front's sockets sit beside the responders'
         cap_stream="@$REPO_ROOT/nginx/address-cap-stream.conf.template"
         cap_http="@$REPO_ROOT/nginx/address-cap-http.conf.template"
         listen="@$REPO_ROOT/nginx/address-cap-listen.conf.template"
@@ -770,8 +771,8 @@ render_nginx_conf() {
         ADDRESS_CAP_STREAM="$cap_stream" \
         ADDRESS_CAP_HTTP="$cap_http" \
         STREAM_MODULE="load_module \"$TODOSYNC_STREAM_MODULE\";" \
-        LISTEN_HTTP="$TODOSYNC_LISTEN_ADDRESS:$TODOSYNC_HTTP_PORT" \
-        LISTEN_HTTPS="$TODOSYNC_LISTEN_ADDRESS:$TODOSYNC_HTTPS_PORT" \
+        STREAM_LISTEN_HTTP="listen $TODOSYNC_LISTEN_ADDRESS:$TODOSYNC_HTTP_PORT backlog=4096;" \
+        STREAM_LISTEN_HTTPS="listen $TODOSYNC_LISTEN_ADDRESS:$TODOSYNC_HTTPS_PORT backlog=4096;" \
         FRONT_SOCKET="$SOCK_DIR/front-$TODOSYNC_HTTP_PORT" \
         ADDRESS_CONNECTIONS="$TODOSYNC_ADDRESS_CONNECTIONS" \
         NGINX_NOFILE="$NGINX_NOFILE" \

@@ -90,9 +90,14 @@ def test_a_well_formed_last_event_id_still_resumes(streams):  # noqa: F811
         s.sendall(f"GET /api/v1/sync/live HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\n"
                   f"Authorization: Bearer {api.token}\r\n\r\n".encode())
         s.settimeout(0.5)
-        api.create_tag(name="two")
         seen = b""
         deadline = time.monotonic() + 3
+        while b": hi" not in seen and time.monotonic() < deadline:  # subscribed: nchan's greeting
+            try:
+                seen += s.recv(4096)
+            except socket.timeout:
+                pass
+        api.create_tag(name="two")
         while b"\ndata:" not in seen and time.monotonic() < deadline:
             try:
                 seen += s.recv(4096)
