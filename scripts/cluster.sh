@@ -553,7 +553,7 @@ render_front_conf() {
     # The per-address connection cap is not rendered here: the edge would be its place.
     listen="        listen unix:$SOCK_DIR/$name-http.sock proxy_protocol backlog=4096;"$'\n'
     listen+="        listen unix:$SOCK_DIR/$name-https.sock ssl http2 proxy_protocol backlog=4096;"
-    budget=$("$REPO_ROOT/scripts/nginx-fd-budget.sh" 2) || die "nginx's file-descriptor budget is too small"
+    budget=$("$REPO_ROOT/scripts/nginx-fd-budget.sh") || die "nginx's file-descriptor budget is too small"
     text=$("$REPO_ROOT/scripts/render-nginx.sh" "$REPO_ROOT/nginx/todosync.conf.template" \
         NGINX_USER_DIRECTIVE="user root;" \
         NGINX_WORKERS=2 \

@@ -127,9 +127,9 @@ sha256_of() { sha256sum | cut -d' ' -f1; }
 # Whether FILE is byte for byte a version of SOURCE (a path in this repository) that an earlier
 # commit shipped, rendered by RENDER (a command reading the template on stdin; default cat):
 # how a file written before install.sh kept checksums is told from one an operator edited. RENDER
-# finds the snippets of that same commit (nginx/*.template) under $SNIPPETS: a snippet changed
-# since must not make an old site look edited.
-SNIPPETS=$REPO_ROOT/nginx
+# finds that same commit's nginx/ snippets and scripts/ under $RENDER_ROOT: a snippet or a
+# generated location changed since must not make an old site look edited.
+RENDER_ROOT=$REPO_ROOT
 shipped_before() { # SOURCE FILE [RENDER...]
     local source=$1 file=$2 sum commit old found=1
     shift 2
@@ -138,9 +138,9 @@ shipped_before() { # SOURCE FILE [RENDER...]
     sum=$(sha256_of <"$file")
     old=$(mktemp -d)
     while IFS= read -r commit; do
-        rm -rf "${old:?}/nginx"
-        git -C "$REPO_ROOT" archive "$commit" nginx 2>/dev/null | tar -x -C "$old" 2>/dev/null || true
-        if [[ $(git -C "$REPO_ROOT" show "$commit:$source" 2>/dev/null | SNIPPETS=$old/nginx "$@" 2>/dev/null |
+        rm -rf "${old:?}/nginx" "${old:?}/scripts"
+        git -C "$REPO_ROOT" archive "$commit" nginx scripts 2>/dev/null | tar -x -C "$old" 2>/dev/null || true
+        if [[ $(git -C "$REPO_ROOT" show "$commit:$source" 2>/dev/null | RENDER_ROOT=$old "$@" 2>/dev/null |
             sha256_of) == "$sum" ]]; then
             found=0
             break
@@ -233,8 +233,11 @@ for ((i = 1; i <= INSTANCES; i++)); do
     upstream+="    server unix:/run/todosync/responder-$i.sock max_fails=0;"$'\n'
 done
 IFS=, read -r -a metrics_allow <<<"$METRICS_ALLOW"
-metrics=$("$REPO_ROOT/scripts/nginx-metrics-locations.sh" "$INSTANCES" /run/todosync/responder-%d.sock \
-    "${metrics_allow[@]}" | sed 's/^/    /') || die "--metrics-allow: $METRICS_ALLOW"
+metrics_locations() { # the loopback metrics locations, as the scripts of $RENDER_ROOT write them
+    "$RENDER_ROOT/scripts/nginx-metrics-locations.sh" "$INSTANCES" /run/todosync/responder-%d.sock \
+        "${metrics_allow[@]}" | sed 's/^/    /'
+}
+metrics_locations >/dev/null || die "--metrics-allow: $METRICS_ALLOW"
 # The per-address connection cap (nginx/address-cap-stream.conf.template): its stream server owns
 # ports 80 and 443 and hands the site's two servers each connection on a Unix socket in
 # /run/todosync-front/ (tmpfiles.d), with the client's address in the PROXY protocol. Off behind
@@ -260,13 +263,13 @@ render_site() { # the site template on stdin, rendered with this install's value
     "$REPO_ROOT/scripts/render-nginx.sh" "$template" SERVER_NAME="$SERVER_NAME" TLS_CERT="$TLS_CERT" \
         TLS_KEY="$TLS_KEY" UPSTREAM_SERVERS="${upstream%$'\n'}" AUTH_RATE="$AUTH_RATE" AUTH_BURST="$AUTH_BURST" \
         ACCOUNT_CONCURRENCY="$ACCOUNT_CONCURRENCY" ADDRESS_CONCURRENCY="$ADDRESS_CONCURRENCY" \
-        METRICS_LOCATIONS="$metrics" LOCAL_INCLUDE="/etc/nginx/todosync.d/*.conf" \
+        METRICS_LOCATIONS="$(metrics_locations)" LOCAL_INCLUDE="/etc/nginx/todosync.d/*.conf" \
         LIVE_STREAMS="$LIVE_STREAMS" LIVE_PUBLISHER_SOCKET="$LIVE_PUBLISHER" LIVE_REDIS_HTTP="" LIVE_REDIS_PASS="" \
         SNAPSHOT_DIR=/var/lib/todosync/snapshots \
-        LIVE_HTTP="@$SNIPPETS/live-http.conf.template" \
-        LIVE_LOCATIONS="@$SNIPPETS/live-locations.conf.template" \
-        BODY_LIMITS_HTTP="@$SNIPPETS/body-limits-http.conf.template" \
-        SITE_LISTEN_HTTP="$site_listen_http" SITE_LISTEN_HTTPS="$site_listen_https" ADDRESS_CAP_HTTP="${cap_http:+@$SNIPPETS/address-cap-http.conf.template}" \
+        LIVE_HTTP="@$RENDER_ROOT/nginx/live-http.conf.template" \
+        LIVE_LOCATIONS="@$RENDER_ROOT/nginx/live-locations.conf.template" \
+        BODY_LIMITS_HTTP="@$RENDER_ROOT/nginx/body-limits-http.conf.template" \
+        SITE_LISTEN_HTTP="$site_listen_http" SITE_LISTEN_HTTPS="$site_listen_https" ADDRESS_CAP_HTTP="${cap_http:+@$RENDER_ROOT/nginx/address-cap-http.conf.template}" \
         FRONT_SOCKET="$FRONT_SOCKET"
     local rc=$?
     rm -f "$template"
@@ -362,15 +365,13 @@ done
 host nginx -t
 host systemctl reload nginx
 # worker_connections lives in /etc/nginx/nginx.conf, which is the host's; the file budget is the
-# drop-in's LimitNOFILE (140,000, at nginx's next restart). Say when the two do not fit
-# (docs/OPERATIONS.md, "File descriptors"): 4 descriptors a connection behind the cap, 2 without.
+# drop-in's LimitNOFILE (140,000, at nginx's next restart). Say when one client address could fill
+# the connections (docs/OPERATIONS.md, "File descriptors").
 if ((!DRY_RUN)); then
     connections=$(nginx -T 2>/dev/null | awk '$1 == "worker_connections" { sub(";", "", $2); print $2; exit }')
-    files=$((address_cap ? 4 : 2))
-    fit=$(((140000 - 256) / files))
-    if [[ ! ${connections:-0} =~ ^[0-9]+$ ]] || ((${connections:-0} < 16384 || ${connections:-0} > fit)); then
-        echo "install.sh: WARNING: nginx has worker_connections ${connections:-unset}; with $files files a connection" \
-            "and LimitNOFILE=140000 set 'worker_connections $fit;' in events {} of /etc/nginx/nginx.conf, then" \
+    if [[ ! ${connections:-0} =~ ^[0-9]+$ ]] || ((${connections:-0} < 65536)); then
+        echo "install.sh: WARNING: nginx has worker_connections ${connections:-unset}: set 'worker_connections 65536;'" \
+            "in events {} of /etc/nginx/nginx.conf (LimitNOFILE=140000 in the drop-in covers it), then" \
             "systemctl restart nginx (docs/OPERATIONS.md, \"File descriptors\")" >&2
     fi
 fi

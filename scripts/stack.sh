@@ -744,7 +744,7 @@ render_nginx_conf() {
     fi
     # The server's listeners: the public ports, or behind the per-address connection cap its
     # stream server's sockets (off behind a trusted proxy, whose connections are all nginx sees).
-    local cap_stream="" cap_http="" listen files=2 budget
+    local cap_stream="" cap_http="" listen budget
     listen="        listen $TODOSYNC_LISTEN_ADDRESS:$TODOSYNC_HTTP_PORT backlog=4096;"$'\n'
     listen+="        listen $TODOSYNC_LISTEN_ADDRESS:$TODOSYNC_HTTPS_PORT ssl http2 backlog=4096;"
     if ((TODOSYNC_ADDRESS_CONNECTIONS > 0)) && [[ -z $TODOSYNC_REAL_IP_FROM ]]; then
@@ -753,9 +753,8 @@ render_nginx_conf() {
         cap_stream="@$REPO_ROOT/nginx/address-cap-stream.conf.template"
         cap_http="@$REPO_ROOT/nginx/address-cap-http.conf.template"
         listen="@$REPO_ROOT/nginx/address-cap-listen.conf.template"
-        files=4
     fi
-    budget=$("$REPO_ROOT/scripts/nginx-fd-budget.sh" "$files") || die "nginx's file-descriptor budget is too small"
+    budget=$("$REPO_ROOT/scripts/nginx-fd-budget.sh") || die "nginx's file-descriptor budget is too small"
     NGINX_NOFILE=${budget% *}
     local redirect=0
     case $TODOSYNC_HTTP_REDIRECT in

@@ -24,3 +24,20 @@ final class SnapshotRangeTests: XCTestCase {
         XCTAssertFalse(Application.nginxServes(range: "bytes=-5", size: 0))
     }
 }
+
+/// The live route refuses a Last-Event-ID nchan could not parse with the contract's JSON 400
+/// (nchan's own is text/plain); the ids nchan writes pass (issue 34, item 7).
+final class LiveEventIDTests: XCTestCase {
+    func testIdsNchanWritesPass() {
+        for id in ["1796655753:0", "1796655753:[0]", "1:-1", " 1796655753:12 "] {
+            XCTAssertTrue(Application.isLiveEventID(id), id)
+        }
+    }
+
+    func testOtherValuesAreRefused() {
+        for id in ["1:[[[", "1:0,1", "99999999999999999999999:0", ":1", "1:", "abc", "", "1:0:0", "1:999999",
+                   String(repeating: "x", count: 300)] {
+            XCTAssertFalse(Application.isLiveEventID(id), id)
+        }
+    }
+}

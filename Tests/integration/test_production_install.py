@@ -474,7 +474,10 @@ def test_site_caps_connections_per_address(conf, tmp_path):
     assert "listen 443 " not in site and "listen 80;" not in site, "the site must listen behind the stream server"
     front = tmp_path / "front"
     front.mkdir()
-    http, https = free_port(), free_port()
+    http = free_port()
+    https = free_port()
+    while https == http:
+        https = free_port()
     cap = cap.replace("/run/todosync-front/", f"{front}/")
     cap = re.sub(r"listen 80 backlog=4096;\n\s*listen \[::\]:80 backlog=4096;", f"listen 127.0.0.1:{http};", cap)
     cap = re.sub(r"listen 443 backlog=4096;\n\s*listen \[::\]:443 backlog=4096;", f"listen 127.0.0.1:{https};", cap)

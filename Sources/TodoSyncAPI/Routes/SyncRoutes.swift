@@ -107,6 +107,11 @@ extension Application {
             guard context.request.header("accept")?.lowercased().contains("text/event-stream") == true else {
                 throw APIError.badRequest("This route serves Server-Sent Events only: send `Accept: text/event-stream`.")
             }
+            // A Last-Event-ID nchan cannot parse got its bare text/plain 400: the contract's JSON
+            // 400 here instead, before the handover.
+            if let id = context.request.header("last-event-id"), !Self.isLiveEventID(id) {
+                throw APIError.badRequest("Last-Event-ID is not the id of an event of this stream.")
+            }
             // HEAD: the stream's headers, answered here. Handed to nchan, a HEAD was never
             // answered (the client waited and nginx logged status 000).
             if context.request.method == "HEAD" {
@@ -156,6 +161,20 @@ extension Application {
         if last.isEmpty { return start < size }
         guard let end = number(last), end >= start else { return nil }
         return start < size
+    }
+
+    /// Whether `id` has the form of the SSE ids nchan writes on a stream of one channel:
+    /// `<time>:<tag>`, the tag possibly bracketed (`1796655753:0`, `1796655753:[0]`). nchan answers
+    /// other forms it cannot parse with a text/plain 400. (Multiplexing more channels on a stream
+    /// changes nchan's ids to `<time>:<tag>,<tag>...`: widen this then.)
+    static func isLiveEventID(_ id: String) -> Bool {
+        let parts = id.trimmingWhitespace().split(separator: ":", omittingEmptySubsequences: false)
+        guard parts.count == 2, (1...12).contains(parts[0].count), parts[0].utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 })
+        else { return false }
+        var tag = Substring(parts[1])
+        if tag.hasPrefix("[") && tag.hasSuffix("]") && tag.count >= 2 { tag = tag.dropFirst().dropLast() }
+        if tag.hasPrefix("-") { tag = tag.dropFirst() }
+        return (1...5).contains(tag.count) && tag.utf8.allSatisfy { $0 >= 0x30 && $0 <= 0x39 }
     }
 
     /// `If-None-Match` (RFC 9110 13.1.2, weak comparison): `*` or a list that holds `etag`.
