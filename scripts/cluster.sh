@@ -546,17 +546,24 @@ render_front_conf() {
         upstream+="        server $(app_ip "$n"):9000 max_fails=1 fail_timeout=2s;"$'\n'
     done
     upstream="$balance${upstream%$'\n'}"
-    local text
+    local text budget listen
     # The front is reached through the host-side stream proxy on loopback: no HTTPS redirect, and
-    # the client address comes from the PROXY protocol header of that proxy.
+    # the client address comes from the PROXY protocol header of that proxy, on the front's unix
+    # sockets (the ports stay in the text for redirects: they are what clients see on the edge).
+    # The per-address connection cap is not rendered here: the edge would be its place.
+    listen="        listen unix:$SOCK_DIR/$name-http.sock proxy_protocol backlog=4096;"$'\n'
+    listen+="        listen unix:$SOCK_DIR/$name-https.sock ssl http2 proxy_protocol backlog=4096;"
+    budget=$("$REPO_ROOT/scripts/nginx-fd-budget.sh") || die "nginx's file-descriptor budget is too small"
     text=$("$REPO_ROOT/scripts/render-nginx.sh" "$REPO_ROOT/nginx/todosync.conf.template" \
         NGINX_USER_DIRECTIVE="user root;" \
         NGINX_WORKERS=2 \
         NGINX_DIR="$dir" \
         LOG_DIR="$logs" \
-        LISTEN_ADDRESS=127.0.0.1 \
-        HTTP_PORT="$TODOSYNC_CLUSTER_HTTP_PORT" \
-        HTTPS_PORT="$TODOSYNC_CLUSTER_HTTPS_PORT" \
+        SERVER_LISTEN="$listen" \
+        ADDRESS_CAP_STREAM="" \
+        ADDRESS_CAP_HTTP="" \
+        NGINX_NOFILE="${budget% *}" \
+        NGINX_WORKER_CONNECTIONS="${budget#* }" \
         TLS_CERT="$TLS_DIR/cert.pem" \
         TLS_KEY="$TLS_DIR/key.pem" \
         FASTCGI_PARAMS=/etc/nginx/fastcgi_params \
@@ -573,16 +580,11 @@ render_front_conf() {
         LIVE_STREAMS="$TODOSYNC_LIVE_STREAMS" \
         LIVE_HTTP="@$REPO_ROOT/nginx/live-http.conf.template" \
         LIVE_LOCATIONS="@$REPO_ROOT/nginx/live-locations.conf.template" \
+        BODY_LIMITS_HTTP="@$REPO_ROOT/nginx/body-limits-http.conf.template" \
         SNAPSHOT_DIR="$SNAPSHOT_DIR" \
         LIVE_PUBLISHER_SOCKET="$(front_publisher "$f")" \
         LIVE_REDIS_HTTP="$redis_http" \
         LIVE_REDIS_PASS="$redis_pass") || die "could not render the front's nginx.conf"
-    # The template's listeners become the front's unix sockets (the ports stay in the text for
-    # redirects: they are what clients see on the edge).
-    local http_listen="listen 127.0.0.1:$TODOSYNC_CLUSTER_HTTP_PORT " https_listen="listen 127.0.0.1:$TODOSYNC_CLUSTER_HTTPS_PORT "
-    [[ $text == *"$http_listen"* && $text == *"$https_listen"* ]] || die "the nginx template's listen lines changed: update render_front_conf"
-    text=${text//"$http_listen"/"listen unix:$SOCK_DIR/$name-http.sock proxy_protocol "}
-    text=${text//"$https_listen"/"listen unix:$SOCK_DIR/$name-https.sock proxy_protocol "}
     printf '%s\n' "$text" >"$dir/nginx.conf"
 }
 

@@ -17,6 +17,10 @@
 #   /etc/tmpfiles.d/todosync.conf                   /run/todosync-live/ (0750 root:todosync), live sync's publisher socket
 #   /etc/systemd/system/nginx.service.d/todosync-live.conf  removes a stale publisher socket before nginx starts
 #   /etc/nginx/todosync.d/real-ip.conf              with --real-ip-from: the proxies' client addresses
+#   /etc/nginx/modules-enabled/70-todosync-address-cap.conf  the per-address connection cap: nginx's
+#                                                   stream server on ports 80 and 443 (not with
+#                                                   --real-ip-from or --address-connections 0); main
+#                                                   level, the one place Debian's nginx.conf includes
 #   /etc/logrotate.d/todosync                       rotates /var/log/todosync/ (responder and nginx logs)
 #   /etc/mtail/todosync-nginx.mtail, /etc/systemd/system/mtail.service.d/todosync.conf
 #                                                   nginx's own status counts: mtail over the site's
@@ -47,8 +51,10 @@
 #                        comma-separated): nginx takes each client's address from their
 #                        --real-ip-header (default X-Forwarded-For; or proxy_protocol), so that the
 #                        per-address limits apply per client (writes todosync.d/real-ip.conf)
-#   --auth-rate N, --auth-burst N, --account-concurrency N, --address-concurrency N
-#                        the site's limits (defaults: nginx/limits.env)
+#   --auth-rate N, --auth-burst N, --account-concurrency N, --address-concurrency N,
+#   --address-connections N
+#                        the site's limits (defaults: nginx/limits.env; --address-connections 0:
+#                        no per-address connection cap)
 #   --mtail-address ADDR where mtail serves nginx's counts (port 3903) for Prometheus: 127.0.0.1
 #                        (the default) when Prometheus runs here, else a private address it reaches
 #   --root DIR           only write the files, under DIR (for packaging and tests): no user, no
@@ -94,6 +100,7 @@ while (($#)); do
         --auth-burst) AUTH_BURST=$2; shift 2 ;;
         --account-concurrency) ACCOUNT_CONCURRENCY=$2; shift 2 ;;
         --address-concurrency) ADDRESS_CONCURRENCY=$2; shift 2 ;;
+        --address-connections) ADDRESS_CONNECTIONS=$2; shift 2 ;;
         --root) ROOT=$(realpath -m "$2"); shift 2 ;;
         --dry-run) DRY_RUN=1; shift ;;
         -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
@@ -106,6 +113,8 @@ for limit in AUTH_RATE AUTH_BURST ACCOUNT_CONCURRENCY ADDRESS_CONCURRENCY; do
     [[ ${!limit} =~ ^[1-9][0-9]{0,6}$ ]] || die "--${option//_/-} must be a positive integer (got '${!limit}')"
 done
 [[ $MTAIL_ADDRESS =~ ^[0-9A-Fa-f.:]+$ ]] || die "--mtail-address must be an IP address (got '$MTAIL_ADDRESS')"
+[[ $ADDRESS_CONNECTIONS =~ ^[0-9]{1,5}$ ]] && ((ADDRESS_CONNECTIONS <= 65535)) ||
+    die "--address-connections must be 0..65535 (got '$ADDRESS_CONNECTIONS')"
 [[ -n $ROOT || $EUID -eq 0 ]] || die "run as root (or stage files with --root DIR)"
 ((!DRY_RUN)) || [[ -n $ROOT ]] || die "--dry-run needs --root DIR"
 
@@ -125,17 +134,28 @@ sha256_of() { sha256sum | cut -d' ' -f1; }
 
 # Whether FILE is byte for byte a version of SOURCE (a path in this repository) that an earlier
 # commit shipped, rendered by RENDER (a command reading the template on stdin; default cat):
-# how a file written before install.sh kept checksums is told from one an operator edited.
+# how a file written before install.sh kept checksums is told from one an operator edited. RENDER
+# finds that same commit's nginx/ snippets and scripts/ under $RENDER_ROOT: a snippet or a
+# generated location changed since must not make an old site look edited.
+RENDER_ROOT=$REPO_ROOT
 shipped_before() { # SOURCE FILE [RENDER...]
-    local source=$1 file=$2 sum commit
+    local source=$1 file=$2 sum commit old found=1
     shift 2
     (($#)) || set -- cat
     [[ -n $source ]] && git -C "$REPO_ROOT" rev-parse --git-dir >/dev/null 2>&1 || return 1
     sum=$(sha256_of <"$file")
+    old=$(mktemp -d)
     while IFS= read -r commit; do
-        [[ $(git -C "$REPO_ROOT" show "$commit:$source" 2>/dev/null | "$@" 2>/dev/null | sha256_of) == "$sum" ]] && return 0
+        rm -rf "${old:?}/nginx" "${old:?}/scripts"
+        git -C "$REPO_ROOT" archive "$commit" nginx scripts 2>/dev/null | tar -x -C "$old" 2>/dev/null || true
+        if [[ $(git -C "$REPO_ROOT" show "$commit:$source" 2>/dev/null | RENDER_ROOT=$old "$@" 2>/dev/null |
+            sha256_of) == "$sum" ]]; then
+            found=0
+            break
+        fi
     done < <(git -C "$REPO_ROOT" log --format=%H -- "$source" 2>/dev/null)
-    return 1
+    rm -rf "$old"
+    return "$found"
 }
 
 # install_conffile MODE DEST SOURCE [RENDER...] < CONTENT: writes DEST (a file under /etc) unless
@@ -228,8 +248,29 @@ for ((i = 1; i <= INSTANCES; i++)); do
     upstream+="    server unix:/run/todosync/responder-$i.sock max_fails=0;"$'\n'
 done
 IFS=, read -r -a metrics_allow <<<"$METRICS_ALLOW"
-metrics=$("$REPO_ROOT/scripts/nginx-metrics-locations.sh" "$INSTANCES" /run/todosync/responder-%d.sock \
-    "${metrics_allow[@]}" | sed 's/^/    /') || die "--metrics-allow: $METRICS_ALLOW"
+metrics_locations() { # the loopback metrics locations, as the scripts of $RENDER_ROOT write them
+    "$RENDER_ROOT/scripts/nginx-metrics-locations.sh" "$INSTANCES" /run/todosync/responder-%d.sock \
+        "${metrics_allow[@]}" | sed 's/^/    /'
+}
+metrics_locations >/dev/null || die "--metrics-allow: $METRICS_ALLOW"
+# The per-address connection cap (nginx/address-cap-stream.conf.template): its stream server owns
+# ports 80 and 443 and hands the site's two servers each connection on a Unix socket in
+# /run/todosync-front/ (tmpfiles.d), with the client's address in the PROXY protocol. Off behind
+# proxies (--real-ip-from), whose connections are all nginx sees.
+FRONT_SOCKET=/run/todosync-front/nginx
+CAP_FILE=$ROOT/etc/nginx/modules-enabled/70-todosync-address-cap.conf
+address_cap=0
+((ADDRESS_CONNECTIONS > 0)) && [[ -z $REAL_IP_FROM ]] && address_cap=1
+if ((address_cap)); then
+    behind=$'\n    set_real_ip_from unix:;\n    real_ip_header proxy_protocol;'
+    site_listen_http="    listen unix:$FRONT_SOCKET-http.sock proxy_protocol;$behind"
+    site_listen_https="    listen unix:$FRONT_SOCKET-https.sock ssl http2 proxy_protocol;$behind"
+    cap_http=1
+else
+    site_listen_http=$'    listen 80;\n    listen [::]:80;'
+    site_listen_https=$'    listen 443 ssl http2;\n    listen [::]:443 ssl http2;'
+    cap_http=""
+fi
 render_site() { # the site template on stdin, rendered with this install's values
     local template
     template=$(mktemp)
@@ -237,22 +278,37 @@ render_site() { # the site template on stdin, rendered with this install's value
     "$REPO_ROOT/scripts/render-nginx.sh" "$template" SERVER_NAME="$SERVER_NAME" TLS_CERT="$TLS_CERT" \
         TLS_KEY="$TLS_KEY" UPSTREAM_SERVERS="${upstream%$'\n'}" AUTH_RATE="$AUTH_RATE" AUTH_BURST="$AUTH_BURST" \
         ACCOUNT_CONCURRENCY="$ACCOUNT_CONCURRENCY" ADDRESS_CONCURRENCY="$ADDRESS_CONCURRENCY" \
-        METRICS_LOCATIONS="$metrics" LOCAL_INCLUDE="/etc/nginx/todosync.d/*.conf" \
+        METRICS_LOCATIONS="$(metrics_locations)" LOCAL_INCLUDE="/etc/nginx/todosync.d/*.conf" \
         LIVE_STREAMS="$LIVE_STREAMS" LIVE_PUBLISHER_SOCKET="$LIVE_PUBLISHER" LIVE_REDIS_HTTP="" LIVE_REDIS_PASS="" \
         SNAPSHOT_DIR=/var/lib/todosync/snapshots \
-        LIVE_HTTP="@$REPO_ROOT/nginx/live-http.conf.template" \
-        LIVE_LOCATIONS="@$REPO_ROOT/nginx/live-locations.conf.template"
+        LIVE_HTTP="@$RENDER_ROOT/nginx/live-http.conf.template" \
+        LIVE_LOCATIONS="@$RENDER_ROOT/nginx/live-locations.conf.template" \
+        BODY_LIMITS_HTTP="@$RENDER_ROOT/nginx/body-limits-http.conf.template" \
+        SITE_LISTEN_HTTP="$site_listen_http" SITE_LISTEN_HTTPS="$site_listen_https" ADDRESS_CAP_HTTP="${cap_http:+@$RENDER_ROOT/nginx/address-cap-http.conf.template}" \
+        FRONT_SOCKET="$FRONT_SOCKET"
     local rc=$?
     rm -f "$template"
     return "$rc"
 }
 # Installs before checksums rendered the site with these limits, whatever the options: how such
 # a site is recognised as unedited.
-render_site_as_before() { AUTH_RATE=5 AUTH_BURST=20 ACCOUNT_CONCURRENCY=4 render_site; }
+render_site_as_before() { AUTH_RATE=5 AUTH_BURST=20 ACCOUNT_CONCURRENCY=4 RENDER_NGINX_UNCHECKED=1 render_site; }
 site=$(render_site <"$REPO_ROOT/nginx/todosync-site.conf.template") || die "could not render the nginx site"
 install_conffile 0644 "$ROOT/etc/nginx/sites-available/todosync" nginx/todosync-site.conf.template \
     render_site_as_before <<<"$site"
 ln -sfn ../sites-available/todosync "$ROOT/etc/nginx/sites-enabled/todosync"
+if ((address_cap)); then
+    install -d -m 0755 "$(dirname "$CAP_FILE")"
+    cap=$("$REPO_ROOT/scripts/render-nginx.sh" "$REPO_ROOT/nginx/address-cap-stream.conf.template" STREAM_MODULE="" \
+        STREAM_LISTEN_HTTP=$'listen 80 backlog=4096;\n        listen [::]:80 backlog=4096;' \
+        STREAM_LISTEN_HTTPS=$'listen 443 backlog=4096;\n        listen [::]:443 backlog=4096;' \
+        FRONT_SOCKET="$FRONT_SOCKET" ADDRESS_CONNECTIONS="$ADDRESS_CONNECTIONS") || die "could not render the connection cap"
+    install_conffile 0644 "$CAP_FILE" "" <<<"$cap"
+elif [[ -f $CAP_FILE ]]; then
+    # The site listens on the ports itself now: the stream server must not (nginx would not start).
+    rm -f "$CAP_FILE"
+    log "removed ${CAP_FILE#"$ROOT"}: no per-address connection cap (--real-ip-from or --address-connections 0)"
+fi
 install -d -m 0755 "$ROOT/etc/nginx/todosync.d"
 if [[ -n $REAL_IP_FROM ]]; then
     real_ip=$("$REPO_ROOT/scripts/nginx-real-ip.sh" "$REAL_IP_FROM" "$REAL_IP_HEADER" 0) ||
@@ -296,6 +352,9 @@ host systemd-tmpfiles --create /etc/tmpfiles.d/todosync.conf
 # Live sync: nginx's nchan module (Debian loads it from /etc/nginx/modules-enabled).
 dpkg-query -W -f='${Status}' libnginx-mod-nchan 2>/dev/null | grep -q 'install ok installed' ||
     host env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends libnginx-mod-nchan
+# The per-address connection cap: nginx's stream module (Debian loads it from modules-enabled).
+((!address_cap)) || dpkg-query -W -f='${Status}' libnginx-mod-stream 2>/dev/null | grep -q 'install ok installed' ||
+    host env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends libnginx-mod-stream
 # Libraries the binary links that releases added after the first: the system SQLite (snapshots)
 # and ISA-L (igzip, the responder's gzip); and mtail, nginx's own status counts.
 for package in libsqlite3-0 libisal2 mtail; do
@@ -326,14 +385,15 @@ host systemctl enable mtail.service
 host systemctl restart mtail.service                     # reads /etc/mtail and the drop-in again
 host nginx -t
 host systemctl reload nginx
-# worker_connections and worker_rlimit_nofile live in /etc/nginx/nginx.conf, which is the host's:
-# say when one client address could fill them (docs/OPERATIONS.md, "Slow and greedy clients").
+# worker_connections lives in /etc/nginx/nginx.conf, which is the host's; the file budget is the
+# drop-in's LimitNOFILE (140,000, at nginx's next restart). Say when one client address could fill
+# the connections (docs/OPERATIONS.md, "File descriptors").
 if ((!DRY_RUN)); then
     connections=$(nginx -T 2>/dev/null | awk '$1 == "worker_connections" { sub(";", "", $2); print $2; exit }')
     if [[ ! ${connections:-0} =~ ^[0-9]+$ ]] || ((${connections:-0} < 65536)); then
-        echo "install.sh: WARNING: nginx has worker_connections ${connections:-unset}: one client address can fill" \
-            "that; set 'worker_connections 65536;' in events {} and 'worker_rlimit_nofile 140000;' in" \
-            "/etc/nginx/nginx.conf (docs/OPERATIONS.md, \"Slow and greedy clients\")" >&2
+        echo "install.sh: WARNING: nginx has worker_connections ${connections:-unset}: set 'worker_connections 65536;'" \
+            "in events {} of /etc/nginx/nginx.conf (LimitNOFILE=140000 in the drop-in covers it), then" \
+            "systemctl restart nginx (docs/OPERATIONS.md, \"File descriptors\")" >&2
     fi
 fi
 log "installed $("$ROOT/usr/local/bin/todosync" --version): https://$SERVER_NAME/healthz"

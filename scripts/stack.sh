@@ -75,6 +75,7 @@ unset _config_file _saved_env
 # nginx's limits, defaults in nginx/limits.env: TODOSYNC_AUTH_RATE / TODOSYNC_AUTH_BURST (requests/s
 # and burst per address on /api/v1/auth/), TODOSYNC_ACCOUNT_CONCURRENCY (requests in flight per
 # bearer token), TODOSYNC_ADDRESS_CONCURRENCY (requests in progress per client address),
+# TODOSYNC_ADDRESS_CONNECTIONS (open connections per client address, idle ones included; 0: no cap),
 # TODOSYNC_LIVE_STREAMS (open live-sync streams per account).
 while IFS='=' read -r _k _v; do
     [[ -n ${!_k:-} ]] || printf -v "$_k" '%s' "$_v"
@@ -90,6 +91,7 @@ unset _k _v
 : "${TODOSYNC_NGINX_TEMPLATE:=nginx/todosync.conf.template}"
 : "${TODOSYNC_FASTCGI_PARAMS:=/etc/nginx/fastcgi_params}"
 : "${TODOSYNC_NCHAN_MODULE:=/usr/lib/nginx/modules/ngx_nchan_module.so}" # Debian's libnginx-mod-nchan
+: "${TODOSYNC_STREAM_MODULE:=/usr/lib/nginx/modules/ngx_stream_module.so}" # Debian's libnginx-mod-stream
 : "${TODOSYNC_UP_TIMEOUT:=60}"                   # seconds to wait for MariaDB, sockets and /healthz
 : "${TODOSYNC_STOP_TIMEOUT:=20}"                 # seconds between SIGTERM (or nginx QUIT) and SIGKILL
 : "${TODOSYNC_SKIP_DEPS:=0}"                     # 1: `run` skips deps
@@ -102,9 +104,10 @@ STACK_VARS=(
     TODOSYNC_NGINX_USER TODOSYNC_NGINX_GROUP TODOSYNC_SERVICE_GROUP TODOSYNC_APP_USER TODOSYNC_DB_OS_USER
     TODOSYNC_DB_OS_GROUP
     TODOSYNC_DROP_PRIVILEGES TODOSYNC_AUTH_RATE TODOSYNC_AUTH_BURST TODOSYNC_ACCOUNT_CONCURRENCY
-    TODOSYNC_ADDRESS_CONCURRENCY TODOSYNC_REAL_IP_FROM TODOSYNC_REAL_IP_HEADER
+    TODOSYNC_ADDRESS_CONCURRENCY TODOSYNC_ADDRESS_CONNECTIONS TODOSYNC_REAL_IP_FROM TODOSYNC_REAL_IP_HEADER
     TODOSYNC_ENABLE_TEST_HOOKS TODOSYNC_BENCH_LOCATIONS TODOSYNC_DB_PORT TODOSYNC_MARIADB_ARGS
-    TODOSYNC_BIN TODOSYNC_NGINX_TEMPLATE TODOSYNC_FASTCGI_PARAMS TODOSYNC_NCHAN_MODULE TODOSYNC_UP_TIMEOUT
+    TODOSYNC_BIN TODOSYNC_NGINX_TEMPLATE TODOSYNC_FASTCGI_PARAMS TODOSYNC_NCHAN_MODULE TODOSYNC_STREAM_MODULE
+    TODOSYNC_UP_TIMEOUT
     TODOSYNC_STOP_TIMEOUT TODOSYNC_SKIP_DEPS TODOSYNC_SKIP_BUILD TODOSYNC_CONFIG
 )
 
@@ -115,8 +118,8 @@ abspath() { realpath -m -- "$1"; }
 
 is_uint() { [[ $1 =~ ^[0-9]+$ ]]; }
 for _v in TODOSYNC_HTTP_PORT TODOSYNC_HTTPS_PORT TODOSYNC_RESPONDERS TODOSYNC_NGINX_WORKERS TODOSYNC_AUTH_RATE \
-    TODOSYNC_AUTH_BURST TODOSYNC_ACCOUNT_CONCURRENCY TODOSYNC_ADDRESS_CONCURRENCY TODOSYNC_LIVE_STREAMS TODOSYNC_UP_TIMEOUT \
-    TODOSYNC_STOP_TIMEOUT; do
+    TODOSYNC_AUTH_BURST TODOSYNC_ACCOUNT_CONCURRENCY TODOSYNC_ADDRESS_CONCURRENCY TODOSYNC_ADDRESS_CONNECTIONS \
+    TODOSYNC_LIVE_STREAMS TODOSYNC_UP_TIMEOUT TODOSYNC_STOP_TIMEOUT; do
     is_uint "${!_v}" || die "$_v must be a non-negative integer (got '${!_v}')"
 done
 [[ -z $TODOSYNC_DB_PORT ]] || is_uint "$TODOSYNC_DB_PORT" || die "TODOSYNC_DB_PORT must be a port number"
@@ -125,6 +128,8 @@ done
 for _v in TODOSYNC_ACCOUNT_CONCURRENCY TODOSYNC_ADDRESS_CONCURRENCY TODOSYNC_LIVE_STREAMS; do
     ((${!_v} >= 1 && ${!_v} <= 65535)) || die "$_v must be between 1 and 65535 (nginx limit_conn; got ${!_v})"
 done
+((TODOSYNC_ADDRESS_CONNECTIONS <= 65535)) ||
+    die "TODOSYNC_ADDRESS_CONNECTIONS must be between 0 (no cap) and 65535 (got $TODOSYNC_ADDRESS_CONNECTIONS)"
 unset _v
 case $TODOSYNC_DROP_PRIVILEGES in
     auto | on | off) ;;
@@ -195,6 +200,7 @@ DEB_PACKAGES=(
     logrotate  # ops (issue 14): test_logrotate.py checks the installed config with a real rotation
     libsqlite3-dev  # the system SQLite: the server writes snapshot files with it, the client (GRDB) reads them
     libnginx-mod-nchan  # live sync (issue 22): nginx holds the streams and carries the pokes
+    libnginx-mod-stream  # the per-address connection cap (nginx/address-cap-stream.conf.template)
     libcurl4-openssl-dev  # the client's live stream on Linux (CurlLiveStream: URLSession spins there)
 )
 
@@ -737,6 +743,20 @@ render_nginx_conf() {
     elif ((EUID == 0)); then
         user_directive="user root;"
     fi
+    # The server's listeners: the public ports, or behind the per-address connection cap its
+    # stream server's sockets (off behind a trusted proxy, whose connections are all nginx sees).
+    local cap_stream="" cap_http="" listen budget
+    listen="        listen $TODOSYNC_LISTEN_ADDRESS:$TODOSYNC_HTTP_PORT backlog=4096;"$'\n'
+    listen+="        listen $TODOSYNC_LISTEN_ADDRESS:$TODOSYNC_HTTPS_PORT ssl http2 backlog=4096;"
+    if ((TODOSYNC_ADDRESS_CONNECTIONS > 0)) && [[ -z $TODOSYNC_REAL_IP_FROM ]]; then
+        [[ -r $TODOSYNC_STREAM_MODULE ]] || die "$TODOSYNC_STREAM_MODULE not found (run: scripts/stack.sh deps)"
+        [[ -d $SOCK_DIR ]] || prepare_socket_dirs  # the front's sockets sit beside the responders'
+        cap_stream="@$REPO_ROOT/nginx/address-cap-stream.conf.template"
+        cap_http="@$REPO_ROOT/nginx/address-cap-http.conf.template"
+        listen="@$REPO_ROOT/nginx/address-cap-listen.conf.template"
+    fi
+    budget=$("$REPO_ROOT/scripts/nginx-fd-budget.sh") || die "nginx's file-descriptor budget is too small"
+    NGINX_NOFILE=${budget% *}
     local redirect=0
     case $TODOSYNC_HTTP_REDIRECT in
         on) redirect=1 ;;
@@ -747,9 +767,16 @@ render_nginx_conf() {
         NGINX_WORKERS="$TODOSYNC_NGINX_WORKERS" \
         NGINX_DIR="$NGINX_DIR" \
         LOG_DIR="$LOG_DIR" \
-        LISTEN_ADDRESS="$TODOSYNC_LISTEN_ADDRESS" \
-        HTTP_PORT="$TODOSYNC_HTTP_PORT" \
-        HTTPS_PORT="$TODOSYNC_HTTPS_PORT" \
+        SERVER_LISTEN="$listen" \
+        ADDRESS_CAP_STREAM="$cap_stream" \
+        ADDRESS_CAP_HTTP="$cap_http" \
+        STREAM_MODULE="load_module \"$TODOSYNC_STREAM_MODULE\";" \
+        STREAM_LISTEN_HTTP="listen $TODOSYNC_LISTEN_ADDRESS:$TODOSYNC_HTTP_PORT backlog=4096;" \
+        STREAM_LISTEN_HTTPS="listen $TODOSYNC_LISTEN_ADDRESS:$TODOSYNC_HTTPS_PORT backlog=4096;" \
+        FRONT_SOCKET="$SOCK_DIR/front-$TODOSYNC_HTTP_PORT" \
+        ADDRESS_CONNECTIONS="$TODOSYNC_ADDRESS_CONNECTIONS" \
+        NGINX_NOFILE="$NGINX_NOFILE" \
+        NGINX_WORKER_CONNECTIONS="${budget#* }" \
         TLS_CERT="$TLS_DIR/cert.pem" \
         TLS_KEY="$TLS_DIR/key.pem" \
         FASTCGI_PARAMS="$TODOSYNC_FASTCGI_PARAMS" \
@@ -766,6 +793,7 @@ render_nginx_conf() {
         LIVE_STREAMS="$TODOSYNC_LIVE_STREAMS" \
         LIVE_HTTP="@$REPO_ROOT/nginx/live-http.conf.template" \
         LIVE_LOCATIONS="@$REPO_ROOT/nginx/live-locations.conf.template" \
+        BODY_LIMITS_HTTP="@$REPO_ROOT/nginx/body-limits-http.conf.template" \
         SNAPSHOT_DIR="$TODOSYNC_SNAPSHOT_DIR" \
         LIVE_PUBLISHER_SOCKET="$TODOSYNC_LIVE_PUBLISHER" \
         LIVE_REDIS_HTTP="" LIVE_REDIS_PASS="" >"$NGINX_CONF.tmp" || die "could not render $TODOSYNC_NGINX_TEMPLATE"
@@ -792,15 +820,34 @@ nginx_start() {
         return 0
     fi
     log "nginx: starting on $HTTP_BASE and $HTTPS_BASE"
-    # A publisher socket left by an nginx that was killed would make every start fail (bind: address
-    # in use): the run script removes it first (runsv runs one nginx; a reload keeps its socket).
-    write_service nginx bash -c 'rm -f -- "$1" && shift && exec "$@"' nginx-run "$TODOSYNC_LIVE_PUBLISHER" \
+    # A publisher or front socket left by an nginx that was killed would make every start fail (bind:
+    # address in use): the run script removes them first (runsv runs one nginx; a reload keeps them).
+    local front=$SOCK_DIR/front-$TODOSYNC_HTTP_PORT
+    write_service nginx bash -c 'while [[ $1 != -- ]]; do rm -f -- "$1"; shift; done; shift; exec "$@"' nginx-run \
+        "$TODOSYNC_LIVE_PUBLISHER" "$front-http.sock" "$front-https.sock" "$front-over-http.sock" "$front-over-https.sock" -- \
         nginx -p "$NGINX_DIR/" -c "$NGINX_CONF" -e "$LOG_DIR/nginx-error.log" -g "daemon off;"
     # `sv down`/`exit` send QUIT instead of TERM: nginx finishes the requests in flight.
     mkdir -p "$(service_dir nginx)/control"
     printf '#!/bin/sh\nkill -QUIT "$(cat supervise/pid)"\n' >"$(service_dir nginx)/control/t"
     chmod 755 "$(service_dir nginx)/control/t"
     start_service nginx
+    nginx_check_files
+}
+
+# The file-descriptor budget the config was rendered with (scripts/nginx-fd-budget.sh) must be what
+# the workers got: nginx only logs an alert when setrlimit fails, and then runs out of files.
+nginx_check_files() {
+    local master worker limit deadline=$((SECONDS + 10))
+    while :; do
+        master=$(service_pid nginx)
+        worker=$([[ -n $master ]] && pgrep -P "$master" | head -n 1 || true)
+        [[ -n $worker ]] && break
+        ((SECONDS < deadline)) || die "nginx has no worker process"
+        sleep 0.1
+    done
+    limit=$(awk '/^Max open files/ { print $4 }' "/proc/$worker/limits")
+    [[ $limit == unlimited ]] || ((limit >= NGINX_NOFILE)) ||
+        die "nginx's workers may open $limit files, not the $NGINX_NOFILE its configuration was rendered for"
 }
 
 wait_healthy() {

@@ -60,7 +60,10 @@ public final class Application {
             return .error(.noRoute)
         case .methodNotAllowed(let allowed):
             return .error(.methodNotAllowed(allowed: allowed))
-        case .found(let handler, let parameters, let pattern, let limit):
+        case .found(let handler, let parameters, let pattern, let limit, let takesBody):
+            if !takesBody && (request.bodyTooLarge || request.body.count > Router.noBodyLimit) {
+                return .error(.bodyNotAllowed)
+            }
             let context = RequestContext(request: request, pathParameters: parameters, store: store, encoder: encoder)
             observed.route = pattern
             defer { observed.userID = context.userID ?? observed.userID }

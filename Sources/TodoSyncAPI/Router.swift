@@ -17,11 +17,19 @@ final class Router {
         let pattern: String
         let segments: [Segment]
         let limit: AccountLimit
+        /// Whether the route reads a request body; one that does not refuses a body over
+        /// `Router.noBodyLimit` bytes (413), as nginx does before reading it.
+        let takesBody: Bool
         let handler: RouteHandler
     }
 
+    /// The largest body a route that takes none accepts (contract, 413: "over 1 KiB on a route
+    /// that takes no body"). nginx refuses a larger declared body first (nginx/body-limits-http.conf.template,
+    /// checked against this by NginxBodyLimitTests).
+    static let noBodyLimit = 1024
+
     enum Match {
-        case found(RouteHandler, parameters: [String], pattern: String, limit: AccountLimit)
+        case found(RouteHandler, parameters: [String], pattern: String, limit: AccountLimit, takesBody: Bool)
         case methodNotAllowed(allowed: [String])
         case notFound
     }
@@ -34,18 +42,22 @@ final class Router {
 
     /// Every registered route, `(method, pattern, limit)` in registration order: the route table
     /// that nginx's method map, openapi.yaml and docs/API.md are checked against (RouteTableTests).
-    var table: [(method: String, pattern: String, limit: AccountLimit)] {
-        routes.map { ($0.method, $0.pattern, $0.limit) }
+    var table: [(method: String, pattern: String, limit: AccountLimit, takesBody: Bool)] {
+        routes.map { ($0.method, $0.pattern, $0.limit, $0.takesBody) }
     }
 
     /// Registers `handler` for `method` and a pattern such as `/api/v1/tags/:id`. `limit`: the
     /// per-account limit its requests count against (every authenticated route: requests in flight).
-    func add(_ method: String, _ pattern: String, limit: AccountLimit = .requestsInFlight,
+    /// `takesBody`: whether the handler reads a body; by default POST, PUT and PATCH do, GET and
+    /// DELETE do not (a POST without one, such as logout, says so).
+    func add(_ method: String, _ pattern: String, limit: AccountLimit = .requestsInFlight, takesBody: Bool? = nil,
              _ handler: @escaping RouteHandler) {
+        let takesBody = takesBody ?? ["POST", "PUT", "PATCH"].contains(method)
         let segments = pattern.split(separator: "/").map { part -> Segment in
             part.hasPrefix(":") ? .parameter : .literal(String(part))
         }
-        let route = Route(method: method, pattern: pattern, segments: segments, limit: limit, handler: handler)
+        let route = Route(method: method, pattern: pattern, segments: segments, limit: limit, takesBody: takesBody,
+                          handler: handler)
         routes.append(route)
         let literals = segments.compactMap { if case .literal(let literal) = $0 { literal } else { nil } }
         if !segments.isEmpty && literals.count == segments.count {
@@ -62,7 +74,7 @@ final class Router {
         let best = literalRoutes[path]?.map { (route: $0, parameters: [String]()) } ?? bestMatches(path)
         if let found = best.first(where: { $0.route.method == method }) {
             return .found(found.route.handler, parameters: found.parameters, pattern: found.route.pattern,
-                          limit: found.route.limit)
+                          limit: found.route.limit, takesBody: found.route.takesBody)
         }
         guard !best.isEmpty else { return .notFound }
         var allowed: [String] = []

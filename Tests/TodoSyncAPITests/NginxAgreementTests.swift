@@ -49,7 +49,8 @@ final class NginxErrorBodyTests: XCTestCase {
             .versionMismatch(current: [], version: 1), .validation([]), .emailTaken, .cursorExpired,
             .cursorFromAnotherHistory, .unavailable, .outcomeUnknown,
         ]
-        let errors = [APIError.noRoute, .methodNotAllowed(allowed: []), .payloadTooLarge, .unsupportedMediaType,
+        let errors = [APIError.noRoute, .methodNotAllowed(allowed: []), .payloadTooLarge, .bodyNotAllowed,
+                      .rangeNotSatisfiable(size: 0), .unsupportedMediaType,
                       .internalError] + domain.map(APIError.init)
         var table: [String: Set<String>] = [:]
         for error in errors { table["\(error.status) \(error.code)", default: []].insert(error.message) }
@@ -86,7 +87,7 @@ final class NginxErrorBodyTests: XCTestCase {
                               + "the responder says \(messages.sorted())")
         }
         XCTAssertEqual(compared, ["not_found", "method_not_allowed", "payload_too_large", "internal_error",
-                                  "unavailable", "outcome_unknown"])
+                                  "unavailable", "outcome_unknown", "range_not_satisfiable"])
     }
 }
 
@@ -95,6 +96,8 @@ final class NginxErrorBodyTests: XCTestCase {
 /// table restate it; these tests fail when one of them lists a route or method the Router does not,
 /// or misses one it does.
 final class RouteTableTests: XCTestCase {
+    static func productionRouter() -> Router { router() }
+
     /// The production router (no test hooks), over a store that never connects.
     private static func router() -> Router {
         let connection = Connection(configuration: ConnectionConfiguration(
@@ -219,6 +222,70 @@ final class RouteTableTests: XCTestCase {
         }
         for (index, entry) in entries.enumerated() where !used.contains(index) {
             XCTFail("nginx's method map entry \(entry.regex.pattern) matches no route")
+        }
+    }
+}
+
+/// nginx refuses a body over `Router.noBodyLimit` on the routes that take none before reading it
+/// (nginx/body-limits-http.conf.template); the Router knows which routes those are. The map's
+/// classification and its length threshold must be the Router's.
+final class NginxBodyLimitTests: XCTestCase {
+    private static func maps() throws -> (takesNoBody: [(key: String, value: String)], refused: [(key: String, value: String)]) {
+        let text = try Repository.text("nginx/body-limits-http.conf.template")
+        func entries(_ variable: String) throws -> [(key: String, value: String)] {
+            // The block ends at the `}` that starts a line (the regexes hold braces of their own).
+            let block = try XCTUnwrap(Repository.matches(#"map "[^"]*" \$"# + variable + #" \{(.*?)\n\}"#, in: text,
+                                                         options: [.dotMatchesLineSeparators])
+                .first?[1], "map \(variable) is gone")
+            return Repository.matches(#"^\s*("[^"]*"|\S+)\s+(\S+);"#, in: block, options: [.anchorsMatchLines])
+                .map { (key: $0[1]!.trimmingCharacters(in: CharacterSet(charactersIn: "\"")), value: $0[2]!) }
+        }
+        return (try entries("todosync_takes_no_body"), try entries("todosync_body_refused"))
+    }
+
+    /// nginx's map as nginx evaluates it: exact keys first, then regexes in order, then default.
+    private static func evaluate(_ entries: [(key: String, value: String)], _ input: String) -> String {
+        if let exact = entries.first(where: { !$0.key.hasPrefix("~") && $0.key != "default" && $0.key == input }) {
+            return exact.value
+        }
+        for entry in entries where entry.key.hasPrefix("~") {
+            let regex = try! NSRegularExpression(pattern: String(entry.key.dropFirst()))
+            if regex.firstMatch(in: input, range: NSRange(location: 0, length: (input as NSString).length)) != nil {
+                return entry.value
+            }
+        }
+        return entries.first(where: { $0.key == "default" })?.value ?? ""
+    }
+
+    func testNginxKnowsWhichRoutesTakeNoBody() throws {
+        let map = try Self.maps().takesNoBody
+        for route in RouteTableTests.productionRouter().table {
+            let path = route.pattern.split(separator: "/", omittingEmptySubsequences: false)
+                .map { $0.hasPrefix(":") ? "7" : String($0) }.joined(separator: "/")
+            let methods = route.method == "GET" ? ["GET", "HEAD"] : [route.method]
+            for method in methods {
+                XCTAssertEqual(Self.evaluate(map, "\(method) \(path)"), route.takesBody ? "0" : "1",
+                               "\(method) \(route.pattern): nginx's map vs the Router's takesBody")
+            }
+        }
+    }
+
+    func testNginxRefusesFromTheRouterLimit() throws {
+        let map = try Self.maps().refused
+        let limit = Router.noBodyLimit
+        for length in [0, 1, limit - 1, limit] {
+            XCTAssertEqual(Self.evaluate(map, "1:\(length):"), "0", "a body of \(length) bytes is allowed")
+        }
+        for length in [limit + 1, limit + 2, limit + 9, limit + 10, limit + 76, limit + 99, 2 * limit, 9_999, 10_000,
+                       209_715_200, Int(Int32.max)] {
+            XCTAssertEqual(Self.evaluate(map, "1:\(length):"), "1", "a body of \(length) bytes is refused")
+            XCTAssertEqual(Self.evaluate(map, "0:\(length):"), "0", "a route that takes a body: \(length) is nginx's 1m limit's")
+        }
+        XCTAssertEqual(Self.evaluate(map, "1::chunked"), "1", "a body of undeclared length")
+        XCTAssertEqual(Self.evaluate(map, "1::"), "0", "no body")
+        // Every length from 0 to 3 x the limit, against the Router's own rule.
+        for length in 0...(3 * limit) {
+            XCTAssertEqual(Self.evaluate(map, "1:\(length):") == "1", length > limit, "\(length)")
         }
     }
 }

@@ -15,7 +15,7 @@ final class RouterTests: XCTestCase {
     }
 
     func testParametersAndHead() {
-        guard case .found(_, let parameters, _, _) = router().match(method: "HEAD", path: "/api/v1/todos/42") else {
+        guard case .found(_, let parameters, _, _, _) = router().match(method: "HEAD", path: "/api/v1/todos/42") else {
             return XCTFail("HEAD should be answered by the GET route")
         }
         XCTAssertEqual(parameters, ["42"])

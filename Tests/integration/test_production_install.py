@@ -495,3 +495,103 @@ def test_install_replaces_the_unedited_files_of_an_install_before_checksums(conf
     assert "todosync_addr" in (root / "etc/nginx/sites-available/todosync").read_text()
     for unit in ("todosync@.service", "todosync@.socket"):
         assert (root / "etc/systemd/system" / unit).read_text() == (REPO_ROOT / "scripts/systemd" / unit).read_text()
+
+
+# --------------------------------------------------------------------- the per-address connection cap
+
+def test_site_caps_connections_per_address(conf, tmp_path):
+    """Issue 34, item 2, on the production layout: install.sh writes the stream server into
+    modules-enabled (main level) and the site listens behind it; an address's connections beyond
+    --address-connections, idle keep-alive ones included, get 429 with Retry-After."""
+    if os.geteuid() != 0 or not shutil.which("nginx"):
+        pytest.skip("needs root and nginx")
+    if not Path("/usr/lib/nginx/modules/ngx_stream_module.so").exists():
+        pytest.skip("libnginx-mod-stream is not installed")
+    state = Path(os.environ.get("TODOSYNC_TEST_STATE_DIR", ""))
+    cert, key = state / "tls/cert.pem", state / "tls/key.pem"
+    sockets = sorted(Path(conf.get("TODOSYNC_SOCKET_DIR", state / "sock")).glob("fcgi-*.sock"))
+    if not (cert.exists() and key.exists() and sockets):
+        pytest.skip("the test stack's certificate or responder sockets are not where expected")
+    root = tmp_path / "root"
+    install(root, "--server-name", "localhost", "--tls-cert", str(cert), "--tls-key", str(key),
+            "--instances", str(len(sockets)), "--address-connections", "3", binary=conf["TODOSYNC_BIN"])
+    site = (root / "etc/nginx/sites-available/todosync").read_text()
+    cap = (root / "etc/nginx/modules-enabled/70-todosync-address-cap.conf").read_text()
+    assert "listen 443 " not in site and "listen 80;" not in site, "the site must listen behind the stream server"
+    front = tmp_path / "front"
+    front.mkdir()
+    http = free_port()
+    https = free_port()
+    while https == http:
+        https = free_port()
+    cap = cap.replace("/run/todosync-front/", f"{front}/")
+    cap = re.sub(r"listen 80 backlog=4096;\n\s*listen \[::\]:80 backlog=4096;", f"listen 127.0.0.1:{http};", cap)
+    cap = re.sub(r"listen 443 backlog=4096;\n\s*listen \[::\]:443 backlog=4096;", f"listen 127.0.0.1:{https};", cap)
+    assert f":{http};" in cap and f":{https};" in cap, "the stream server's listen lines changed: update this test"
+    site = site.replace("/run/todosync-front/", f"{front}/")
+    site = site.replace("include /etc/nginx/todosync.d/", f"include {root}/etc/nginx/todosync.d/")
+    for i, sock in enumerate(sockets, start=1):
+        site = site.replace(f"unix:/run/todosync/responder-{i}.sock", f"unix:{sock}")
+    site = site.replace("/var/log/todosync/", f"{tmp_path}/logs/")
+    site = site.replace("unix:/run/todosync-live/pub.sock;", f"unix:{tmp_path}/live-pub.sock;")
+    for d in ("tmp", "logs"):
+        (tmp_path / d).mkdir()
+    (tmp_path / "cap.conf").write_text(cap)
+    (tmp_path / "site.conf").write_text(site)
+    (tmp_path / "nginx.conf").write_text(f"""
+include /etc/nginx/modules-enabled/*.conf;
+include {tmp_path}/cap.conf;
+user root;
+worker_processes 1;
+pid {tmp_path}/nginx.pid;
+error_log {tmp_path}/logs/error.log warn;
+events {{ worker_connections 1024; }}
+http {{
+    include /etc/nginx/mime.types;
+    default_type application/octet-stream;
+    client_body_temp_path {tmp_path}/tmp/body;
+    fastcgi_temp_path {tmp_path}/tmp/fastcgi;
+    proxy_temp_path {tmp_path}/tmp/proxy;
+    uwsgi_temp_path {tmp_path}/tmp/uwsgi;
+    scgi_temp_path {tmp_path}/tmp/scgi;
+    include {tmp_path}/site.conf;
+}}
+""")
+    check = subprocess.run(["nginx", "-t", "-c", str(tmp_path / "nginx.conf")], capture_output=True, text=True)
+    assert check.returncode == 0, check.stderr
+    proc = subprocess.Popen(["nginx", "-c", str(tmp_path / "nginx.conf"), "-g", "daemon off;"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    held: list[socket.socket] = []
+    try:
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                if requests.get(f"https://127.0.0.1:{https}/healthz", verify=str(cert), timeout=2).status_code == 200:
+                    break
+            except requests.ConnectionError:
+                pass
+            assert proc.poll() is None, proc.stderr.read().decode()
+            assert time.monotonic() < deadline, "nginx did not come up"
+            time.sleep(0.1)
+        time.sleep(0.5)  # the probe's connection is gone
+        statuses = []
+        for _ in range(5):
+            s = socket.create_connection(("127.0.0.1", http), timeout=5)
+            held.append(s)
+            s.sendall(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n")
+            head = b""
+            while b"\r\n\r\n" not in head:
+                chunk = s.recv(4096)
+                if not chunk:
+                    break
+                head += chunk
+            statuses.append(head.split(b"\r\n")[0])
+            if head.startswith(b"HTTP/1.1 429"):
+                assert b"\r\nRetry-After: 1" in head, head
+        # Plain HTTP only redirects on the site: the first three are its 308s, held open.
+        assert [s.split(b" ")[1] for s in statuses] == [b"308", b"308", b"308", b"429", b"429"], statuses
+    finally:
+        for s in held:
+            s.close()
+        proc.terminate()
+        proc.wait(timeout=15)

@@ -52,6 +52,18 @@ public struct APIError: Error, Sendable, Equatable {
     public static let payloadTooLarge = APIError(
         status: 413, code: "payload_too_large", message: "The request body is larger than 1 MiB.")
 
+    /// A body over `Router.noBodyLimit` bytes on a route that takes none.
+    public static let bodyNotAllowed = APIError(
+        status: 413, code: "payload_too_large", message: "This route takes no request body; the body is larger than 1 KiB.")
+
+    /// A snapshot `Range` that is not one satisfiable byte range of the file (RFC 9110's 416;
+    /// the contract's error table has no row for it: docs/API.md).
+    public static func rangeNotSatisfiable(size: Int64, headers: [HTTPHeader] = []) -> APIError {
+        APIError(status: 416, code: "range_not_satisfiable",
+                 message: "The Range header names no satisfiable byte range of this file.",
+                 headers: [HTTPHeader("Content-Range", "bytes */\(size)")] + headers)
+    }
+
     public static let unsupportedMediaType = APIError(
         status: 415, code: "unsupported_media_type", message: "The request body must be application/json.")
 

@@ -82,14 +82,13 @@ extension Application {
             let companion = gzip ? try context.store.snapshotGzip(entry) : nil
             let path = companion?.relativePath ?? entry.relativePath
             let sent = companion?.etag ?? entry.etag
-            // A range outside the bytes is answered here (416): nginx's own 416 is an HTML page
-            // that would keep the headers given for the file (Content-Encoding: gzip among them).
+            // A range nginx would refuse (one that starts past the end, or one it cannot parse) is
+            // answered here, as the contract's JSON error: nginx's own 416 is an HTML page that
+            // would keep the headers given for the file (Content-Encoding: gzip among them).
             if let range = context.request.header("range"),
                context.request.header("if-range").map({ $0.trimmingWhitespace() == sent }) ?? true,
-               let size = context.store.snapshotFileSize(path), Self.rangeStartsPastTheEnd(range, size: size) {
-                return HTTPResponse(status: 416, headers: [
-                    HTTPHeader("Content-Range", "bytes */\(size)"), HTTPHeader("ETag", sent), vary,
-                ])
+               let size = context.store.snapshotFileSize(path), !Self.nginxServes(range: range, size: size) {
+                throw APIError.rangeNotSatisfiable(size: size, headers: [HTTPHeader("ETag", sent), vary])
             }
             var headers = [
                 HTTPHeader("X-Accel-Redirect", "\(Self.snapshotLocation)\(path)"),
@@ -111,6 +110,16 @@ extension Application {
             guard context.request.header("accept")?.lowercased().contains("text/event-stream") == true else {
                 throw APIError.badRequest("This route serves Server-Sent Events only: send `Accept: text/event-stream`.")
             }
+            // A Last-Event-ID nchan cannot parse got its bare text/plain 400: the contract's JSON
+            // 400 here instead, before the handover.
+            if let id = context.request.header("last-event-id"), !Self.isLiveEventID(id) {
+                throw APIError.badRequest("Last-Event-ID is not the id of an event of this stream.")
+            }
+            // HEAD: the stream's headers, answered here. Handed to nchan, a HEAD was never
+            // answered (the client waited and nginx logged status 000).
+            if context.request.method == "HEAD" {
+                return HTTPResponse(status: 200, headers: [HTTPHeader("Content-Type", "text/event-stream; charset=utf-8")])
+            }
             return HTTPResponse(status: 200, headers: [
                 HTTPHeader("X-Accel-Redirect", "\(LivePublisher.subscribePathPrefix)\(userID)"),
             ])
@@ -122,18 +131,53 @@ extension Application {
     /// nginx's internal location of the snapshot cache directory (nginx/live-locations.conf.template).
     static let snapshotLocation = "/__snapshot/"
 
-    /// Whether `Range` is one byte range that no byte of `size` satisfies: `bytes=<first>-[<last>]`
-    /// with `first` past the end, or the empty suffix `bytes=-0` (RFC 9110 14.1.2); what nginx
-    /// answers 416 (it ignores malformed or multiple ranges, max_ranges 1, and sends the whole body).
-    static func rangeStartsPastTheEnd(_ range: String, size: Int64) -> Bool {
+    /// Whether nginx serves the file for this `Range` (206, or 200 when it ignores the header)
+    /// rather than answering 416 itself. nginx (1.22, `max_ranges 1`) ignores a header that is not
+    /// `bytes=` or that lists several ranges, and refuses with 416 every other one it cannot parse
+    /// (`bytes=abc`, `bytes=5-3`, `bytes=-`, a number past 2^63) or that starts past the end (and
+    /// the empty suffix `bytes=-0`). What it refuses is answered by the responder instead.
+    static func nginxServes(range: String, size: Int64) -> Bool {
         let value = range.trimmingWhitespace()
-        guard value.lowercased().hasPrefix("bytes="), !value.contains(",") else { return false }
-        let spec = value.dropFirst(6).split(separator: "-", maxSplits: 1, omittingEmptySubsequences: false)
-            .map { $0.trimmingWhitespace() }
-        guard spec.count == 2 else { return false }
-        if spec[0].isEmpty { return !spec[1].isEmpty && spec[1].allSatisfy { $0 == "0" } }
-        guard let first = Int64(spec[0]), spec[1].isEmpty || Int64(spec[1]).map({ $0 >= first }) == true else { return false }
-        return first >= size
+        guard value.lowercased().hasPrefix("bytes=") else { return true }
+        let set = value.dropFirst(6)
+        // Several ranges: nginx sends the whole file (max_ranges 1) when each parses and one fits.
+        let specs = set.split(separator: ",", omittingEmptySubsequences: false).map { $0.trimmingWhitespace() }
+        let satisfiable = specs.map { Self.satisfiable($0, size: size) }
+        return !satisfiable.contains(nil) && satisfiable.contains(true)
+    }
+
+    /// One `first-[last]` or `-suffix` spec: nil when nginx cannot parse it, else whether a byte
+    /// of `size` satisfies it.
+    private static func satisfiable(_ spec: String, size: Int64) -> Bool? {
+        let parts = spec.split(separator: "-", maxSplits: 1, omittingEmptySubsequences: false)
+        guard parts.count == 2 else { return nil }
+        let first = parts[0].trimmingWhitespace(), last = parts[1].trimmingWhitespace()
+        func number(_ text: String) -> Int64? {
+            guard !text.isEmpty, text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return nil }
+            return Int64(text)
+        }
+        if first.isEmpty {
+            guard let suffix = number(last) else { return nil }
+            return suffix > 0 && size > 0
+        }
+        guard let start = number(first) else { return nil }
+        if last.isEmpty { return start < size }
+        guard let end = number(last), end >= start else { return nil }
+        return start < size
+    }
+
+    /// Whether `id` has the form of the SSE ids nchan writes on a stream of one channel:
+    /// `<time>:<tag>`, the tag possibly bracketed (`1796655753:0`, `1796655753:[0]`). nchan answers
+    /// other forms it cannot parse with a text/plain 400. (Multiplexing more channels on a stream
+    /// changes nchan's ids to `<time>:<tag>,<tag>...`: widen this then.)
+    static func isLiveEventID(_ id: String) -> Bool {
+        let parts = id.trimmingWhitespace().split(separator: ":", omittingEmptySubsequences: false)
+        guard parts.count == 2, (1...12).contains(parts[0].count), parts[0].utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 })
+        else { return false }
+        var tag = Substring(parts[1])
+        if tag.hasPrefix("[") && tag.hasSuffix("]") && tag.count >= 2 { tag = tag.dropFirst().dropLast() }
+        if tag.hasPrefix("-") { tag = tag.dropFirst() }
+        return (1...5).contains(tag.count) && tag.utf8.allSatisfy { $0 >= 0x30 && $0 <= 0x39 }
     }
 
     /// `If-None-Match` (RFC 9110 13.1.2, weak comparison): `*` or a list that holds `etag`.
