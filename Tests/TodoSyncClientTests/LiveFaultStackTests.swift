@@ -85,7 +85,11 @@ final class LiveFaultStackTests: StackTestCase {
             } else {
                 try Stack.restartNginx()
             }
-            await waitFor("every stream ended by the \(fault)", timeout: 10) {
+            // A reload ends an old worker's streams when it exits: behind the per-address
+            // connection cap (nginx's stream module) that is at worker_shutdown_timeout (10 s),
+            // since the stream server's sessions hold timers nginx waits for (docs/OPERATIONS.md,
+            // "Slow and greedy clients").
+            await waitFor("every stream ended by the \(fault)", timeout: 16) {
                 zip(devices, closed).allSatisfy { $0.log.disconnections > $1 }
             }
             await waitHealthy()

@@ -102,38 +102,17 @@ def test_a_well_formed_last_event_id_still_resumes(streams):  # noqa: F811
     ids = [line[3:].strip() for line in seen.decode().split("\n") if line.startswith("id:")]
     assert ids, seen
     api.create_tag(name="three")
-    with requests.get(tsapi.API_URL + "/sync/live", stream=True, timeout=5, headers={
-            "Authorization": f"Bearer {api.token}", "Accept": "text/event-stream", "Last-Event-ID": ids[-1]}) as r:
-        assert r.status_code == 200
+    # Read from a socket: the stream has no length and no chunks, so a client library reads to its end.
+    with socket.create_connection((host, int(port)), timeout=5) as s:
+        s.sendall(f"GET /api/v1/sync/live HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\n"
+                  f"Authorization: Bearer {api.token}\r\nLast-Event-ID: {ids[-1]}\r\n\r\n".encode())
+        s.settimeout(0.5)
         data = b""
         deadline = time.monotonic() + 3
-        for chunk in r.iter_content(chunk_size=None):
-            data += chunk
-            if b"data:" in data or time.monotonic() > deadline:
-                break
-        assert b"data:" in data, data
-
-
-@pytest.mark.parametrize("gzip", [False, True])
-@pytest.mark.parametrize("value", ["bytes=abc", "bytes=5-3", "bytes=-", "bytes=99999999999999999999-",
-                                   "bytes=999999-", "bytes=-0"])
-def test_a_snapshot_range_nginx_cannot_serve_is_a_json_416_never_labelled_gzip(value, gzip):
-    api = tsapi.new_user()
-    for i in range(5):
-        api.create_todo(title=f"todo {i}")
-    headers = {"Range": value, "Accept-Encoding": "gzip" if gzip else "identity"}
-    r = api.request("GET", "/sync/snapshot", headers=headers)
-    assert r.status_code == 416, (r.status_code, r.headers)
-    assert "Content-Encoding" not in r.headers, r.headers
-    assert r.headers["Content-Type"].startswith("application/json"), r.headers
-    assert r.json()["error"]["code"] == "range_not_satisfiable"
-    assert r.headers["Content-Range"].startswith("bytes */")
-    if gzip:
-        return  # requests would decode the gzip bytes of a part; identity checks the ranges
-    # A good range still resumes, and several ranges are ignored (the whole file).
-    whole = api.request("GET", "/sync/snapshot", headers={"Accept-Encoding": headers["Accept-Encoding"]})
-    assert whole.status_code == 200
-    part = api.request("GET", "/sync/snapshot", headers={**headers, "Range": "bytes=10-"})
-    assert part.status_code == 206 and part.content == whole.content[10:]
-    several = api.request("GET", "/sync/snapshot", headers={**headers, "Range": "bytes=0-1,5-6"})
-    assert several.status_code == 200 and several.content == whole.content
+        while b"\ndata:" not in data and time.monotonic() < deadline:
+            try:
+                data += s.recv(4096)
+            except socket.timeout:
+                pass
+    assert data.startswith(b"HTTP/1.1 200"), data[:200]
+    assert b"\ndata:" in data, data

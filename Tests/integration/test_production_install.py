@@ -137,42 +137,43 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def site_nginx(conf, tmp_path_factory):
-    """A real nginx running the rendered site in front of the test stack's responders."""
-    if os.geteuid() != 0 or not shutil.which("nginx"):
-        pytest.skip("needs root and nginx")
-    state = Path(os.environ.get("TODOSYNC_TEST_STATE_DIR", ""))
-    cert, key = state / "tls/cert.pem", state / "tls/key.pem"
-    sockets = sorted(Path(conf.get("TODOSYNC_SOCKET_DIR", state / "sock")).glob("fcgi-*.sock"))
-    if not (cert.exists() and key.exists() and sockets):
-        pytest.skip("the test stack's certificate or responder sockets are not where expected")
-    root = tmp_path_factory.mktemp("site")
-    install(root, "--server-name", "localhost", "--tls-cert", str(cert), "--tls-key", str(key),
-            "--instances", str(len(sockets)), "--real-ip-from", "10.99.0.0/16", binary=conf["TODOSYNC_BIN"])
-    site = (root / "etc/nginx/sites-available/todosync").read_text()
-    site = site.replace("include /etc/nginx/todosync.d/", f"include {root}/etc/nginx/todosync.d/")  # real-ip.conf
+def free_ports(count: int) -> list[int]:
+    ports: list[int] = []
+    while len(ports) < count:
+        port = free_port()
+        if port not in ports:
+            ports.append(port)
+    return ports
+
+
+def localized(text: str, root: Path, sockets: list[Path]) -> str:
+    """An installed nginx file with the host's paths moved under `root` and the test stack's
+    responder sockets as its upstream."""
+    text = text.replace("include /etc/nginx/todosync.d/", f"include {root}/etc/nginx/todosync.d/")  # real-ip.conf
     for i, sock in enumerate(sockets, start=1):
-        site = site.replace(f"unix:/run/todosync/responder-{i}.sock", f"unix:{sock}")
-    site = site.replace("/var/log/todosync/", f"{root}/logs/")  # the site's JSON access log
-    assert "unix:/run/todosync-live/pub.sock;" in site, "live sync's publisher socket moved: update this test"
-    site = site.replace("unix:/run/todosync-live/pub.sock;", f"unix:{root}/live-pub.sock;")
-    http, https = free_port(), free_port()
-    site = re.sub(r"listen 80;\n\s*listen \[::\]:80;", f"listen 127.0.0.1:{http};", site)
-    site = re.sub(r"listen 443 ssl http2;\n\s*listen \[::\]:443 ssl http2;", f"listen 127.0.0.1:{https} ssl http2;", site)
-    assert f":{http};" in site and f":{https} ssl" in site, "the site's listen lines changed: update this test"
+        text = text.replace(f"unix:/run/todosync/responder-{i}.sock", f"unix:{sock}")
+    text = text.replace("/var/log/todosync/", f"{root}/logs/")  # the site's JSON access log
+    text = text.replace("/run/todosync-front/", f"{root}/front/")  # the connection cap's sockets
+    if "pub.sock" in text:
+        assert "unix:/run/todosync-live/pub.sock;" in text, "live sync's publisher socket moved: update this test"
+        text = text.replace("unix:/run/todosync-live/pub.sock;", f"unix:{root}/live-pub.sock;")
+    return text
+
+
+def start_site_nginx(root: Path, site: str, cert: Path, probe: str, main_level: str = "") -> subprocess.Popen:
+    """nginx.conf like Debian's (the enabled modules first, mime.types at http level, the site
+    included after it), with `main_level` text at the main level; started and waited for."""
     (root / "site.conf").write_text(site)
-    for d in ("tmp", "logs"):
-        (root / d).mkdir()
-    # Like Debian's /etc/nginx/nginx.conf: the enabled modules (nchan, for live sync) first,
-    # mime.types at http level, sites included after it.
+    for d in ("tmp", "logs", "front"):
+        (root / d).mkdir(exist_ok=True)
     (root / "nginx.conf").write_text(f"""
 include /etc/nginx/modules-enabled/*.conf;
+{main_level}
 user root;
 worker_processes 1;
 pid {root}/nginx.pid;
 error_log {root}/logs/error.log warn;
-events {{ worker_connections 256; }}
+events {{ worker_connections 1024; }}
 http {{
     include /etc/nginx/mime.types;
     default_type application/octet-stream;
@@ -189,16 +190,37 @@ http {{
     assert check.returncode == 0, check.stderr
     proc = subprocess.Popen(["nginx", "-c", str(root / "nginx.conf"), "-g", "daemon off;"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    base = f"https://127.0.0.1:{https}"
     deadline = time.monotonic() + 10
     while True:
         try:
-            requests.get(base + "/healthz", verify=str(cert), timeout=2)
-            break
+            requests.get(probe, verify=str(cert), timeout=2)
+            return proc
         except requests.ConnectionError:
             assert proc.poll() is None, proc.stderr.read().decode()
             assert time.monotonic() < deadline, "nginx did not come up"
             time.sleep(0.1)
+
+
+@pytest.fixture(scope="module")
+def site_nginx(conf, tmp_path_factory):
+    """A real nginx running the rendered site in front of the test stack's responders."""
+    if os.geteuid() != 0 or not shutil.which("nginx"):
+        pytest.skip("needs root and nginx")
+    state = Path(os.environ.get("TODOSYNC_TEST_STATE_DIR", ""))
+    cert, key = state / "tls/cert.pem", state / "tls/key.pem"
+    sockets = sorted(Path(conf.get("TODOSYNC_SOCKET_DIR", state / "sock")).glob("fcgi-*.sock"))
+    if not (cert.exists() and key.exists() and sockets):
+        pytest.skip("the test stack's certificate or responder sockets are not where expected")
+    root = tmp_path_factory.mktemp("site")
+    install(root, "--server-name", "localhost", "--tls-cert", str(cert), "--tls-key", str(key),
+            "--instances", str(len(sockets)), "--real-ip-from", "10.99.0.0/16", binary=conf["TODOSYNC_BIN"])
+    site = localized((root / "etc/nginx/sites-available/todosync").read_text(), root, sockets)
+    http, https = free_ports(2)
+    site = re.sub(r"listen 80;\n\s*listen \[::\]:80;", f"listen 127.0.0.1:{http};", site)
+    site = re.sub(r"listen 443 ssl http2;\n\s*listen \[::\]:443 ssl http2;", f"listen 127.0.0.1:{https} ssl http2;", site)
+    assert f":{http};" in site and f":{https} ssl" in site, "the site's listen lines changed: update this test"
+    base = f"https://127.0.0.1:{https}"
+    proc = start_site_nginx(root, site, cert, base + "/healthz")
     yield {"https": base, "http": f"http://127.0.0.1:{http}", "ca": str(cert), "logs": root / "logs"}
     proc.terminate()
     proc.wait(timeout=15)
@@ -518,61 +540,15 @@ def test_site_caps_connections_per_address(conf, tmp_path):
     site = (root / "etc/nginx/sites-available/todosync").read_text()
     cap = (root / "etc/nginx/modules-enabled/70-todosync-address-cap.conf").read_text()
     assert "listen 443 " not in site and "listen 80;" not in site, "the site must listen behind the stream server"
-    front = tmp_path / "front"
-    front.mkdir()
-    http = free_port()
-    https = free_port()
-    while https == http:
-        https = free_port()
-    cap = cap.replace("/run/todosync-front/", f"{front}/")
+    http, https = free_ports(2)
     cap = re.sub(r"listen 80 backlog=4096;\n\s*listen \[::\]:80 backlog=4096;", f"listen 127.0.0.1:{http};", cap)
     cap = re.sub(r"listen 443 backlog=4096;\n\s*listen \[::\]:443 backlog=4096;", f"listen 127.0.0.1:{https};", cap)
     assert f":{http};" in cap and f":{https};" in cap, "the stream server's listen lines changed: update this test"
-    site = site.replace("/run/todosync-front/", f"{front}/")
-    site = site.replace("include /etc/nginx/todosync.d/", f"include {root}/etc/nginx/todosync.d/")
-    for i, sock in enumerate(sockets, start=1):
-        site = site.replace(f"unix:/run/todosync/responder-{i}.sock", f"unix:{sock}")
-    site = site.replace("/var/log/todosync/", f"{tmp_path}/logs/")
-    site = site.replace("unix:/run/todosync-live/pub.sock;", f"unix:{tmp_path}/live-pub.sock;")
-    for d in ("tmp", "logs"):
-        (tmp_path / d).mkdir()
-    (tmp_path / "cap.conf").write_text(cap)
-    (tmp_path / "site.conf").write_text(site)
-    (tmp_path / "nginx.conf").write_text(f"""
-include /etc/nginx/modules-enabled/*.conf;
-include {tmp_path}/cap.conf;
-user root;
-worker_processes 1;
-pid {tmp_path}/nginx.pid;
-error_log {tmp_path}/logs/error.log warn;
-events {{ worker_connections 1024; }}
-http {{
-    include /etc/nginx/mime.types;
-    default_type application/octet-stream;
-    client_body_temp_path {tmp_path}/tmp/body;
-    fastcgi_temp_path {tmp_path}/tmp/fastcgi;
-    proxy_temp_path {tmp_path}/tmp/proxy;
-    uwsgi_temp_path {tmp_path}/tmp/uwsgi;
-    scgi_temp_path {tmp_path}/tmp/scgi;
-    include {tmp_path}/site.conf;
-}}
-""")
-    check = subprocess.run(["nginx", "-t", "-c", str(tmp_path / "nginx.conf")], capture_output=True, text=True)
-    assert check.returncode == 0, check.stderr
-    proc = subprocess.Popen(["nginx", "-c", str(tmp_path / "nginx.conf"), "-g", "daemon off;"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    (root / "cap.conf").write_text(localized(cap, root, sockets))
+    proc = start_site_nginx(root, localized(site, root, sockets), cert, f"https://127.0.0.1:{https}/healthz",
+                            main_level=f"include {root}/cap.conf;")
     held: list[socket.socket] = []
     try:
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                if requests.get(f"https://127.0.0.1:{https}/healthz", verify=str(cert), timeout=2).status_code == 200:
-                    break
-            except requests.ConnectionError:
-                pass
-            assert proc.poll() is None, proc.stderr.read().decode()
-            assert time.monotonic() < deadline, "nginx did not come up"
-            time.sleep(0.1)
         time.sleep(0.5)  # the probe's connection is gone
         statuses = []
         for _ in range(5):

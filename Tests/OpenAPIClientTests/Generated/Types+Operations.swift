@@ -291,7 +291,7 @@ internal enum Operations {
                     }
                 }
             }
-            /// The body is over 1 MiB (nginx may answer this itself).
+            /// The body is over 1 MiB, or over 1 KiB on a route that takes no body (every GET, HEAD and DELETE, and logout; a body of undeclared length there too), refused before it is read (nginx may answer this itself, in this JSON form). The 1 KiB refusal applies to every GET, HEAD and DELETE operation below, though they do not list it.
             ///
             /// - Remark: Generated from `#/paths//api/v1/auth/register/post(register)/responses/413`.
             ///
@@ -594,7 +594,7 @@ internal enum Operations {
                     }
                 }
             }
-            /// The body is over 1 MiB (nginx may answer this itself).
+            /// The body is over 1 MiB, or over 1 KiB on a route that takes no body (every GET, HEAD and DELETE, and logout; a body of undeclared length there too), refused before it is read (nginx may answer this itself, in this JSON form). The 1 KiB refusal applies to every GET, HEAD and DELETE operation below, though they do not list it.
             ///
             /// - Remark: Generated from `#/paths//api/v1/auth/login/post(login)/responses/413`.
             ///
@@ -1177,7 +1177,7 @@ internal enum Operations {
                     }
                 }
             }
-            /// The body is over 1 MiB (nginx may answer this itself).
+            /// The body is over 1 MiB, or over 1 KiB on a route that takes no body (every GET, HEAD and DELETE, and logout; a body of undeclared length there too), refused before it is read (nginx may answer this itself, in this JSON form). The 1 KiB refusal applies to every GET, HEAD and DELETE operation below, though they do not list it.
             ///
             /// - Remark: Generated from `#/paths//api/v1/account/password/post(changePassword)/responses/413`.
             ///
@@ -2121,7 +2121,7 @@ internal enum Operations {
                     }
                 }
             }
-            /// The body is over 1 MiB (nginx may answer this itself).
+            /// The body is over 1 MiB, or over 1 KiB on a route that takes no body (every GET, HEAD and DELETE, and logout; a body of undeclared length there too), refused before it is read (nginx may answer this itself, in this JSON form). The 1 KiB refusal applies to every GET, HEAD and DELETE operation below, though they do not list it.
             ///
             /// - Remark: Generated from `#/paths//api/v1/account/delete/post(deleteAccount)/responses/413`.
             ///
@@ -2774,7 +2774,7 @@ internal enum Operations {
                     }
                 }
             }
-            /// The body is over 1 MiB (nginx may answer this itself).
+            /// The body is over 1 MiB, or over 1 KiB on a route that takes no body (every GET, HEAD and DELETE, and logout; a body of undeclared length there too), refused before it is read (nginx may answer this itself, in this JSON form). The 1 KiB refusal applies to every GET, HEAD and DELETE operation below, though they do not list it.
             ///
             /// - Remark: Generated from `#/paths//api/v1/tags/post(createTag)/responses/413`.
             ///
@@ -3457,7 +3457,7 @@ internal enum Operations {
                     }
                 }
             }
-            /// The body is over 1 MiB (nginx may answer this itself).
+            /// The body is over 1 MiB, or over 1 KiB on a route that takes no body (every GET, HEAD and DELETE, and logout; a body of undeclared length there too), refused before it is read (nginx may answer this itself, in this JSON form). The 1 KiB refusal applies to every GET, HEAD and DELETE operation below, though they do not list it.
             ///
             /// - Remark: Generated from `#/paths//api/v1/tags/{id}/patch(updateTag)/responses/413`.
             ///
@@ -4465,7 +4465,7 @@ internal enum Operations {
                     }
                 }
             }
-            /// The body is over 1 MiB (nginx may answer this itself).
+            /// The body is over 1 MiB, or over 1 KiB on a route that takes no body (every GET, HEAD and DELETE, and logout; a body of undeclared length there too), refused before it is read (nginx may answer this itself, in this JSON form). The 1 KiB refusal applies to every GET, HEAD and DELETE operation below, though they do not list it.
             ///
             /// - Remark: Generated from `#/paths//api/v1/todos/post(createTodo)/responses/413`.
             ///
@@ -4848,7 +4848,7 @@ internal enum Operations {
                     }
                 }
             }
-            /// The body is over 1 MiB (nginx may answer this itself).
+            /// The body is over 1 MiB, or over 1 KiB on a route that takes no body (every GET, HEAD and DELETE, and logout; a body of undeclared length there too), refused before it is read (nginx may answer this itself, in this JSON form). The 1 KiB refusal applies to every GET, HEAD and DELETE operation below, though they do not list it.
             ///
             /// - Remark: Generated from `#/paths//api/v1/todos/quick-add/post(quickAddTodos)/responses/413`.
             ///
@@ -5531,7 +5531,7 @@ internal enum Operations {
                     }
                 }
             }
-            /// The body is over 1 MiB (nginx may answer this itself).
+            /// The body is over 1 MiB, or over 1 KiB on a route that takes no body (every GET, HEAD and DELETE, and logout; a body of undeclared length there too), refused before it is read (nginx may answer this itself, in this JSON form). The 1 KiB refusal applies to every GET, HEAD and DELETE operation below, though they do not list it.
             ///
             /// - Remark: Generated from `#/paths//api/v1/todos/{id}/patch(updateTodo)/responses/413`.
             ///
@@ -7096,7 +7096,7 @@ internal enum Operations {
                     }
                 }
             }
-            /// The body is over 1 MiB (nginx may answer this itself).
+            /// The body is over 1 MiB, or over 1 KiB on a route that takes no body (every GET, HEAD and DELETE, and logout; a body of undeclared length there too), refused before it is read (nginx may answer this itself, in this JSON form). The 1 KiB refusal applies to every GET, HEAD and DELETE operation below, though they do not list it.
             ///
             /// - Remark: Generated from `#/paths//api/v1/sync/push/post(syncPush)/responses/413`.
             ///
@@ -7322,7 +7322,11 @@ internal enum Operations {
     /// version below the minimum 426, both before any stream starts. Open streams count against
     /// their own per-account limit only (10 per account and server front; more: 429), never
     /// against the limit on requests in flight. A request whose `Accept` does not name
-    /// `text/event-stream` is 400 `bad_request`.
+    /// `text/event-stream` is 400 `bad_request`, and so is a `Last-Event-ID` that is not of the
+    /// form of the event ids this stream sends (`<time>:<tag>`); a well-formed one gets the last
+    /// poke published while the client was away (kept a minute). HEAD answers the stream's
+    /// headers and opens no stream. A logout ends the account's open streams (the other
+    /// devices reconnect and are authorized anew).
     ///
     ///
     /// - Remark: HTTP `GET /api/v1/sync/live`.
@@ -7996,23 +8000,39 @@ internal enum Operations {
                 }
             }
             internal struct RangeNotSatisfiable: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/api/v1/sync/snapshot/GET/responses/416/content`.
+                internal enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/api/v1/sync/snapshot/GET/responses/416/content/application\/json`.
+                    case json(Components.Schemas._Error)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    internal var json: Components.Schemas._Error {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                internal var body: Operations.SyncSnapshot.Output.RangeNotSatisfiable.Body
                 /// Creates a new `RangeNotSatisfiable`.
-                internal init() {}
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                internal init(body: Operations.SyncSnapshot.Output.RangeNotSatisfiable.Body) {
+                    self.body = body
+                }
             }
-            /// A `Range` outside the bytes of the variant the request gets (the gzip bytes' with gzip): `Content-Range: bytes */<size>`, its `ETag`, no body.
+            /// A `Range` outside the bytes of the variant the request gets (the gzip bytes' with gzip), or one that is not a byte range nginx can parse (`bytes=abc`, `bytes=5-3`): `Content-Range: bytes */<size>`, its `ETag`, and the error body with code `range_not_satisfiable` (never labelled gzip). A `Range` that is not `bytes=`, or that names several ranges, is ignored (200).
             ///
             /// - Remark: Generated from `#/paths//api/v1/sync/snapshot/get(syncSnapshot)/responses/416`.
             ///
             /// HTTP response code: `416 rangeNotSatisfiable`.
             case rangeNotSatisfiable(Operations.SyncSnapshot.Output.RangeNotSatisfiable)
-            /// A `Range` outside the bytes of the variant the request gets (the gzip bytes' with gzip): `Content-Range: bytes */<size>`, its `ETag`, no body.
-            ///
-            /// - Remark: Generated from `#/paths//api/v1/sync/snapshot/get(syncSnapshot)/responses/416`.
-            ///
-            /// HTTP response code: `416 rangeNotSatisfiable`.
-            internal static var rangeNotSatisfiable: Self {
-                .rangeNotSatisfiable(.init())
-            }
             /// The associated value of the enum case if `self` is `.rangeNotSatisfiable`.
             ///
             /// - Throws: An error if `self` is not `.rangeNotSatisfiable`.

@@ -341,7 +341,11 @@ internal protocol APIProtocol: Sendable {
     /// version below the minimum 426, both before any stream starts. Open streams count against
     /// their own per-account limit only (10 per account and server front; more: 429), never
     /// against the limit on requests in flight. A request whose `Accept` does not name
-    /// `text/event-stream` is 400 `bad_request`.
+    /// `text/event-stream` is 400 `bad_request`, and so is a `Last-Event-ID` that is not of the
+    /// form of the event ids this stream sends (`<time>:<tag>`); a well-formed one gets the last
+    /// poke published while the client was away (kept a minute). HEAD answers the stream's
+    /// headers and opens no stream. A logout ends the account's open streams (the other
+    /// devices reconnect and are authorized anew).
     ///
     ///
     /// - Remark: HTTP `GET /api/v1/sync/live`.
@@ -881,7 +885,11 @@ extension APIProtocol {
     /// version below the minimum 426, both before any stream starts. Open streams count against
     /// their own per-account limit only (10 per account and server front; more: 429), never
     /// against the limit on requests in flight. A request whose `Accept` does not name
-    /// `text/event-stream` is 400 `bad_request`.
+    /// `text/event-stream` is 400 `bad_request`, and so is a `Last-Event-ID` that is not of the
+    /// form of the event ids this stream sends (`<time>:<tag>`); a well-formed one gets the last
+    /// poke published while the client was away (kept a minute). HEAD answers the stream's
+    /// headers and opens no stream. A logout ends the account's open streams (the other
+    /// devices reconnect and are authorized anew).
     ///
     ///
     /// - Remark: HTTP `GET /api/v1/sync/live`.
