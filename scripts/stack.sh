@@ -506,6 +506,7 @@ render_nginx_conf() {
     if [[ $TODOSYNC_BENCH_LOCATIONS == 1 ]]; then
         bench=$'        # benchmark baseline: nginx alone, no upstream (TODOSYNC_BENCH_LOCATIONS=1)\n'
         bench+=$'        location = /__bench/nginx {\n'
+        bench+=$'            client_max_body_size 1k;\n'
         bench+=$'            default_type text/plain;\n'
         bench+=$'            return 200 "ok\\n";\n'
         bench+=$'        }\n'
