@@ -74,12 +74,14 @@
 # Needs root (namespaces). Every process is started by this script and stopped by pid; `down`
 # kills what is left inside the namespaces it created, then deletes them.
 set -euo pipefail
-shopt -u patsub_replacement 2>/dev/null || true
 
 SELF=$(readlink -f "${BASH_SOURCE[0]}")
 REPO_ROOT=$(dirname "$(dirname "$SELF")")
 cd "$REPO_ROOT"
-export PATH="$PATH:/usr/local/sbin:/usr/sbin:/sbin"
+LOG_TAG=cluster
+# What this script shares with scripts/stack.sh (docs/DEVELOPMENT.md, "The scripts' library").
+for _lib in common mariadb nginx tls; do source "$REPO_ROOT/scripts/lib/$_lib.sh"; done
+unset _lib
 
 : "${TODOSYNC_CLUSTER_STATE_DIR:=.state/cluster}"
 : "${TODOSYNC_CLUSTER_DB_DIR:=}"
@@ -96,17 +98,10 @@ export PATH="$PATH:/usr/local/sbin:/usr/sbin:/sbin"
 : "${TODOSYNC_ENABLE_TEST_HOOKS:=0}"
 : "${TODOSYNC_AUTH_RATE:=100}"
 : "${TODOSYNC_AUTH_BURST:=200}"
-# The other limits' defaults: nginx/limits.env, as for the stack.
-while IFS='=' read -r _k _v; do
-    [[ -n ${!_k:-} ]] || printf -v "$_k" '%s' "$_v"
-done < <("$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/render-nginx.sh" --limits)
-unset _k _v
+load_limit_defaults # the other limits' defaults: nginx/limits.env, as for the stack
 : "${TODOSYNC_ACCOUNT_IN_FLIGHT:=}"
 : "${TODOSYNC_BIN:=}"
 : "${TODOSYNC_LOG_LEVEL:=info}"
-
-log() { printf '[cluster %s] %s\n' "$(date '+%H:%M:%S')" "$*" >&2; }
-die() { log "ERROR: $*"; exit 1; }
 
 STATE=$(realpath -m "$TODOSYNC_CLUSTER_STATE_DIR")
 case $STATE in / | "$REPO_ROOT" | "$REPO_ROOT/.state") die "refusing to use $STATE as state dir" ;; esac
@@ -177,13 +172,6 @@ all_ns() {
     echo "$BRIDGE_NS"
 }
 
-resolve_bin() {
-    if [[ -z $TODOSYNC_BIN ]]; then
-        TODOSYNC_BIN=$(swift build -c release --show-bin-path 2>/dev/null || echo "$REPO_ROOT/.build/release")/todosync
-    fi
-    [[ -x $TODOSYNC_BIN ]] || die "responder binary not found at $TODOSYNC_BIN (run: scripts/stack.sh build)"
-}
-
 need_root() { ((EUID == 0)) || die "needs root (network namespaces)"; }
 ((${#P} <= 8)) || die "TODOSYNC_CLUSTER_PREFIX must be at most 8 characters (interface names are limited to 15)"
 
@@ -193,25 +181,8 @@ cmd_deps() {
     # stack.sh deps installs nginx and its nchan module (libnginx-mod-nchan: live sync) too.
     "$REPO_ROOT/scripts/stack.sh" deps
     # redis-server: nchan's shared store with two fronts, run privately by this script (the
-    # policy-rc.d below keeps apt from starting the system's instance).
-    local want=(galera-4 rsync iproute2 libnginx-mod-stream lsof redis-server) missing=() pkg
-    for pkg in "${want[@]}"; do
-        dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || missing+=("$pkg")
-    done
-    if ((${#missing[@]})); then
-        log "deps: installing ${missing[*]}"
-        local policy=/usr/sbin/policy-rc.d created=0
-        if [[ ! -e $policy ]]; then printf '#!/bin/sh\nexit 101\n' >"$policy"; chmod 755 "$policy"; created=1; fi
-        local rc=0
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}" || {
-            DEBIAN_FRONTEND=noninteractive apt-get update -q &&
-                DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
-        } || rc=$?
-        ((created)) && rm -f "$policy"
-        ((rc == 0)) || die "apt-get failed"
-    else
-        log "deps: cluster packages present"
-    fi
+    # policy-rc.d of apt_install_missing keeps apt from starting the system's instance).
+    apt_install_missing "cluster packages present" galera-4 rsync iproute2 libnginx-mod-stream lsof redis-server
 }
 
 # --- network -------------------------------------------------------------------------------------
@@ -266,17 +237,13 @@ net_down() {
     done
 }
 
+tcp_listening() { ip netns exec "$1" bash -c "exec 3<>/dev/tcp/$2/$3" 2>/dev/null; } # NS IP PORT
+
 # Runs CMD in namespace NS, detached: new session, stdin /dev/null, output to LOG, no inherited fds.
 spawn_in() {
-    local ns=$1 logfile=$2 fd
+    local ns=$1 logfile=$2
     shift 2
-    (
-        for fd in /proc/"$BASHPID"/fd/*; do
-            fd=${fd##*/}
-            if [[ $fd =~ ^[0-9]+$ ]] && ((fd > 2)); then eval "exec $fd>&-" 2>/dev/null || true; fi
-        done
-        exec ip netns exec "$ns" setsid "$@" </dev/null >>"$logfile" 2>&1
-    ) &
+    (close_inherited_fds && exec ip netns exec "$ns" setsid "$@" </dev/null >>"$logfile" 2>&1) &
     disown "$!" 2>/dev/null || true
 }
 
@@ -323,10 +290,7 @@ socket = $(node_sock "$i")
 pid-file = $dir/mariadbd.pid
 bind-address = $(node_ip "$i")
 port = 3306
-character-set-server = utf8mb4
-collation-server = utf8mb4_unicode_ci
-skip-name-resolve
-max-connections = 500
+$(printf '%s\n' "${MARIADB_SERVER_OPTIONS[@]#--}")
 binlog_format = ROW
 default_storage_engine = InnoDB
 innodb_autoinc_lock_mode = 2
@@ -346,12 +310,7 @@ node_status_value() { # node_status_value N VARIABLE
     db_root "$1" -N -B -e "SHOW STATUS LIKE '$2'" 2>/dev/null | awk '{print $2}'
 }
 
-node_pid() {
-    local pid=""
-    [[ -f $(node_dir "$1")/mariadbd.pid ]] && read -r pid <"$(node_dir "$1")/mariadbd.pid" || true
-    [[ -n $pid && -d /proc/$pid ]] && printf '%s\n' "$pid"
-    return 0
-}
+node_pid() { pidfile_process "$(node_dir "$1")/mariadbd.pid" "--defaults-file=$(node_dir "$1")/my.cnf"; }
 
 node_synced() {
     local i=$1
@@ -363,15 +322,8 @@ node_synced() {
 }
 
 cmd_node_wait() {
-    local i=$1 limit=${2:-120} deadline
-    deadline=$((SECONDS + limit))
-    until node_synced "$i"; do
-        if ((SECONDS >= deadline)); then
-            tail -n 30 "$LOG_DIR/db$i.log" >&2 || true
-            die "node $i not synced after ${limit}s"
-        fi
-        sleep 0.2
-    done
+    local i=$1 limit=${2:-120}
+    wait_for "$limit" "node $i not synced after ${limit}s" "$LOG_DIR/db$i.log" node_synced "$i"
 }
 
 # node_start N [bootstrap]: starts mariadbd in node N's namespace.
@@ -418,9 +370,8 @@ nodes_up() {
     log "db1: initialising data dir"
     mkdir -p "$dir/data"
     chown mysql:mysql "$dir/data"
-    mariadb-install-db --no-defaults --datadir="$dir/data" --user=mysql \
-        --auth-root-authentication-method=normal --skip-test-db --skip-name-resolve \
-        >"$LOG_DIR/db1-install.log" 2>&1 || { tail -n 20 "$LOG_DIR/db1-install.log" >&2; die "mariadb-install-db failed"; }
+    mariadb_install_db "$LOG_DIR/db1-install.log" mariadb-install-db --no-defaults --datadir="$dir/data" --user=mysql \
+        --auth-root-authentication-method=normal
     node_start 1 bootstrap
     cmd_node_wait 1 60
     for ((i = 2; i <= NODES; i++)); do
@@ -461,18 +412,12 @@ app_db_hosts() {
     printf '%s' "$list"
 }
 
-app_pid() {
-    local pid=""
-    [[ -f $PID_DIR/app$1.pid ]] && read -r pid <"$PID_DIR/app$1.pid" || true
-    [[ -n $pid && -r /proc/$pid/cmdline ]] && tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q "serve --listen $(app_ip "$1"):9000" &&
-        printf '%s\n' "$pid"
-    return 0
-}
+app_pid() { pidfile_process "$PID_DIR/app$1.pid" "serve --listen $(app_ip "$1"):9000"; }
 
 cmd_app_start() {
     local n=$1 ns args
     ns=$(app_ns "$n")
-    resolve_bin
+    require_bin
     [[ -n $(app_pid "$n") ]] && { log "app$n: already running"; return 0; }
     args=(serve --listen "$(app_ip "$n"):9000" --allow "$(front_ips)" --workers "$TODOSYNC_CLUSTER_WORKERS")
     [[ $TODOSYNC_ENABLE_TEST_HOOKS == 1 ]] && args+=(--enable-test-hooks)
@@ -494,10 +439,7 @@ cmd_app_start() {
         done
         sleep 0.1
     done
-    until ip netns exec "$ns" bash -c "exec 3<>/dev/tcp/$(app_ip "$n")/9000" 2>/dev/null; do
-        ((SECONDS < deadline)) || { tail -n 20 "$LOG_DIR/app$n.log" >&2; die "app$n is not listening"; }
-        sleep 0.1
-    done
+    wait_for $((deadline - SECONDS)) "app$n is not listening" "$LOG_DIR/app$n.log" tcp_listening "$ns" "$(app_ip "$n")" 9000
 }
 
 cmd_app_kill() {
@@ -514,15 +456,6 @@ cmd_node_kill() {
 cmd_node_start() { node_start "$1"; }
 
 # --- nginx ---------------------------------------------------------------------------------------
-
-ensure_cert() {
-    mkdir -p "$TLS_DIR"
-    [[ -s $TLS_DIR/cert.pem ]] && return 0
-    (umask 077 && openssl req -x509 -newkey rsa:2048 -nodes -sha256 -days 3650 -keyout "$TLS_DIR/key.pem" \
-        -out "$TLS_DIR/cert.pem" -subj /CN=localhost -addext "subjectAltName=DNS:localhost,IP:127.0.0.1,IP:127.0.0.2" \
-        >"$LOG_DIR/openssl.log" 2>&1) || die "openssl failed"
-    chmod 644 "$TLS_DIR/cert.pem"
-}
 
 # Front F's nginx: the stack's own template, listening on unix sockets behind the host-side
 # stream proxy (PROXY protocol carries the client address), upstream = the responder hosts on TCP.
@@ -546,46 +479,30 @@ render_front_conf() {
         upstream+="        server $(app_ip "$n"):9000 max_fails=1 fail_timeout=2s;"$'\n'
     done
     upstream="$balance${upstream%$'\n'}"
-    local text budget listen
+    local listen
     # The front is reached through the host-side stream proxy on loopback: no HTTPS redirect, and
     # the client address comes from the PROXY protocol header of that proxy, on the front's unix
     # sockets (the ports stay in the text for redirects: they are what clients see on the edge).
     # The per-address connection cap is not rendered here: the edge would be its place.
     listen="        listen unix:$SOCK_DIR/$name-http.sock proxy_protocol backlog=4096;"$'\n'
     listen+="        listen unix:$SOCK_DIR/$name-https.sock ssl http2 proxy_protocol backlog=4096;"
-    budget=$("$REPO_ROOT/scripts/nginx-fd-budget.sh") || die "nginx's file-descriptor budget is too small"
-    text=$("$REPO_ROOT/scripts/render-nginx.sh" "$REPO_ROOT/nginx/todosync.conf.template" \
+    # The placeholders both scripts fill alike: scripts/lib/nginx.sh.
+    render_nginx_conf_file "$REPO_ROOT/nginx/todosync.conf.template" "$dir/nginx.conf" \
         NGINX_USER_DIRECTIVE="user root;" \
         NGINX_WORKERS=2 \
         NGINX_DIR="$dir" \
         LOG_DIR="$logs" \
         SERVER_LISTEN="$listen" \
-        ADDRESS_CAP_STREAM="" \
-        ADDRESS_CAP_HTTP="" \
-        NGINX_NOFILE="${budget% *}" \
-        NGINX_WORKER_CONNECTIONS="${budget#* }" \
-        TLS_CERT="$TLS_DIR/cert.pem" \
-        TLS_KEY="$TLS_DIR/key.pem" \
         FASTCGI_PARAMS=/etc/nginx/fastcgi_params \
         UPSTREAM_SERVERS="$upstream" \
-        AUTH_RATE="$TODOSYNC_AUTH_RATE" \
-        AUTH_BURST="$TODOSYNC_AUTH_BURST" \
-        BENCH_LOCATIONS="" \
         HTTP_REDIRECT=0 \
         HTTPS_REDIRECT_PORT="$TODOSYNC_CLUSTER_HTTPS_PORT" \
-        ACCOUNT_CONCURRENCY="$TODOSYNC_ACCOUNT_CONCURRENCY" \
-        ADDRESS_CONCURRENCY="$TODOSYNC_ADDRESS_CONCURRENCY" \
         REAL_IP="$("$REPO_ROOT/scripts/nginx-real-ip.sh" unix: proxy_protocol)" \
         NCHAN_MODULE=/usr/lib/nginx/modules/ngx_nchan_module.so \
-        LIVE_STREAMS="$TODOSYNC_LIVE_STREAMS" \
-        LIVE_HTTP="@$REPO_ROOT/nginx/live-http.conf.template" \
-        LIVE_LOCATIONS="@$REPO_ROOT/nginx/live-locations.conf.template" \
-        BODY_LIMITS_HTTP="@$REPO_ROOT/nginx/body-limits-http.conf.template" \
         SNAPSHOT_DIR="$SNAPSHOT_DIR" \
         LIVE_PUBLISHER_SOCKET="$(front_publisher "$f")" \
         LIVE_REDIS_HTTP="$redis_http" \
-        LIVE_REDIS_PASS="$redis_pass") || die "could not render the front's nginx.conf"
-    printf '%s\n' "$text" >"$dir/nginx.conf"
+        LIVE_REDIS_PASS="$redis_pass"
 }
 
 render_edge_conf() {
@@ -640,11 +557,7 @@ EOF
     fi
     log "redis: redis-server in $REDIS_NS ($REDIS_IP:$REDIS_PORT), nchan's store for $FRONTS fronts"
     spawn_in "$REDIS_NS" "$LOG_DIR/redis.log" "${as[@]}" redis-server "$REDIS_DIR/redis.conf"
-    local deadline=$((SECONDS + 20))
-    until ip netns exec "$REDIS_NS" bash -c "exec 3<>/dev/tcp/$REDIS_IP/$REDIS_PORT" 2>/dev/null; do
-        ((SECONDS < deadline)) || { tail -n 20 "$LOG_DIR/redis.log" >&2; die "redis-server is not listening"; }
-        sleep 0.1
-    done
+    wait_for 20 "redis-server is not listening" "$LOG_DIR/redis.log" tcp_listening "$REDIS_NS" "$REDIS_IP" "$REDIS_PORT"
 }
 
 front_start() { # front_start F: front F's nginx in its namespace
@@ -660,7 +573,7 @@ front_start() { # front_start F: front F's nginx in its namespace
 }
 
 nginx_up() {
-    ensure_cert
+    ensure_cert DNS:localhost,IP:127.0.0.1,IP:127.0.0.2
     local f
     for ((f = 1; f <= FRONTS; f++)); do front_start "$f"; done
     render_edge_conf
@@ -676,12 +589,7 @@ nginx_up() {
     die "edge nginx failed to start (log: $LOG_DIR/edge-error.log)"
 }
 
-edge_pid() {
-    local pid=""
-    [[ -f $STATE/edge.pid ]] && read -r pid <"$STATE/edge.pid" || true
-    [[ -n $pid && -r /proc/$pid/cmdline ]] && tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q "$STATE/edge.conf" && printf '%s\n' "$pid"
-    return 0
-}
+edge_pid() { pidfile_process "$STATE/edge.pid" "$STATE/edge.conf"; }
 
 edge_down() {
     local pid
@@ -694,22 +602,13 @@ edge_down() {
     rm -f "$STATE/edge.pid"
 }
 
-wait_healthy() {
-    local deadline=$((SECONDS + 60)) code=""
-    while ((SECONDS < deadline)); do
-        code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 3 "$HTTP_BASE/healthz" 2>/dev/null) || true
-        [[ $code == 200 ]] && return 0
-        sleep 0.2
-    done
-    tail -n 20 "$LOG_DIR/front-error.log" >&2 || true
-    die "$HTTP_BASE/healthz did not answer 200 (last: $code)"
-}
+wait_healthy() { wait_http_200 "$HTTP_BASE/healthz" 60 "$LOG_DIR/front-error.log"; }
 
 # --- commands ------------------------------------------------------------------------------------
 
 cmd_up() {
     need_root
-    resolve_bin
+    require_bin
     command -v mariadbd >/dev/null && [[ -f $GALERA_LIB && -f $STREAM_MODULE ]] && command -v rsync >/dev/null ||
         die "missing packages: run '$0 deps'"
     local t0=$SECONDS

@@ -33,13 +33,14 @@
 # the repository root. State dir layout: log/, pids/, sv/ (runit services), mariadb/data, nginx/,
 # tls/, secrets/.
 set -euo pipefail
-shopt -u patsub_replacement 2>/dev/null || true
 
 SELF=$(readlink -f "${BASH_SOURCE[0]}")
 REPO_ROOT=$(dirname "$(dirname "$SELF")")
 CALLER_DIR=$PWD # a FILE argument is relative to where the caller is
 cd "$REPO_ROOT"
-export PATH="$PATH:/usr/local/sbin:/usr/sbin:/sbin"
+LOG_TAG=stack
+# What this script shares with scripts/cluster.sh (docs/DEVELOPMENT.md, "The scripts' library").
+for _lib in common mariadb nginx services tls; do source "$REPO_ROOT/scripts/lib/$_lib.sh"; done
 
 # --- configuration -----------------------------------------------------------------------------
 
@@ -77,10 +78,7 @@ unset _config_file _saved_env
 # bearer token), TODOSYNC_ADDRESS_CONCURRENCY (requests in progress per client address),
 # TODOSYNC_ADDRESS_CONNECTIONS (open connections per client address, idle ones included; 0: no cap),
 # TODOSYNC_LIVE_STREAMS (open live-sync streams per account).
-while IFS='=' read -r _k _v; do
-    [[ -n ${!_k:-} ]] || printf -v "$_k" '%s' "$_v"
-done < <("$REPO_ROOT/scripts/render-nginx.sh" --limits)
-unset _k _v
+load_limit_defaults
 : "${TODOSYNC_REAL_IP_FROM:=}"                   # nginx: trusted proxies (CIDRs, comma-separated); empty: off
 : "${TODOSYNC_REAL_IP_HEADER:=X-Forwarded-For}"  # nginx: where those proxies put the client's address
 : "${TODOSYNC_ENABLE_TEST_HOOKS:=0}"             # 1: `serve --enable-test-hooks`
@@ -111,12 +109,6 @@ STACK_VARS=(
     TODOSYNC_STOP_TIMEOUT TODOSYNC_SKIP_DEPS TODOSYNC_SKIP_BUILD TODOSYNC_CONFIG
 )
 
-log() { printf '[stack %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2 || true; } # never fatal (see cmd_run)
-die() { log "ERROR: $*"; exit 1; }
-
-abspath() { realpath -m -- "$1"; }
-
-is_uint() { [[ $1 =~ ^[0-9]+$ ]]; }
 for _v in TODOSYNC_HTTP_PORT TODOSYNC_HTTPS_PORT TODOSYNC_RESPONDERS TODOSYNC_NGINX_WORKERS TODOSYNC_AUTH_RATE \
     TODOSYNC_AUTH_BURST TODOSYNC_ACCOUNT_CONCURRENCY TODOSYNC_ADDRESS_CONCURRENCY TODOSYNC_ADDRESS_CONNECTIONS \
     TODOSYNC_LIVE_STREAMS TODOSYNC_UP_TIMEOUT TODOSYNC_STOP_TIMEOUT; do
@@ -130,7 +122,7 @@ for _v in TODOSYNC_ACCOUNT_CONCURRENCY TODOSYNC_ADDRESS_CONCURRENCY TODOSYNC_LIV
 done
 ((TODOSYNC_ADDRESS_CONNECTIONS <= 65535)) ||
     die "TODOSYNC_ADDRESS_CONNECTIONS must be between 0 (no cap) and 65535 (got $TODOSYNC_ADDRESS_CONNECTIONS)"
-unset _v
+unset _v _lib
 case $TODOSYNC_DROP_PRIVILEGES in
     auto | on | off) ;;
     *) die "TODOSYNC_DROP_PRIVILEGES must be auto, on or off (got '$TODOSYNC_DROP_PRIVILEGES')" ;;
@@ -189,6 +181,8 @@ DB_SOCK=$TODOSYNC_DB_SOCKET
 NGINX_DIR=$STATE/nginx
 NGINX_CONF=$NGINX_DIR/nginx.conf
 TLS_DIR=$STATE/tls
+TLS_SAN=DNS:localhost,IP:127.0.0.1
+[[ $TODOSYNC_LISTEN_ADDRESS == 127.0.0.1 ]] || TLS_SAN+=",IP:$TODOSYNC_LISTEN_ADDRESS"
 HTTP_BASE=http://$TODOSYNC_LISTEN_ADDRESS:$TODOSYNC_HTTP_PORT
 HTTPS_BASE=https://$TODOSYNC_LISTEN_ADDRESS:$TODOSYNC_HTTPS_PORT
 
@@ -206,30 +200,6 @@ DEB_PACKAGES=(
 
 # --- helpers -----------------------------------------------------------------------------------
 
-resolve_bin() {
-    if [[ -z $TODOSYNC_BIN ]]; then
-        local bin_dir=""
-        if command -v swift >/dev/null 2>&1; then
-            bin_dir=$(swift build -c release --show-bin-path 2>/dev/null || true)
-        fi
-        TODOSYNC_BIN=${bin_dir:-$REPO_ROOT/.build/release}/todosync
-    fi
-    TODOSYNC_BIN=$(abspath "$TODOSYNC_BIN")
-    export TODOSYNC_BIN
-}
-
-require_bin() {
-    resolve_bin
-    [[ -x $TODOSYNC_BIN ]] || die "responder binary not found at $TODOSYNC_BIN (run: scripts/stack.sh build)"
-}
-
-require_cmd() {
-    local c
-    for c in "$@"; do
-        command -v "$c" >/dev/null 2>&1 || die "'$c' not found (run: scripts/stack.sh deps)"
-    done
-}
-
 # Lock the state dir against a concurrent up/down of the same stack (not re-entrant); daemons are
 # started through spawn_detached, which closes the lock descriptor.
 lock_state() {
@@ -238,69 +208,6 @@ lock_state() {
     flock -w 120 9 || die "another stack.sh is working on $STATE (lock held for 120 s)"
 }
 unlock_state() { exec 9>&-; }
-
-read_pidfile() { # prints the pid in FILE, if any
-    local pid=""
-    [[ -f $1 ]] && read -r pid 2>/dev/null <"$1" || true
-    if is_uint "$pid"; then printf '%s\n' "$pid"; fi
-}
-
-# True when PID is a live (non-zombie) process whose command line contains PATTERN.
-# The pattern check guards against stale pid files and pid reuse.
-proc_matches() {
-    local pid=$1 pattern=$2 cmdline
-    [[ -n $pid && -r /proc/$pid/cmdline ]] || return 1
-    cmdline=$(tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline") || return 1
-    [[ -n $cmdline && $cmdline == *"$pattern"* ]]
-}
-
-# wait_gone SECONDS PATTERN PID...: wait until none of the pids matches; 0 if all gone.
-wait_gone() {
-    local timeout=$1 pattern=$2 deadline pid alive
-    shift 2
-    deadline=$((SECONDS + timeout))
-    while :; do
-        alive=0
-        for pid in "$@"; do
-            if proc_matches "$pid" "$pattern"; then alive=1; fi
-        done
-        ((alive)) || return 0
-        ((SECONDS < deadline)) || return 1
-        sleep 0.1
-    done
-}
-
-show_tail() { # show_tail FILE [LINES]
-    local file=$1 lines=${2:-30}
-    if [[ -s $file ]]; then
-        echo "----- last $lines lines of $file -----" >&2
-        tail -n "$lines" "$file" >&2
-        echo "-----" >&2
-    fi
-}
-
-as_root() {
-    if ((EUID == 0)); then
-        "$@"
-    elif command -v sudo >/dev/null 2>&1; then
-        sudo "$@"
-    else
-        die "need root for: $* (not root and no sudo)"
-    fi
-}
-
-# Run CMD with stdin from /dev/null, output appended to LOG, in a new session (so terminal signals
-# never reach it), with every inherited descriptor above 2 closed (a daemon must not keep our
-# caller's pipes or the state lock open). Background: `spawn_detached LOG CMD... &` ($! is CMD).
-spawn_detached() {
-    local logfile=$1 fd
-    shift
-    for fd in /proc/"$BASHPID"/fd/*; do
-        fd=${fd##*/}
-        if [[ $fd =~ ^[0-9]+$ ]] && ((fd > 2)); then eval "exec $fd>&-" 2>/dev/null || true; fi
-    done
-    exec setsid "$@" </dev/null >>"$logfile" 2>&1
-}
 
 # MariaDB's admin account over the socket: root for OS root (unix_socket), else the invoking user's
 # own unix_socket account (mariadb-install-db --auth-root-socket-user).
@@ -369,32 +276,7 @@ prepare_socket_dirs() {
 # --- deps / build ------------------------------------------------------------------------------
 
 cmd_deps() {
-    local missing=() pkg
-    for pkg in "${DEB_PACKAGES[@]}"; do
-        if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed'; then
-            missing+=("$pkg")
-        fi
-    done
-    if ((${#missing[@]} == 0)); then
-        log "deps: all Debian packages present"
-    else
-        log "deps: installing ${missing[*]}"
-        # Keep package scripts from starting system-wide mariadb/nginx services.
-        local policy=/usr/sbin/policy-rc.d created_policy=0
-        if [[ ! -e $policy ]]; then
-            printf '#!/bin/sh\nexit 101\n' | as_root tee "$policy" >/dev/null
-            as_root chmod 755 "$policy"
-            created_policy=1
-        fi
-        local rc=0
-        as_root env DEBIAN_FRONTEND=noninteractive apt-get update -q || rc=$?
-        if ((rc == 0)); then
-            as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
-                "${missing[@]}" || rc=$?
-        fi
-        ((created_policy)) && as_root rm -f "$policy"
-        ((rc == 0)) || die "apt-get failed (exit $rc)"
-    fi
+    apt_install_missing "all Debian packages present" "${DEB_PACKAGES[@]}"
     command -v swift >/dev/null 2>&1 || log "deps: WARNING: swift is not on PATH (the toolchain is not an apt package)"
 }
 
@@ -456,19 +338,13 @@ db_start() {
             ((TODOSYNC__SERVICE_USERS)) && chown "$TODOSYNC_DB_OS_USER:$TODOSYNC_DB_OS_GROUP" "$DB_DATA"
             # root@localhost (and the invoking user's account) by unix_socket only: no password
             # login, and only that OS user gets in over the socket.
-            if ! "${run_as[@]}" mariadb-install-db --no-defaults --datadir="$DB_DATA" "${user_args[@]}" \
-                --auth-root-authentication-method=socket --auth-root-socket-user="$socket_user" \
-                --skip-test-db --skip-name-resolve \
-                >"$LOG_DIR/mariadb-install.log" 2>&1; then
-                show_tail "$LOG_DIR/mariadb-install.log"
-                die "mariadb-install-db failed"
-            fi
+            mariadb_install_db "$LOG_DIR/mariadb-install.log" "${run_as[@]}" mariadb-install-db --no-defaults \
+                --datadir="$DB_DATA" "${user_args[@]}" \
+                --auth-root-authentication-method=socket --auth-root-socket-user="$socket_user"
         fi
         local args=(
             --no-defaults --datadir="$DB_DATA" --tmpdir="$DB_TMP" --socket="$DB_SOCK" --pid-file="$DB_PIDFILE"
-            --log-error="$LOG_DIR/mariadb.log" "${user_args[@]}"
-            --character-set-server=utf8mb4 --collation-server=utf8mb4_unicode_ci
-            --skip-name-resolve --max-connections=500
+            --log-error="$LOG_DIR/mariadb.log" "${user_args[@]}" "${MARIADB_SERVER_OPTIONS[@]}"
         )
         if [[ -n $TODOSYNC_DB_PORT ]]; then
             args+=(--port="$TODOSYNC_DB_PORT" --bind-address=127.0.0.1)
@@ -481,14 +357,7 @@ db_start() {
         write_service mariadb "${run_as[@]}" mariadbd "${args[@]}"
         start_service mariadb
     fi
-    local deadline=$((SECONDS + TODOSYNC_UP_TIMEOUT))
-    until db_ping; do
-        if ((SECONDS >= deadline)); then
-            show_tail "$LOG_DIR/mariadb.log"
-            die "mariadb did not become ready (log: $LOG_DIR/mariadb.log)"
-        fi
-        sleep 0.1
-    done
+    wait_for "$TODOSYNC_UP_TIMEOUT" "mariadb did not become ready (log: $LOG_DIR/mariadb.log)" "$LOG_DIR/mariadb.log" db_ping
     log "mariadb: ready (pid $(service_pid mariadb))"
 }
 
@@ -521,30 +390,7 @@ cmd_migrate() {
     sed 's/^/  migrate: /' "$LOG_DIR/migrate.log" | tail -n 20 >&2
 }
 
-# --- TLS ---------------------------------------------------------------------------------------
-
-ensure_cert() {
-    mkdir -p "$TLS_DIR"
-    [[ -s $TLS_DIR/cert.pem && -s $TLS_DIR/key.pem ]] && return 0
-    require_cmd openssl
-    local san="DNS:localhost,IP:127.0.0.1"
-    [[ $TODOSYNC_LISTEN_ADDRESS != 127.0.0.1 ]] && san+=",IP:$TODOSYNC_LISTEN_ADDRESS"
-    log "tls: generating self-signed certificate ($san)"
-    (
-        umask 077
-        openssl req -x509 -newkey rsa:2048 -nodes -sha256 -days 3650 \
-            -keyout "$TLS_DIR/key.pem" -out "$TLS_DIR/cert.pem" \
-            -subj /CN=localhost -addext "subjectAltName=$san" >"$LOG_DIR/openssl.log" 2>&1
-    ) || { show_tail "$LOG_DIR/openssl.log"; die "openssl req failed"; }
-    chmod 644 "$TLS_DIR/cert.pem"
-}
-
-# --- services (runit) --------------------------------------------------------------------------
-
-# Each daemon is a runit service in <state>/sv/NAME (mariadb, responder-N, nginx): runsv (Debian's
-# runit) runs ./run, restarts it when it exits (at most once a second), and `sv` stops it with
-# one SIGTERM (nginx: QUIT, graceful), SIGKILL after TODOSYNC_STOP_TIMEOUT. Production: systemd.
-service_dir() { printf '%s/sv/%s\n' "$STATE" "$1"; }
+# --- services (runit: scripts/lib/services.sh) ---------------------------------------------------
 
 service_pattern() { # a string in the daemon's command line (guards against stale pid files)
     case $1 in
@@ -552,74 +398,6 @@ service_pattern() { # a string in the daemon's command line (guards against stal
         nginx) printf '%s\n' "$NGINX_CONF" ;;
         responder-*) responder_sock "${1#responder-}" ;;
     esac
-}
-
-runsv_pid() {
-    local pid
-    pid=$(read_pidfile "$PID_DIR/runsv-$1.pid")
-    if proc_matches "$pid" "runsv $(service_dir "$1")"; then printf '%s\n' "$pid"; fi
-}
-
-service_pid() { # the daemon's own pid, as runsv records it
-    local pid
-    pid=$(read_pidfile "$(service_dir "$1")/supervise/pid")
-    if proc_matches "$pid" "$(service_pattern "$1")"; then printf '%s\n' "$pid"; fi
-}
-
-# write_service NAME CMD...: ./run execs CMD, its output appended to <log>/NAME.log; ./finish
-# logs each exit there.
-write_service() {
-    local name=$1 dir log
-    shift
-    dir=$(service_dir "$name")
-    log=$(printf '%q' "$LOG_DIR/$name.log")
-    mkdir -p "$dir"
-    cat >"$dir/run.tmp" <<RUN
-#!/bin/bash
-exec </dev/null >>$log 2>&1
-# Supervisor lines are JSON like the daemon's own (one schema for every line: issue 34, item 10).
-echo "{\"ts\":\"\$(date -u +%Y-%m-%dT%H:%M:%S.%3NZ)\",\"level\":\"notice\",\"logger\":\"runsv\",\"msg\":\"starting\",\"service\":\"$name\"}"
-exec $(printf '%q ' "$@")
-RUN
-    cat >"$dir/finish.tmp" <<FINISH
-#!/bin/bash
-echo "{\"ts\":\"\$(date -u +%Y-%m-%dT%H:%M:%S.%3NZ)\",\"level\":\"notice\",\"logger\":\"runsv\",\"msg\":\"exited\",\"service\":\"$name\",\"exit_code\":\$1,\"wait_status\":\$2}" >>$log
-FINISH
-    chmod 755 "$dir/run.tmp" "$dir/finish.tmp"
-    mv -f "$dir/run.tmp" "$dir/run"
-    mv -f "$dir/finish.tmp" "$dir/finish"
-}
-
-start_service() { # NAME: runsv for its dir, unless one runs
-    [[ -z $(runsv_pid "$1") ]] || return 0
-    stop_services "$1" # a daemon left by a killed runsv would hold its socket
-    (spawn_detached "$LOG_DIR/$1.log" runsv "$(service_dir "$1")") &
-    echo "$!" >"$PID_DIR/runsv-$1.pid"
-}
-
-stop_services() { # NAME...: the daemons stop (no restart) and their runsv exit
-    local name pid dirs=() kids=() entry
-    for name in "$@"; do
-        pid=$(service_pid "$name")
-        [[ -n $pid ]] && kids+=("$pid:$(service_pattern "$name")")
-        if [[ -n $(runsv_pid "$name") ]]; then
-            dirs+=("$(service_dir "$name")")
-        elif [[ -n $pid ]]; then
-            kill -TERM "$pid" 2>/dev/null || true # orphaned: its runsv is gone
-        fi
-    done
-    ((${#dirs[@]} + ${#kids[@]})) || return 0
-    log "stopping $*"
-    ((${#dirs[@]} == 0)) || sv -w "$TODOSYNC_STOP_TIMEOUT" force-shutdown "${dirs[@]}" >/dev/null 2>&1 ||
-        log "not stopped within ${TODOSYNC_STOP_TIMEOUT}s: SIGKILL sent"
-    for entry in "${kids[@]}"; do
-        wait_gone "$TODOSYNC_STOP_TIMEOUT" "${entry#*:}" "${entry%%:*}" || kill -KILL "${entry%%:*}" 2>/dev/null || true
-    done
-    for name in "$@"; do
-        pid=$(runsv_pid "$name")
-        [[ -z $pid ]] || wait_gone 5 runsv "$pid" || kill -KILL "$pid" 2>/dev/null || true
-        rm -f "$PID_DIR/runsv-$name.pid"
-    done
 }
 
 # --- responders --------------------------------------------------------------------------------
@@ -728,6 +506,7 @@ render_nginx_conf() {
     if [[ $TODOSYNC_BENCH_LOCATIONS == 1 ]]; then
         bench=$'        # benchmark baseline: nginx alone, no upstream (TODOSYNC_BENCH_LOCATIONS=1)\n'
         bench+=$'        location = /__bench/nginx {\n'
+        bench+=$'            client_max_body_size 1k;\n'
         bench+=$'            default_type text/plain;\n'
         bench+=$'            return 200 "ok\\n";\n'
         bench+=$'        }\n'
@@ -745,7 +524,7 @@ render_nginx_conf() {
     fi
     # The server's listeners: the public ports, or behind the per-address connection cap its
     # stream server's sockets (off behind a trusted proxy, whose connections are all nginx sees).
-    local cap_stream="" cap_http="" listen budget
+    local cap_stream="" cap_http="" listen
     listen="        listen $TODOSYNC_LISTEN_ADDRESS:$TODOSYNC_HTTP_PORT backlog=4096;"$'\n'
     listen+="        listen $TODOSYNC_LISTEN_ADDRESS:$TODOSYNC_HTTPS_PORT ssl http2 backlog=4096;"
     if ((TODOSYNC_ADDRESS_CONNECTIONS > 0)) && [[ -z $TODOSYNC_REAL_IP_FROM ]]; then
@@ -755,14 +534,13 @@ render_nginx_conf() {
         cap_http="@$REPO_ROOT/nginx/address-cap-http.conf.template"
         listen="@$REPO_ROOT/nginx/address-cap-listen.conf.template"
     fi
-    budget=$("$REPO_ROOT/scripts/nginx-fd-budget.sh") || die "nginx's file-descriptor budget is too small"
-    NGINX_NOFILE=${budget% *}
     local redirect=0
     case $TODOSYNC_HTTP_REDIRECT in
         on) redirect=1 ;;
         auto) [[ $TODOSYNC_LISTEN_ADDRESS == 127.* || $TODOSYNC_LISTEN_ADDRESS == ::1 || $TODOSYNC_LISTEN_ADDRESS == "[::1]" || $TODOSYNC_LISTEN_ADDRESS == localhost ]] || redirect=1 ;;
     esac
-    "$REPO_ROOT/scripts/render-nginx.sh" "$TODOSYNC_NGINX_TEMPLATE" \
+    # The placeholders both scripts fill alike: scripts/lib/nginx.sh.
+    render_nginx_conf_file "$TODOSYNC_NGINX_TEMPLATE" "$NGINX_CONF" \
         NGINX_USER_DIRECTIVE="$user_directive" \
         NGINX_WORKERS="$TODOSYNC_NGINX_WORKERS" \
         NGINX_DIR="$NGINX_DIR" \
@@ -775,29 +553,15 @@ render_nginx_conf() {
         STREAM_LISTEN_HTTPS="listen $TODOSYNC_LISTEN_ADDRESS:$TODOSYNC_HTTPS_PORT backlog=4096;" \
         FRONT_SOCKET="$SOCK_DIR/front-$TODOSYNC_HTTP_PORT" \
         ADDRESS_CONNECTIONS="$TODOSYNC_ADDRESS_CONNECTIONS" \
-        NGINX_NOFILE="$NGINX_NOFILE" \
-        NGINX_WORKER_CONNECTIONS="${budget#* }" \
-        TLS_CERT="$TLS_DIR/cert.pem" \
-        TLS_KEY="$TLS_DIR/key.pem" \
         FASTCGI_PARAMS="$TODOSYNC_FASTCGI_PARAMS" \
         UPSTREAM_SERVERS="${upstream%$'\n'}" \
-        AUTH_RATE="$TODOSYNC_AUTH_RATE" \
-        AUTH_BURST="$TODOSYNC_AUTH_BURST" \
         BENCH_LOCATIONS="${bench%$'\n'}" \
         HTTP_REDIRECT="$redirect" \
         HTTPS_REDIRECT_PORT="$TODOSYNC_HTTPS_PORT" \
-        ACCOUNT_CONCURRENCY="$TODOSYNC_ACCOUNT_CONCURRENCY" \
-        ADDRESS_CONCURRENCY="$TODOSYNC_ADDRESS_CONCURRENCY" \
         REAL_IP="$real_ip" \
         NCHAN_MODULE="$TODOSYNC_NCHAN_MODULE" \
-        LIVE_STREAMS="$TODOSYNC_LIVE_STREAMS" \
-        LIVE_HTTP="@$REPO_ROOT/nginx/live-http.conf.template" \
-        LIVE_LOCATIONS="@$REPO_ROOT/nginx/live-locations.conf.template" \
-        BODY_LIMITS_HTTP="@$REPO_ROOT/nginx/body-limits-http.conf.template" \
         SNAPSHOT_DIR="$TODOSYNC_SNAPSHOT_DIR" \
-        LIVE_PUBLISHER_SOCKET="$TODOSYNC_LIVE_PUBLISHER" \
-        LIVE_REDIS_HTTP="" LIVE_REDIS_PASS="" >"$NGINX_CONF.tmp" || die "could not render $TODOSYNC_NGINX_TEMPLATE"
-    mv -f "$NGINX_CONF.tmp" "$NGINX_CONF"
+        LIVE_PUBLISHER_SOCKET="$TODOSYNC_LIVE_PUBLISHER"
     prepare_live_dir
     # ops (issue 14): /metrics and /metrics/N, loopback only (the template includes conf.d/*.conf).
     mkdir -p "$NGINX_DIR/conf.d"
@@ -851,20 +615,9 @@ nginx_check_files() {
 }
 
 wait_healthy() {
-    local url=$HTTP_BASE/healthz code="" deadline=$((SECONDS + TODOSYNC_UP_TIMEOUT))
-    while :; do
-        code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 3 "$url" 2>/dev/null) || true
-        [[ $code == 200 ]] && return 0
-        if ((SECONDS >= deadline)); then
-            local idx
-            for ((idx = 1; idx <= TODOSYNC_RESPONDERS; idx++)); do
-                show_tail "$LOG_DIR/responder-$idx.log" 20
-            done
-            show_tail "$LOG_DIR/nginx-error.log" 20
-            die "$url did not answer 200 within ${TODOSYNC_UP_TIMEOUT}s (last status: ${code:-none})"
-        fi
-        sleep 0.2
-    done
+    local logs=() idx
+    for ((idx = 1; idx <= TODOSYNC_RESPONDERS; idx++)); do logs+=("$LOG_DIR/responder-$idx.log"); done
+    wait_http_200 "$HTTP_BASE/healthz" "$TODOSYNC_UP_TIMEOUT" "${logs[@]}" "$LOG_DIR/nginx-error.log"
 }
 
 # --- commands ----------------------------------------------------------------------------------
@@ -877,7 +630,7 @@ cmd_up() {
     db_start
     db_setup
     cmd_migrate
-    ensure_cert
+    ensure_cert "$TLS_SAN"
     responders_start
     nginx_start
     wait_healthy
@@ -1009,7 +762,7 @@ main() {
         responders-restart) lock_state; ensure_service_users; responders_stop; responders_start; unlock_state ;;
         responder-pids) cmd_responder_pids ;;
         env) cmd_env ;;
-        nginx-config) lock_state; ensure_service_users; mkdir -p "$NGINX_DIR/tmp" "$LOG_DIR"; ensure_cert; render_nginx_conf; unlock_state; printf '%s\n' "$NGINX_CONF" ;;
+        nginx-config) lock_state; ensure_service_users; mkdir -p "$NGINX_DIR/tmp" "$LOG_DIR"; ensure_cert "$TLS_SAN"; render_nginx_conf; unlock_state; printf '%s\n' "$NGINX_CONF" ;;
         -h | --help | help | "") usage ;;
         *) log "unknown command: $cmd"; usage ;;
     esac
