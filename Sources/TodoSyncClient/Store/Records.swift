@@ -190,6 +190,14 @@ struct TagRecord: SyncedRecord, Equatable {
         static let color = Column("color")
     }
 
+    /// The local column of each synced field (`SyncedFieldsTests` holds the local schema to it).
+    static func column(_ field: TagField) -> Column {
+        switch field {
+        case .name: Columns.name
+        case .color: Columns.color
+        }
+    }
+
     var state: SyncState
     var name: String
     var color: String
@@ -264,6 +272,24 @@ struct TodoRecord: SyncedRecord, Equatable {
         static let estimatedTime = Column("estimatedTime")
         static let deadline = Column("deadline")
         static let isCompleted = Column("isCompleted")
+    }
+
+    /// The local column of each synced field: a new field does not compile until it has one, and
+    /// `SyncedFieldsTests` holds the local schema, the row's columns, `syncedFields` and the
+    /// decoded server record to it.
+    static func column(_ field: TodoField) -> Column {
+        switch field {
+        case .title: Columns.title
+        case .raw: Columns.raw
+        case .notes: Columns.notes
+        case .isImportant: Columns.isImportant
+        case .isLife: Columns.isLife
+        case .tagId: Columns.tagLocalID
+        case .difficulty: Columns.difficulty
+        case .estimatedTime: Columns.estimatedTime
+        case .deadline: Columns.deadline
+        case .isCompleted: Columns.isCompleted
+        }
     }
 
     var state: SyncState
