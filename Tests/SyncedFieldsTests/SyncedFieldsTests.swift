@@ -213,9 +213,8 @@ final class SyncedFieldsTests: XCTestCase {
         }
     }
 
-    /// A todo as the server renders it goes through the page decoder, the client's record, its
-    /// row and the app's `LocalTodo` with every field intact.
-    func testTheClientCarriesEveryField() throws {
+    /// A pull page holding the sample todo and its tag, as the server renders them.
+    static func samplePage() throws -> DecodedPage {
         var writer = JSONWriter()
         try Self.sampleTodo().write(to: &writer)
         var tagWriter = JSONWriter()
@@ -224,7 +223,13 @@ final class SyncedFieldsTests: XCTestCase {
         let pageJSON = #"{"changes":{"tags":{"upserted":["# + String(decoding: tagWriter.bytes, as: UTF8.self)
             + #"],"deleted":[]},"todos":{"upserted":["# + String(decoding: writer.bytes, as: UTF8.self)
             + #"],"deleted":[]}},"cursor":"c","hasMore":false}"#
-        let page = try PageDecoder.decode(Array(pageJSON.utf8))
+        return try PageDecoder.decode(Array(pageJSON.utf8))
+    }
+
+    /// A todo as the server renders it goes through the page decoder, the client's record, its
+    /// row and the app's `LocalTodo` with every field intact.
+    func testTheClientCarriesEveryField() throws {
+        let page = try Self.samplePage()
         let record = try XCTUnwrap(page.todos.first, "the page decoder found no todo")
 
         let store = try newStore()
@@ -326,13 +331,16 @@ final class SyncedFieldsTests: XCTestCase {
             .first { FileManager.default.isExecutableFile(atPath: $0) }
     }
 
-    static func help(_ command: String) throws -> String {
+    static func help(_ command: String) throws -> String { try client([command, "--help"]) }
+
+    /// What `todosync-client arguments` writes (stdout and stderr).
+    static func client(_ arguments: [String]) throws -> String {
         guard let binary = clientBinary else {
             throw XCTSkip("todosync-client is not built beside the tests (swift build --build-tests builds it)")
         }
         let process = Process()
         process.executableURL = URL(fileURLWithPath: binary)
-        process.arguments = [command, "--help"]
+        process.arguments = arguments
         process.environment = ["COLUMNS": "1000"]
         let out = Pipe()
         process.standardOutput = out
@@ -364,6 +372,28 @@ final class SyncedFieldsTests: XCTestCase {
         }
         for command in ["tag-add", "tag-edit", "resolve"] {
             try check(command, TagField.allCases.map { ($0.key, Self.way($0, command)) })
+        }
+    }
+
+    /// `todosync-client list --json` shows every field of a todo (its tag as `tagLocalId`, and
+    /// `tag`, the tag's name).
+    func testTheTerminalClientShowsEveryField() throws {
+        let page = try Self.samplePage()
+        let path = directory.appendingPathComponent("cli.sqlite").path
+        let localTagID = try {
+            let store = try LocalStore(path: path)
+            return try store.pool.write { db in
+                let tag = try ServerRecords.apply(db, .tag, localID: nil, try XCTUnwrap(page.tags.first))
+                try ServerRecords.apply(db, .todo, localID: nil, try XCTUnwrap(page.todos.first))
+                return tag
+            }
+        }()
+        let output = try Self.client(["list", "--all", "--json", "--db", path])
+        let listed = try JSONParser.parse(Array(output.utf8)).objectValue?["todos"]?.arrayValue?.first?.objectValue
+        let todo = try XCTUnwrap(listed, "list --json printed no todo: \(output)")
+        for field in TodoField.allCases {
+            let (key, expected): (String, JSONValue) = field == .tagId ? ("tagLocalId", .int(localTagID)) : (field.key, Self.sample(field))
+            XCTAssertEqual(todo[key], expected, "todosync-client list --json (Render.todo) misses \(field) as \(key)")
         }
     }
 }
