@@ -98,12 +98,13 @@ struct SyncState: Sendable, Equatable {
 /// conflicts, rejections) and `ServerRecords` handle them only as a `JSONObject` through this
 /// protocol, so they name no field.
 ///
-/// The names follow the shared description of the synced fields (`TodoField`, `TagField` in
-/// TodoSyncCore: the contract name and the schema version that introduced each field); a new
-/// field is still named here (its column and the value members), in `ServerRecord`/`PageDecoder`
-/// (the wire), in `Validate` (its rule, from the description's limits), in the public
-/// `NewTodo`/`TodoChanges`/`LocalTodo`, and one migration in `LocalSchema`. Which fields a
-/// client of a given schema version sends is `RecordFields.known(_:_:schemaVersion:)`.
+/// The names follow the shared list of the synced fields (`TodoField`, `TagField` in
+/// TodoSyncCore: the contract name, the schema version that introduced each field, its kind and
+/// limits); a new field is still named here (its column, `column(_:)`, and the value members), in
+/// `ServerRecord`/`PageDecoder` (the wire), in `Validate`, in the public
+/// `NewTodo`/`TodoChanges`/`LocalTodo`, and one migration in `LocalSchema` — each held to the list
+/// by `SyncedFieldsTests`. Which fields a client of a given schema version sends is
+/// `RecordFields.known(_:_:schemaVersion:)`.
 protocol SyncedRecord: FetchableRecord, MutablePersistableRecord, Sendable {
     static var entity: EntityKind { get }
     /// The synced fields, local terms.
