@@ -245,6 +245,11 @@ final class SyncedFieldsTests: XCTestCase {
         let localID = try store.pool.write { db in try ServerRecords.apply(db, .todo, localID: nil, record) }
         let local = try XCTUnwrap(try store.todo(localID))
         let localTodoName: [TodoField: String] = [.tagId: "tagServerID"]
+        // A push result's record, decoded from a parsed object instead of the page decoder.
+        var writer = JSONWriter()
+        try Self.sampleTodo().write(to: &writer)
+        let pushed = ServerRecord(try XCTUnwrap(JSONParser.parse(writer.bytes).objectValue))
+        let fromPush = TodoRecord.new(from: pushed, tagLocalID: localTagID)
 
         for field in TodoField.allCases {
             let name = RecordFields.localName(field.key)
@@ -255,6 +260,8 @@ final class SyncedFieldsTests: XCTestCase {
             XCTAssertEqual(fromServer.syncedFields[name], expected,
                            "TodoRecord.takeServerFields/syncedFields (a pulled todo) misses \(field)")
             XCTAssertEqual(blank.syncedFields[name], expected, "TodoRecord.setSyncedFields misses \(field)")
+            XCTAssertTrue(pushed.carries(name), "ServerRecord.init(_:) (a push result) misses \(field)")
+            XCTAssertEqual(fromPush.syncedFields[name], expected, "ServerRecord.init(_:) (a push result) misses \(field)")
             let property = localTodoName[field] ?? Self.swiftName(field.key)
             XCTAssertEqual(Self.property(property, of: local).flatMap(Self.fieldValue), Self.sampleValue(field),
                            "LocalTodo.\(property) (the row read back) misses \(field)")
