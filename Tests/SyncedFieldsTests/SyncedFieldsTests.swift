@@ -291,6 +291,35 @@ final class SyncedFieldsTests: XCTestCase {
         }
     }
 
+    /// The client's validation takes its limits from the list; what it sends and says is what it
+    /// said when it restated them (the messages below are those literals').
+    func testTheClientsValidationStatesTheListsLimits() throws {
+        let day = Day("2026-01-01")!
+        func problem(_ body: () throws -> Any) -> LocalStoreError? {
+            do { _ = try body(); return nil } catch { return error as? LocalStoreError }
+        }
+        XCTAssertEqual(problem { try Validate.newTodo(NewTodo(title: " ", deadline: day)) },
+                       .validation(field: "title", problem: "must be 1 to 200 characters, not all whitespace"))
+        XCTAssertEqual(problem { try Validate.todoChanges(TodoChanges(title: String(repeating: "a", count: 201))) },
+                       .validation(field: "title", problem: "must be 1 to 200 characters, not all whitespace"))
+        XCTAssertEqual(problem { try Validate.todoChanges(TodoChanges(raw: String(repeating: "a", count: 2001))) },
+                       .validation(field: "raw", problem: "must be at most 2000 characters"))
+        XCTAssertEqual(problem { try Validate.todoChanges(TodoChanges(notes: .some(String(repeating: "a", count: 10_001)))) },
+                       .validation(field: "notes", problem: "must be at most 10000 characters"))
+        XCTAssertEqual(problem { try Validate.newTodo(NewTodo(title: "t", deadline: day, difficulty: 6)) },
+                       .validation(field: "difficulty", problem: "must be an integer from 0 to 5"))
+        XCTAssertEqual(problem { try Validate.todoChanges(TodoChanges(estimatedTime: -1)) },
+                       .validation(field: "estimatedTime", problem: "must be an integer from 0 to 1440"))
+        XCTAssertEqual(problem { try Validate.tagName(String(repeating: "a", count: 51)) },
+                       .validation(field: "name", problem: "must be 1 to 50 characters, not all whitespace"))
+        XCTAssertEqual(try Validate.newTodo(NewTodo(title: "t", deadline: day, tag: 3, difficulty: 5, estimatedTime: 1440)), [
+            "title": .string("t"), "raw": .string("t"), "isImportant": .bool(false), "isLife": .bool(false), "tag": .int(3),
+            "difficulty": .int(5), "estimatedTime": .int(1440), "deadline": .string("2026-01-01"), "isCompleted": .bool(false),
+        ])
+        XCTAssertEqual(try Validate.todoChanges(TodoChanges(notes: .some(nil), tag: .some(nil), isCompleted: true)),
+                       ["notes": .null, "tag": .null, "isCompleted": .bool(true)])
+    }
+
     // MARK: The terminal client
 
     /// How `todosync-client` takes a field in each command that writes one: an option (its

@@ -110,12 +110,6 @@ enum Validate {
         return normalized
     }
 
-    static func title(_ title: String) throws -> String { try text(TodoField.title, title) }
-
-    static func raw(_ raw: String) throws -> String { try text(TodoField.raw, raw) }
-
-    static func notes(_ notes: String) throws -> String { try text(TodoField.notes, notes) }
-
     /// Text within the field's length (Unicode scalars), and not all whitespace where it must not be.
     static func text(_ field: some SyncedField, _ value: String) throws -> String {
         guard let length = field.length else { return value }
@@ -135,31 +129,25 @@ enum Validate {
         return .int(value)
     }
 
-    static func newTodo(_ todo: NewTodo) throws -> JSONObject {
-        var fields: JSONObject = [
-            "title": .string(try title(todo.title)), "raw": .string(try raw(todo.raw ?? todo.title)),
-            "isImportant": .bool(todo.isImportant), "isLife": .bool(todo.isLife), "tag": .optionalInt(todo.tag),
-            "difficulty": try int(.difficulty, todo.difficulty),
-            "estimatedTime": try int(.estimatedTime, todo.estimatedTime),
-            "deadline": .string(todo.deadline.description), "isCompleted": .bool(todo.isCompleted),
-        ]
-        // Absent unless given: a create leaves notes at their default (null).
-        if let notes = todo.notes { fields["notes"] = .string(try self.notes(notes)) }
-        return fields
-    }
+    /// A create's fields (local terms), each checked by its rule.
+    static func newTodo(_ todo: NewTodo) throws -> JSONObject { try fields(todo.value) }
 
-    static func todoChanges(_ changes: TodoChanges) throws -> JSONObject {
+    /// An update's fields (local terms), each checked by its rule.
+    static func todoChanges(_ changes: TodoChanges) throws -> JSONObject { try fields(changes.value) }
+
+    /// The fields `value` gives (nil: left out), in `TodoField` order, each checked by its rule:
+    /// text by its length, integers by their range (`null` and other kinds as they are).
+    private static func fields(_ value: (TodoField) -> JSONValue?) throws -> JSONObject {
         var fields: JSONObject = [:]
-        if let title = changes.title { fields["title"] = .string(try self.title(title)) }
-        if let raw = changes.raw { fields["raw"] = .string(try self.raw(raw)) }
-        if let notes = changes.notes { fields["notes"] = try notes.map { .string(try self.notes($0)) } ?? .null }
-        if let deadline = changes.deadline { fields["deadline"] = .string(deadline.description) }
-        if let isImportant = changes.isImportant { fields["isImportant"] = .bool(isImportant) }
-        if let isLife = changes.isLife { fields["isLife"] = .bool(isLife) }
-        if let tag = changes.tag { fields["tag"] = .optionalInt(tag) }
-        if let difficulty = changes.difficulty { fields["difficulty"] = try int(.difficulty, difficulty) }
-        if let estimatedTime = changes.estimatedTime { fields["estimatedTime"] = try int(.estimatedTime, estimatedTime) }
-        if let isCompleted = changes.isCompleted { fields["isCompleted"] = .bool(isCompleted) }
+        for field in TodoField.allCases {
+            guard var checked = value(field) else { continue }
+            switch (field.kind, checked) {
+            case (.text, .string(let text)): checked = .string(try self.text(field, text))
+            case (.integer, _): if let number = checked.int64Value { checked = try int(field, Int(number)) }
+            default: break
+            }
+            fields[RecordFields.localName(field.key)] = checked
+        }
         return fields
     }
 
