@@ -98,6 +98,11 @@ let package = Package(
         .testTarget(name: "MariaDBTests", dependencies: ["MariaDB", .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "TodoSyncStoreTests", dependencies: ["TodoSyncStore", "TodoSyncCore", "MariaDB", "Credentials", "Deflate", "SystemSQLite"]),
         .testTarget(name: "TodoSyncClientTests", dependencies: ["TodoSyncClient", "TodoSyncCore"]),
+        // Every representation of a synced field, server and client, held to the one list in
+        // TodoSyncCore (issue 35): the one test target that sees both halves (no database needed).
+        .testTarget(
+            name: "SyncedFieldsTests",
+            dependencies: ["TodoSyncCore", "TodoSyncStore", "TodoSyncClient", .product(name: "GRDB", package: "GRDB.swift")]),
         .testTarget(
             name: "FastCGITests", dependencies: ["FastCGI", .product(name: "Logging", package: "swift-log")]),
 

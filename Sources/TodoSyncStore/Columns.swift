@@ -5,8 +5,8 @@ import TodoSyncCore
 /// SELECT list (`selectList`) and the positions the record's `init(row:)` decodes; `content` names
 /// the columns a create and an update write from the record, with how each value is bound, so the
 /// statements (`SQL.Todos.insert`, `.update`, likewise for tags) and their parameters come from one
-/// list. A new field is a case, a line in `content` (if clients write it), the model and its JSON
-/// writer.
+/// list. A synced field's column is named by the field (`TodoField.column`) and its binding comes
+/// from the field's value; a new field is a case here, mapped in `init(_:)`.
 protocol RecordColumns: TableColumns {
     associatedtype Record
     /// The record's content: what a create writes from the draft and an update rewrites, with the
@@ -50,71 +50,99 @@ extension RecordColumns {
     }
 }
 
-/// The columns of `todos` that make a `Todo` (`Todo(row:)`).
+/// The columns of `todos` that make a `Todo` (`Todo(row:)`): its bookkeeping, and a column for
+/// each synced field (`TodoField`, which names it and whose values `content` binds).
 enum TodoColumn: Int, RecordColumns {
     case id, clientID, title, raw, notes, isImportant, isLife, tagID, difficulty, estimatedTime, deadline, isCompleted
     case version, createdAt, updatedAt, deletedAt
 
+    /// The column of a synced field (a new field does not compile until it has one).
+    init(_ field: TodoField) {
+        switch field {
+        case .title: self = .title
+        case .raw: self = .raw
+        case .notes: self = .notes
+        case .isImportant: self = .isImportant
+        case .isLife: self = .isLife
+        case .tagId: self = .tagID
+        case .difficulty: self = .difficulty
+        case .estimatedTime: self = .estimatedTime
+        case .deadline: self = .deadline
+        case .isCompleted: self = .isCompleted
+        }
+    }
+
+    /// The synced field the column holds (nil: bookkeeping).
+    var field: TodoField? { TodoField.allCases.first { TodoColumn($0) == self } }
+
     var sqlName: String {
+        if let field { return field.column }
         switch self {
-        case .id: "id"
-        case .clientID: "client_id"
-        case .title: "title"
-        case .raw: "raw"
-        case .notes: "notes"
-        case .isImportant: "is_important"
-        case .isLife: "is_life"
-        case .tagID: "tag_id"
-        case .difficulty: "difficulty"
-        case .estimatedTime: "estimated_time"
-        case .deadline: "deadline"
-        case .isCompleted: "is_completed"
-        case .version: "version"
-        case .createdAt: "created_at"
-        case .updatedAt: "updated_at"
-        case .deletedAt: "deleted_at"
+        case .id: return "id"
+        case .clientID: return "client_id"
+        case .version: return "version"
+        case .createdAt: return "created_at"
+        case .updatedAt: return "updated_at"
+        case .deletedAt: return "deleted_at"
+        default: preconditionFailure("\(self) is a synced field's column (init(_: TodoField))")
         }
     }
 
     static let notDescribed: Set<String> = ["user_id", "client_key", "changed_by_device"]
 
-    static let content: [(column: TodoColumn, value: @Sendable (Todo) -> DatabaseValue)] = [
-        (.title, { .text($0.title) }),
-        (.raw, { .text($0.raw) }),
-        (.notes, { .optionalText($0.notes) }),
-        (.isImportant, { .bool($0.isImportant) }),
-        (.isLife, { .bool($0.isLife) }),
-        (.tagID, { .optionalInt($0.tagID) }),
-        (.difficulty, { .int(Int64($0.difficulty)) }),
-        (.estimatedTime, { .int(Int64($0.estimatedTime)) }),
-        (.deadline, { .day($0.deadline) }),
-        (.isCompleted, { .bool($0.isCompleted) }),
-    ]
+    /// Every synced field, in `TodoField` order, bound as its value (`FieldValue`).
+    static let content: [(column: TodoColumn, value: @Sendable (Todo) -> DatabaseValue)] = TodoField.allCases.map { field in
+        (TodoColumn(field), { field.value(of: $0).databaseValue })
+    }
 }
 
-/// The columns of `tags` that make a `Tag` (`Tag(row:)`).
+/// The columns of `tags` that make a `Tag` (`Tag(row:)`), as `TodoColumn` for todos.
 enum TagColumn: Int, RecordColumns {
     case id, clientID, name, color, version, createdAt, updatedAt, deletedAt
 
+    /// The column of a synced field.
+    init(_ field: TagField) {
+        switch field {
+        case .name: self = .name
+        case .color: self = .color
+        }
+    }
+
+    /// The synced field the column holds (nil: bookkeeping).
+    var field: TagField? { TagField.allCases.first { TagColumn($0) == self } }
+
     var sqlName: String {
+        if let field { return field.column }
         switch self {
-        case .id: "id"
-        case .clientID: "client_id"
-        case .name: "name"
-        case .color: "color"
-        case .version: "version"
-        case .createdAt: "created_at"
-        case .updatedAt: "updated_at"
-        case .deletedAt: "deleted_at"
+        case .id: return "id"
+        case .clientID: return "client_id"
+        case .version: return "version"
+        case .createdAt: return "created_at"
+        case .updatedAt: return "updated_at"
+        case .deletedAt: return "deleted_at"
+        default: preconditionFailure("\(self) is a synced field's column (init(_: TagField))")
         }
     }
 
     static let notDescribed: Set<String> = ["user_id", "client_key", "changed_by_device"]
 
-    static let content: [(column: TagColumn, value: @Sendable (Tag) -> DatabaseValue)] = [
-        (.name, { .text($0.name) }),
-        (.color, { .text($0.color) }),
-    ]
+    /// Every synced field, in `TagField` order, bound as text.
+    static let content: [(column: TagColumn, value: @Sendable (Tag) -> DatabaseValue)] = TagField.allCases.map { field in
+        (TagColumn(field), { .text(field.text(of: $0)) })
+    }
+}
+
+extension FieldValue {
+    /// The value bound to a synced field's column: text, an integer (a boolean as 0 or 1, as
+    /// `DatabaseValue.bool`), or NULL. A date is its `YYYY-MM-DD` text, as `DatabaseValue.day`.
+    var databaseValue: DatabaseValue {
+        switch self {
+        case .null: .null
+        case .bool(let flag): .bool(flag)
+        case .int(let value): .int(value)
+        case .string(let text): .text(text)
+        }
+    }
 }
 
 /// The columns of `daily_stats` that make a `DailyStat` (`DailyStat(row:)`, `DailyStatRowJSON`).

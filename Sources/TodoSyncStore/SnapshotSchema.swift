@@ -39,9 +39,13 @@ struct SnapshotTable {
         Tag(id: 1, clientID: "c", name: "n", color: "#000000", version: 1, createdAt: time, updatedAt: time,
             deletedAt: nil).write(to: &tag, schemaVersion: schemaVersion)
         var todo = JSONWriter()
-        Todo(id: 1, clientID: "c", title: "t", raw: "r", notes: "n", isImportant: true, isLife: true, tagID: 1,
-             difficulty: 1, estimatedTime: 1, deadline: day, isCompleted: true, version: 1, createdAt: time,
-             updatedAt: time, deletedAt: nil).write(to: &todo, schemaVersion: schemaVersion)
+        var sample = sampleTodo()
+        sample.id = 1
+        sample.clientID = "c"
+        sample.version = 1
+        sample.createdAt = time
+        sample.updatedAt = time
+        sample.write(to: &todo, schemaVersion: schemaVersion)
         var stat = JSONWriter()
         DailyStat(id: 1, date: day,
                   content: DailyStatContent(todoCount: 1, completedCount: 1, productivityHundredths: 150, balanceNum: 1,
@@ -52,6 +56,23 @@ struct SnapshotTable {
             SnapshotTable(name: "todos", kind: .todo, sample: todo.bytes, keepsJSON: false),
             SnapshotTable(name: "daily_stats", kind: .dailyStat, sample: stat.bytes, keepsJSON: true),
         ]
+    }
+
+    /// A todo with every synced field set (none `null`, so each has a type), from the field list
+    /// through the create parsing: a new field needs no edit here.
+    private static func sampleTodo() -> Todo {
+        var fields: [String: JSONValue] = [:]
+        for field in TodoField.allCases {
+            fields[field.key] = switch field.kind {
+            case .text: .string("t")
+            case .bool: .bool(true)
+            case .integer, .reference: .number(JSONNumber(literal: "1"))
+            case .day: .string("2026-01-01")
+            }
+        }
+        var reader = FieldReader(object: fields)
+        // Valid by construction (every limit admits these values).
+        return try! TodoDraft.parse(&reader).content
     }
 
     private init(name: String, kind: FeedKind, sample: [UInt8], keepsJSON: Bool) {

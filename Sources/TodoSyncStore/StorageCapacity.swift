@@ -52,8 +52,11 @@ extension Store {
         // A new todo has no id yet: its id may take up to 19 digits.
         let rendered = writer.bytes.count + (todo.id > 0 ? 0 : 19)
         guard rendered > capacity else { return }
-        let fields: [(String, Int)] = [("title", todo.title.utf8.count), ("raw", todo.raw.utf8.count),
-                                       ("notes", todo.notes?.utf8.count ?? 0)]
+        // The longest text field is named (the first of equals, in `TodoField` order).
+        let fields: [(String, Int)] = TodoField.allCases.filter { $0.kind == .text }.map { field in
+            guard case .string(let text) = field.value(of: todo) else { return (field.key, 0) }
+            return (field.key, text.utf8.count)
+        }
         let field = fields.max { $0.1 < $1.1 }!.0
         throw DomainError.validation(
             field: field, "makes the todo \(rendered) bytes long once rendered, more than the \(capacity) bytes it can be stored in")

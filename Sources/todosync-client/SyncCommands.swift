@@ -144,6 +144,7 @@ struct Resolve: ParsableCommand {
     @Flag var theirs = false
     @Option(help: "A todo's title.") var title: String?
     @Option(help: "A todo's quick-add text.") var raw: String?
+    @Option(help: "A todo's notes (up to 10,000 characters); '-' removes them.") var notes: String?
     @Option(help: "A todo's deadline (YYYY-MM-DD).") var date: String?
     @Option(help: "true or false.") var completed: Bool?
     @Option(help: "true or false.") var important: Bool?
@@ -178,6 +179,7 @@ struct Resolve: ParsableCommand {
         var fields: [String: JSONValue] = [:]
         if let title { fields["title"] = .string(title) }
         if let raw { fields["raw"] = .string(raw) }
+        if let notes { fields["notes"] = notes == "-" ? .null : .string(notes) }
         if let date { fields["deadline"] = .string(try parseDay(date).description) }
         if let completed { fields["isCompleted"] = .bool(completed) }
         if let important { fields["isImportant"] = .bool(important) }

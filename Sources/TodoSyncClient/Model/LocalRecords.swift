@@ -134,6 +134,45 @@ public struct TodoChanges: Sendable, Equatable {
     }
 }
 
+extension NewTodo {
+    /// The value a create sends for `field`, in local terms (a tag by its local handle), before
+    /// validation; nil: left out (notes unless given). A new field does not compile until it has
+    /// one, and `Validate.newTodo` checks it by the field's rule.
+    func value(_ field: TodoField) -> JSONValue? {
+        switch field {
+        case .title: .string(title)
+        case .raw: .string(raw ?? title)
+        case .notes: notes.map { .string($0) }
+        case .isImportant: .bool(isImportant)
+        case .isLife: .bool(isLife)
+        case .tagId: .optionalInt(tag)
+        case .difficulty: .int(difficulty)
+        case .estimatedTime: .int(estimatedTime)
+        case .deadline: .string(deadline.description)
+        case .isCompleted: .bool(isCompleted)
+        }
+    }
+}
+
+extension TodoChanges {
+    /// The new value of `field`, in local terms, before validation: nil leaves it as it is,
+    /// `null` clears it. A new field does not compile until it has one.
+    func value(_ field: TodoField) -> JSONValue? {
+        switch field {
+        case .title: title.map { .string($0) }
+        case .raw: raw.map { .string($0) }
+        case .notes: notes.map { .optionalString($0) }
+        case .isImportant: isImportant.map { .bool($0) }
+        case .isLife: isLife.map { .bool($0) }
+        case .tagId: tag.map { .optionalInt($0) }
+        case .difficulty: difficulty.map { .int($0) }
+        case .estimatedTime: estimatedTime.map { .int($0) }
+        case .deadline: deadline.map { .string($0.description) }
+        case .isCompleted: isCompleted.map { .bool($0) }
+        }
+    }
+}
+
 /// What a local write did: the record it touched and the operation that carries it to the server
 /// (nil when the write cancelled a change that was never sent, e.g. deleting an unsent create).
 public struct LocalChange: Sendable, Equatable {

@@ -98,14 +98,10 @@ extension LocalStore {
     }
 }
 
-/// The contract's field rules, checked before anything is written.
+/// The contract's field rules, checked before anything is written: the limits of the shared
+/// list of synced fields (`TodoField`, `TagField`), stated there once for server and client.
 enum Validate {
-    static func tagName(_ name: String) throws -> String {
-        guard (1...50).contains(name.unicodeScalars.count), !name.trimmingWhitespace().isEmpty else {
-            throw LocalStoreError.validation(field: "name", problem: "must be 1 to 50 characters, not all whitespace")
-        }
-        return name
-    }
+    static func tagName(_ name: String) throws -> String { try text(TagField.name, name) }
 
     static func color(_ color: String) throws -> String {
         guard let normalized = TagColor.normalized(color) else {
@@ -114,59 +110,44 @@ enum Validate {
         return normalized
     }
 
-    static func title(_ title: String) throws -> String {
-        guard (1...200).contains(title.unicodeScalars.count), !title.trimmingWhitespace().isEmpty else {
-            throw LocalStoreError.validation(field: "title", problem: "must be 1 to 200 characters, not all whitespace")
+    /// Text within the field's length (Unicode scalars), and not all whitespace where it must not be.
+    static func text(_ field: some SyncedField, _ value: String) throws -> String {
+        guard let length = field.length else { return value }
+        guard length.contains(value.unicodeScalars.count), !field.refusesBlank || !value.trimmingWhitespace().isEmpty else {
+            let problem = length.lowerBound > 0 ? "must be \(length.lowerBound) to \(length.upperBound) characters"
+                : "must be at most \(length.upperBound) characters"
+            throw LocalStoreError.validation(field: field.key, problem: problem + (field.refusesBlank ? ", not all whitespace" : ""))
         }
-        return title
+        return value
     }
 
-    static func raw(_ raw: String) throws -> String {
-        guard raw.unicodeScalars.count <= 2000 else {
-            throw LocalStoreError.validation(field: "raw", problem: "must be at most 2000 characters")
-        }
-        return raw
-    }
-
-    static func notes(_ notes: String) throws -> String {
-        guard TodoField.notesLength.contains(notes.unicodeScalars.count) else {
-            throw LocalStoreError.validation(field: "notes", problem: "must be at most \(TodoField.notesLength.upperBound) characters")
-        }
-        return notes
-    }
-
-    static func int(_ field: String, _ value: Int, _ range: ClosedRange<Int>) throws -> JSONValue {
-        guard range.contains(value) else {
-            throw LocalStoreError.validation(field: field, problem: "must be an integer from \(range.lowerBound) to \(range.upperBound)")
+    /// An integer within the field's range.
+    static func int(_ field: TodoField, _ value: Int) throws -> JSONValue {
+        if let range = field.range, !range.contains(Int64(value)) {
+            throw LocalStoreError.validation(field: field.key, problem: "must be an integer from \(range.lowerBound) to \(range.upperBound)")
         }
         return .int(value)
     }
 
-    static func newTodo(_ todo: NewTodo) throws -> JSONObject {
-        var fields: JSONObject = [
-            "title": .string(try title(todo.title)), "raw": .string(try raw(todo.raw ?? todo.title)),
-            "isImportant": .bool(todo.isImportant), "isLife": .bool(todo.isLife), "tag": .optionalInt(todo.tag),
-            "difficulty": try int("difficulty", todo.difficulty, 0...5),
-            "estimatedTime": try int("estimatedTime", todo.estimatedTime, 0...1440),
-            "deadline": .string(todo.deadline.description), "isCompleted": .bool(todo.isCompleted),
-        ]
-        // Absent unless given: a create leaves notes at their default (null).
-        if let notes = todo.notes { fields["notes"] = .string(try self.notes(notes)) }
-        return fields
-    }
+    /// A create's fields (local terms), each checked by its rule.
+    static func newTodo(_ todo: NewTodo) throws -> JSONObject { try fields(todo.value) }
 
-    static func todoChanges(_ changes: TodoChanges) throws -> JSONObject {
+    /// An update's fields (local terms), each checked by its rule.
+    static func todoChanges(_ changes: TodoChanges) throws -> JSONObject { try fields(changes.value) }
+
+    /// The fields `value` gives (nil: left out), in `TodoField` order, each checked by its rule:
+    /// text by its length, integers by their range (`null` and other kinds as they are).
+    private static func fields(_ value: (TodoField) -> JSONValue?) throws -> JSONObject {
         var fields: JSONObject = [:]
-        if let title = changes.title { fields["title"] = .string(try self.title(title)) }
-        if let raw = changes.raw { fields["raw"] = .string(try self.raw(raw)) }
-        if let notes = changes.notes { fields["notes"] = try notes.map { .string(try self.notes($0)) } ?? .null }
-        if let deadline = changes.deadline { fields["deadline"] = .string(deadline.description) }
-        if let isImportant = changes.isImportant { fields["isImportant"] = .bool(isImportant) }
-        if let isLife = changes.isLife { fields["isLife"] = .bool(isLife) }
-        if let tag = changes.tag { fields["tag"] = .optionalInt(tag) }
-        if let difficulty = changes.difficulty { fields["difficulty"] = try int("difficulty", difficulty, 0...5) }
-        if let estimatedTime = changes.estimatedTime { fields["estimatedTime"] = try int("estimatedTime", estimatedTime, 0...1440) }
-        if let isCompleted = changes.isCompleted { fields["isCompleted"] = .bool(isCompleted) }
+        for field in TodoField.allCases {
+            guard var checked = value(field) else { continue }
+            switch (field.kind, checked) {
+            case (.text, .string(let text)): checked = .string(try self.text(field, text))
+            case (.integer, _): if let number = checked.int64Value { checked = try int(field, Int(number)) }
+            default: break
+            }
+            fields[RecordFields.localName(field.key)] = checked
+        }
         return fields
     }
 

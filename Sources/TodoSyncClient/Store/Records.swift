@@ -98,12 +98,13 @@ struct SyncState: Sendable, Equatable {
 /// conflicts, rejections) and `ServerRecords` handle them only as a `JSONObject` through this
 /// protocol, so they name no field.
 ///
-/// The names follow the shared description of the synced fields (`TodoField`, `TagField` in
-/// TodoSyncCore: the contract name and the schema version that introduced each field); a new
-/// field is still named here (its column and the value members), in `ServerRecord`/`PageDecoder`
-/// (the wire), in `Validate` (its rule, from the description's limits), in the public
-/// `NewTodo`/`TodoChanges`/`LocalTodo`, and one migration in `LocalSchema`. Which fields a
-/// client of a given schema version sends is `RecordFields.known(_:_:schemaVersion:)`.
+/// The names follow the shared list of the synced fields (`TodoField`, `TagField` in
+/// TodoSyncCore: the contract name, the schema version that introduced each field, its kind and
+/// limits); a new field is still named here (its column, `column(_:)`, and the value members), in
+/// `ServerRecord`/`PageDecoder` (the wire), in `Validate`, in the public
+/// `NewTodo`/`TodoChanges`/`LocalTodo`, and one migration in `LocalSchema` — each held to the list
+/// by `SyncedFieldsTests`. Which fields a client of a given schema version sends is
+/// `RecordFields.known(_:_:schemaVersion:)`.
 protocol SyncedRecord: FetchableRecord, MutablePersistableRecord, Sendable {
     static var entity: EntityKind { get }
     /// The synced fields, local terms.
@@ -190,6 +191,14 @@ struct TagRecord: SyncedRecord, Equatable {
         static let color = Column("color")
     }
 
+    /// The local column of each synced field (`SyncedFieldsTests` holds the local schema to it).
+    static func column(_ field: TagField) -> Column {
+        switch field {
+        case .name: Columns.name
+        case .color: Columns.color
+        }
+    }
+
     var state: SyncState
     var name: String
     var color: String
@@ -264,6 +273,24 @@ struct TodoRecord: SyncedRecord, Equatable {
         static let estimatedTime = Column("estimatedTime")
         static let deadline = Column("deadline")
         static let isCompleted = Column("isCompleted")
+    }
+
+    /// The local column of each synced field: a new field does not compile until it has one, and
+    /// `SyncedFieldsTests` holds the local schema, the row's columns, `syncedFields` and the
+    /// decoded server record to it.
+    static func column(_ field: TodoField) -> Column {
+        switch field {
+        case .title: Columns.title
+        case .raw: Columns.raw
+        case .notes: Columns.notes
+        case .isImportant: Columns.isImportant
+        case .isLife: Columns.isLife
+        case .tagId: Columns.tagLocalID
+        case .difficulty: Columns.difficulty
+        case .estimatedTime: Columns.estimatedTime
+        case .deadline: Columns.deadline
+        case .isCompleted: Columns.isCompleted
+        }
     }
 
     var state: SyncState

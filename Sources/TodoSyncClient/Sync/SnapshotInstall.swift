@@ -163,8 +163,9 @@ enum SnapshotFile {
         var derived = stateColumns()
         derived[todo.titleKey.name] = "todosync_title_key(s.\(todo.title.name))"
         derived[todo.raw.name] = "COALESCE(s.\(todo.raw.name), s.\(todo.title.name))"
-        // A version-1 snapshot has no notes: not known, as after a version-1 pull.
-        if TodoField.notes.since > schemaVersion { derived[todo.notes.name] = "NULL" }
+        // A field newer than the snapshot (notes in a version-1 one): not known, as after a pull
+        // at that version.
+        for field in TodoField.allCases where field.since > schemaVersion { derived[TodoRecord.column(field).name] = "NULL" }
         // The snapshot names tags by server id; the store links by local id (tags go in first).
         derived[todo.tagLocalID.name] = "g.\(SyncState.Columns.localID.name)"
         derived[todo.pendingTagID.name] = "CASE WHEN g.\(SyncState.Columns.localID.name) IS NULL THEN s.\(TodoField.tagId.rawValue) END"

@@ -39,9 +39,10 @@ public struct Tag: Sendable, Equatable {
     }
 }
 
-/// The synced content fields of a tag, described once (as `TodoField` for todos): contract name,
-/// the schema version that introduced it, its rule, and how it is read, written and patched.
-public enum TagField: String, CaseIterable, Sendable {
+/// The synced content fields of a tag, described once (`SyncedField`, as `TodoField` for todos):
+/// contract name, the schema version that introduced it, its kind, limits and column, and how it
+/// is read, written and patched.
+public enum TagField: String, SyncedField {
     case name, color
 
     /// The schema version that introduced the field.
@@ -51,8 +52,40 @@ public enum TagField: String, CaseIterable, Sendable {
         }
     }
 
-    /// The validation limit of `name` (API.md "Tags"), the one copy on the server.
+    /// Both are text (a color of its own format, `TagColor`).
+    public var kind: FieldKind { .text }
+
+    public var isNullable: Bool { false }
+
+    /// The validation limit of `name` (API.md "Tags"), the one copy (server and client).
     public static let nameLength = 1...50
+
+    public var length: ClosedRange<Int>? {
+        switch self {
+        case .name: Self.nameLength
+        case .color: nil
+        }
+    }
+
+    public var refusesBlank: Bool { self == .name }
+
+    public var range: ClosedRange<Int64>? { nil }
+
+    /// The column of `tags` (`TagColumn` takes its name from here).
+    public var column: String {
+        switch self {
+        case .name: "name"
+        case .color: "color"
+        }
+    }
+
+    /// As Sql/001 declares it (`ColumnsTests` compares it with the migrated table).
+    public var columnType: String {
+        switch self {
+        case .name: "VARCHAR(50)"
+        case .color: "CHAR(7)"
+        }
+    }
 
     /// The field's value in `tag` (both fields are text).
     public func text(of tag: Tag) -> String {

@@ -62,12 +62,13 @@ public struct Todo: Sendable, Equatable {
     }
 }
 
-/// The synced content fields of a todo (what a client writes), described once: the contract
-/// name, the schema version that introduced the field, its validation rule, and how it is read,
-/// written, compared and patched. The order of the cases is the order of the JSON object. The
-/// switches are exhaustive, so a new case does not compile until every use knows it; the columns
-/// (`TodoColumn`) follow the same list (`ColumnsTests`).
-public enum TodoField: String, CaseIterable, Sendable {
+/// The synced content fields of a todo (what a client writes), described once (`SyncedField`):
+/// the contract name, the schema version that introduced the field, its kind, limits and
+/// nullability, its server column and type, and how it is read, written, compared and patched.
+/// The order of the cases is the order of the JSON object. The switches are exhaustive, so a new
+/// case does not compile until every use knows it; what cannot switch over it is checked against
+/// it by `SyncedFieldsTests` and `ColumnsTests`.
+public enum TodoField: String, SyncedField {
     case title, raw, notes, isImportant, isLife, tagId, difficulty, estimatedTime, deadline, isCompleted
 
     /// The schema version that introduced the field.
@@ -78,18 +79,77 @@ public enum TodoField: String, CaseIterable, Sendable {
         }
     }
 
-    // The validation limits (API.md "Todos"), the one copy on the server.
+    public var kind: FieldKind {
+        switch self {
+        case .title, .raw, .notes: .text
+        case .isImportant, .isLife, .isCompleted: .bool
+        case .difficulty, .estimatedTime: .integer
+        case .deadline: .day
+        case .tagId: .reference
+        }
+    }
+
+    // The validation limits (API.md "Todos"), the one copy (server and client).
     public static let titleLength = 1...200
     public static let rawLength = 0...2000
     public static let notesLength = 0...10_000
     public static let difficultyRange: ClosedRange<Int64> = 0...5
     public static let estimatedTimeRange: ClosedRange<Int64> = 0...1440
 
+    public var length: ClosedRange<Int>? {
+        switch self {
+        case .title: Self.titleLength
+        case .raw: Self.rawLength
+        case .notes: Self.notesLength
+        case .isImportant, .isLife, .tagId, .difficulty, .estimatedTime, .deadline, .isCompleted: nil
+        }
+    }
+
+    public var refusesBlank: Bool { self == .title }
+
+    public var range: ClosedRange<Int64>? {
+        switch self {
+        case .difficulty: Self.difficultyRange
+        case .estimatedTime: Self.estimatedTimeRange
+        case .title, .raw, .notes, .isImportant, .isLife, .tagId, .deadline, .isCompleted: nil
+        }
+    }
+
     /// Whether `null` is a value of the field (else a `null` in a patch is a validation problem).
     public var isNullable: Bool {
         switch self {
         case .tagId, .notes: true
         case .title, .raw, .isImportant, .isLife, .difficulty, .estimatedTime, .deadline, .isCompleted: false
+        }
+    }
+
+    /// The column of `todos` (`TodoColumn` takes its name from here).
+    public var column: String {
+        switch self {
+        case .title: "title"
+        case .raw: "raw"
+        case .notes: "notes"
+        case .isImportant: "is_important"
+        case .isLife: "is_life"
+        case .tagId: "tag_id"
+        case .difficulty: "difficulty"
+        case .estimatedTime: "estimated_time"
+        case .deadline: "deadline"
+        case .isCompleted: "is_completed"
+        }
+    }
+
+    /// As Sql/001 and Sql/021 declare it (`ColumnsTests` compares it with the migrated table).
+    public var columnType: String {
+        switch self {
+        case .title: "VARCHAR(200)"
+        case .raw: "VARCHAR(2000)"
+        case .notes: "TEXT"
+        case .isImportant, .isLife, .isCompleted: "TINYINT(1)"
+        case .tagId: "BIGINT UNSIGNED"
+        case .difficulty: "TINYINT UNSIGNED"
+        case .estimatedTime: "SMALLINT UNSIGNED"
+        case .deadline: "DATE"
         }
     }
 
