@@ -130,6 +130,36 @@ def private_root(path: Path) -> Path:
     return path
 
 
+UNITS = ["todosync@1.service", "todosync@1.socket", "todosync-migrate.service", "todosync-purge.service",
+         "todosync-purge.timer", "todosync-store-days.service", "todosync-store-days.timer",
+         "todosync-backup.service", "todosync-backup.timer"]
+
+
+def verify_units(root: Path) -> None:
+    """systemd-analyze, as test_production_install.py does for install.sh's files: the packaged
+    units (in /lib) verify with the commands they name present in the root (/usr/bin/todosync),
+    and the hardening drop-in applies. The host's units it needs are copied in, then removed."""
+    if not shutil.which("systemd-analyze"):
+        return
+    system = root / "usr/lib/systemd/system"
+    kill = root / "bin/kill"
+    shutil.copytree("/lib/systemd/system", system, symlinks=True)
+    kill.parent.mkdir(exist_ok=True)
+    shutil.copy2("/bin/kill", kill)
+    try:
+        proc = subprocess.run(["systemd-analyze", "verify", f"--root={root}", *UNITS], capture_output=True,
+                              text=True, timeout=60, cwd=root)
+        assert proc.returncode == 0 and not (proc.stdout + proc.stderr).strip(), proc.stdout + proc.stderr
+        proc = subprocess.run(["systemd-analyze", "security", f"--root={root}", "--offline=true",
+                               "todosync@1.service"], capture_output=True, text=True, timeout=60, cwd=root)
+        exposure = re.search(r"Overall exposure level for \S+: ([0-9.]+)", proc.stdout + proc.stderr)
+        assert exposure and float(exposure.group(1)) <= 2.0, proc.stdout[-500:] + proc.stderr
+    finally:
+        shutil.rmtree(system)
+        kill.unlink()
+        kill.parent.rmdir()
+
+
 def test_install_upgrade_remove_purge_in_a_private_root(debs, tmp_path):
     if os.geteuid() != 0:
         pytest.skip("useradd --prefix and chown need root")
@@ -177,6 +207,8 @@ def test_install_upgrade_remove_purge_in_a_private_root(debs, tmp_path):
             assert os.readlink(link) == f"/lib/systemd/system/{unit}", link
     assert os.readlink(root / "etc/nginx/sites-enabled/todosync") == "../sites-available/todosync"
     assert (root / "etc/nginx/modules-enabled/70-todosync-address-cap.conf").resolve().is_file()
+
+    verify_units(root)
 
     # The operator edits two conffiles and disables an instance.
     logrotate = root / "etc/logrotate.d/todosync"
