@@ -260,3 +260,107 @@ def test_lintian_reports_no_error_or_warning(debs):
     proc = subprocess.run(["lintian", "--fail-on", "error,warning", str(debs[0])], capture_output=True, text=True, timeout=300)
     tags = [line for line in proc.stdout.splitlines() if re.match(r"^[EW]: ", line)]
     assert proc.returncode == 0 and not tags, proc.stdout + proc.stderr
+
+
+# ------------------------------------------------------------------- the host path of the postinst
+
+SHIM = """#!/bin/sh
+echo "$(basename "$0") $*" >>"$SHIM_LOG"
+case "$(basename "$0") $*" in
+    "todosync create-database"*) exit "${SHIM_CREATE_DATABASE:-0}" ;;
+esac
+exit 0
+"""
+
+NAMESPACE = r"""
+set -e
+T=$1; shift
+mount --bind "$T/etc" /etc
+for d in lib log backups; do mount --bind "$T/var-$d" "/var/$d"; done
+mount -t tmpfs tmpfs /run
+mkdir -p /run/systemd/system /run/mysqld
+if [ "$WITH_MARIADB" = 1 ]; then
+    python3 -c 'import socket; socket.socket(socket.AF_UNIX).bind("/run/mysqld/mysqld.sock")'
+fi
+mount -t overlay overlay -o "lowerdir=$T/shim:/usr/bin" /usr/bin
+mount -t overlay overlay -o "lowerdir=$T/pkg/lib/systemd/system:/lib/systemd/system" /lib/systemd/system
+mount -t overlay overlay -o "lowerdir=$T/pkg/usr/lib/tmpfiles.d:/usr/lib/tmpfiles.d" /usr/lib/tmpfiles.d
+exec sh "$T/ctrl/postinst" "$@"
+"""
+
+
+@pytest.fixture
+def host(debs, tmp_path):
+    """A private mount namespace that looks like a host with systemd running, for the postinst
+    without DPKG_ROOT: /etc is a copy (without a todosync user), /var/lib, /var/log, /var/backups
+    and /run are empty, the package's units are overlaid on /lib/systemd/system, and systemctl,
+    deb-systemd-invoke, nginx and /usr/bin/todosync are stand-ins that log their arguments (first
+    on PATH; /usr/bin/todosync overlaid). Nothing of this host is written."""
+    if os.geteuid() != 0 or not shutil.which("unshare"):
+        pytest.skip("needs root and unshare (a mount namespace)")
+    t = tmp_path
+    subprocess.run(["dpkg-deb", "-x", str(debs[0]), str(t / "pkg")], check=True)
+    subprocess.run(["dpkg-deb", "-e", str(debs[0]), str(t / "ctrl")], check=True)
+    shutil.copytree("/etc", t / "etc", symlinks=True, ignore=shutil.ignore_patterns("todosync"))
+    for name in ("passwd", "group", "shadow", "gshadow"):
+        f = t / "etc" / name
+        f.write_text("".join(line for line in f.read_text().splitlines(keepends=True)
+                             if not line.startswith(("todosync:", "todosync-"))))
+    shutil.copytree(t / "pkg/etc", t / "etc", dirs_exist_ok=True)  # the conffiles, as dpkg unpacks them
+    for d in ("var-lib", "var-log", "var-backups", "shim"):
+        (t / d).mkdir()
+    for name in ("systemctl", "deb-systemd-invoke", "nginx", "todosync"):
+        (t / "shim" / name).write_text(SHIM)
+        (t / "shim" / name).chmod(0o755)
+    (t / "ns.sh").write_text(NAMESPACE)
+
+    def postinst(*args: str, mariadb: bool, create_database: int = 0) -> tuple[str, list[str]]:
+        log = t / "shim.log"
+        log.write_text("")
+        proc = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", str(t / "ns.sh"), str(t),
+                               *args], capture_output=True, text=True, timeout=60,
+                              env={"PATH": f"{t}/shim:/usr/sbin:/usr/bin:/sbin:/bin", "SHIM_LOG": str(log),
+                                   "DPKG_MAINTSCRIPT_PACKAGE": "todosync", "DPKG_MAINTSCRIPT_NAME": "postinst",
+                                   "WITH_MARIADB": "1" if mariadb else "0",
+                                   "SHIM_CREATE_DATABASE": str(create_database)})
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        return proc.stdout + proc.stderr, log.read_text().splitlines()
+
+    return t, postinst
+
+
+def test_postinst_on_a_host_defers_the_database_then_migrates_before_restarting(host):
+    t, postinst = host
+    # MariaDB not there: the install succeeds, says what to do, starts nothing that needs it.
+    out, steps = postinst("configure", "", mariadb=False)
+    assert "WARNING: MariaDB did not answer on /run/mysqld/mysqld.sock" in out, out
+    assert "todosync create-database --admin-user root" in out and "dpkg-reconfigure todosync" in out, out
+    assert not any(s.startswith("todosync ") for s in steps), steps
+    assert not any("restart todosync@" in s for s in steps), steps
+    assert (t / "var-lib/todosync/database-pending").exists()
+    env = (t / "etc/todosync/todosync.env").read_text()
+    assert re.search(r"^TODOSYNC_DB_PASSWORD=[A-Za-z0-9]{24,}$", env, re.M), env
+    assert re.search(r"^todosync:x:\d+:\d+::/nonexistent:/usr/sbin/nologin$", (t / "etc/passwd").read_text(), re.M)
+    assert os.readlink(t / "etc/systemd/system/sockets.target.wants/todosync@1.socket") == \
+        "/lib/systemd/system/todosync@.socket"
+    assert (t / "var-lib/todosync/snapshots").is_dir(), "systemd-tmpfiles did not run"
+
+    # A later configure (dpkg-reconfigure, an upgrade) with MariaDB up: the account, then what
+    # install.sh does, in its order.
+    out, steps = postinst("configure", "1.0.0", mariadb=True)
+    assert "created the database" in out and "WARNING" not in out, out
+    assert not (t / "var-lib/todosync/database-pending").exists()
+    assert (t / "etc/todosync/todosync.env").read_text() == env, "the password changed"
+    create = steps.index("todosync create-database --admin-user root --wait-seconds 5")
+    migrate = steps.index("deb-systemd-invoke restart todosync-migrate.service")
+    check = steps.index("todosync config --check --sql-dir /usr/share/todosync/Sql")
+    restarts = [steps.index(f"deb-systemd-invoke restart todosync@{i}.service") for i in (1, 2)]
+    assert create < migrate < check < restarts[0] < restarts[1], steps
+    assert steps.index("deb-systemd-invoke start todosync@1.socket") < restarts[0], steps
+    assert steps.index("nginx -t") < steps.index("deb-systemd-invoke reload nginx.service"), steps
+
+    # MariaDB up but refusing: a warning, the marker stays, no responder is restarted.
+    (t / "var-lib/todosync/database-pending").touch()
+    out, steps = postinst("configure", "1.0.0", mariadb=True, create_database=1)
+    assert "WARNING: MariaDB did not answer" in out and (t / "var-lib/todosync/database-pending").exists(), out
+    assert not any("restart todosync@" in s for s in steps), steps
