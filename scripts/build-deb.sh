@@ -33,7 +33,9 @@
 #                    UTC date and time and its short hash, e.g. 1.0.0+git20261207150327.fcd0847:
 #                    later commits sort later; a checkout with uncommitted changes adds ".dirty".
 #                    Without git, --version is required)
-#   --compress X     dpkg-deb's compressor: xz (default), gzip (faster, bigger), zstd, none
+#   --compress X     dpkg-deb's compressor, optionally with a level (X:LEVEL): xz (default), gzip
+#                    (faster, bigger; gzip:1 fastest), none (lintian refuses it; bookworm's lintian
+#                    also refuses zstd)
 #   --instances N, --auth-rate N, ... any other option goes to install.sh (not --root, --prefix,
 #                    --server-name, --tls-cert, --tls-key: those are set in the site on the host)
 set -euo pipefail
@@ -179,5 +181,7 @@ fi
 
 mkdir -p "$OUT"
 deb="$OUT/todosync_${VERSION}_$ARCH.deb"
-dpkg-deb --root-owner-group -Z"$COMPRESS" --build "$PKG" "$deb" >/dev/null
+level=()
+[[ $COMPRESS != *:* ]] || level=(-z"${COMPRESS#*:}")
+dpkg-deb --root-owner-group -Z"${COMPRESS%%:*}" "${level[@]}" --build "$PKG" "$deb" >/dev/null
 echo "$deb"
