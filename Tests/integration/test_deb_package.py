@@ -368,3 +368,26 @@ def test_postinst_on_a_host_defers_the_database_then_migrates_before_restarting(
     out, steps = postinst("configure", "1.0.0", mariadb=True, create_database=1)
     assert "WARNING: MariaDB did not answer" in out and (t / "var-lib/todosync/database-pending").exists(), out
     assert not any("restart todosync@" in s for s in steps), steps
+
+
+def test_build_needs_no_git(debs, tmp_path):
+    """The package comes from the files alone (install.sh's git lookups run only against an earlier
+    install, which a fresh staging tree is not): outside a checkout it builds with --version and,
+    without, says to pass one."""
+    tree = tmp_path / "tree"
+    for name in ("scripts", "nginx", "Sql", "docs"):
+        shutil.copytree(REPO_ROOT / name, tree / name, symlinks=True)
+    shutil.copy2(REPO_ROOT / "openapi.yaml", tree / "openapi.yaml")
+    binary = stack_env()["TODOSYNC_BIN"]
+    env = {**os.environ, "GIT_CEILING_DIRECTORIES": str(tmp_path)}
+    proc = subprocess.run(["bash", str(tree / "scripts/build-deb.sh"), "--out", str(tmp_path / "out"), "--binary",
+                           binary], capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode != 0 and "pass --version" in proc.stderr, proc.stdout + proc.stderr
+    proc = subprocess.run(["bash", str(tree / "scripts/build-deb.sh"), "--out", str(tmp_path / "out"), "--binary",
+                           binary, "--version", "1.2.3", "--compress", "none"], capture_output=True, text=True,
+                          timeout=180, env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    built = data_members(tmp_path / "out/todosync_1.2.3_amd64.deb")
+    first = data_members(debs[0])
+    assert {p for p in built if not p.startswith("/usr/share/doc/")} == \
+        {p for p in first if not p.startswith("/usr/share/doc/")}
