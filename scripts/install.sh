@@ -61,6 +61,11 @@
 #                        database, no systemctl, no nginx reload
 #   --dry-run            with --root: stage the files, then print each host step (users, database,
 #                        systemctl, nginx) instead of running it
+#   --prefix DIR         where the binary, migrations and docs go (default /usr/local; the units
+#                        name DIR/bin/todosync and DIR/share/todosync/Sql; scripts/build-deb.sh
+#                        stages with --prefix /usr)
+#   --no-config          with --root: no /etc/todosync/todosync.env (no password generated; the
+#                        Debian package's postinst writes it on the target)
 set -euo pipefail
 
 REPO_ROOT=$(dirname "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")")
@@ -76,6 +81,8 @@ REAL_IP_FROM=""
 REAL_IP_HEADER=X-Forwarded-For
 MTAIL_ADDRESS=127.0.0.1
 DRY_RUN=0
+PREFIX=/usr/local
+WRITE_CONFIG=1
 # The limits' defaults, shared with the dev stack.
 while IFS='=' read -r key value; do
     printf -v "${key#TODOSYNC_}" '%s' "$value"
@@ -103,6 +110,8 @@ while (($#)); do
         --address-connections) ADDRESS_CONNECTIONS=$2; shift 2 ;;
         --root) ROOT=$(realpath -m "$2"); shift 2 ;;
         --dry-run) DRY_RUN=1; shift ;;
+        --prefix) PREFIX=${2%/}; shift 2 ;;
+        --no-config) WRITE_CONFIG=0; shift ;;
         -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
         *) die "unknown option $1 (see --help)" ;;
     esac
@@ -117,6 +126,8 @@ done
     die "--address-connections must be 0..65535 (got '$ADDRESS_CONNECTIONS')"
 [[ -n $ROOT || $EUID -eq 0 ]] || die "run as root (or stage files with --root DIR)"
 ((!DRY_RUN)) || [[ -n $ROOT ]] || die "--dry-run needs --root DIR"
+((WRITE_CONFIG)) || { [[ -n $ROOT ]] && ((!DRY_RUN)); } || die "--no-config needs --root DIR (and no --dry-run)"
+[[ $PREFIX =~ ^(/[A-Za-z0-9._-]+)+$ ]] || die "--prefix must be an absolute path (got '$PREFIX')"
 
 if [[ -z $BINARY ]]; then
     "$REPO_ROOT/scripts/stack.sh" build
@@ -125,12 +136,15 @@ fi
 [[ -x $BINARY ]] || die "no executable binary at $BINARY"
 
 # --- files -------------------------------------------------------------------------------------
-SHARE=$ROOT/usr/local/share/todosync
+SHARE=$ROOT$PREFIX/share/todosync
 INSTALLED_SUMS=$SHARE/installed.sha256
 PENDING=$SHARE/pending
 KEPT=()
 
 sha256_of() { sha256sum | cut -d' ' -f1; }
+# The units as this install's --prefix has them: they name /usr/local/bin/todosync and
+# /usr/local/share/todosync/Sql (unchanged with the default prefix).
+relocate() { if [[ $PREFIX == /usr/local ]]; then cat; else sed "s#/usr/local/#$PREFIX/#g"; fi; }
 
 # Whether FILE is byte for byte a version of SOURCE (a path in this repository) that an earlier
 # commit shipped, rendered by RENDER (a command reading the template on stdin; default cat):
@@ -192,7 +206,7 @@ install_conffile() {
 }
 
 SYSTEMD=$ROOT/etc/systemd/system
-install -d -m 0755 "$ROOT/usr/local/bin" "$ROOT/usr/local/share/todosync" "$ROOT/usr/local/share/doc/todosync" \
+install -d -m 0755 "$ROOT$PREFIX/bin" "$ROOT$PREFIX/share/todosync" "$ROOT$PREFIX/share/doc/todosync" \
     "$SYSTEMD/todosync@.service.d" "$SYSTEMD/todosync-.service.d" \
     "$ROOT/etc/nginx/sites-available" "$ROOT/etc/nginx/sites-enabled" "$ROOT/etc/logrotate.d"
 # The responders' (systemd appends their stderr) and the site's access log; root's, like /var/log.
@@ -205,8 +219,8 @@ install_conffile 0644 "$ROOT/etc/mtail/todosync-nginx.mtail" scripts/mtail/todos
     <"$REPO_ROOT/scripts/mtail/todosync-nginx.mtail"
 install_conffile 0644 "$ROOT/etc/systemd/system/mtail.service.d/todosync.conf" scripts/systemd/mtail-todosync.conf \
     < <(sed "s/^Environment=HOST=.*/Environment=HOST=$MTAIL_ADDRESS/" "$REPO_ROOT/scripts/systemd/mtail-todosync.conf")
-install -m 0755 "$BINARY" "$ROOT/usr/local/bin/todosync.new"
-install -m 0755 "$REPO_ROOT/scripts/backup.sh" "$ROOT/usr/local/bin/todosync-backup"
+install -m 0755 "$BINARY" "$ROOT$PREFIX/bin/todosync.new"
+install -m 0755 "$REPO_ROOT/scripts/backup.sh" "$ROOT$PREFIX/bin/todosync-backup"
 install -d -m 0700 "$ROOT/var/backups/todosync"
 # Point-in-time recovery needs MariaDB's binary log; the file is the administrator's once there.
 install -d -m 0755 "$ROOT/etc/mysql/mariadb.conf.d"
@@ -216,19 +230,20 @@ if [[ ! -f $BINLOG_CNF ]]; then
     install -m 0644 "$REPO_ROOT/scripts/mariadb/60-todosync-binlog.cnf" "$BINLOG_CNF"
     new_binlog_cnf=1
 fi
-mv -f "$ROOT/usr/local/bin/todosync.new" "$ROOT/usr/local/bin/todosync"   # atomic: running responders keep the old inode
-rm -rf "$ROOT/usr/local/share/todosync/Sql.new"
-cp -r "$REPO_ROOT/Sql" "$ROOT/usr/local/share/todosync/Sql.new"
-rm -rf "$ROOT/usr/local/share/todosync/Sql"
-mv "$ROOT/usr/local/share/todosync/Sql.new" "$ROOT/usr/local/share/todosync/Sql"
+mv -f "$ROOT$PREFIX/bin/todosync.new" "$ROOT$PREFIX/bin/todosync"   # atomic: running responders keep the old inode
+rm -rf "$ROOT$PREFIX/share/todosync/Sql.new"
+cp -r "$REPO_ROOT/Sql" "$ROOT$PREFIX/share/todosync/Sql.new"
+rm -rf "$ROOT$PREFIX/share/todosync/Sql"
+mv "$ROOT$PREFIX/share/todosync/Sql.new" "$ROOT$PREFIX/share/todosync/Sql"
 install -m 0644 "$REPO_ROOT/docs/API.md" "$REPO_ROOT/docs/OPERATIONS.md" "$REPO_ROOT/openapi.yaml" \
-    "$ROOT/usr/local/share/doc/todosync/"
+    "$ROOT$PREFIX/share/doc/todosync/"
 for unit in todosync@.socket todosync@.service todosync-migrate.service todosync-purge.service todosync-purge.timer \
     todosync-store-days.service todosync-store-days.timer todosync-backup.service todosync-backup.timer; do
-    install_conffile 0644 "$SYSTEMD/$unit" "scripts/systemd/$unit" <"$REPO_ROOT/scripts/systemd/$unit"
+    install_conffile 0644 "$SYSTEMD/$unit" "scripts/systemd/$unit" relocate < <(relocate <"$REPO_ROOT/scripts/systemd/$unit")
 done
 for dir in todosync@.service.d todosync-.service.d; do
-    install_conffile 0644 "$SYSTEMD/$dir/hardening.conf" scripts/systemd/hardening.conf <"$REPO_ROOT/scripts/systemd/hardening.conf"
+    install_conffile 0644 "$SYSTEMD/$dir/hardening.conf" scripts/systemd/hardening.conf relocate \
+        < <(relocate <"$REPO_ROOT/scripts/systemd/hardening.conf")
 done
 
 # Live sync: nginx's nchan publisher listens on a Unix socket in a directory of root and the
@@ -320,7 +335,7 @@ fi
 ENV_FILE=$ROOT/etc/todosync/todosync.env
 install -d -m 0755 "$ROOT/etc/todosync"
 new_password=""
-if [[ ! -f $ENV_FILE ]]; then
+if ((WRITE_CONFIG)) && [[ ! -f $ENV_FILE ]]; then
     new_password=$(head -c 24 /dev/urandom | base64 | tr -d '/+=' | head -c 32)
     umask 077
     cat > "$ENV_FILE" <<EOF
@@ -364,7 +379,7 @@ done
 
 if [[ -n $new_password ]]; then
     log "creating the database and its account (password in $ENV_FILE only)"
-    host env TODOSYNC_CONFIG="$ENV_FILE" "$ROOT/usr/local/bin/todosync" create-database --admin-user root
+    host env TODOSYNC_CONFIG="$ENV_FILE" "$ROOT$PREFIX/bin/todosync" create-database --admin-user root
 fi
 
 host systemctl daemon-reload
@@ -372,7 +387,7 @@ host systemctl restart todosync-migrate.service          # applies pending migra
 # Before any responder restarts: the configuration as the responders will use it (values, names,
 # a session with the password, no migration pending or edited). A failure stops here, with the
 # running responders untouched (docs/OPERATIONS.md, "Exit codes").
-host env TODOSYNC_CONFIG="$ENV_FILE" "$ROOT/usr/local/bin/todosync" config --check --sql-dir "$SHARE/Sql"
+host env TODOSYNC_CONFIG="$ENV_FILE" "$ROOT$PREFIX/bin/todosync" config --check --sql-dir "$SHARE/Sql"
 host systemctl enable todosync-migrate.service todosync-purge.timer todosync-store-days.timer todosync-backup.timer
 host systemctl start todosync-purge.timer todosync-store-days.timer todosync-backup.timer
 for ((i = 1; i <= INSTANCES; i++)); do
@@ -396,7 +411,7 @@ if ((!DRY_RUN)); then
             "systemctl restart nginx (docs/OPERATIONS.md, \"File descriptors\")" >&2
     fi
 fi
-log "installed $("$ROOT/usr/local/bin/todosync" --version): https://$SERVER_NAME/healthz"
+log "installed $("$ROOT$PREFIX/bin/todosync" --version): https://$SERVER_NAME/healthz"
 if ((new_binlog_cnf)); then
     log "MariaDB's binary log (point-in-time recovery) starts at its next restart: systemctl restart mariadb"
 fi

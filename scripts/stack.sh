@@ -196,6 +196,7 @@ DEB_PACKAGES=(
     libnginx-mod-nchan  # live sync (issue 22): nginx holds the streams and carries the pokes
     libnginx-mod-stream  # the per-address connection cap (nginx/address-cap-stream.conf.template)
     libcurl4-openssl-dev  # the client's live stream on Linux (CurlLiveStream: URLSession spins there)
+    dpkg-dev chrpath lintian  # the Debian package (scripts/build-deb.sh, test_deb_package.py); lintian: ~120 packages, ~30 s
 )
 
 # --- helpers -----------------------------------------------------------------------------------
