@@ -14,6 +14,22 @@ protocol RecordColumns: TableColumns {
     static var content: [(column: Self, value: @Sendable (Record) -> DatabaseValue)] { get }
 }
 
+extension RecordColumns {
+    /// The SQL name of a bookkeeping column every record table has (the cases `TodoColumn` and
+    /// `TagColumn` share, by name); a synced field's column is named by its field instead.
+    static func bookkeepingSQLName(of column: Self) -> String {
+        switch "\(column)" {
+        case "id": return "id"
+        case "clientID": return "client_id"
+        case "version": return "version"
+        case "createdAt": return "created_at"
+        case "updatedAt": return "updated_at"
+        case "deletedAt": return "deleted_at"
+        default: preconditionFailure("\(column) is a synced field's column (\(Self.self).init(_:))")
+        }
+    }
+}
+
 /// The columns of a table, described once, in SELECT-list order (`ColumnsTests` checks that they
 /// are every column of the migrated table, but those a table names as not being its record's).
 protocol TableColumns: RawRepresentable<Int>, CaseIterable, Sendable where AllCases == [Self] {
@@ -75,18 +91,7 @@ enum TodoColumn: Int, RecordColumns {
     /// The synced field the column holds (nil: bookkeeping).
     var field: TodoField? { TodoField.allCases.first { TodoColumn($0) == self } }
 
-    var sqlName: String {
-        if let field { return field.column }
-        switch self {
-        case .id: return "id"
-        case .clientID: return "client_id"
-        case .version: return "version"
-        case .createdAt: return "created_at"
-        case .updatedAt: return "updated_at"
-        case .deletedAt: return "deleted_at"
-        default: preconditionFailure("\(self) is a synced field's column (init(_: TodoField))")
-        }
-    }
+    var sqlName: String { field?.column ?? Self.bookkeepingSQLName(of: self) }
 
     static let notDescribed: Set<String> = ["user_id", "client_key", "changed_by_device"]
 
@@ -111,18 +116,7 @@ enum TagColumn: Int, RecordColumns {
     /// The synced field the column holds (nil: bookkeeping).
     var field: TagField? { TagField.allCases.first { TagColumn($0) == self } }
 
-    var sqlName: String {
-        if let field { return field.column }
-        switch self {
-        case .id: return "id"
-        case .clientID: return "client_id"
-        case .version: return "version"
-        case .createdAt: return "created_at"
-        case .updatedAt: return "updated_at"
-        case .deletedAt: return "deleted_at"
-        default: preconditionFailure("\(self) is a synced field's column (init(_: TagField))")
-        }
-    }
+    var sqlName: String { field?.column ?? Self.bookkeepingSQLName(of: self) }
 
     static let notDescribed: Set<String> = ["user_id", "client_key", "changed_by_device"]
 
