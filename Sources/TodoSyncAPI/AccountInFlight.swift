@@ -1,54 +1,180 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import Synchronization
-import TodoSyncCore
 
 /// Requests in flight per account in this responder process (contract, Errors: 429 "too many
 /// requests in flight for one account, counted per account, whatever token or spelling of the
-/// `Authorization` header carries them"). Shared by every worker of the process.
+/// `Authorization` header carries them"), and each account's share of the process's CPU time.
+/// Shared by every worker of the process.
 ///
 /// Counted where the account is known: after the token is resolved to its user, so twenty logins
 /// (twenty tokens), other spellings of `Bearer` and over-long headers all count against the one
 /// account. nginx's per-token `limit_conn` stays in front as the cheap first filter.
 ///
+/// The count alone is not fair: two requests in flight are two cores when each is a year-long
+/// list (issue 34, item 6: a bystander's p99 went from 9 to 97 ms under one account's 16
+/// connections of them). So with a `share`, each request's CPU time on its worker thread
+/// (`CLOCK_THREAD_CPUTIME_ID`, measured by `Application`) is charged to its account, as a sum
+/// that halves every `Share.halfLife` seconds; the process keeps the sum of all accounts' too.
+/// An account whose sum is over what `Share.coreSeconds` per second keeps it at, while other
+/// accounts used the process lately (their sum over `Share.othersActive`), is over its share: its
+/// next request waits until the sum has decayed back (at most `Share.maximumWait`, holding its
+/// place in flight), or is answered 429 with the `Retry-After` that would take. Work-conserving:
+/// an account alone on the process is never slowed. A bystander's requests cost little CPU, so
+/// its sum stays far below the share and it is never the one held back.
+///
 /// Per process, not per service: responders share no state, so the limit of an account across a
-/// host is `limit` × the responder processes on it (and × hosts for the service). This bounds
-/// what one account can take of each process (`TODOSYNC_ACCOUNT_IN_FLIGHT` of its
-/// `TODOSYNC_WORKERS`), which is what keeps a bystander's requests fast.
+/// host is `limit` × the responder processes on it (and × hosts for the service), and its CPU
+/// share `coreSeconds` × the processes it reaches. This bounds what one account can take of each
+/// process (`TODOSYNC_ACCOUNT_IN_FLIGHT` of its `TODOSYNC_WORKERS`, `TODOSYNC_ACCOUNT_CPU_SHARE_MS`
+/// of its cores), which is what keeps a bystander's requests fast.
 public final class AccountInFlight: Sendable {
     /// Requests one account may have in flight in this process.
     public let limit: Int
-    private let counts = Mutex<[Int64: Int]>([:])
+    /// Each account's share of the process's CPU time while others use it (nil: not limited).
+    public let share: Share?
 
-    public init(limit: Int) {
-        precondition(limit >= 1, "AccountInFlight needs a limit of at least 1")
-        self.limit = limit
+    /// An account's share of CPU time.
+    public struct Share: Sendable {
+        /// CPU seconds per second (cores) one account may use while other accounts are active.
+        public var coreSeconds: Double
+        /// Half-life of an account's CPU sum, in seconds: the window the share is measured over.
+        public var halfLife: Double
+        /// The longest a request over its account's share waits for it; beyond, 429 at once.
+        public var maximumWait: Double
+        /// Other accounts' CPU sum (seconds) above which they count as active: a few small
+        /// requests in the last couple of seconds.
+        public var othersActive: Double
+
+        public init(coreSeconds: Double, halfLife: Double = 1, maximumWait: Double = 0.25, othersActive: Double = 0.002) {
+            precondition(coreSeconds > 0 && halfLife > 0 && maximumWait >= 0)
+            self.coreSeconds = coreSeconds
+            self.halfLife = halfLife
+            self.maximumWait = maximumWait
+            self.othersActive = othersActive
+        }
+
+        /// The CPU sum that using `coreSeconds` per second without a pause settles at.
+        var ceiling: Double { coreSeconds * halfLife / M_LN2 }
     }
 
-    /// Counts one more request of `userID`; false (nothing counted) when it has `limit` already.
-    func enter(_ userID: Int64) -> Bool {
-        counts.withLock { counts in
-            let current = counts[userID, default: 0]
-            guard current < limit else { return false }
-            counts[userID] = current + 1
-            return true
+    /// What `enter` decided.
+    public enum Admission: Equatable, Sendable {
+        /// Counted; run it.
+        case admitted
+        /// Counted; run it after waiting this many seconds (the account is over its share).
+        case admittedAfter(seconds: Double)
+        /// Not counted: the account has `limit` requests in flight.
+        case tooMany
+        /// Not counted: the account is over its share for longer than `Share.maximumWait`.
+        case overShare(retryAfterSeconds: Int64)
+    }
+
+    /// A CPU sum that halves every `halfLife` seconds: `value` as of `at` (monotonic seconds).
+    struct Decaying {
+        var value = 0.0
+        var at = 0.0
+        func now(_ now: Double, halfLife: Double) -> Double {
+            value == 0 ? 0 : value * exp2(-(now - at) / halfLife)
+        }
+        mutating func add(_ amount: Double, now: Double, halfLife: Double) {
+            value = self.now(now, halfLife: halfLife) + amount
+            at = now
         }
     }
 
-    /// Ends a request that `enter` counted.
-    func leave(_ userID: Int64) {
-        counts.withLock { counts in
-            let current = counts[userID, default: 0]
-            if current <= 1 { counts.removeValue(forKey: userID) } else { counts[userID] = current - 1 }
+    private struct State {
+        var counts: [Int64: Int] = [:]
+        var used: [Int64: Decaying] = [:]
+        var total = Decaying()
+    }
+    private let state = Mutex(State())
+
+    public init(limit: Int, share: Share? = nil) {
+        precondition(limit >= 1, "AccountInFlight needs a limit of at least 1")
+        self.limit = limit
+        self.share = share
+    }
+
+    /// Counts one more request of `userID` unless it has `limit` already or is over its share
+    /// for longer than the share's longest wait. `now`: monotonic seconds (for tests).
+    func admit(_ userID: Int64, now: Double = AccountInFlight.monotonicNow()) -> Admission {
+        state.withLock { state in
+            let current = state.counts[userID, default: 0]
+            guard current < limit else { return .tooMany }
+            var wait = 0.0
+            if let share, let entry = state.used[userID] {
+                let mine = entry.now(now, halfLife: share.halfLife)
+                let ceiling = share.ceiling
+                if mine > ceiling && state.total.now(now, halfLife: share.halfLife) - mine > share.othersActive {
+                    wait = share.halfLife * log2(mine / ceiling)
+                    if wait > share.maximumWait {
+                        return .overShare(retryAfterSeconds: Int64(min(wait.rounded(.up), 60)))
+                    }
+                }
+            }
+            state.counts[userID] = current + 1
+            return wait > 0 ? .admittedAfter(seconds: wait) : .admitted
+        }
+    }
+
+    /// Counts one more request of `userID`; false (nothing counted) when it has `limit` already or
+    /// is over its share (a request that would wait is counted: true).
+    func enter(_ userID: Int64) -> Bool {
+        switch admit(userID) {
+        case .admitted, .admittedAfter: true
+        case .tooMany, .overShare: false
+        }
+    }
+
+    /// Ends a request that `enter` counted, charging its account the CPU seconds it used.
+    func leave(_ userID: Int64, cpuSeconds: Double = 0, now: Double = AccountInFlight.monotonicNow()) {
+        state.withLock { state in
+            let current = state.counts[userID, default: 0]
+            if current <= 1 { state.counts.removeValue(forKey: userID) } else { state.counts[userID] = current - 1 }
+            if let share, cpuSeconds > 0 { Self.charge(&state, userID, cpuSeconds, now: now, share: share) }
+        }
+    }
+
+    /// Charges `userID` CPU seconds used after its request left (a streamed body).
+    func charge(_ userID: Int64, cpuSeconds: Double, now: Double = AccountInFlight.monotonicNow()) {
+        guard let share, cpuSeconds > 0 else { return }
+        state.withLock { Self.charge(&$0, userID, cpuSeconds, now: now, share: share) }
+    }
+
+    private static func charge(_ state: inout State, _ userID: Int64, _ seconds: Double, now: Double, share: Share) {
+        state.used[userID, default: Decaying()].add(seconds, now: now, halfLife: share.halfLife)
+        state.total.add(seconds, now: now, halfLife: share.halfLife)
+        // Bounded memory: forget the accounts whose sum has decayed to nothing.
+        if state.used.count > 4096 {
+            state.used = state.used.filter { $0.value.now(now, halfLife: share.halfLife) >= 1e-5 }
         }
     }
 
     /// Requests of `userID` in flight now (for tests).
     func inFlight(_ userID: Int64) -> Int {
-        counts.withLock { $0[userID, default: 0] }
+        state.withLock { $0.counts[userID, default: 0] }
     }
 
-    /// The answer beyond the limit: 429 `rate_limited`, `Retry-After: 1`.
-    static let refusal = DomainError.throttled(
-        message: "Too many requests in flight for this account; retry shortly.", retryAfterSeconds: 1)
+    /// The CPU sum of `userID` now, in seconds (for tests).
+    func cpuSum(_ userID: Int64, now: Double = AccountInFlight.monotonicNow()) -> Double {
+        state.withLock { $0.used[userID]?.now(now, halfLife: share?.halfLife ?? 1) ?? 0 }
+    }
+
+    /// Monotonic seconds (vDSO: no system call).
+    static func monotonicNow() -> Double {
+        var clock = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &clock)
+        return Double(clock.tv_sec) + Double(clock.tv_nsec) / 1e9
+    }
+
+    /// CPU seconds the calling thread has used (a system call: measured only with a share).
+    static func threadCPUSeconds() -> Double {
+        var clock = timespec()
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &clock)
+        return Double(clock.tv_sec) + Double(clock.tv_nsec) / 1e9
+    }
 }
 
 /// Which per-account limit a route's requests count against.

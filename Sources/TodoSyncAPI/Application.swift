@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import Logging
 import TodoSyncCore
 import TodoSyncStore
@@ -69,10 +72,21 @@ public final class Application {
             defer { observed.userID = context.userID ?? observed.userID }
             do {
                 let counted = try admit(context, limit)
-                defer { if let counted { options.accountInFlight?.leave(counted) } }
+                // The request's CPU time is charged to its account when shares are on.
+                let measured = counted != nil && options.accountInFlight?.share != nil
+                let cpuStart = measured ? AccountInFlight.threadCPUSeconds() : 0
+                defer {
+                    if let counted {
+                        options.accountInFlight?.leave(
+                            counted, cpuSeconds: measured ? AccountInFlight.threadCPUSeconds() - cpuStart : 0)
+                    }
+                }
                 var response = try run(handler, context)
                 announce(context)
-                if let stream = response.stream { response.stream = answeringErrors(of: stream, request, requestID: requestID) }
+                if let stream = response.stream {
+                    response.stream = answeringErrors(of: stream, request, requestID: requestID,
+                                                      chargedTo: measured ? counted : nil)
+                }
                 return response
             } catch {
                 return response(for: error, request, requestID: requestID)
@@ -102,8 +116,16 @@ public final class Application {
     /// A route's streamed body whose errors are answered as the route's would have been
     /// (`ResponseStream.Outcome.instead`; the FastCGI layer cuts the response off instead when
     /// part of the body is already out).
-    private func answeringErrors(of stream: ResponseStream, _ request: HTTPRequest, requestID: String?) -> ResponseStream {
+    /// A streamed body's CPU time is charged to `chargedTo`'s share too (`AccountInFlight`).
+    private func answeringErrors(of stream: ResponseStream, _ request: HTTPRequest, requestID: String?,
+                                 chargedTo account: Int64?) -> ResponseStream {
         ResponseStream { [self] write in
+            let cpuStart = account != nil ? AccountInFlight.threadCPUSeconds() : 0
+            defer {
+                if let account {
+                    options.accountInFlight?.charge(account, cpuSeconds: AccountInFlight.threadCPUSeconds() - cpuStart)
+                }
+            }
             do {
                 return try stream.produce(write)
             } catch {
@@ -113,7 +135,9 @@ public final class Application {
     }
 
     /// Counts the request against its account's requests in flight (`AccountInFlight`) before
-    /// anything else runs: 429 at once beyond the limit. The account is the token's owner
+    /// anything else runs: 429 at once beyond the limit. An account over its share of the CPU
+    /// while others use the process waits here first (a fraction of a second, its place in flight
+    /// held), or is answered 429 with the `Retry-After` until it is back within its share. The account is the token's owner
     /// (`Store.owner(ofToken:)`: remembered, or one lookup that then stands in for the route's own
     /// token check), so every token and every spelling of the header counts against it. Returns
     /// the user counted (to be released), or nil when the route or request is not counted: a
@@ -123,11 +147,21 @@ public final class Application {
               let token = context.bearerToken() else { return nil }
         guard let owner = try store.owner(ofToken: token) else { throw DomainError.unauthenticated }
         if owner.verified { context.authenticated(as: owner.userID) }
-        guard inFlight.enter(owner.userID) else {
+        switch inFlight.admit(owner.userID) {
+        case .admitted:
+            return owner.userID
+        case .admittedAfter(let seconds):
+            var pause = timespec(tv_sec: Int(seconds), tv_nsec: Int((seconds - seconds.rounded(.down)) * 1e9))
+            var left = timespec()
+            while nanosleep(&pause, &left) == -1 && errno == EINTR { pause = left }
+            return owner.userID
+        case .tooMany:
             observed.userID = owner.userID  // the request log names the account turned away
             throw AccountInFlight.refusal
+        case .overShare(let retryAfterSeconds):
+            observed.userID = owner.userID
+            throw AccountInFlight.overShare(retryAfterSeconds: retryAfterSeconds)
         }
-        return owner.userID
     }
 
     /// After the request's outermost commit (`run` has returned: a plain write committed in

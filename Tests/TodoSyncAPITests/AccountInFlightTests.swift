@@ -39,6 +39,66 @@ final class AccountInFlightTests: XCTestCase {
         XCTAssertEqual(limit.inFlight(7), 0)
     }
 
+    // MARK: - Each account's share of the CPU (issue 34, item 6)
+
+    /// 100 ms per second, a sum halving every second: the share's ceiling is 0.1/ln 2 ≈ 0.144 s.
+    private func shared() -> AccountInFlight {
+        AccountInFlight(limit: 2, share: AccountInFlight.Share(coreSeconds: 0.1, halfLife: 1, maximumWait: 0.25,
+                                                               othersActive: 0.002))
+    }
+
+    func testAnAccountAloneIsNeverHeldBackByItsShare() {
+        let limit = shared()
+        XCTAssertEqual(limit.admit(1, now: 100), .admitted)
+        limit.leave(1, cpuSeconds: 5, now: 100)  // far over the ceiling, but nobody else used the process
+        XCTAssertEqual(limit.admit(1, now: 100), .admitted)
+        limit.leave(1, now: 100)
+    }
+
+    func testAnAccountOverItsShareBesideAnotherWaitsThenGets429() {
+        let limit = shared()
+        XCTAssertEqual(limit.admit(2, now: 100), .admitted)
+        limit.leave(2, cpuSeconds: 0.01, now: 100)  // a bystander's small request: others are active
+        XCTAssertEqual(limit.admit(1, now: 100), .admitted)
+        limit.leave(1, cpuSeconds: 0.2, now: 100)  // over the ceiling by 0.2/0.144: a wait of log2 ≈ 0.47 s
+        XCTAssertEqual(limit.admit(1, now: 100), .overShare(retryAfterSeconds: 1))
+        XCTAssertEqual(limit.inFlight(1), 0, "a refused request is not counted")
+        // A third of a second later the sum has decayed to within a short wait of the ceiling.
+        guard case .admittedAfter(let wait) = limit.admit(1, now: 100.3) else { return XCTFail("not admitted after a wait") }
+        XCTAssertEqual(wait, log2(0.2 * exp2(-0.3) / (0.1 / M_LN2)), accuracy: 1e-9)
+        XCTAssertEqual(limit.inFlight(1), 1, "a request that waits holds its place in flight")
+        limit.leave(1, now: 100.3)
+        // The bystander is far below its share: never held back.
+        XCTAssertEqual(limit.admit(2, now: 100.3), .admitted)
+        limit.leave(2, cpuSeconds: 0.001, now: 100.3)
+        // Once the sum has decayed below the ceiling the account runs at once.
+        XCTAssertEqual(limit.admit(1, now: 101), .admitted)
+        limit.leave(1, now: 101)
+    }
+
+    func testTheInFlightLimitStillComesFirst() {
+        let limit = shared()
+        XCTAssertEqual(limit.admit(1, now: 1), .admitted)
+        XCTAssertEqual(limit.admit(1, now: 1), .admitted)
+        XCTAssertEqual(limit.admit(1, now: 1), .tooMany)
+    }
+
+    /// The fast path's cost: an admission and a leave with a share (a lock, two dictionary
+    /// lookups, two clock reads around the work measured by the caller excluded). Printed, not
+    /// asserted (debug builds are slow); the release figure is in docs/BENCHMARKS.md.
+    func testTheFastPathCost() {
+        let limit = shared()
+        let rounds = 200_000
+        let start = AccountInFlight.monotonicNow()
+        for i in 0..<rounds {
+            let account = Int64(i & 63)
+            _ = limit.admit(account)
+            limit.leave(account, cpuSeconds: 0.000_1)
+        }
+        let perRound = (AccountInFlight.monotonicNow() - start) / Double(rounds) * 1e9
+        print("AccountInFlight with a share: \(Int(perRound)) ns per admit + leave")
+    }
+
     // MARK: - The application counts before the route runs
 
     /// An application over a store whose database does not exist (every query is 503), whose
