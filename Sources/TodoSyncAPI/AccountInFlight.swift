@@ -14,15 +14,21 @@ import Synchronization
 ///
 /// The count alone is not fair: two requests in flight are two cores when each is a year-long
 /// list (issue 34, item 6: a bystander's p99 went from 9 to 97 ms under one account's 16
-/// connections of them). So with a `share`, each request's CPU time on its worker thread
-/// (`CLOCK_THREAD_CPUTIME_ID`, measured by `Application`) is charged to its account, as a sum
-/// that halves every `Share.halfLife` seconds; the process keeps the sum of all accounts' too.
-/// An account whose sum is over what `Share.coreSeconds` per second keeps it at, while other
-/// accounts used the process lately (their sum over `Share.othersActive`), is over its share: its
-/// next request waits until the sum has decayed back (at most `Share.maximumWait`, holding its
-/// place in flight), or is answered 429 with the `Retry-After` that would take. Work-conserving:
-/// an account alone on the process is never slowed. A bystander's requests cost little CPU, so
-/// its sum stays far below the share and it is never the one held back.
+/// connections of them). So with a `share`, each account's CPU time in this process is kept as a
+/// sum that halves every `Share.halfLife` seconds. An account whose sum is over what
+/// `Share.coreSeconds` per second keeps it at, while other accounts used the process lately, is
+/// over its share: its next request waits until the sum has decayed back (at most
+/// `Share.maximumWait`, holding its place in flight), or is answered 429 with the `Retry-After`
+/// that would take. Work-conserving: an account alone on the process is never slowed.
+///
+/// Cheap on the fast path: every counted request's wall-clock time in its worker (two
+/// `CLOCK_MONOTONIC` reads, vDSO: ~30 ns each) goes into a second sum per account, and into one
+/// for the process (which says whether others are active). A thread never uses more CPU than
+/// wall-clock time, so an account whose wall-clock sum is within the ceiling cannot be over its
+/// share, and its requests' CPU time is not measured; only the requests of an account past it
+/// (the suspects) pay for `CLOCK_THREAD_CPUTIME_ID` (a system call, ~0.5 µs each, twice), and only
+/// their CPU time is charged to the CPU sum. So a bystander, whose requests cost a fraction of a
+/// millisecond, is never measured and never held back, whatever the load does to its latency.
 ///
 /// Per process, not per service: responders share no state, so the limit of an account across a
 /// host is `limit` × the responder processes on it (and × hosts for the service), and its CPU
@@ -39,11 +45,11 @@ public final class AccountInFlight: Sendable {
     public struct Share: Sendable {
         /// CPU seconds per second (cores) one account may use while other accounts are active.
         public var coreSeconds: Double
-        /// Half-life of an account's CPU sum, in seconds: the window the share is measured over.
+        /// Half-life of an account's sums, in seconds: the window the share is measured over.
         public var halfLife: Double
         /// The longest a request over its account's share waits for it; beyond, 429 at once.
         public var maximumWait: Double
-        /// Other accounts' CPU sum (seconds) above which they count as active: a few small
+        /// Other accounts' wall-clock sum (seconds) above which they count as active: a few
         /// requests in the last couple of seconds.
         public var othersActive: Double
 
@@ -55,23 +61,33 @@ public final class AccountInFlight: Sendable {
             self.othersActive = othersActive
         }
 
-        /// The CPU sum that using `coreSeconds` per second without a pause settles at.
+        /// The sum that using `coreSeconds` per second without a pause settles at.
         var ceiling: Double { coreSeconds * halfLife / M_LN2 }
     }
 
-    /// What `enter` decided.
+    /// What `admit` decided.
     public enum Admission: Equatable, Sendable {
-        /// Counted; run it.
-        case admitted
-        /// Counted; run it after waiting this many seconds (the account is over its share).
+        /// Counted; run it. `measuringCPU`: the account is past the ceiling in wall-clock time,
+        /// so the request's CPU time is to be measured and passed to `leave`.
+        case admitted(measuringCPU: Bool)
+        /// Counted; run it after waiting this many seconds (over its share), measuring its CPU.
         case admittedAfter(seconds: Double)
         /// Not counted: the account has `limit` requests in flight.
         case tooMany
         /// Not counted: the account is over its share for longer than `Share.maximumWait`.
         case overShare(retryAfterSeconds: Int64)
+
+        /// Whether the request's CPU time is to be measured.
+        public var measuringCPU: Bool {
+            switch self {
+            case .admitted(let measuring): measuring
+            case .admittedAfter: true
+            case .tooMany, .overShare: false
+            }
+        }
     }
 
-    /// A CPU sum that halves every `halfLife` seconds: `value` as of `at` (monotonic seconds).
+    /// A sum that halves every `halfLife` seconds: `value` as of `at` (monotonic seconds).
     struct Decaying {
         var value = 0.0
         var at = 0.0
@@ -84,10 +100,17 @@ public final class AccountInFlight: Sendable {
         }
     }
 
+    /// An account's sums: wall-clock time of all its counted requests, CPU time of the measured.
+    struct Sums {
+        var wall = Decaying()
+        var cpu = Decaying()
+    }
+
     private struct State {
         var counts: [Int64: Int] = [:]
-        var used: [Int64: Decaying] = [:]
-        var total = Decaying()
+        var used: [Int64: Sums] = [:]
+        /// Every account's wall-clock time.
+        var totalWall = Decaying()
     }
     private let state = Mutex(State())
 
@@ -103,19 +126,24 @@ public final class AccountInFlight: Sendable {
         state.withLock { state in
             let current = state.counts[userID, default: 0]
             guard current < limit else { return .tooMany }
-            var wait = 0.0
-            if let share, let entry = state.used[userID] {
-                let mine = entry.now(now, halfLife: share.halfLife)
+            var admission = Admission.admitted(measuringCPU: false)
+            if let share, let sums = state.used[userID] {
                 let ceiling = share.ceiling
-                if mine > ceiling && state.total.now(now, halfLife: share.halfLife) - mine > share.othersActive {
-                    wait = share.halfLife * log2(mine / ceiling)
-                    if wait > share.maximumWait {
-                        return .overShare(retryAfterSeconds: Int64(min(wait.rounded(.up), 60)))
+                let wall = sums.wall.now(now, halfLife: share.halfLife)
+                if wall > ceiling {
+                    admission = .admitted(measuringCPU: true)
+                    let cpu = sums.cpu.now(now, halfLife: share.halfLife)
+                    if cpu > ceiling && state.totalWall.now(now, halfLife: share.halfLife) - wall > share.othersActive {
+                        let wait = share.halfLife * log2(cpu / ceiling)
+                        if wait > share.maximumWait {
+                            return .overShare(retryAfterSeconds: Int64(min(wait.rounded(.up), 60)))
+                        }
+                        admission = .admittedAfter(seconds: wait)
                     }
                 }
             }
             state.counts[userID] = current + 1
-            return wait > 0 ? .admittedAfter(seconds: wait) : .admitted
+            return admission
         }
     }
 
@@ -128,27 +156,32 @@ public final class AccountInFlight: Sendable {
         }
     }
 
-    /// Ends a request that `enter` counted, charging its account the CPU seconds it used.
-    func leave(_ userID: Int64, cpuSeconds: Double = 0, now: Double = AccountInFlight.monotonicNow()) {
+    /// Ends a request that `admit` counted, charging its account the wall-clock seconds it held
+    /// its worker and, when measured, the CPU seconds it used.
+    func leave(_ userID: Int64, wallSeconds: Double = 0, cpuSeconds: Double? = nil,
+               now: Double = AccountInFlight.monotonicNow()) {
         state.withLock { state in
             let current = state.counts[userID, default: 0]
             if current <= 1 { state.counts.removeValue(forKey: userID) } else { state.counts[userID] = current - 1 }
-            if let share, cpuSeconds > 0 { Self.charge(&state, userID, cpuSeconds, now: now, share: share) }
+            if let share { Self.charge(&state, userID, wallSeconds, cpuSeconds, now: now, share: share) }
         }
     }
 
-    /// Charges `userID` CPU seconds used after its request left (a streamed body).
-    func charge(_ userID: Int64, cpuSeconds: Double, now: Double = AccountInFlight.monotonicNow()) {
-        guard let share, cpuSeconds > 0 else { return }
-        state.withLock { Self.charge(&$0, userID, cpuSeconds, now: now, share: share) }
+    /// Charges `userID` for work after its request left (a streamed body).
+    func charge(_ userID: Int64, wallSeconds: Double, cpuSeconds: Double?, now: Double = AccountInFlight.monotonicNow()) {
+        guard let share else { return }
+        state.withLock { Self.charge(&$0, userID, wallSeconds, cpuSeconds, now: now, share: share) }
     }
 
-    private static func charge(_ state: inout State, _ userID: Int64, _ seconds: Double, now: Double, share: Share) {
-        state.used[userID, default: Decaying()].add(seconds, now: now, halfLife: share.halfLife)
-        state.total.add(seconds, now: now, halfLife: share.halfLife)
-        // Bounded memory: forget the accounts whose sum has decayed to nothing.
+    private static func charge(_ state: inout State, _ userID: Int64, _ wall: Double, _ cpu: Double?, now: Double,
+                               share: Share) {
+        guard wall > 0 || (cpu ?? 0) > 0 else { return }
+        state.used[userID, default: Sums()].wall.add(wall, now: now, halfLife: share.halfLife)
+        if let cpu { state.used[userID]!.cpu.add(cpu, now: now, halfLife: share.halfLife) }
+        state.totalWall.add(wall, now: now, halfLife: share.halfLife)
+        // Bounded memory: forget the accounts whose sums have decayed to nothing.
         if state.used.count > 4096 {
-            state.used = state.used.filter { $0.value.now(now, halfLife: share.halfLife) >= 1e-5 }
+            state.used = state.used.filter { $0.value.wall.now(now, halfLife: share.halfLife) >= 1e-5 }
         }
     }
 
@@ -159,7 +192,7 @@ public final class AccountInFlight: Sendable {
 
     /// The CPU sum of `userID` now, in seconds (for tests).
     func cpuSum(_ userID: Int64, now: Double = AccountInFlight.monotonicNow()) -> Double {
-        state.withLock { $0.used[userID]?.now(now, halfLife: share?.halfLife ?? 1) ?? 0 }
+        state.withLock { $0.used[userID]?.cpu.now(now, halfLife: share?.halfLife ?? 1) ?? 0 }
     }
 
     /// Monotonic seconds (vDSO: no system call).
@@ -169,7 +202,7 @@ public final class AccountInFlight: Sendable {
         return Double(clock.tv_sec) + Double(clock.tv_nsec) / 1e9
     }
 
-    /// CPU seconds the calling thread has used (a system call: measured only with a share).
+    /// CPU seconds the calling thread has used (a system call: only for suspects).
     static func threadCPUSeconds() -> Double {
         var clock = timespec()
         clock_gettime(CLOCK_THREAD_CPUTIME_ID, &clock)

@@ -71,21 +71,24 @@ public final class Application {
             observed.route = pattern
             defer { observed.userID = context.userID ?? observed.userID }
             do {
-                let counted = try admit(context, limit)
-                // The request's CPU time is charged to its account when shares are on.
-                let measured = counted != nil && options.accountInFlight?.share != nil
-                let cpuStart = measured ? AccountInFlight.threadCPUSeconds() : 0
+                let (counted, measuringCPU) = try admit(context, limit)
+                // The request's time is charged to its account when shares are on: wall-clock
+                // always (cheap), CPU only for an account past its share in wall-clock time.
+                let timed = counted != nil && options.accountInFlight?.share != nil
+                let started = timed ? AccountInFlight.monotonicNow() : 0
+                let cpuStart = measuringCPU ? AccountInFlight.threadCPUSeconds() : 0
                 defer {
                     if let counted {
                         options.accountInFlight?.leave(
-                            counted, cpuSeconds: measured ? AccountInFlight.threadCPUSeconds() - cpuStart : 0)
+                            counted, wallSeconds: timed ? AccountInFlight.monotonicNow() - started : 0,
+                            cpuSeconds: measuringCPU ? AccountInFlight.threadCPUSeconds() - cpuStart : nil)
                     }
                 }
                 var response = try run(handler, context)
                 announce(context)
                 if let stream = response.stream {
                     response.stream = answeringErrors(of: stream, request, requestID: requestID,
-                                                      chargedTo: measured ? counted : nil)
+                                                      chargedTo: timed ? counted : nil, measuringCPU: measuringCPU)
                 }
                 return response
             } catch {
@@ -118,12 +121,15 @@ public final class Application {
     /// part of the body is already out).
     /// A streamed body's CPU time is charged to `chargedTo`'s share too (`AccountInFlight`).
     private func answeringErrors(of stream: ResponseStream, _ request: HTTPRequest, requestID: String?,
-                                 chargedTo account: Int64?) -> ResponseStream {
+                                 chargedTo account: Int64?, measuringCPU: Bool) -> ResponseStream {
         ResponseStream { [self] write in
-            let cpuStart = account != nil ? AccountInFlight.threadCPUSeconds() : 0
+            let started = account != nil ? AccountInFlight.monotonicNow() : 0
+            let cpuStart = measuringCPU ? AccountInFlight.threadCPUSeconds() : 0
             defer {
                 if let account {
-                    options.accountInFlight?.charge(account, cpuSeconds: AccountInFlight.threadCPUSeconds() - cpuStart)
+                    options.accountInFlight?.charge(
+                        account, wallSeconds: AccountInFlight.monotonicNow() - started,
+                        cpuSeconds: measuringCPU ? AccountInFlight.threadCPUSeconds() - cpuStart : nil)
                 }
             }
             do {
@@ -141,20 +147,21 @@ public final class Application {
     /// (`Store.owner(ofToken:)`: remembered, or one lookup that then stands in for the route's own
     /// token check), so every token and every spelling of the header counts against it. Returns
     /// the user counted (to be released), or nil when the route or request is not counted: a
-    /// route without an account, or no well-formed bearer token (the route answers 401 itself).
-    private func admit(_ context: RequestContext, _ limit: AccountLimit) throws -> Int64? {
+    /// route without an account, or no well-formed bearer token (the route answers 401 itself);
+    /// and whether the request's CPU time is to be measured (`AccountInFlight.Admission`).
+    private func admit(_ context: RequestContext, _ limit: AccountLimit) throws -> (Int64?, measuringCPU: Bool) {
         guard case .requestsInFlight = limit, let inFlight = options.accountInFlight,
-              let token = context.bearerToken() else { return nil }
+              let token = context.bearerToken() else { return (nil, false) }
         guard let owner = try store.owner(ofToken: token) else { throw DomainError.unauthenticated }
         if owner.verified { context.authenticated(as: owner.userID) }
         switch inFlight.admit(owner.userID) {
-        case .admitted:
-            return owner.userID
+        case .admitted(let measuringCPU):
+            return (owner.userID, measuringCPU)
         case .admittedAfter(let seconds):
             var pause = timespec(tv_sec: Int(seconds), tv_nsec: Int((seconds - seconds.rounded(.down)) * 1e9))
             var left = timespec()
             while nanosleep(&pause, &left) == -1 && errno == EINTR { pause = left }
-            return owner.userID
+            return (owner.userID, true)
         case .tooMany:
             observed.userID = owner.userID  // the request log names the account turned away
             throw AccountInFlight.refusal
