@@ -142,8 +142,9 @@ public final class Application {
 
     /// Counts the request against its account's requests in flight (`AccountInFlight`) before
     /// anything else runs: 429 at once beyond the limit. An account over its share of the CPU
-    /// while others use the process waits here first (a fraction of a second, its place in flight
-    /// held), or is answered 429 with the `Retry-After` until it is back within its share. The account is the token's owner
+    /// while others use the process waits here first (a fraction of a second, its place in
+    /// flight held), or is answered 429 with the `Retry-After` until it is back within its share.
+    /// The account is the token's owner
     /// (`Store.owner(ofToken:)`: remembered, or one lookup that then stands in for the route's own
     /// token check), so every token and every spelling of the header counts against it. Returns
     /// the user counted (to be released), or nil when the route or request is not counted: a
