@@ -14,6 +14,8 @@ export TODOSYNC_ACCOUNT_CONCURRENCY=1000 TODOSYNC_ADDRESS_CONCURRENCY=65535  # n
 # The same in the responder: its per-account in-flight count (default 2) turned a share of the
 # random users' requests into instant 429s (wrk's "status" errors, counted in req/s).
 export TODOSYNC_ACCOUNT_IN_FLIGHT=1024
+# Nor a CPU share per account: wrk's random users would be held to it (waits and 429s).
+export TODOSYNC_ACCOUNT_CPU_SHARE_MS=0
 export TODOSYNC_WORKERS=$BENCH_WORKERS TODOSYNC_RESPONDERS=$BENCH_RESPONDERS
 export TODOSYNC_NGINX_WORKERS=$BENCH_NGINX_WORKERS
 export TODOSYNC_MARIADB_ARGS=$BENCH_MARIADB_ARGS

@@ -18,6 +18,10 @@ Scenarios (from the hostile reviews, issues 12 and 19):
             with 20 tokens of the account (20 logins) and odd spellings of `Authorization`
             (case, extra spaces, a header padded past 255 bytes), no back-off; with
             --hold-lock-ms N one more connection keeps the account's row lock held (test hooks)
+  yearlist  one account's heavy reads (issue 34, item 6): an account with --todos todos spread over
+            a year (seeded once per run by pushes) and --tokens tokens; 16 connections of
+            `GET /todos?from=2031-01-01&to=2031-12-31` (gzip accepted) with the tokens in turn, no
+            back-off
 
 --compare runs a scenario and `baseline` interleaved (--runs each, default 3) and prints each
 run's bystander p99 and the median of each, e.g. (the limit is met when the attack's median p99
@@ -166,6 +170,47 @@ def attack_account(base: str, headers: list[str], offset: int, stop: threading.E
             statuses[key] += 1
 
 
+YEAR_FROM, YEAR_TO = "2031-01-01", "2031-12-31"
+
+
+def seed_year(base: str, token: str, todos: int) -> None:
+    """`todos` todos of the account spread evenly over YEAR_FROM..YEAR_TO, by 500-operation pushes."""
+    made = 0
+    while made < todos:
+        n = min(500, todos - made)
+        ops = [{"opId": str(uuid.uuid4()), "entity": "todo", "action": "create", "clientId": str(uuid.uuid4()),
+                "data": {"title": f"year todo {made + i} " + "x" * 40,
+                         "deadline": time.strftime("%Y-%m-%d", time.gmtime(1924992000 + 86400 * ((made + i) % 365))),
+                         "isImportant": (made + i) % 3 == 0, "difficulty": 1 + (made + i) % 5, "estimatedTime": 30}}
+               for i in range(n)]
+        r = requests.post(f"{base}/api/v1/sync/push", json={"deviceId": "seed", "operations": ops},
+                          headers={"Authorization": f"Bearer {token}"}, timeout=120)
+        if r.status_code == 429:
+            time.sleep(float(r.headers.get("Retry-After", "1")))
+            continue
+        if r.status_code != 200:
+            raise SystemExit(f"seeding failed: {r.status_code} {r.text[:200]}")
+        made += n
+
+
+def attack_yearlist(base: str, tokens: list[str], offset: int, stop: threading.Event,
+                    statuses: collections.Counter, lock: threading.Lock):
+    """One connection of the heavy-read flood: year-long lists, every request with the next token."""
+    session = requests.Session()
+    i = offset
+    while not stop.is_set():
+        token = tokens[i % len(tokens)]
+        i += 7
+        try:
+            r = session.get(f"{base}/api/v1/todos?from={YEAR_FROM}&to={YEAR_TO}", timeout=120,
+                            headers={"Authorization": f"Bearer {token}", "Accept-Encoding": "gzip"})
+            key = r.status_code
+        except requests.RequestException as exc:
+            key = type(exc).__name__
+        with lock:
+            statuses[key] += 1
+
+
 def hold_row_lock(base: str, token: str, hold_ms: int, stop: threading.Event, statuses: collections.Counter,
                   lock: threading.Lock):
     """Keeps the account's row lock held (test hook `POST /api/v1/__test/slow-todo?hold_ms=N`)."""
@@ -209,6 +254,9 @@ def attack(scenario: str, args, n: int, attacker_token: str | None, flood_tokens
     elif scenario == "push":
         threads = [threading.Thread(target=attack_push, args=(args.base, attacker_token, done, statuses, lock))
                    for _ in range(n)]
+    elif scenario == "yearlist":
+        threads = [threading.Thread(target=attack_yearlist, args=(args.base, flood_tokens, i, done, statuses, lock))
+                   for i in range(n)]
     else:
         headers = [spelling for token in flood_tokens for spelling in odd_spellings(token)]
         threads = [threading.Thread(target=attack_account, args=(args.base, headers, i, done, statuses, lock))
@@ -341,16 +389,24 @@ def summary(name: str, samples: list[float]) -> str:
 
 def run(args, scenario: str, bystander_token: str) -> float | None:
     """One run of `scenario` with the bystander watching; prints its summary; returns its p99."""
-    n = args.concurrency or {"login": 16, "push": 12, "stall": 8, "account": 16, "baseline": 0}[scenario]
+    n = args.concurrency or {"login": 16, "push": 12, "stall": 8, "account": 16, "yearlist": 16,
+                             "baseline": 0}[scenario]
     attacker_token = register(args.base) if scenario == "push" else None
-    flood_tokens = account_tokens(args.base, args.tokens) if scenario == "account" else []
+    if scenario == "yearlist":
+        # One heavy account for every run of the process (seeding it is most of a run's time).
+        if not getattr(args, "year_tokens", None):
+            args.year_tokens = account_tokens(args.base, args.tokens)
+            seed_year(args.base, args.year_tokens[0], args.todos)
+        flood_tokens = args.year_tokens
+    else:
+        flood_tokens = account_tokens(args.base, args.tokens) if scenario == "account" else []
     stop = threading.Event()
     latencies: list[float] = []
     errors: collections.Counter = collections.Counter()
     statuses: collections.Counter = collections.Counter()
     held: list[socket.socket] = []
     attacker = None
-    if scenario in ("login", "push", "account"):
+    if scenario in ("login", "push", "account", "yearlist"):
         # The attackers run in a process of their own: in this one they would hold the GIL
         # the bystander's timing needs.
         attacker_stop, results = multiprocessing.Event(), multiprocessing.Queue()
@@ -395,12 +451,13 @@ def run(args, scenario: str, bystander_token: str) -> float | None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("scenario", choices=["baseline", "login", "stall", "push", "account", "slowpost"])
+    parser.add_argument("scenario", choices=["baseline", "login", "stall", "push", "account", "yearlist", "slowpost"])
     parser.add_argument("--base", default="http://127.0.0.1:38180")
     parser.add_argument("--seconds", type=float, default=15)
     parser.add_argument("--concurrency", type=int, default=None, help="attackers (login 16, push 12, stall 8, account 16)")
     parser.add_argument("--fcgi-socket", help="the responder's FastCGI socket (stall)")
     parser.add_argument("--tokens", type=int, default=20, help="account: tokens of the flooding account (logins)")
+    parser.add_argument("--todos", type=int, default=3650, help="yearlist: todos of the heavy account, over a year")
     parser.add_argument("--hold-lock-ms", type=int, default=0, help="account: also keep its row lock held (test hooks)")
     parser.add_argument("--compare", action="store_true", help="interleave with baseline runs; print median p99s")
     parser.add_argument("--runs", type=int, default=3, help="--compare: runs of each")

@@ -69,6 +69,7 @@
 #   TODOSYNC_ACCOUNT_CONCURRENCY nginx/limits.env as in stack.sh (requests in flight per token)
 #   TODOSYNC_ADDRESS_CONCURRENCY nginx/limits.env as in stack.sh (requests in progress per address)
 #   TODOSYNC_ACCOUNT_IN_FLIGHT   (binary's)      requests in flight per account in each responder
+#   TODOSYNC_ACCOUNT_CPU_SHARE_MS (binary's)     CPU ms per second per account in each responder (0: none)
 #   TODOSYNC_BIN                 release build   the responder binary
 #
 # Needs root (namespaces). Every process is started by this script and stopped by pid; `down`
@@ -100,6 +101,7 @@ unset _lib
 : "${TODOSYNC_AUTH_BURST:=200}"
 load_limit_defaults # the other limits' defaults: nginx/limits.env, as for the stack
 : "${TODOSYNC_ACCOUNT_IN_FLIGHT:=}"
+: "${TODOSYNC_ACCOUNT_CPU_SHARE_MS:=}"
 : "${TODOSYNC_BIN:=}"
 : "${TODOSYNC_LOG_LEVEL:=info}"
 
@@ -426,6 +428,7 @@ cmd_app_start() {
         TODOSYNC_DB_HOSTS="$(app_db_hosts "$n")" TODOSYNC_DB_USER=$DB_USER TODOSYNC_DB_PASSWORD=$DB_PASSWORD \
         TODOSYNC_DB_NAME=$DB_NAME TODOSYNC_LOG_LEVEL="$TODOSYNC_LOG_LEVEL" TODOSYNC_RETRY_LOG_SECONDS=5 \
         TODOSYNC_DB_TRANSACTION_ATTEMPTS=12 ${TODOSYNC_ACCOUNT_IN_FLIGHT:+TODOSYNC_ACCOUNT_IN_FLIGHT=$TODOSYNC_ACCOUNT_IN_FLIGHT} \
+        ${TODOSYNC_ACCOUNT_CPU_SHARE_MS:+TODOSYNC_ACCOUNT_CPU_SHARE_MS=$TODOSYNC_ACCOUNT_CPU_SHARE_MS} \
         TODOSYNC_LIVE_PUBLISHER="$(front_publisher $(((n - 1) % FRONTS + 1)))" TODOSYNC_SNAPSHOT_DIR="$SNAPSHOT_DIR" \
         MALLOC_ARENA_MAX=2 MALLOC_MMAP_THRESHOLD_=1048576 "$TODOSYNC_BIN" "${args[@]}"
     # the pid of the responder itself: the only process in the namespace running the binary
@@ -749,7 +752,7 @@ cmd_test() {
         for v in TODOSYNC_CLUSTER_STATE_DIR TODOSYNC_CLUSTER_DB_DIR TODOSYNC_CLUSTER_NODES TODOSYNC_CLUSTER_APPS TODOSYNC_CLUSTER_FRONTS TODOSYNC_CLUSTER_WORKERS \
             TODOSYNC_CLUSTER_HTTP_PORT TODOSYNC_CLUSTER_HTTPS_PORT TODOSYNC_CLUSTER_NET TODOSYNC_CLUSTER_PREFIX \
             TODOSYNC_CLUSTER_SYNC_WAIT TODOSYNC_CLUSTER_ROUTING TODOSYNC_ENABLE_TEST_HOOKS TODOSYNC_AUTH_RATE \
-            TODOSYNC_AUTH_BURST TODOSYNC_ACCOUNT_CONCURRENCY TODOSYNC_ADDRESS_CONCURRENCY TODOSYNC_ACCOUNT_IN_FLIGHT TODOSYNC_BIN TODOSYNC_LOG_LEVEL; do
+            TODOSYNC_AUTH_BURST TODOSYNC_ACCOUNT_CONCURRENCY TODOSYNC_ADDRESS_CONCURRENCY TODOSYNC_ACCOUNT_IN_FLIGHT TODOSYNC_ACCOUNT_CPU_SHARE_MS TODOSYNC_BIN TODOSYNC_LOG_LEVEL; do
             printf 'export %s=%q\n' "$v" "${!v}"
         done
         printf 'exec %q "$@"\n' "$SELF"

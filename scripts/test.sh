@@ -91,6 +91,9 @@ export TODOSYNC_AUTH_BURST=100
 # responders of their own (test_hardening_account_limits.py).
 export TODOSYNC_ACCOUNT_CONCURRENCY=32
 export TODOSYNC_ACCOUNT_IN_FLIGHT=32
+# No CPU share per account either: one test's heavy pushes right after another test's requests
+# would wait or get 429 for it. test_hardening_fairness.py tests it on a responder of its own.
+export TODOSYNC_ACCOUNT_CPU_SHARE_MS=0
 if [[ -n ${TODOSYNC_TEST_BIN:-} ]]; then export TODOSYNC_BIN=$TODOSYNC_TEST_BIN; fi
 
 ensure_venv() {

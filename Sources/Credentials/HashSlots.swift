@@ -19,6 +19,14 @@ import Glibc
 /// use plus requests waiting), if that claim is above the newcomer's own by more than one. So
 /// a flood from many addresses, each at a modest rate, cannot keep an occasional login out.
 ///
+/// Failed logins weigh more (`recordFailure`): each counts `failureWeight` hashes in the client's
+/// claim, decaying with a half-life of `failureHalfLife` seconds. By use alone a user logging in
+/// at 2/s from their own address was a heavier client than each of ten addresses guessing at
+/// 5/s once a loaded box hashed only ~10/s (about 1/s each): the fair share turned away 5 of 19
+/// of their logins (issue 34, item 7). The guessers fail every time, so their claim now grows
+/// ~9× as fast as their use, and a client without recent failures goes first and is never the
+/// one pushed out of a full queue by them.
+///
 /// With `perClientLimit`, a client that already holds (or waits for) that many slots is turned
 /// away at once, whatever is free: its share. The snapshot builds and the account export use it
 /// with the account as the client (issue 34: two accounts rebuilding snapshots in a loop held both
@@ -64,6 +72,11 @@ public final class HashSlots: @unchecked Sendable {
     private var held: [String: Int] = [:]
     /// Half-life of a client's recent use, in seconds.
     public let usageHalfLife = 10.0
+    /// Each client's recent failures (`recordFailure`), decayed like `usage`.
+    private var failures: [String: (count: Double, at: Double)] = [:]
+    /// Hashes one recent failure counts in a client's claim, and its half-life in seconds.
+    public let failureWeight = 8.0
+    public let failureHalfLife = 30.0
 
     public init(limit: Int, queueLimit: Int = 0, maximumWait: Double = 2, perClientLimit: Int? = nil) {
         precondition(limit >= 1, "HashSlots needs at least one slot")
@@ -90,6 +103,18 @@ public final class HashSlots: @unchecked Sendable {
         pthread_mutex_lock(&mutex)
         defer { pthread_mutex_unlock(&mutex) }
         return (inUse, waiting)
+    }
+
+    /// Counts a failed attempt of `client` (a wrong password, an unknown email, a locked-out
+    /// account): it weighs `failureWeight` hashes in the client's claim to the next free slot.
+    public func recordFailure(client: String) {
+        pthread_mutex_lock(&mutex)
+        defer { pthread_mutex_unlock(&mutex) }
+        let now = Self.now()
+        failures[client] = (Self.decayed(failures[client], now: now, halfLife: failureHalfLife) + 1, now)
+        if failures.count > 4096 {
+            failures = failures.filter { Self.decayed($0.value, now: now, halfLife: failureHalfLife) >= 0.05 }
+        }
     }
 
     /// Slots `client` holds now (for tests).
@@ -144,11 +169,14 @@ public final class HashSlots: @unchecked Sendable {
             inUse -= 1
             return
         }
-        // The waiting client that used the fewest hashes lately (the earliest in line on a tie).
+        // The waiting client with the smallest claim (hashes used and failures, lately; the
+        // earliest in line on a tie).
         let now = Self.now()
         var chosen = 0
-        for index in turns.indices.dropFirst() where recentUse(of: turns[index], now: now) < recentUse(of: turns[chosen], now: now) {
-            chosen = index
+        var least = standing(of: turns[0], now: now)
+        for index in turns.indices.dropFirst() {
+            let claim = standing(of: turns[index], now: now)
+            if claim < least { (chosen, least) = (index, claim) }
         }
         let client = turns.remove(at: chosen)
         let waiter = queues[client]!.removeFirst()
@@ -165,7 +193,7 @@ public final class HashSlots: @unchecked Sendable {
     /// own by more than one. Called with `mutex` held.
     private func evictFromTheLargestQueue(toAdmit client: String) -> Bool {
         let now = Self.now()
-        func claim(_ name: String) -> Double { recentUse(of: name, now: now) + Double(queues[name]?.count ?? 0) }
+        func claim(_ name: String) -> Double { standing(of: name, now: now) + Double(queues[name]?.count ?? 0) }
         guard let largest = queues.keys.max(by: { claim($0) < claim($1) }), largest != client,
               claim(largest) > claim(client) + 1, let victim = queues[largest]?.last else { return false }
         remove(victim, of: largest)
@@ -181,8 +209,18 @@ public final class HashSlots: @unchecked Sendable {
     }
 
     private func recentUse(of client: String, now: Double) -> Double {
-        guard let entry = usage[client] else { return 0 }
-        return entry.count * pow(0.5, (now - entry.at) / usageHalfLife)
+        Self.decayed(usage[client], now: now, halfLife: usageHalfLife)
+    }
+
+    /// A client's claim on the slots: its recent use plus its recent failures, weighted.
+    private func standing(of client: String, now: Double) -> Double {
+        recentUse(of: client, now: now)
+            + failureWeight * Self.decayed(failures[client], now: now, halfLife: failureHalfLife)
+    }
+
+    private static func decayed(_ entry: (count: Double, at: Double)?, now: Double, halfLife: Double) -> Double {
+        guard let entry else { return 0 }
+        return entry.count * pow(0.5, (now - entry.at) / halfLife)
     }
 
     /// Counts one hash for `client`; forgets clients whose use has decayed away (bounded memory).

@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import Logging
 import TodoSyncCore
 import TodoSyncStore
@@ -68,11 +71,25 @@ public final class Application {
             observed.route = pattern
             defer { observed.userID = context.userID ?? observed.userID }
             do {
-                let counted = try admit(context, limit)
-                defer { if let counted { options.accountInFlight?.leave(counted) } }
+                let (counted, measuringCPU) = try admit(context, limit)
+                // The request's time is charged to its account when shares are on: wall-clock
+                // always (cheap), CPU only for an account past its share in wall-clock time.
+                let timed = counted != nil && options.accountInFlight?.share != nil
+                let started = timed ? AccountInFlight.monotonicNow() : 0
+                let cpuStart = measuringCPU ? AccountInFlight.threadCPUSeconds() : 0
+                defer {
+                    if let counted {
+                        options.accountInFlight?.leave(
+                            counted, wallSeconds: timed ? AccountInFlight.monotonicNow() - started : 0,
+                            cpuSeconds: measuringCPU ? AccountInFlight.threadCPUSeconds() - cpuStart : nil)
+                    }
+                }
                 var response = try run(handler, context)
                 announce(context)
-                if let stream = response.stream { response.stream = answeringErrors(of: stream, request, requestID: requestID) }
+                if let stream = response.stream {
+                    response.stream = answeringErrors(of: stream, request, requestID: requestID,
+                                                      chargedTo: timed ? counted : nil, measuringCPU: measuringCPU)
+                }
                 return response
             } catch {
                 return response(for: error, request, requestID: requestID)
@@ -102,8 +119,19 @@ public final class Application {
     /// A route's streamed body whose errors are answered as the route's would have been
     /// (`ResponseStream.Outcome.instead`; the FastCGI layer cuts the response off instead when
     /// part of the body is already out).
-    private func answeringErrors(of stream: ResponseStream, _ request: HTTPRequest, requestID: String?) -> ResponseStream {
+    /// A streamed body's CPU time is charged to `chargedTo`'s share too (`AccountInFlight`).
+    private func answeringErrors(of stream: ResponseStream, _ request: HTTPRequest, requestID: String?,
+                                 chargedTo account: Int64?, measuringCPU: Bool) -> ResponseStream {
         ResponseStream { [self] write in
+            let started = account != nil ? AccountInFlight.monotonicNow() : 0
+            let cpuStart = measuringCPU ? AccountInFlight.threadCPUSeconds() : 0
+            defer {
+                if let account {
+                    options.accountInFlight?.charge(
+                        account, wallSeconds: AccountInFlight.monotonicNow() - started,
+                        cpuSeconds: measuringCPU ? AccountInFlight.threadCPUSeconds() - cpuStart : nil)
+                }
+            }
             do {
                 return try stream.produce(write)
             } catch {
@@ -113,21 +141,35 @@ public final class Application {
     }
 
     /// Counts the request against its account's requests in flight (`AccountInFlight`) before
-    /// anything else runs: 429 at once beyond the limit. The account is the token's owner
+    /// anything else runs: 429 at once beyond the limit. An account over its share of the CPU
+    /// while others use the process waits here first (a fraction of a second, its place in
+    /// flight held), or is answered 429 with the `Retry-After` until it is back within its share.
+    /// The account is the token's owner
     /// (`Store.owner(ofToken:)`: remembered, or one lookup that then stands in for the route's own
     /// token check), so every token and every spelling of the header counts against it. Returns
     /// the user counted (to be released), or nil when the route or request is not counted: a
-    /// route without an account, or no well-formed bearer token (the route answers 401 itself).
-    private func admit(_ context: RequestContext, _ limit: AccountLimit) throws -> Int64? {
+    /// route without an account, or no well-formed bearer token (the route answers 401 itself);
+    /// and whether the request's CPU time is to be measured (`AccountInFlight.Admission`).
+    private func admit(_ context: RequestContext, _ limit: AccountLimit) throws -> (Int64?, measuringCPU: Bool) {
         guard case .requestsInFlight = limit, let inFlight = options.accountInFlight,
-              let token = context.bearerToken() else { return nil }
+              let token = context.bearerToken() else { return (nil, false) }
         guard let owner = try store.owner(ofToken: token) else { throw DomainError.unauthenticated }
         if owner.verified { context.authenticated(as: owner.userID) }
-        guard inFlight.enter(owner.userID) else {
+        switch inFlight.admit(owner.userID) {
+        case .admitted(let measuringCPU):
+            return (owner.userID, measuringCPU)
+        case .admittedAfter(let seconds):
+            var pause = timespec(tv_sec: Int(seconds), tv_nsec: Int((seconds - seconds.rounded(.down)) * 1e9))
+            var left = timespec()
+            while nanosleep(&pause, &left) == -1 && errno == EINTR { pause = left }
+            return (owner.userID, true)
+        case .tooMany:
             observed.userID = owner.userID  // the request log names the account turned away
             throw AccountInFlight.refusal
+        case .overShare(let retryAfterSeconds):
+            observed.userID = owner.userID
+            throw AccountInFlight.overShare(retryAfterSeconds: retryAfterSeconds)
         }
-        return owner.userID
     }
 
     /// After the request's outermost commit (`run` has returned: a plain write committed in

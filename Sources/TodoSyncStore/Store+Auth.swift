@@ -36,17 +36,28 @@ extension Store {
         let emailKey = CredentialsInput.emailKey(input.email)
         let emailHash = BearerToken.sha256(Array(emailKey.utf8))
         // The slot is taken first, so an attempt turned away for lack of one is not counted.
+        // A failed one weighs on its client's next turn for a slot (`HashSlots.recordFailure`):
+        // a flood of guesses waits behind the logins of addresses that do not fail.
         let row = try withHashSlot(client: client) {
-            try reserveLoginAttempt(emailHash: emailHash, now: now)
-            let row = try guarded { try db.queryOne(SQL.Users.byEmailKey, [.text(emailKey)]) }
-            guard let row else {
-                _ = configuration.passwordHasher.verify(input.password, against: decoyPasswordHash)
-                throw DomainError.badCredentials
+            do {
+                try reserveLoginAttempt(emailHash: emailHash, now: now)
+                let row = try guarded { try db.queryOne(SQL.Users.byEmailKey, [.text(emailKey)]) }
+                guard let row else {
+                    _ = configuration.passwordHasher.verify(input.password, against: decoyPasswordHash)
+                    throw DomainError.badCredentials
+                }
+                guard configuration.passwordHasher.verify(input.password, against: row.string(2)!) else {
+                    throw DomainError.badCredentials
+                }
+                return row
+            } catch let error as DomainError {
+                // A wrong password or unknown email, or an email locked out by its failures.
+                switch error {
+                case .badCredentials, .throttled: configuration.hashSlots.recordFailure(client: client)
+                default: break
+                }
+                throw error
             }
-            guard configuration.passwordHasher.verify(input.password, against: row.string(2)!) else {
-                throw DomainError.badCredentials
-            }
-            return row
         }
         let userID = row.int64(0)!
         let token = try BearerToken.generate()

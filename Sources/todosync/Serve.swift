@@ -73,8 +73,14 @@ struct Serve: ParsableCommand {
             LivePublisher(socketPath: $0, timeoutMilliseconds: try environment.int("TODOSYNC_LIVE_PUBLISH_TIMEOUT_MS"),
                           logger: logger)
         }
+        // 0: no share (each account limited by its requests in flight only).
+        let cpuShareMilliseconds = try environment.int("TODOSYNC_ACCOUNT_CPU_SHARE_MS")
+        guard cpuShareMilliseconds >= 0 else {
+            throw ConfigurationError(name: "TODOSYNC_ACCOUNT_CPU_SHARE_MS", value: "\(cpuShareMilliseconds)")
+        }
+        let share = cpuShareMilliseconds == 0 ? nil : AccountInFlight.Share(coreSeconds: Double(cpuShareMilliseconds) / 1000)
         let options = ApplicationOptions(
-            enableTestHooks: enableTestHooks, accountInFlight: AccountInFlight(limit: accountInFlight),
+            enableTestHooks: enableTestHooks, accountInFlight: AccountInFlight(limit: accountInFlight, share: share),
             livePublisher: livePublisher)
         var configuration = FastCGIServerConfiguration(
             socketPath: socket ?? environment.string("TODOSYNC_SOCKET"))

@@ -62,6 +62,9 @@ enum Settings {
         // Per process: a host's limit is this × its responder processes (docs/OPERATIONS.md).
         Setting("TODOSYNC_ACCOUNT_IN_FLIGHT", default: "2", rule: .integer(1...1024),
                 "requests one account may have in flight in one responder process, whatever its tokens; more get 429 at once"),
+        // Per process too: an account reaching N responders may use N shares (docs/OPERATIONS.md).
+        Setting("TODOSYNC_ACCOUNT_CPU_SHARE_MS", default: "50", rule: .integer(0...64_000),
+                "CPU ms per second one account may use in one responder process while other accounts use it; over, its requests wait up to 250 ms, then 429 (0: no share)"),
         Setting("TODOSYNC_QUOTA_RECORDS", default: "\(StoreConfiguration().quotaRecords)", rule: .integer(1...1_000_000_000),
                 "live tags + todos per account"),
         Setting("TODOSYNC_QUOTA_OPERATIONS_PER_HOUR", default: "\(StoreConfiguration().quotaOperationsPerHour)", rule: .integer(1...1_000_000_000),

@@ -128,6 +128,36 @@ final class HashSlotsTests: XCTestCase {
         XCTAssertEqual(more.all, ["a", "b"])
     }
 
+    /// Issue 34, item 7: a user logging in often from their own address used more hashes lately
+    /// than each guessing address of a flood, so by use alone the guessers went first and a full
+    /// queue pushed the user out. Failures weigh `failureWeight` hashes each: the address without
+    /// failures goes first and pushes a guesser out of a full queue, never the other way round.
+    func testAClientWithoutFailuresGoesBeforeGuessersThatUsedFewerHashes() {
+        let slots = HashSlots(limit: 1, queueLimit: 2, maximumWait: 10)
+        for _ in 0..<6 { _ = slots.withSlot(client: "192.0.2.7") { () } }  // the user's logins: 6 hashes
+        for client in ["10.0.0.1", "10.0.0.2"] {  // each guesser: 2 hashes, both failed
+            for _ in 0..<2 { _ = slots.withSlot(client: client) { () }; slots.recordFailure(client: client) }
+        }
+        let holder = hold(slots)
+        let log = Locked(), group = DispatchGroup()
+        enqueue(slots, "10.0.0.1", "guess-1", log: log, group: group)
+        enqueue(slots, "10.0.0.2", "guess-2", log: log, group: group)
+        // The queue is full: the user's login takes a guesser's place and goes first.
+        group.enter()
+        Thread.detachNewThread {
+            if slots.withSlot(client: "192.0.2.7", { log.append("user") }) == nil { log.append("refused user") }
+            group.leave()
+        }
+        let deadline = Date().addingTimeInterval(5)
+        while !log.all.contains(where: { $0.hasPrefix("refused") }) && Date() < deadline { usleep(1000) }
+        holder.release()
+        group.wait()
+        XCTAssertEqual(log.all.count, 3, "\(log.all)")
+        XCTAssertEqual(log.all.filter { $0.hasPrefix("refused") }.count, 1, "\(log.all)")
+        XCTAssertFalse(log.all.contains("refused user"), "\(log.all)")
+        XCTAssertEqual(log.all.filter { !$0.hasPrefix("refused") }.first, "user", "\(log.all)")
+    }
+
     func testAFreedSlotGoesToTheClientThatUsedTheFewestLately() {
         let slots = HashSlots(limit: 1, queueLimit: 10, maximumWait: 10)
         for _ in 0..<5 { _ = slots.withSlot(client: "10.0.0.1") { () } }  // the flooder's recent use

@@ -39,6 +39,63 @@ final class AccountInFlightTests: XCTestCase {
         XCTAssertEqual(limit.inFlight(7), 0)
     }
 
+    // MARK: - Each account's share of the CPU (issue 34, item 6)
+
+    /// 100 ms per second, a sum halving every second: the share's ceiling is 0.1/ln 2 ≈ 0.144 s.
+    private func shared() -> AccountInFlight {
+        AccountInFlight(limit: 2, share: AccountInFlight.Share(coreSeconds: 0.1, halfLife: 1, maximumWait: 0.25,
+                                                               othersActive: 0.002))
+    }
+
+    func testAnAccountAloneIsNeverHeldBackByItsShare() {
+        let limit = shared()
+        XCTAssertEqual(limit.admit(1, now: 100), .admitted(measuringCPU: false))
+        limit.leave(1, wallSeconds: 5, now: 100)  // far over the ceiling, but nobody else used the process
+        XCTAssertEqual(limit.admit(1, now: 100), .admitted(measuringCPU: true))
+        limit.leave(1, wallSeconds: 5, cpuSeconds: 5, now: 100)
+        XCTAssertEqual(limit.admit(1, now: 100), .admitted(measuringCPU: true))
+        limit.leave(1, now: 100)
+    }
+
+    func testAnAccountOverItsShareBesideAnotherWaitsThenGets429() {
+        let limit = shared()
+        XCTAssertEqual(limit.admit(2, now: 100), .admitted(measuringCPU: false))
+        limit.leave(2, wallSeconds: 0.01, now: 100)  // a bystander's small request: others are active
+        XCTAssertEqual(limit.admit(1, now: 100), .admitted(measuringCPU: false))
+        limit.leave(1, wallSeconds: 0.3, now: 100)  // past the ceiling in wall-clock time: measured from now on
+        XCTAssertEqual(limit.admit(1, now: 100), .admitted(measuringCPU: true))
+        limit.leave(1, wallSeconds: 0.2, cpuSeconds: 0.2, now: 100)  // a wait of log2(0.2/0.144) ≈ 0.47 s
+        XCTAssertEqual(limit.admit(1, now: 100), .overShare(retryAfterSeconds: 1))
+        XCTAssertEqual(limit.inFlight(1), 0, "a refused request is not counted")
+        // A third of a second later the sum has decayed to within a short wait of the ceiling.
+        guard case .admittedAfter(let wait) = limit.admit(1, now: 100.3) else { return XCTFail("not admitted after a wait") }
+        XCTAssertEqual(wait, log2(0.2 * exp2(-0.3) / (0.1 / M_LN2)), accuracy: 1e-9)
+        XCTAssertEqual(limit.inFlight(1), 1, "a request that waits holds its place in flight")
+        limit.leave(1, now: 100.3)
+        // The bystander is far below its share: never measured, never held back.
+        XCTAssertEqual(limit.admit(2, now: 100.3), .admitted(measuringCPU: false))
+        limit.leave(2, wallSeconds: 0.001, now: 100.3)
+        // Once the CPU sum has decayed below the ceiling the account runs at once.
+        XCTAssertEqual(limit.admit(1, now: 101), .admitted(measuringCPU: true))
+        limit.leave(1, now: 101)
+    }
+
+    /// Wall-clock time past the ceiling alone (a slow bystander on a loaded host) is measured,
+    /// never held back: only CPU time counts against the share.
+    func testWallClockTimeAloneNeverHoldsAnAccountBack() {
+        let limit = shared()
+        limit.leave(2, wallSeconds: 0.5, now: 100)  // another account
+        limit.leave(1, wallSeconds: 1, cpuSeconds: 0.01, now: 100)
+        XCTAssertEqual(limit.admit(1, now: 100), .admitted(measuringCPU: true))
+    }
+
+    func testTheInFlightLimitStillComesFirst() {
+        let limit = shared()
+        XCTAssertEqual(limit.admit(1, now: 1), .admitted(measuringCPU: false))
+        XCTAssertEqual(limit.admit(1, now: 1), .admitted(measuringCPU: false))
+        XCTAssertEqual(limit.admit(1, now: 1), .tooMany)
+    }
+
     // MARK: - The application counts before the route runs
 
     /// An application over a store whose database does not exist (every query is 503), whose

@@ -50,14 +50,15 @@ def limited_nginx(stack_cmd, tmp_path):
 
 class OwnResponder:
     """A `todosync serve` of the test stack's binary and database, on a socket of our own, with
-    test hooks and the settings a test gives it (the stack's responders allow 32 per account)."""
+    test hooks and the settings a test gives it (the stack's responders allow 32 per account).
+    No CPU share per account unless a test gives one (test_hardening_fairness.py does)."""
 
     def __init__(self, socket_dir: str, settings: dict[str, str], log_path):
         self.sock = os.path.join(socket_dir, "fcgi-1.sock")
         conf = stack_env()
         self.argv = [conf["TODOSYNC_BIN"], "serve", "--socket", self.sock, "--enable-test-hooks"]
         self.env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "TODOSYNC_CONFIG": "/dev/null",
-                    "TODOSYNC_LOG_LEVEL": "warning", **settings}
+                    "TODOSYNC_LOG_LEVEL": "warning", "TODOSYNC_ACCOUNT_CPU_SHARE_MS": "0", **settings}
         for key in ("TODOSYNC_DB_SOCKET", "TODOSYNC_DB_USER", "TODOSYNC_DB_PASSWORD_FILE", "TODOSYNC_DB_NAME"):
             if conf.get(key):
                 self.env[key] = conf[key]
