@@ -404,6 +404,11 @@ host systemctl reload nginx
 # drop-in's LimitNOFILE (140,000, at nginx's next restart). Say when one client address could fill
 # the connections (docs/OPERATIONS.md, "File descriptors").
 if ((!DRY_RUN)); then
+    if ((address_cap)) && ! nginx -T 2>/dev/null | grep -Eq '^\s*worker_shutdown_timeout\s'; then
+        echo "install.sh: WARNING: nginx has no worker_shutdown_timeout: behind the connection cap an old worker" \
+            "stays after a reload until its last live stream ends (up to 10 minutes); set" \
+            "'worker_shutdown_timeout 3s;' in /etc/nginx/nginx.conf (docs/OPERATIONS.md, \"Slow and greedy clients\")" >&2
+    fi
     connections=$(nginx -T 2>/dev/null | awk '$1 == "worker_connections" { sub(";", "", $2); print $2; exit }')
     if [[ ! ${connections:-0} =~ ^[0-9]+$ ]] || ((${connections:-0} < 65536)); then
         echo "install.sh: WARNING: nginx has worker_connections ${connections:-unset}: set 'worker_connections 65536;'" \

@@ -86,10 +86,10 @@ final class LiveFaultStackTests: StackTestCase {
                 try Stack.restartNginx()
             }
             // A reload ends an old worker's streams when it exits: behind the per-address
-            // connection cap (nginx's stream module) that is at worker_shutdown_timeout (10 s),
+            // connection cap (nginx's stream module) that is at worker_shutdown_timeout (3 s),
             // since the stream server's sessions hold timers nginx waits for (docs/OPERATIONS.md,
             // "Slow and greedy clients").
-            await waitFor("every stream ended by the \(fault)", timeout: 16) {
+            await waitFor("every stream ended by the \(fault)", timeout: 10) {
                 zip(devices, closed).allSatisfy { $0.log.disconnections > $1 }
             }
             await waitHealthy()
