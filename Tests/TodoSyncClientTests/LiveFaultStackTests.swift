@@ -72,7 +72,10 @@ final class LiveFaultStackTests: StackTestCase {
     /// poke within 2 s. The timer is an hour away, so only these two paths can bring them.
     func testEveryDeviceCatchesUpAcrossAnNginxReloadAndAnNginxRestart() async throws {
         let a = try await device("A")
-        let settings = SyncEngine.Settings(interval: 3600, liveInitialBackoff: 3, liveMaxBackoff: 6)
+        // Reopening 6 s after a stream ended: behind the connection cap an old worker's streams end
+        // within worker_shutdown_timeout (3 s) of a reload, not all at once, and the write in the gap
+        // must come before the first of them reopens.
+        let settings = SyncEngine.Settings(interval: 3600, liveInitialBackoff: 6, liveMaxBackoff: 12)
         var devices: [Watched] = []
         for name in ["B", "C", "D"] { devices.append(try await watched(name, settings)) }
         await startAll(devices)
@@ -93,14 +96,14 @@ final class LiveFaultStackTests: StackTestCase {
                 zip(devices, closed).allSatisfy { $0.log.disconnections > $1 }
             }
             await waitHealthy()
-            // The gap: nginx is back and nchan's channels are empty; the engines reopen 3 s after
+            // The gap: nginx is back and nchan's channels are empty; the engines reopen 6 s after
             // their stream ended. A write now has no subscriber to poke.
             try await write(a, "During the \(fault)")
             XCTAssertEqual(devices.map { $0.log.connections }, opened, "a stream reopened before the gap write: not a gap")
-            await waitFor("every device has the write made during the \(fault)", timeout: 10) {
+            await waitFor("every device has the write made during the \(fault)", timeout: 15) {
                 devices.allSatisfy { self.has($0.device, "During the \(fault)") }
             }
-            await waitFor("every stream reopened after the \(fault)", timeout: 10) {
+            await waitFor("every stream reopened after the \(fault)", timeout: 15) {
                 zip(devices, opened).allSatisfy { $0.log.connections > $1 }
             }
             for one in devices { await settle(one.engine) }
