@@ -16,7 +16,6 @@
 # this check is what makes every new location choose one (1k for a route that takes no body).
 #
 # Usage: scripts/render-nginx.sh TEMPLATE NAME=VALUE...   (prints the result)
-#        scripts/render-nginx.sh --check-body-limits FILE...  (only the check, on rendered files)
 #        scripts/render-nginx.sh --limits                 (prints nginx/limits.env's NAME=VALUE lines)
 set -euo pipefail
 shopt -u patsub_replacement 2>/dev/null || true
@@ -49,12 +48,6 @@ locations_without_body_limit() {
             }
         }'
 }
-if [[ ${1:-} == --check-body-limits ]]; then
-    shift
-    bad=$(cat -- "$@" | locations_without_body_limit)
-    [[ -z $bad ]] || { printf '%s\n' "$bad" | sed 's/^/body limit missing: /' >&2; exit 1; }
-    exit 0
-fi
 if [[ ${1:-} == --limits ]]; then
     grep -E '^TODOSYNC_[A-Z_]+=[0-9]+$' "$here/../nginx/limits.env"
     exit 0

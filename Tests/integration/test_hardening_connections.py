@@ -57,19 +57,9 @@ def connect_from(address: str) -> socket.socket:
     return s
 
 
-def read_head(s: socket.socket) -> bytes:
-    data = b""
-    while b"\r\n\r\n" not in data:
-        chunk = s.recv(4096)
-        if not chunk:
-            break
-        data += chunk
-    return data
-
-
 def get_healthz(s: socket.socket) -> bytes:
     s.sendall(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n")
-    head = read_head(s)
+    head = tsapi.read_head(s)
     return head
 
 
@@ -133,7 +123,7 @@ def test_the_cap_holds_over_tls_and_http2_too(tmp_path):
             s = ctx.wrap_socket(raw, server_hostname="localhost")
             held.append(s)
             s.sendall(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n")
-            statuses.append(read_head(s).split(b"\r\n")[0])
+            statuses.append(tsapi.read_head(s).split(b"\r\n")[0])
         assert statuses.count(b"HTTP/1.1 200 OK") == limit, statuses
         assert statuses[-3:] == [b"HTTP/1.1 429 Too Many Requests"] * 3, statuses
     finally:

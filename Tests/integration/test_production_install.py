@@ -555,12 +555,7 @@ def test_site_caps_connections_per_address(conf, tmp_path):
             s = socket.create_connection(("127.0.0.1", http), timeout=5)
             held.append(s)
             s.sendall(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n")
-            head = b""
-            while b"\r\n\r\n" not in head:
-                chunk = s.recv(4096)
-                if not chunk:
-                    break
-                head += chunk
+            head = tsapi.read_head(s)
             statuses.append(head.split(b"\r\n")[0])
             if head.startswith(b"HTTP/1.1 429"):
                 assert b"\r\nRetry-After: 1" in head, head

@@ -251,18 +251,4 @@ def test_responder_dying_mid_body_never_looks_like_a_complete_response(stack_cmd
 
 
 def _settle_after_kills() -> None:
-    """Leave the stack as the next test expects it: nginx marks a responder that failed to accept
-    connections (while its supervisor restarted it) as down for `fail_timeout` (2 s), so wait that
-    out, then until /healthz answers 200 ten times in a row (both responders serving)."""
-    time.sleep(2.5)
-    deadline = time.monotonic() + 30
-    streak = 0
-    while streak < 10:
-        assert time.monotonic() < deadline, "stack did not settle after the responder kills"
-        try:
-            ok = requests.get(tsapi.BASE_URL + "/healthz", timeout=5).status_code == 200
-        except requests.RequestException:
-            ok = False
-        streak = streak + 1 if ok else 0
-        if not ok:
-            time.sleep(0.2)
+    tsapi.settle_responders("the responder kills")

@@ -43,22 +43,27 @@ def check_common(entry: dict, where: str) -> None:
         assert isinstance(entry["user_id"], int), where
 
 
+def json_lines(path: str):
+    """(where, entry) for each line of `path`, failing on one that is not JSON."""
+    with open(path, errors="replace") as f:
+        for number, line in enumerate(f, start=1):
+            where = f"{os.path.basename(path)}:{number}: {line[:200]!r}"
+            try:
+                yield where, json.loads(line)
+            except ValueError:
+                raise AssertionError(f"{where}: not JSON") from None
+
+
 def test_every_responder_line_is_one_json_object_of_the_schema():
     paths = sorted(glob.glob(os.path.join(STATE_DIR, "log", "responder-*.log")))
     assert paths
     seen = 0
     for path in paths:
-        with open(path, errors="replace") as f:
-            for number, line in enumerate(f, start=1):
-                where = f"{os.path.basename(path)}:{number}: {line[:200]!r}"
-                try:
-                    entry = json.loads(line)
-                except ValueError:
-                    raise AssertionError(f"{where}: not JSON") from None
-                check_common(entry, where)
-                assert entry.get("level") in LEVELS, where
-                assert isinstance(entry.get("logger"), str) and isinstance(entry.get("msg"), str), where
-                seen += 1
+        for where, entry in json_lines(path):
+            check_common(entry, where)
+            assert entry.get("level") in LEVELS, where
+            assert isinstance(entry.get("logger"), str) and isinstance(entry.get("msg"), str), where
+            seen += 1
     assert seen > 100, seen
 
 
@@ -70,19 +75,13 @@ def test_every_access_log_line_is_one_json_object_naming_the_clients_path():
             # nginx's escape=json leaves bytes over 0x7f alone: a raw one (a hostile request line)
             # is not UTF-8, and mtail stopped reading the line at it (its unparsed-lines alert).
             assert max(line, default=0) < 0x80, f"nginx-access.log:{number}: a byte outside ASCII: {line[:200]!r}"
-    with open(path, errors="replace") as f:
-        for number, line in enumerate(f, start=1):
-            where = f"nginx-access.log:{number}: {line[:200]!r}"
-            try:
-                entry = json.loads(line)
-            except ValueError:
-                raise AssertionError(f"{where}: not JSON") from None
-            check_common(entry, where)
-            assert isinstance(entry.get("uri"), str) and isinstance(entry.get("internal_uri"), str), where
-            # An error page or a handover is internal_uri; the client's path stays uri.
-            if entry["internal_uri"]:
-                internal_seen += 1
-                assert entry["internal_uri"].startswith("/__"), where
-                if entry["internal_uri"].startswith(("/__errors/", "/__live/subscribe/")):
-                    assert entry["uri"] != entry["internal_uri"] or entry["uri"].startswith("/__"), where
+    for where, entry in json_lines(path):
+        check_common(entry, where)
+        assert isinstance(entry.get("uri"), str) and isinstance(entry.get("internal_uri"), str), where
+        # An error page or a handover is internal_uri; the client's path stays uri.
+        if entry["internal_uri"]:
+            internal_seen += 1
+            assert entry["internal_uri"].startswith("/__"), where
+            if entry["internal_uri"].startswith(("/__errors/", "/__live/subscribe/")):
+                assert entry["uri"] != entry["internal_uri"] or entry["uri"].startswith("/__"), where
     assert internal_seen > 0, "no error page or handover was logged: the check saw nothing to check"

@@ -610,6 +610,35 @@ def wait_healthy(timeout: float = 30.0, base_url: str = BASE_URL) -> None:
     raise AssertionError(f"/healthz not healthy after {timeout}s: {last}")
 
 
+def settle_responders(after: str, timeout: float = 30.0) -> None:
+    """Leave the stack as the next test expects it after responders were stopped or killed: nginx
+    keeps a responder it could not reach marked down for `fail_timeout` (2 s), so wait that out,
+    then until /healthz answers 200 ten times in a row (every responder serving)."""
+    time.sleep(2.5)
+    deadline = time.monotonic() + timeout
+    streak = 0
+    while streak < 10:
+        assert time.monotonic() < deadline, f"stack did not settle after {after}"
+        try:
+            ok = requests.get(BASE_URL + "/healthz", timeout=5).status_code == 200
+        except requests.RequestException:
+            ok = False
+        streak = streak + 1 if ok else 0
+        if not ok:
+            time.sleep(0.2)
+
+
+def read_head(sock: socket.socket) -> bytes:
+    """A response's status line and headers as they arrive on `sock` (up to the blank line)."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = sock.recv(4096)
+        if not chunk:
+            break
+        data += chunk
+    return data
+
+
 def proc_alive(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/status") as f:

@@ -366,8 +366,10 @@ internal enum Operations {
             /// for one account (login; answered the same whether or not the email exists), too many
             /// requests in flight for one account (counted per account, whatever token or spelling of
             /// the `Authorization` header carries them: `TODOSYNC_ACCOUNT_IN_FLIGHT` per responder
-            /// process, and nginx's per-token limit in front), or an account quota reached. Wait
-            /// `Retry-After` seconds.
+            /// process, and nginx's per-token limit in front), too many open connections from one
+            /// address (a configurable cap, idle keep-alive ones included: each request on a connection
+            /// over it, which is then closed), an account past its share of a responder's CPU while
+            /// other accounts wait, or an account quota reached. Wait `Retry-After` seconds.
             ///
             ///
             /// - Remark: Generated from `#/paths//api/v1/auth/register/post(register)/responses/429`.
@@ -669,8 +671,10 @@ internal enum Operations {
             /// for one account (login; answered the same whether or not the email exists), too many
             /// requests in flight for one account (counted per account, whatever token or spelling of
             /// the `Authorization` header carries them: `TODOSYNC_ACCOUNT_IN_FLIGHT` per responder
-            /// process, and nginx's per-token limit in front), or an account quota reached. Wait
-            /// `Retry-After` seconds.
+            /// process, and nginx's per-token limit in front), too many open connections from one
+            /// address (a configurable cap, idle keep-alive ones included: each request on a connection
+            /// over it, which is then closed), an account past its share of a responder's CPU while
+            /// other accounts wait, or an account quota reached. Wait `Retry-After` seconds.
             ///
             ///
             /// - Remark: Generated from `#/paths//api/v1/auth/login/post(login)/responses/429`.
@@ -937,8 +941,10 @@ internal enum Operations {
             /// for one account (login; answered the same whether or not the email exists), too many
             /// requests in flight for one account (counted per account, whatever token or spelling of
             /// the `Authorization` header carries them: `TODOSYNC_ACCOUNT_IN_FLIGHT` per responder
-            /// process, and nginx's per-token limit in front), or an account quota reached. Wait
-            /// `Retry-After` seconds.
+            /// process, and nginx's per-token limit in front), too many open connections from one
+            /// address (a configurable cap, idle keep-alive ones included: each request on a connection
+            /// over it, which is then closed), an account past its share of a responder's CPU while
+            /// other accounts wait, or an account quota reached. Wait `Retry-After` seconds.
             ///
             ///
             /// - Remark: Generated from `#/paths//api/v1/auth/logout/post(logout)/responses/429`.
@@ -1252,8 +1258,10 @@ internal enum Operations {
             /// for one account (login; answered the same whether or not the email exists), too many
             /// requests in flight for one account (counted per account, whatever token or spelling of
             /// the `Authorization` header carries them: `TODOSYNC_ACCOUNT_IN_FLIGHT` per responder
-            /// process, and nginx's per-token limit in front), or an account quota reached. Wait
-            /// `Retry-After` seconds.
+            /// process, and nginx's per-token limit in front), too many open connections from one
+            /// address (a configurable cap, idle keep-alive ones included: each request on a connection
+            /// over it, which is then closed), an account past its share of a responder's CPU while
+            /// other accounts wait, or an account quota reached. Wait `Retry-After` seconds.
             ///
             ///
             /// - Remark: Generated from `#/paths//api/v1/account/password/post(changePassword)/responses/429`.
@@ -1468,8 +1476,10 @@ internal enum Operations {
             /// for one account (login; answered the same whether or not the email exists), too many
             /// requests in flight for one account (counted per account, whatever token or spelling of
             /// the `Authorization` header carries them: `TODOSYNC_ACCOUNT_IN_FLIGHT` per responder
-            /// process, and nginx's per-token limit in front), or an account quota reached. Wait
-            /// `Retry-After` seconds.
+            /// process, and nginx's per-token limit in front), too many open connections from one
+            /// address (a configurable cap, idle keep-alive ones included: each request on a connection
+            /// over it, which is then closed), an account past its share of a responder's CPU while
+            /// other accounts wait, or an account quota reached. Wait `Retry-After` seconds.
             ///
             ///
             /// - Remark: Generated from `#/paths//api/v1/account/sessions/get(listSessions)/responses/429`.
@@ -1687,8 +1697,10 @@ internal enum Operations {
             /// for one account (login; answered the same whether or not the email exists), too many
             /// requests in flight for one account (counted per account, whatever token or spelling of
             /// the `Authorization` header carries them: `TODOSYNC_ACCOUNT_IN_FLIGHT` per responder
-            /// process, and nginx's per-token limit in front), or an account quota reached. Wait
-            /// `Retry-After` seconds.
+            /// process, and nginx's per-token limit in front), too many open connections from one
+            /// address (a configurable cap, idle keep-alive ones included: each request on a connection
+            /// over it, which is then closed), an account past its share of a responder's CPU while
+            /// other accounts wait, or an account quota reached. Wait `Retry-After` seconds.
             ///
             ///
             /// - Remark: Generated from `#/paths//api/v1/account/sessions/{id}/delete(revokeSession)/responses/429`.
@@ -1906,8 +1918,10 @@ internal enum Operations {
             /// for one account (login; answered the same whether or not the email exists), too many
             /// requests in flight for one account (counted per account, whatever token or spelling of
             /// the `Authorization` header carries them: `TODOSYNC_ACCOUNT_IN_FLIGHT` per responder
-            /// process, and nginx's per-token limit in front), or an account quota reached. Wait
-            /// `Retry-After` seconds.
+            /// process, and nginx's per-token limit in front), too many open connections from one
+            /// address (a configurable cap, idle keep-alive ones included: each request on a connection
+            /// over it, which is then closed), an account past its share of a responder's CPU while
+            /// other accounts wait, or an account quota reached. Wait `Retry-After` seconds.
             ///
             ///
             /// - Remark: Generated from `#/paths//api/v1/account/export/get(exportAccount)/responses/429`.
@@ -2196,8 +2210,10 @@ internal enum Operations {
             /// for one account (login; answered the same whether or not the email exists), too many
             /// requests in flight for one account (counted per account, whatever token or spelling of
             /// the `Authorization` header carries them: `TODOSYNC_ACCOUNT_IN_FLIGHT` per responder
-            /// process, and nginx's per-token limit in front), or an account quota reached. Wait
-            /// `Retry-After` seconds.
+            /// process, and nginx's per-token limit in front), too many open connections from one
+            /// address (a configurable cap, idle keep-alive ones included: each request on a connection
+            /// over it, which is then closed), an account past its share of a responder's CPU while
+            /// other accounts wait, or an account quota reached. Wait `Retry-After` seconds.
             ///
             ///
             /// - Remark: Generated from `#/paths//api/v1/account/delete/post(deleteAccount)/responses/429`.
@@ -2409,8 +2425,10 @@ internal enum Operations {
             /// for one account (login; answered the same whether or not the email exists), too many
             /// requests in flight for one account (counted per account, whatever token or spelling of
             /// the `Authorization` header carries them: `TODOSYNC_ACCOUNT_IN_FLIGHT` per responder
-            /// process, and nginx's per-token limit in front), or an account quota reached. Wait
-            /// `Retry-After` seconds.
+            /// process, and nginx's per-token limit in front), too many open connections from one
+            /// address (a configurable cap, idle keep-alive ones included: each request on a connection
+            /// over it, which is then closed), an account past its share of a responder's CPU while
+            /// other accounts wait, or an account quota reached. Wait `Retry-After` seconds.
             ///
             ///
             /// - Remark: Generated from `#/paths//api/v1/tags/get(listTags)/responses/429`.
@@ -2852,8 +2870,10 @@ internal enum Operations {
             /// for one account (login; answered the same whether or not the email exists), too many
             /// requests in flight for one account (counted per account, whatever token or spelling of
             /// the `Authorization` header carries them: `TODOSYNC_ACCOUNT_IN_FLIGHT` per responder
-            /// process, and nginx's per-token limit in front), or an account quota reached. Wait
-            /// `Retry-After` seconds.
+            /// process, and nginx's per-token limit in front), too many open connections from one
+            /// address (a configurable cap, idle keep-alive ones included: each request on a connection
+            /// over it, which is then closed), an account past its share of a responder's CPU while
+            /// other accounts wait, or an account quota reached. Wait `Retry-After` seconds.
             ///
             ///
             /// - Remark: Generated from `#/paths//api/v1/tags/post(createTag)/responses/429`.
@@ -3129,8 +3149,10 @@ internal enum Operations {
             /// for one account (login; answered the same whether or not the email exists), too many
             /// requests in flight for one account (counted per account, whatever token or spelling of
             /// the `Authorization` header carries them: `TODOSYNC_ACCOUNT_IN_FLIGHT` per responder
-            /// process, and nginx's per-token limit in front), or an account quota reached. Wait
-            /// `Retry-After` seconds.
+            /// process, and nginx's per-token limit in front), too many open connections from one
+            /// address (a configurable cap, idle keep-alive ones included: each request on a connection
+            /// over it, which is then closed), an account past its share of a responder's CPU while
+            /// other accounts wait, or an account quota reached. Wait `Retry-After` seconds.
             ///
             ///
             /// - Remark: Generated from `#/paths//api/v1/tags/{id}/get(getTag)/responses/429`.
@@ -3532,8 +3554,10 @@ internal enum Operations {
             /// for one account (login; answered the same whether or not the email exists), too many
             /// requests in flight for one account (counted per account, whatever token or spelling of
             /// the `Authorization` header carries them: `TODOSYNC_ACCOUNT_IN_FLIGHT` per responder
-            /// process, and nginx's per-token limit in front), or an account quota reached. Wait
-            /// `Retry-After` seconds.
+            /// process, and nginx's per-token limit in front), too many open connections from one
+            /// address (a configurable cap, idle keep-alive ones included: each request on a connection
+            /// over it, which is then closed), an account past its share of a responder's CPU while
+            /// other accounts wait, or an account quota reached. Wait `Retry-After` seconds.
             ///
             ///
             /// - Remark: Generated from `#/paths//api/v1/tags/{id}/patch(updateTag)/responses/429`.
@@ -3814,8 +3838,10 @@ internal enum Operations {
             /// for one account (login; answered the same whether or not the email exists), too many
             /// requests in flight for one account (counted per account, whatever token or spelling of
             /// the `Authorization` header carries them: `TODOSYNC_ACCOUNT_IN_FLIGHT` per responder
-            /// process, and nginx's per-token limit in front), or an account quota reached. Wait
-            /// `Retry-After` seconds.
+            /// process, and nginx's per-token limit in front), too many open connections from one
+            /// address (a configurable cap, idle keep-alive ones included: each request on a connection
+            /// over it, which is then closed), an account past its share of a responder's CPU while
+            /// other accounts wait, or an account quota reached. Wait `Retry-After` seconds.
             ///
             ///
             /// - Remark: Generated from `#/paths//api/v1/tags/{id}/delete(deleteTag)/responses/429`.
@@ -4099,8 +4125,10 @@ internal enum Operations {
             /// for one account (login; answered the same whether or not the email exists), too many
             /// requests in flight for one account (counted per account, whatever token or spelling of
             /// the `Authorization` header carries them: `TODOSYNC_ACCOUNT_IN_FLIGHT` per responder
-            /// process, and nginx's per-token limit in front), or an account quota reached. Wait
-            /// `Retry-After` seconds.
+            /// process, and nginx's per-token limit in front), too many open connections from one
+            /// address (a configurable cap, idle keep-alive ones included: each request on a connection
+            /// over it, which is then closed), an account past its share of a responder's CPU while
+            /// other accounts wait, or an account quota reached. Wait `Retry-After` seconds.
             ///
             ///
             /// - Remark: Generated from `#/paths//api/v1/todos/get(listTodos)/responses/429`.
@@ -4543,8 +4571,10 @@ internal enum Operations {
             /// for one account (login; answered the same whether or not the email exists), too many
             /// requests in flight for one account (counted per account, whatever token or spelling of
             /// the `Authorization` header carries them: `TODOSYNC_ACCOUNT_IN_FLIGHT` per responder
-            /// process, and nginx's per-token limit in front), or an account quota reached. Wait
-            /// `Retry-After` seconds.
+            /// process, and nginx's per-token limit in front), too many open connections from one
+            /// address (a configurable cap, idle keep-alive ones included: each request on a connection
+            /// over it, which is then closed), an account past its share of a responder's CPU while
+            /// other accounts wait, or an account quota reached. Wait `Retry-After` seconds.
             ///
             ///
             /// - Remark: Generated from `#/paths//api/v1/todos/post(createTodo)/responses/429`.
@@ -4926,8 +4956,10 @@ internal enum Operations {
             /// for one account (login; answered the same whether or not the email exists), too many
             /// requests in flight for one account (counted per account, whatever token or spelling of
             /// the `Authorization` header carries them: `TODOSYNC_ACCOUNT_IN_FLIGHT` per responder
-            /// process, and nginx's per-token limit in front), or an account quota reached. Wait
-            /// `Retry-After` seconds.
+            /// process, and nginx's per-token limit in front), too many open connections from one
+            /// address (a configurable cap, idle keep-alive ones included: each request on a connection
+            /// over it, which is then closed), an account past its share of a responder's CPU while
+            /// other accounts wait, or an account quota reached. Wait `Retry-After` seconds.
             ///
             ///
             /// - Remark: Generated from `#/paths//api/v1/todos/quick-add/post(quickAddTodos)/responses/429`.
@@ -5203,8 +5235,10 @@ internal enum Operations {
             /// for one account (login; answered the same whether or not the email exists), too many
             /// requests in flight for one account (counted per account, whatever token or spelling of
             /// the `Authorization` header carries them: `TODOSYNC_ACCOUNT_IN_FLIGHT` per responder
-            /// process, and nginx's per-token limit in front), or an account quota reached. Wait
-            /// `Retry-After` seconds.
+            /// process, and nginx's per-token limit in front), too many open connections from one
+            /// address (a configurable cap, idle keep-alive ones included: each request on a connection
+            /// over it, which is then closed), an account past its share of a responder's CPU while
+            /// other accounts wait, or an account quota reached. Wait `Retry-After` seconds.
             ///
             ///
             /// - Remark: Generated from `#/paths//api/v1/todos/{id}/get(getTodo)/responses/429`.
@@ -5606,8 +5640,10 @@ internal enum Operations {
             /// for one account (login; answered the same whether or not the email exists), too many
             /// requests in flight for one account (counted per account, whatever token or spelling of
             /// the `Authorization` header carries them: `TODOSYNC_ACCOUNT_IN_FLIGHT` per responder
-            /// process, and nginx's per-token limit in front), or an account quota reached. Wait
-            /// `Retry-After` seconds.
+            /// process, and nginx's per-token limit in front), too many open connections from one
+            /// address (a configurable cap, idle keep-alive ones included: each request on a connection
+            /// over it, which is then closed), an account past its share of a responder's CPU while
+            /// other accounts wait, or an account quota reached. Wait `Retry-After` seconds.
             ///
             ///
             /// - Remark: Generated from `#/paths//api/v1/todos/{id}/patch(updateTodo)/responses/429`.
@@ -5888,8 +5924,10 @@ internal enum Operations {
             /// for one account (login; answered the same whether or not the email exists), too many
             /// requests in flight for one account (counted per account, whatever token or spelling of
             /// the `Authorization` header carries them: `TODOSYNC_ACCOUNT_IN_FLIGHT` per responder
-            /// process, and nginx's per-token limit in front), or an account quota reached. Wait
-            /// `Retry-After` seconds.
+            /// process, and nginx's per-token limit in front), too many open connections from one
+            /// address (a configurable cap, idle keep-alive ones included: each request on a connection
+            /// over it, which is then closed), an account past its share of a responder's CPU while
+            /// other accounts wait, or an account quota reached. Wait `Retry-After` seconds.
             ///
             ///
             /// - Remark: Generated from `#/paths//api/v1/todos/{id}/delete(deleteTodo)/responses/429`.
@@ -6149,8 +6187,10 @@ internal enum Operations {
             /// for one account (login; answered the same whether or not the email exists), too many
             /// requests in flight for one account (counted per account, whatever token or spelling of
             /// the `Authorization` header carries them: `TODOSYNC_ACCOUNT_IN_FLIGHT` per responder
-            /// process, and nginx's per-token limit in front), or an account quota reached. Wait
-            /// `Retry-After` seconds.
+            /// process, and nginx's per-token limit in front), too many open connections from one
+            /// address (a configurable cap, idle keep-alive ones included: each request on a connection
+            /// over it, which is then closed), an account past its share of a responder's CPU while
+            /// other accounts wait, or an account quota reached. Wait `Retry-After` seconds.
             ///
             ///
             /// - Remark: Generated from `#/paths//api/v1/daily-stats/get(listDailyStats)/responses/429`.
@@ -6432,8 +6472,10 @@ internal enum Operations {
             /// for one account (login; answered the same whether or not the email exists), too many
             /// requests in flight for one account (counted per account, whatever token or spelling of
             /// the `Authorization` header carries them: `TODOSYNC_ACCOUNT_IN_FLIGHT` per responder
-            /// process, and nginx's per-token limit in front), or an account quota reached. Wait
-            /// `Retry-After` seconds.
+            /// process, and nginx's per-token limit in front), too many open connections from one
+            /// address (a configurable cap, idle keep-alive ones included: each request on a connection
+            /// over it, which is then closed), an account past its share of a responder's CPU while
+            /// other accounts wait, or an account quota reached. Wait `Retry-After` seconds.
             ///
             ///
             /// - Remark: Generated from `#/paths//api/v1/daily-stats/{date}/get(getDailyStat)/responses/429`.
@@ -6790,8 +6832,10 @@ internal enum Operations {
             /// for one account (login; answered the same whether or not the email exists), too many
             /// requests in flight for one account (counted per account, whatever token or spelling of
             /// the `Authorization` header carries them: `TODOSYNC_ACCOUNT_IN_FLIGHT` per responder
-            /// process, and nginx's per-token limit in front), or an account quota reached. Wait
-            /// `Retry-After` seconds.
+            /// process, and nginx's per-token limit in front), too many open connections from one
+            /// address (a configurable cap, idle keep-alive ones included: each request on a connection
+            /// over it, which is then closed), an account past its share of a responder's CPU while
+            /// other accounts wait, or an account quota reached. Wait `Retry-After` seconds.
             ///
             ///
             /// - Remark: Generated from `#/paths//api/v1/sync/pull/get(syncPull)/responses/429`.
@@ -7201,8 +7245,10 @@ internal enum Operations {
             /// for one account (login; answered the same whether or not the email exists), too many
             /// requests in flight for one account (counted per account, whatever token or spelling of
             /// the `Authorization` header carries them: `TODOSYNC_ACCOUNT_IN_FLIGHT` per responder
-            /// process, and nginx's per-token limit in front), or an account quota reached. Wait
-            /// `Retry-After` seconds.
+            /// process, and nginx's per-token limit in front), too many open connections from one
+            /// address (a configurable cap, idle keep-alive ones included: each request on a connection
+            /// over it, which is then closed), an account past its share of a responder's CPU while
+            /// other accounts wait, or an account quota reached. Wait `Retry-After` seconds.
             ///
             ///
             /// - Remark: Generated from `#/paths//api/v1/sync/push/post(syncPush)/responses/429`.
@@ -7531,8 +7577,10 @@ internal enum Operations {
             /// for one account (login; answered the same whether or not the email exists), too many
             /// requests in flight for one account (counted per account, whatever token or spelling of
             /// the `Authorization` header carries them: `TODOSYNC_ACCOUNT_IN_FLIGHT` per responder
-            /// process, and nginx's per-token limit in front), or an account quota reached. Wait
-            /// `Retry-After` seconds.
+            /// process, and nginx's per-token limit in front), too many open connections from one
+            /// address (a configurable cap, idle keep-alive ones included: each request on a connection
+            /// over it, which is then closed), an account past its share of a responder's CPU while
+            /// other accounts wait, or an account quota reached. Wait `Retry-After` seconds.
             ///
             ///
             /// - Remark: Generated from `#/paths//api/v1/sync/live/get(syncLive)/responses/429`.
@@ -8081,8 +8129,10 @@ internal enum Operations {
             /// for one account (login; answered the same whether or not the email exists), too many
             /// requests in flight for one account (counted per account, whatever token or spelling of
             /// the `Authorization` header carries them: `TODOSYNC_ACCOUNT_IN_FLIGHT` per responder
-            /// process, and nginx's per-token limit in front), or an account quota reached. Wait
-            /// `Retry-After` seconds.
+            /// process, and nginx's per-token limit in front), too many open connections from one
+            /// address (a configurable cap, idle keep-alive ones included: each request on a connection
+            /// over it, which is then closed), an account past its share of a responder's CPU while
+            /// other accounts wait, or an account quota reached. Wait `Retry-After` seconds.
             ///
             ///
             /// - Remark: Generated from `#/paths//api/v1/sync/snapshot/get(syncSnapshot)/responses/429`.
