@@ -20,6 +20,8 @@
 #   TODOSYNC_TEST_SKIP_BUILD      0             1: skip `swift build -c release`
 #   TODOSYNC_TEST_BIN             (built)       responder binary to test instead of the release build
 #   TODOSYNC_TEST_PYTEST_ARGS     (empty)       extra pytest arguments (shell-quoted), e.g. "-k 'auth or tags' -x"
+#   TODOSYNC_TEST_SWIFT_FILTER    (empty)       `swift test --filter` pattern (while iterating: the client's stack tests
+#                                               against the test stack without the other unit tests)
 #
 # Cluster (scripts/cluster.sh: Galera nodes and responder hosts in network namespaces):
 #   ./scripts/test.sh --cluster   the whole integration suite against a 3-node Galera cluster with
@@ -322,7 +324,9 @@ else
     t0=$SECONDS
     rc=0
     # XCTest only: the package has no Swift Testing tests, whose "0 tests" line would mislead.
-    run_bounded "$SWIFT_TIMEOUT" swift test --disable-swift-testing > >(tee "$COUNT_DIR/swift.log") 2>&1 || rc=$?
+    filter=()
+    [[ -n ${TODOSYNC_TEST_SWIFT_FILTER:-} ]] && filter=(--filter "$TODOSYNC_TEST_SWIFT_FILTER")
+    run_bounded "$SWIFT_TIMEOUT" swift test --disable-swift-testing "${filter[@]}" > >(tee "$COUNT_DIR/swift.log") 2>&1 || rc=$?
     if ((rc == 0)); then
         note "swift test" "passed" "$((SECONDS - t0))"
     else
