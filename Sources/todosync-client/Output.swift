@@ -85,6 +85,8 @@ struct ClientFailure: Error {
             self = failure
         case let error as SyncError:
             self = ClientFailure(sync: error)
+        case let error as FriendsError:
+            self = ClientFailure(friends: error)
         case let error as LocalStoreError:
             self.init(.error, code: "local", error.description)
         default:

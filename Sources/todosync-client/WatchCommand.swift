@@ -12,7 +12,9 @@ struct Watch: AsyncParsableCommand {
             every poke from the server's live stream, after changes queued meanwhile by other \
             invocations on the same store, every --interval seconds, and after failures with a \
             jittered backoff. Prints one line per sync that moved something and per status \
-            change (with --json: one JSON object per line). SIGINT/SIGTERM stop it cleanly \
+            change (with --json: one JSON object per line). With --friends the stream also \
+            carries friends events: a line when a friend's month changes (`friend N: month \
+            changed`) or the friends list or requests do. SIGINT/SIGTERM stop it cleanly \
             (exit 0); 426 exits 5, a refused login 1.
             """)
     @OptionGroup var options: StoreOptions
@@ -21,12 +23,15 @@ struct Watch: AsyncParsableCommand {
     @Option(help: "Seconds between checks of the store file for changes of other invocations.") var checkEvery: Double = 0.5
     @Flag(help: "No live stream: only the periodic pull and local changes.") var noLive = false
     @Flag(help: "Also print syncs that moved nothing.") var verbose = false
+    @Flag(help: "Also watch friends: a line when a friend's month, the friends list or the requests change.")
+    var friends = false
 
     func validate() throws {
         for (name, value) in [("--interval", interval), ("--check-every", checkEvery)] where !(value > 0 && value.isFinite) {
             throw ValidationError("\(name) must be a positive number of seconds")
         }
         guard debounce >= 0, debounce.isFinite else { throw ValidationError("--debounce must be 0 or more seconds") }
+        if friends && noLive { throw ValidationError("--friends needs the live stream: drop --no-live") }
     }
 
     func run() async throws {
@@ -38,6 +43,12 @@ struct Watch: AsyncParsableCommand {
         defer { signals.cancel() }
         let printer = WatchPrinter(json: options.json, verbose: verbose)
         await engine.start()
+        // Reading the engine's friend signals is what opens the stream with friends=1; the
+        // lines come from the engine's `.friend` events below.
+        let friendWatch = friends ? Task {
+            for await _ in await engine.friendSignals() {}
+        } : nil
+        defer { friendWatch?.cancel() }
         var reason = SyncEngine.StopReason.requested
         for await event in engine.events {
             printer.show(event)
@@ -111,6 +122,10 @@ struct WatchPrinter {
             fields["deviceId"] = deviceID.map(JSONValue.string) ?? .null
             guard verbose || json else { return }
             line = "poke: version \(version)"
+        case .friend(let friendID):
+            fields["event"] = .string("friend")
+            fields["friendId"] = friendID.map(JSONValue.int) ?? .null
+            line = friendID.map { "friend \($0): month changed" } ?? "friends: list or requests changed"
         case .reachability(let up):
             fields["event"] = .string(up ? "online" : "offline")
             line = up ? "network: back" : "network: gone"

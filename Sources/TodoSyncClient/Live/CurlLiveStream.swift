@@ -26,8 +26,12 @@ public struct CurlLiveStream: LiveStream {
     }
 
     public func open(token: String, schemaVersion: Int) -> AsyncThrowingStream<LiveEvent, Error> {
+        open(token: token, schemaVersion: schemaVersion, friends: false)
+    }
+
+    public func open(token: String, schemaVersion: Int, friends: Bool) -> AsyncThrowingStream<LiveEvent, Error> {
         var components = URLComponents(url: baseURL.appendingPathComponent("/api/v1/sync/live"), resolvingAgainstBaseURL: false)!
-        components.queryItems = [URLQueryItem(name: "schemaVersion", value: String(schemaVersion))]
+        components.queryItems = Self.query(schemaVersion: schemaVersion, friends: friends)
         let url = components.url!.absoluteString
         let headers = ["Accept: text/event-stream", "Authorization: Bearer \(token)", "Cache-Control: no-cache"]
         let idle = max(1, Int(idleTimeout.rounded(.up)))

@@ -11,6 +11,9 @@ public enum LiveEvent: Sendable, Equatable {
     /// A change committed: `version` is the user's newest, `deviceID` the pushing device (nil
     /// for REST writes and derived changes).
     case poke(version: Int64, deviceID: String?)
+    /// `event: friend` (a stream opened with `friends=1`, API.md "Friends"): what a friend's
+    /// routes return changed for `friendID`; nil: this user's friends list or requests changed.
+    case friend(friendID: Int64?)
 }
 
 /// Why a live stream could not be opened, as far as the engine cares.
@@ -26,15 +29,33 @@ public protocol LiveStream: Sendable {
     /// Opens one stream; it yields `.opened` first, then pokes, and finishes (or throws) when the
     /// connection ends. Cancelling the consuming task closes the connection.
     func open(token: String, schemaVersion: Int) -> AsyncThrowingStream<LiveEvent, Error>
+    /// The same, with `friends=1` when `friends` is true: the stream also carries `.friend` events.
+    func open(token: String, schemaVersion: Int, friends: Bool) -> AsyncThrowingStream<LiveEvent, Error>
+}
+
+extension LiveStream {
+    /// A source that knows no friends events: its stream is the plain one.
+    public func open(token: String, schemaVersion: Int, friends: Bool) -> AsyncThrowingStream<LiveEvent, Error> {
+        open(token: token, schemaVersion: schemaVersion)
+    }
+
+    /// The query of the stream request: `schemaVersion`, and `friends=1` when asked.
+    static func query(schemaVersion: Int, friends: Bool) -> [URLQueryItem] {
+        [URLQueryItem(name: "schemaVersion", value: String(schemaVersion))]
+            + (friends ? [URLQueryItem(name: "friends", value: "1")] : [])
+    }
 }
 
 /// Server-Sent Events, line by line: comments (`: ping`) are skipped, `data:` lines of one event
-/// are joined, a blank line ends the event. Each poke's data is one JSON object.
+/// are joined, a blank line ends the event, and the event's name (`event:`) says what it is: none
+/// (or `message`) is a poke, `friend` a friend's change; other names are skipped (a newer
+/// server's events an older client does not know). Each event's data is one JSON object.
 struct SSEParser {
     private var buffer: [UInt8] = []
     private var data: [String] = []
+    private var name: String?
 
-    /// Feeds received bytes; returns the pokes completed by them.
+    /// Feeds received bytes; returns the events completed by them.
     mutating func feed(_ bytes: some Sequence<UInt8>) -> [LiveEvent] {
         buffer.append(contentsOf: bytes)
         var events: [LiveEvent] = []
@@ -43,24 +64,45 @@ struct SSEParser {
             buffer.removeSubrange(...newline)
             if line.last == UInt8(ascii: "\r") { line = line.dropLast() }
             if line.isEmpty {
-                if !data.isEmpty, let event = Self.poke(data.joined(separator: "\n")) { events.append(event) }
+                if !data.isEmpty, let event = Self.event(name ?? "message", data.joined(separator: "\n")) { events.append(event) }
                 data = []
+                name = nil
                 continue
             }
             let text = String(decoding: line, as: UTF8.self)
             if text.hasPrefix(":") { continue }
-            guard text.hasPrefix("data:") else { continue }  // id:, event:, retry: carry nothing the client needs
-            var value = text.dropFirst(5)
-            if value.first == " " { value = value.dropFirst() }
-            data.append(String(value))
+            if let value = Self.field("event", text) {
+                name = String(value)
+            } else if let value = Self.field("data", text) {
+                data.append(String(value))
+            }  // id: and retry: carry nothing the client needs
         }
         return events
     }
 
-    static func poke(_ json: String) -> LiveEvent? {
-        guard let object = (try? JSONParser.parse(Array(json.utf8), maxDepth: 4))?.objectValue,
-              let version = object["version"]?.int64Value else { return nil }
-        return .poke(version: version, deviceID: object["deviceId"]?.stringValue)
+    /// The value of a `name:` line (one leading space removed), or nil for another field.
+    private static func field(_ name: String, _ line: String) -> Substring? {
+        guard line.hasPrefix(name + ":") else { return nil }
+        var value = line.dropFirst(name.utf8.count + 1)
+        if value.first == " " { value = value.dropFirst() }
+        return value
+    }
+
+    /// One complete event by its name, or nil (an unknown name, data not of the contract's shape).
+    static func event(_ name: String, _ json: String) -> LiveEvent? {
+        guard let object = (try? JSONParser.parse(Array(json.utf8), maxDepth: 4))?.objectValue else { return nil }
+        switch name {
+        case "message", "poke":
+            guard let version = object["version"]?.int64Value else { return nil }
+            return .poke(version: version, deviceID: object["deviceId"]?.stringValue)
+        case "friend":
+            guard let member = object["friendId"] else { return nil }
+            if case .null = member { return .friend(friendID: nil) }
+            guard let id = member.int64Value else { return nil }
+            return .friend(friendID: id)
+        default:
+            return nil
+        }
     }
 }
 
@@ -88,8 +130,12 @@ public struct URLSessionLiveStream: LiveStream {
     }
 
     public func open(token: String, schemaVersion: Int) -> AsyncThrowingStream<LiveEvent, Error> {
+        open(token: token, schemaVersion: schemaVersion, friends: false)
+    }
+
+    public func open(token: String, schemaVersion: Int, friends: Bool) -> AsyncThrowingStream<LiveEvent, Error> {
         var components = URLComponents(url: baseURL.appendingPathComponent("/api/v1/sync/live"), resolvingAgainstBaseURL: false)!
-        components.queryItems = [URLQueryItem(name: "schemaVersion", value: String(schemaVersion))]
+        components.queryItems = Self.query(schemaVersion: schemaVersion, friends: friends)
         var request = URLRequest(url: components.url!)
         request.setValue("text/event-stream", forHTTPHeaderField: "Accept")
         request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization")

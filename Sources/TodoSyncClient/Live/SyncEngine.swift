@@ -91,6 +91,9 @@ public actor SyncEngine {
         case disconnected(String, retryIn: Double)
         /// A poke from another device (or a REST write: `deviceID` nil).
         case poke(version: Int64, deviceID: String?)
+        /// A friend's month changed (`friendID`), or the friends list or requests did (nil):
+        /// only while something watches friends (`friendSignals()`).
+        case friend(friendID: Int64?)
         /// The app said the network went away (false) or came back (true).
         case reachability(Bool)
         case stopped(StopReason)
@@ -120,6 +123,11 @@ public actor SyncEngine {
     private var sleepBegun = false
     private var tasks: [Task<Void, Never>] = []
     private var loop: Task<Void, Never>?
+    /// The live stream's task: replaced when friends events are turned on or off.
+    private var liveTask: Task<Void, Never>?
+    /// Who watches friends (`friendSignals()`): while any does, the stream asks for `friends=1`.
+    private var friendWatchers: [Int: AsyncStream<FriendSignal>.Continuation] = [:]
+    private var nextWatcher = 0
 
     /// - Parameters:
     ///   - live: the source of pokes (default: SSE over URLSession at the client's server).
@@ -146,7 +154,7 @@ public actor SyncEngine {
         guard loop == nil, !stopped else { return }
         request(.start, after: 0)
         loop = Task { await self.run() }
-        if let live { tasks.append(Task { await self.runLive(live) }) }
+        restartLive()
         if let interval = settings.storeCheckInterval {
             tasks.append(Task { await self.watchStoreFile(every: interval) })
         }
@@ -162,6 +170,7 @@ public actor SyncEngine {
     public func stop() async {
         finish(.requested)
         await loop?.value
+        await liveTask?.value
         for task in tasks { await task.value }
     }
 
@@ -284,7 +293,10 @@ public actor SyncEngine {
         pending = nil
         sleeper?.cancel()
         loop?.cancel()
+        liveTask?.cancel()
         for task in tasks { task.cancel() }
+        for watcher in friendWatchers.values { watcher.finish() }
+        friendWatchers = [:]
         status = .stopped(reason)
         emit.yield(.stopped(reason))
         emit.finish()
@@ -313,7 +325,48 @@ public actor SyncEngine {
 
     // MARK: The live stream
 
-    private func runLive(_ live: any LiveStream) async {
+    /// Friends events for a social tab (API.md "Friends", live): while at least one such stream
+    /// is being read the live stream is opened with `friends=1` (it reopens when the first
+    /// watcher comes and after the last one goes; without watchers no friends event is asked
+    /// for). Each stream gets `.streamOpened` whenever a stream with friends events opens (events
+    /// may have been missed while it was closed: refresh), then `.friend` per event. It
+    /// finishes when the engine stops; stop reading it (cancel its task) to stop watching.
+    public func friendSignals() -> AsyncStream<FriendSignal> {
+        let (stream, continuation) = AsyncStream.makeStream(of: FriendSignal.self, bufferingPolicy: .bufferingNewest(100))
+        guard !stopped else {
+            continuation.finish()
+            return stream
+        }
+        nextWatcher += 1
+        let id = nextWatcher
+        friendWatchers[id] = continuation
+        continuation.onTermination = { _ in Task { await self.removeFriendWatcher(id) } }
+        if friendWatchers.count == 1 { restartLive() }
+        return stream
+    }
+
+    /// Whether the live stream asks for friends events now.
+    public var watchesFriends: Bool { !friendWatchers.isEmpty }
+
+    private func removeFriendWatcher(_ id: Int) {
+        guard friendWatchers.removeValue(forKey: id) != nil else { return }
+        if friendWatchers.isEmpty { restartLive() }
+    }
+
+    private func signalFriends(_ signal: FriendSignal) {
+        for watcher in friendWatchers.values { watcher.yield(signal) }
+    }
+
+    /// (Re)opens the live stream, with friends events while anyone watches them. Before
+    /// `start()` and after a stop it does nothing.
+    private func restartLive() {
+        guard let live, loop != nil, !stopped else { return }
+        liveTask?.cancel()
+        let friends = !friendWatchers.isEmpty
+        liveTask = Task { await self.runLive(live, friends: friends) }
+    }
+
+    private func runLive(_ live: any LiveStream, friends: Bool) async {
         var attempt = 0
         while !stopped && !Task.isCancelled {
             var reason = "closed by the server"
@@ -321,13 +374,17 @@ public actor SyncEngine {
             var openedAt: Double?
             if let token = try? client.store.token() {
                 do {
-                    for try await event in live.open(token: token, schemaVersion: client.schemaVersion) {
-                        guard !stopped else { return }
+                    for try await event in live.open(token: token, schemaVersion: client.schemaVersion, friends: friends) {
+                        guard !stopped, !Task.isCancelled else { return }
                         switch event {
                         case .opened:
                             openedAt = clock.now
                             emit.yield(.connected)
                             request(.streamOpened, after: 0)
+                            if friends { signalFriends(.streamOpened) }
+                        case .friend(let friendID):
+                            emit.yield(.friend(friendID: friendID))
+                            signalFriends(friendID.map(FriendSignal.friend) ?? .friendsChanged)
                         case .poke(let version, let from):
                             // Read now: a first sync from a snapshot gives the store a new deviceId.
                             if from != nil && from == (try? client.store.deviceID) { continue }
@@ -376,4 +433,14 @@ private struct DataVersion: Sendable {
     func current() throws -> Int {
         try queue.read { try Int.fetchOne($0, sql: "PRAGMA data_version") ?? 0 }
     }
+}
+
+/// What a watcher of friends hears from the engine (`SyncEngine.friendSignals()`).
+public enum FriendSignal: Sendable, Equatable {
+    /// A stream with friends events opened: anything may have changed while none was open.
+    case streamOpened
+    /// What this friend's routes return changed (their month).
+    case friend(Int64)
+    /// The friends list or the requests changed (a friend's nickname included).
+    case friendsChanged
 }
