@@ -127,18 +127,50 @@ struct FriendMonthCommand: AsyncParsableCommand {
             One block per day that has todos: the day's stat (done of all, productivity, the \
             work/life balance) and its todos ([x] done, ! important, the tag, @life, the \
             estimate, *difficulty). --json: {"friendId", "month", "days": [{"date", "todos", "stat"}]}.
+            With --watch it stays open (until Ctrl-C) as a live view: the month again each time \
+            it changes (the live stream with friends events; with --json one document per line, \
+            and {"error": …} lines when a refresh fails, e.g. not_found once unfriended). It also \
+            syncs this store on pokes meanwhile, as `watch` does.
             """)
     @OptionGroup var options: StoreOptions
     @Argument(help: "The friend's id (from `friends`).") var id: Int64
     @Option(help: "The month, YYYY-MM (default: this month).") var month: String?
+    @Flag(help: "Keep showing the month as it changes, until Ctrl-C.") var watch = false
 
     func run() async throws {
         let month = try month.map { text in
             guard let month = CalendarMonth(text) else { throw ValidationError("not a month (YYYY-MM): \(text)") }
             return month
         } ?? CalendarMonth(today())
-        let value = try await options.client(try options.openStore()).friendMonth(id, month: month)
-        if value.busyDays.isEmpty { options.output.say("Nothing due in \(month) for friend \(id).") }
+        let client = try options.client(try options.openStore())
+        guard watch else {
+            show(try await client.friendMonth(id, month: month))
+            return
+        }
+        // The view needs the engine's live stream; the engine also syncs this store as `watch`
+        // does (at once, on pokes), with its periodic pull out of the way.
+        let engine = SyncEngine(client: client, settings: SyncEngine.Settings(interval: 365 * 86400))
+        let view = engine.friendMonthView(friendID: id, month: month)
+        let signals = StopSignals { Task { await view.stop() } }
+        defer { signals.cancel() }
+        await engine.start()
+        Task { await view.start() }
+        for await state in view.states {
+            switch state {
+            case .loading: continue
+            case .loaded(let value): show(value)
+            case .failed(let error, _):
+                let failure = ClientFailure(error, parser: TodoSyncClientCommand.self) ?? ClientFailure(.error, "\(error)")
+                if options.json { print(JSONText.encode(failure.json)) } else { print("error: \(failure.message)") }
+            }
+            fflush(nil)
+        }
+        await engine.stop()
+    }
+
+    private func show(_ value: FriendMonth) {
+        if watch { options.output.say("— \(WatchPrinter.seconds.string(from: Date()))") }
+        if value.busyDays.isEmpty { options.output.say("Nothing due in \(value.month) for friend \(id).") }
         for entry in value.busyDays {
             options.output.say(FriendText.dayLine(entry))
             for todo in entry.todos { options.output.say("    " + FriendText.todoLine(todo)) }
