@@ -99,11 +99,7 @@ final class FriendsStackTests: StackTestCase {
 /// `todosync-client friends …` and `nickname` with `--json`, against the stack.
 extension TerminalClientTests {
     func testFriendsCommandsRequestAcceptShowAMonthAndRemove() throws {
-        let a = directory.appendingPathComponent("a.sqlite").path
-        let b = directory.appendingPathComponent("b.sqlite").path
-        let other = "other-" + email
-        try json(["register", "--email", email], path: a)
-        try json(["register", "--email", other], path: b)
+        let (a, b, other) = try twoStores()
 
         XCTAssertEqual(try json(["nickname", "  Ada  "], path: a)["nickname"], .string("Ada"))
         let refused = try run(["nickname", String(repeating: "x", count: 41), "--json"], path: a)
@@ -151,11 +147,7 @@ extension TerminalClientTests {
     }
 
     func testWatchFriendsPrintsALineWhenAFriendsMonthChanges() throws {
-        let a = directory.appendingPathComponent("a.sqlite").path
-        let b = directory.appendingPathComponent("b.sqlite").path
-        let other = "other-" + email
-        try json(["register", "--email", email], path: a)
-        try json(["register", "--email", other], path: b)
+        let (a, b, other) = try twoStores()
         try json(["friends", "add", other], path: a)
         try json(["friends", "add", email], path: b)  // crossed requests: friends at once
         let friendID = try XCTUnwrap(try json(["friends"], path: b)["friends"]?.arrayValue?.first?.objectValue?["id"]?.int64Value)
@@ -178,6 +170,16 @@ extension TerminalClientTests {
         process.terminate()
         process.waitUntilExit()
         XCTAssertEqual(process.terminationStatus, 0, file.text)
+    }
+
+    /// Two stores of two new accounts (`email` on `a`, `other` on `b`).
+    func twoStores() throws -> (a: String, b: String, other: String) {
+        let a = directory.appendingPathComponent("a.sqlite").path
+        let b = directory.appendingPathComponent("b.sqlite").path
+        let other = "other-" + email
+        try json(["register", "--email", email], path: a)
+        try json(["register", "--email", other], path: b)
+        return (a, b, other)
     }
 
     /// Polls (real time) until `condition` holds, or fails the test after `timeout` s.
