@@ -148,7 +148,7 @@ enum SQL {
             SELECT id, created_at, deleted_at FROM users WHERE id = ? AND deleted_at IS NOT NULL
             """
         /// The export's `user`. Columns: id, email, created_at.
-        static let exportUser = "SELECT id, email, created_at FROM users WHERE id = ? AND deleted_at IS NULL"
+        static let exportUser = "SELECT id, email, created_at, nickname FROM users WHERE id = ? AND deleted_at IS NULL"
     }
 
     /// Erasing deleted accounts (`todosync purge`): every row of the user, table by table in
@@ -165,6 +165,7 @@ enum SQL {
         static let tables = [
             "auth_tokens", "idempotency_keys", "sync_operations", "sync_feed", "sync_feed_backfill", "todo_list", "todo_days",
             "daily_stats", "todos", "tags", "sync_devices", "account_usage",
+            "friend_requests", "friend_request_sends", "friendships",
         ]
         /// Tables that another branch's migration adds (Sql/019 push result records): erased when
         /// present, skipped when this database does not have them yet.

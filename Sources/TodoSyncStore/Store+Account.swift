@@ -73,26 +73,33 @@ extension Store {
     /// when this returns, every token of it is gone, its email is free to register again, and no
     /// write of it can commit (`SQL.Users.lockForWrite`). Its rows are erased by
     /// `eraseDeletedAccounts` (`todosync purge`); the deletion is journaled (Sql/029) for restores.
-    public func deleteAccount(userID: Int64, token: String, _ input: AccountDeleteInput) throws {
+    /// Its friendships and the requests it sent end at once (`endFriendsOfDeletedAccount`):
+    /// returns whose friends lists or requests changed.
+    @discardableResult
+    public func deleteAccount(userID: Int64, token: String, _ input: AccountDeleteInput) throws -> [Int64] {
         let checkedHash = try verifyAccountPassword(userID: userID, input.password, field: "password")
         let tokenHash = self.tokenHash(token)
-        try guarded {
+        let told = try guarded {
             try db.inSavepoint {
                 let now = Timestamp.now()
                 guard try db.queryOne(SQL.Account.lockToken, [.blob(tokenHash), .int(userID), .timestamp(now)]) != nil
                 else { throw DomainError.unauthenticated }
-                guard try db.queryOne(SQL.Account.credentials, [.int(userID)])?.string(1) == checkedHash else {
+                guard let credentials = try db.queryOne(SQL.Account.credentials, [.int(userID)]),
+                      credentials.string(1) == checkedHash else {
                     throw DomainError.wrongPassword(field: "password")
                 }
+                let told = try endFriendsOfDeletedAccount(userID: userID, emailKey: credentials.string(0)!)
                 guard try db.execute(SQL.Account.markDeleted, [.timestamp(now), .int(userID)]).affectedRows == 1 else {
                     throw DomainError.unauthenticated
                 }
                 // Outlives the erase: a restore of a backup taken before now deletes it again.
                 try db.execute(SQL.Account.journalDeletion, [.int(userID)])
                 try db.execute(SQL.Account.revokeAllTokens, [.int(userID)])
+                return told
             }
         }
         configuration.snapshotCache?.erase(userID: userID)
+        return told
     }
 
     /// Checks a signed-in user's password exactly as a login of the account would be checked: in
@@ -153,7 +160,9 @@ extension Store {
                 out.field("id", user.int64(0)!)
                 out.field("email", user.string(1)!)
                 out.field("createdAt", Timestamp.rfc3339(fromDatabaseText: user.string(2)!))
+                out.field("nickname", user.string(3))
                 out.endObject()
+                try writeFriendsExport(userID: userID, to: &out)
 
                 out.key("tags")
                 out.beginArray()

@@ -100,6 +100,13 @@ extension Application {
         router.add("GET", "/api/v1/sync/live", limit: .openStreams) { context in
             let userID = try context.requireUser()
             _ = try context.syncSchemaVersion(.query(context.request.query["schemaVersion"]))
+            // `friends=1` adds the user's friends channel (`event: friend`, docs/FRIENDS.md).
+            let withFriends: Bool
+            switch context.request.query["friends"] {
+            case nil, "0": withFriends = false
+            case "1": withFriends = true
+            default: throw APIError.badRequest("`friends` must be 1 or 0.")
+            }
             // nchan serves an event stream only to a request that asks for one; anything else got
             // its bare 403 with no body. A contract error instead, before the handover.
             guard context.request.header("accept")?.lowercased().contains("text/event-stream") == true else {
@@ -116,7 +123,7 @@ extension Application {
                 return HTTPResponse(status: 200, headers: [HTTPHeader("Content-Type", "text/event-stream; charset=utf-8")])
             }
             return HTTPResponse(status: 200, headers: [
-                HTTPHeader("X-Accel-Redirect", "\(LivePublisher.subscribePathPrefix)\(userID)"),
+                HTTPHeader("X-Accel-Redirect", "\(withFriends ? LivePublisher.subscribeWithFriendsPathPrefix : LivePublisher.subscribePathPrefix)\(userID)"),
             ])
         }
     }

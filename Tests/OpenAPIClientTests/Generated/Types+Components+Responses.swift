@@ -588,6 +588,34 @@ extension Components {
                 self.body = body
             }
         }
+        internal struct FriendLimit: Sendable, Hashable {
+            /// - Remark: Generated from `#/components/responses/FriendLimit/content`.
+            internal enum Body: Sendable, Hashable {
+                /// - Remark: Generated from `#/components/responses/FriendLimit/content/application\/json`.
+                case json(Components.Schemas.ErrorBody)
+                /// The associated value of the enum case if `self` is `.json`.
+                ///
+                /// - Throws: An error if `self` is not `.json`.
+                /// - SeeAlso: `.json`.
+                internal var json: Components.Schemas.ErrorBody {
+                    get throws {
+                        switch self {
+                        case let .json(body):
+                            return body
+                        }
+                    }
+                }
+            }
+            /// Received HTTP response body
+            internal var body: Components.Responses.FriendLimit.Body
+            /// Creates a new `FriendLimit`.
+            ///
+            /// - Parameters:
+            ///   - body: Received HTTP response body
+            internal init(body: Components.Responses.FriendLimit.Body) {
+                self.body = body
+            }
+        }
         internal struct CursorExpired: Sendable, Hashable {
             /// - Remark: Generated from `#/components/responses/CursorExpired/content`.
             internal enum Body: Sendable, Hashable {
