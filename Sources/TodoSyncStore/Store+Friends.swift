@@ -192,27 +192,7 @@ extension Store {
 
     /// `GET /friends/requests`: pending, unexpired requests, newest first.
     public func friendRequests(userID: Int64) throws -> FriendRequests {
-        typealias In = FriendSQL.IncomingColumn
-        typealias Out = FriendSQL.OutgoingColumn
-        let now = DatabaseValue.timestamp(Timestamp.now())
-        return try guarded {
-            try db.inTransaction(readOnly: true) {
-                var requests = FriendRequests()
-                requests.incoming = try db.query(FriendSQL.incoming, [.int(userID), now]).map { row in
-                    FriendRequests.Incoming(
-                        id: row.int64(In.id.rawValue)!,
-                        from: FriendPerson(id: row.int64(In.senderID.rawValue)!, email: row.string(In.senderEmail.rawValue)!,
-                                           nickname: row.string(In.senderNickname.rawValue), since: nil),
-                        createdAt: Timestamp.rfc3339(fromDatabaseText: row.string(In.createdAt.rawValue)!))
-                }
-                requests.outgoing = try db.query(FriendSQL.outgoing, [.int(userID), now]).map { row in
-                    FriendRequests.Outgoing(
-                        id: row.int64(Out.id.rawValue)!, email: row.string(Out.email.rawValue)!,
-                        createdAt: Timestamp.rfc3339(fromDatabaseText: row.string(Out.createdAt.rawValue)!))
-                }
-                return requests
-            }
-        }
+        try guarded { try db.inTransaction(readOnly: true) { try friendRequestsInTransaction(userID: userID) } }
     }
 
     /// `POST /friends/requests/{id}/accept`: the sender becomes a friend. `notFound` unless the id
@@ -224,7 +204,6 @@ extension Store {
                 guard let sender = try db.queryOne(FriendSQL.incomingByID, [.int(requestID), .int(userID), .timestamp(now)])?
                     .int64(0) else { throw DomainError.notFound }
                 try befriend(userID, sender, settling: requestID, now: now)
-                typealias Column = FriendSQL.FriendColumn
                 guard let row = try db.queryOne(FriendSQL.friend, [.int(userID), .int(sender)]) else {
                     throw DomainError.notFound
                 }
@@ -480,7 +459,8 @@ enum FriendSQL {
     static let lockSender = """
         SELECT u.email_key,
                (SELECT COUNT(*) FROM friend_request_sends s WHERE s.user_id = u.id AND s.sent_at > ?),
-               (SELECT CEILING(TIMESTAMPDIFF(MICROSECOND, ?, MIN(s.sent_at)) / 1000000) + \(FriendLimits.requestWindowSeconds)
+               (SELECT CAST(CEILING(TIMESTAMPDIFF(MICROSECOND, ?, MIN(s.sent_at)) / 1000000) AS SIGNED)
+                       + \(FriendLimits.requestWindowSeconds)
                   FROM friend_request_sends s WHERE s.user_id = u.id AND s.sent_at > ?)
           FROM users u WHERE u.id = ? AND u.deleted_at IS NULL FOR UPDATE
         """
@@ -557,7 +537,7 @@ enum FriendSQL {
           FROM users u WHERE u.id IN (?, ?) AND u.deleted_at IS NULL ORDER BY u.id FOR UPDATE
         """
     /// Parameters: a, b, since, b, a, since.
-    static let insertFriendship = "INSERT INTO friendships (user_id, friend_id, since) VALUES (?, ?, ?), (?, ?, ?)"
+    static let insertFriendship = "INSERT IGNORE INTO friendships (user_id, friend_id, since) VALUES (?, ?, ?), (?, ?, ?)"
 
     enum FriendColumn: Int { case id, email, nickname, since }
     static let friends = """

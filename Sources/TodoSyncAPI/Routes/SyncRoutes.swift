@@ -173,18 +173,24 @@ extension Application {
         return start < size
     }
 
-    /// Whether `id` has the form of the SSE ids nchan writes on a stream of one channel:
-    /// `<time>:<tag>`, the tag possibly bracketed (`1796655753:0`, `1796655753:[0]`). nchan answers
-    /// other forms it cannot parse with a text/plain 400. (Multiplexing more channels on a stream
-    /// changes nchan's ids to `<time>:<tag>,<tag>...`: widen this then.)
+    /// Whether `id` has the form of the SSE ids nchan writes: `<time>:<tag>` on a stream of one
+    /// channel, the tag possibly bracketed (`1796655753:0`, `1796655753:[0]`); on a `friends=1`
+    /// stream (two channels multiplexed, docs/FRIENDS.md) one tag per channel, comma-separated,
+    /// the one of the event bracketed and a channel without a message yet `-`
+    /// (`1796664990:[0],-`). nchan answers other forms it cannot parse with a text/plain 400.
     static func isLiveEventID(_ id: String) -> Bool {
         let parts = id.trimmingWhitespace().split(separator: ":", omittingEmptySubsequences: false)
         guard parts.count == 2, (1...12).contains(parts[0].count), parts[0].utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 })
         else { return false }
-        var tag = Substring(parts[1])
-        if tag.hasPrefix("[") && tag.hasSuffix("]") && tag.count >= 2 { tag = tag.dropFirst().dropLast() }
-        if tag.hasPrefix("-") { tag = tag.dropFirst() }
-        return (1...5).contains(tag.count) && tag.utf8.allSatisfy { $0 >= 0x30 && $0 <= 0x39 }
+        let tags = parts[1].split(separator: ",", omittingEmptySubsequences: false)
+        guard (1...2).contains(tags.count) else { return false }
+        return tags.allSatisfy { part in
+            var tag = Substring(part)
+            if tag.hasPrefix("[") && tag.hasSuffix("]") && tag.count >= 2 { tag = tag.dropFirst().dropLast() }
+            if tags.count > 1 && tag == "-" { return true }
+            if tag.hasPrefix("-") { tag = tag.dropFirst() }
+            return (1...5).contains(tag.count) && tag.utf8.allSatisfy { $0 >= 0x30 && $0 <= 0x39 }
+        }
     }
 
     /// `If-None-Match` (RFC 9110 13.1.2, weak comparison): `*` or a list that holds `etag`.
