@@ -260,3 +260,41 @@ extension Timestamp {
         String(text.dropLast(text.hasSuffix("Z") ? 1 : 0).map { $0 == "T" ? " " : $0 })
     }
 }
+
+extension SQL {
+    /// The rendered live todos in the contract's list order (Sql/008_todo_list.sql).
+    enum TodoList {
+        /// Inserts todos' list rows (`FeedBatch.write` deleted their previous ones). Parameters per
+        /// row: user, deadline, important, created, title key, id, body.
+        static let insert = MultiRowStatement(columns: 7) { rows in
+            "INSERT INTO todo_list (user_id, deadline, is_important, created_at, title_key, id, body) VALUES \(rows)"
+        }
+        /// Removes todos' list rows (deleted todos', and the previous rows of changed ones) and
+        /// answers each removed row's date (its stored day list is rebuilt, `TodoDays`).
+        /// Parameters: user, then the ids.
+        static let delete = InListStatement(size: 128) { ids in
+            "DELETE FROM todo_list WHERE user_id = ? AND id IN (\(ids)) RETURNING deadline"
+        }
+        static let deleteOfUser = "DELETE FROM todo_list WHERE user_id = ?"
+        /// The owner's list rows with deadlines from `from` to `to`, in the contract's order: the
+        /// primary key's order, one range read. Parameters: the owner's, from, to.
+        static func bodiesInRange(_ owner: ReadOwner) -> String {
+            """
+            SELECT l.body, \(owner.userID(alias: "l")) FROM \(owner.from("todo_list l", alias: "l"))
+             WHERE \(owner.condition(alias: "l")) AND l.deadline BETWEEN ? AND ?
+             ORDER BY \(order)
+            """
+        }
+        /// The contract's list order, the primary key's (after user_id).
+        static let order = "l.deadline, \(dayOrder)"
+        /// The same within one date.
+        static let dayOrder = "l.is_important DESC, l.created_at DESC, l.title_key, l.id"
+        static let bodiesInRangeForUser = bodiesInRange(.user)
+        static let bodiesInRangeForToken = bodiesInRange(.token)
+        /// Every list row of a user (check-feed). Columns: id, deadline, is_important,
+        /// created_at, title_key, body.
+        static let ofUser = """
+            SELECT id, deadline, is_important, created_at, title_key, body FROM todo_list WHERE user_id = ?
+            """
+    }
+}

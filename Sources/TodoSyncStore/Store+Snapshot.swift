@@ -106,3 +106,11 @@ extension Store {
         try configuration.snapshotCache?.makeCompanion(of: entry, deadline: deadline)
     }
 }
+
+extension SQL {
+    /// A snapshot's records (Store+Snapshot.swift): every live record of the user as the change
+    /// feed holds it rendered, read in the snapshot's one transaction. Columns: kind, body.
+    enum Snapshot {
+        static let liveRecords = "SELECT kind, body FROM sync_feed WHERE user_id = ? AND deleted_at IS NULL"
+    }
+}
