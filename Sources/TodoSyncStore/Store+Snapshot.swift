@@ -15,9 +15,9 @@ extension Store {
     /// `DomainError.snapshotTooSlow` (503, `Retry-After`) without a new try until the cache's age limit
     /// has passed (with less: `busy`, 503 `Retry-After: 1`).
     ///
-    /// `holdMilliseconds` (test hooks only): the build sleeps that long right after its consistent
-    /// read began, so writes can commit while it runs.
-    public func snapshot(userID: Int64, schemaVersion: Int, holdMilliseconds: Int = 0) throws -> SnapshotCache.Entry {
+    /// `afterRead` (the test hooks' pause): run by a build right after its consistent read began,
+    /// so that writes can commit while it runs.
+    public func snapshot(userID: Int64, schemaVersion: Int, afterRead: (() -> Void)? = nil) throws -> SnapshotCache.Entry {
         guard let cache = configuration.snapshotCache else { throw DomainError.notFound }
         let state = try guarded { try db.queryOne(SQL.Pull.syncState, [.text(""), .int(userID)]) }
         guard let state else { throw DomainError.unauthenticated }
@@ -36,7 +36,7 @@ extension Store {
             do {
                 let built = try configuration.snapshotBuildSlots.withSlot(client: "\(userID)") {
                     try cache.build(userID: userID, schemaVersion: schemaVersion, deadline: deadline) { record in
-                        try readLiveRecords(userID: userID, holdMilliseconds: holdMilliseconds, record)
+                        try readLiveRecords(userID: userID, afterRead: afterRead, record)
                     }
                 }
                 guard let built else { throw DomainError.snapshotBusy }
@@ -56,7 +56,7 @@ extension Store {
     /// read fixes the InnoDB snapshot; returns the user's version and epoch at that snapshot and
     /// when it was taken. `body` sees each record's bytes where they lie; what it throws ends the
     /// read and is rethrown.
-    private func readLiveRecords(userID: Int64, holdMilliseconds: Int,
+    private func readLiveRecords(userID: Int64, afterRead: (() -> Void)?,
                                  _ body: (FeedKind, UnsafeRawBufferPointer) throws -> Void) throws
         -> (version: Int64, epoch: UInt64, readAt: Timestamp) {
         var stopped: Error?
@@ -67,7 +67,7 @@ extension Store {
                 guard let state = try db.queryOne(SQL.Pull.syncState, [.text(""), .int(userID)]) else {
                     throw DomainError.unauthenticated
                 }
-                if holdMilliseconds > 0 { usleep(useconds_t(holdMilliseconds) * 1000) }
+                afterRead?()
                 do {
                     try db.forEachRow(SQL.Snapshot.liveRecords, [.int(userID)]) { row throws(DatabaseError) in
                         do {

@@ -12,7 +12,7 @@ extension Store {
         try write(userID: userID, operations: 1) { transaction in try createTodo(draft, in: transaction) }
     }
 
-    func createTodo(_ draft: TodoDraft, in transaction: WriteTransaction) throws -> Created<Todo> {
+    package func createTodo(_ draft: TodoDraft, in transaction: WriteTransaction) throws -> Created<Todo> {
         let userID = transaction.userID
         let clientKey = draft.clientID.map(ClientID.key)
         if let clientKey, let existing = try db.queryOne(SQL.Todos.byClientKey, [.int(userID), .text(clientKey)]) {

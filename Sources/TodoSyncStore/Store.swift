@@ -75,7 +75,7 @@ public final class Store {
     /// replaying stored results costs no quota). Nothing is started, and nothing
     /// committed, past the request's deadline (`unavailable`, 503). Inside an `Idempotency-Key`
     /// request's transaction (`runIdempotent`) it is a savepoint of that one.
-    func write<T>(userID: Int64, operations: Int, _ body: (WriteTransaction) throws -> T) throws -> T {
+    package func write<T>(userID: Int64, operations: Int, _ body: (WriteTransaction) throws -> T) throws -> T {
         try guarded {
             try db.inSavepoint {
                 try checkDeadline()
@@ -104,7 +104,7 @@ public final class Store {
 }
 
 /// The context of one write: the locked user, the transaction's clock, and the version allocator.
-final class WriteTransaction {
+package final class WriteTransaction {
     let db: Connection
     let userID: Int64
     /// One timestamp for everything this transaction writes.
