@@ -116,14 +116,14 @@ extension Store {
 
     /// `GET /account`; `unauthenticated` when the account is gone.
     public func accountProfile(userID: Int64) throws -> AccountProfile {
-        typealias Column = FriendSQL.ProfileColumn
-        guard let row = try guarded({ try db.queryOne(FriendSQL.profile, [.int(userID)]) }) else {
+        typealias Column = SQL.Friends.ProfileColumn
+        guard let row = try guarded({ try db.queryOne(SQL.Friends.profile, [.int(userID)]) }) else {
             throw DomainError.unauthenticated
         }
         return AccountProfile(
-            id: row.int64(Column.id.rawValue)!, email: row.string(Column.email.rawValue)!,
-            nickname: row.string(Column.nickname.rawValue),
-            createdAt: Timestamp.rfc3339(fromDatabaseText: row.string(Column.createdAt.rawValue)!))
+            id: row.int64(Column.id)!, email: row.string(Column.email)!,
+            nickname: row.string(Column.nickname),
+            createdAt: Timestamp.rfc3339(fromDatabaseText: row.string(Column.createdAt)!))
     }
 
     /// `PATCH /account`: sets or clears the nickname. Returns the profile, and whom to tell
@@ -134,10 +134,10 @@ extension Store {
         if let nickname = input.change {
             let changed = try guarded {
                 try db.inSavepoint {
-                    let result = try db.execute(FriendSQL.setNickname, [nickname.map { .text($0) } ?? .null, .int(userID)])
+                    let result = try db.execute(SQL.Friends.setNickname, [nickname.map { .text($0) } ?? .null, .int(userID)])
                     guard result.affectedRows == 1 else { return [Int64]() }
-                    return try db.query(FriendSQL.peopleWhoSee, [.int(userID), .int(userID), .timestamp(Timestamp.now())])
-                        .compactMap { $0.int64(0) }
+                    return try db.query(SQL.Friends.peopleWhoSee, [.int(userID), .int(userID), .timestamp(Timestamp.now())])
+                        .compactMap { $0.int64(OnlyColumn.value) }
                 }
             }
             change.users = changed
@@ -156,32 +156,32 @@ extension Store {
         try guarded {
             try db.inSavepoint {
                 let now = Timestamp.now()
-                typealias Sender = FriendSQL.SenderColumn
+                typealias Sender = SQL.Friends.SenderColumn
                 let windowStart = DatabaseValue.timestamp(now.adding(seconds: -FriendLimits.requestWindowSeconds))
-                guard let me = try db.queryOne(FriendSQL.lockSender, [windowStart, .timestamp(now), windowStart, .int(userID)])
+                guard let me = try db.queryOne(SQL.Friends.lockSender, [windowStart, .timestamp(now), windowStart, .int(userID)])
                 else { throw DomainError.unauthenticated }
-                if me.string(Sender.emailKey.rawValue) == input.emailKey {
+                if me.string(Sender.emailKey) == input.emailKey {
                     throw DomainError.validation(field: "email", "must not be your own email")
                 }
-                if me.int64(Sender.sentInWindow.rawValue)! >= Int64(FriendLimits.requestsPerWindow) {
-                    let wait = me.int64(Sender.secondsUntilOneLeaves.rawValue) ?? 1
+                if me.int64(Sender.sentInWindow)! >= Int64(FriendLimits.requestsPerWindow) {
+                    let wait = me.int64(Sender.secondsUntilOneLeaves) ?? 1
                     throw DomainError.throttled(message: "Too many friend requests; try again later.",
                                                 retryAfterSeconds: max(wait, 1))
                 }
-                try db.execute(FriendSQL.recordSend, [.int(userID), .timestamp(now)])
+                try db.execute(SQL.Friends.recordSend, [.int(userID), .timestamp(now)])
                 // The email's live account (0: none), whether it is a friend already, and its
                 // pending request to this user: three lookups whatever the email names.
-                let target = try db.queryOne(FriendSQL.accountByEmailKey, [.text(input.emailKey)])?.int64(0) ?? 0
-                let isFriend = try db.queryOne(FriendSQL.isFriend, [.int(userID), .int(target)]) != nil
-                let crossed = try db.queryOne(FriendSQL.pendingFrom, [
-                    .int(target), .text(me.string(Sender.emailKey.rawValue)!), .timestamp(now),
-                ])?.int64(0)
+                let target = try db.queryOne(SQL.Friends.accountByEmailKey, [.text(input.emailKey)])?.int64(OnlyColumn.value) ?? 0
+                let isFriend = try db.queryOne(SQL.Friends.isFriend, [.int(userID), .int(target)]) != nil
+                let crossed = try db.queryOne(SQL.Friends.pendingFrom, [
+                    .int(target), .text(me.string(Sender.emailKey)!), .timestamp(now),
+                ])?.int64(OnlyColumn.value)
                 if isFriend { return FriendListChange(users: [], padding: 2) }
                 if let crossed {
                     try befriend(userID, target, settling: crossed, now: now)
                     return FriendListChange(users: [userID, target])
                 }
-                try db.execute(FriendSQL.insertRequest, [
+                try db.execute(SQL.Friends.insertRequest, [
                     .int(userID), .text(input.email), .text(input.emailKey), .timestamp(now),
                     .timestamp(now.adding(seconds: FriendLimits.requestLifetimeSeconds)),
                 ])
@@ -192,27 +192,7 @@ extension Store {
 
     /// `GET /friends/requests`: pending, unexpired requests, newest first.
     public func friendRequests(userID: Int64) throws -> FriendRequests {
-        typealias In = FriendSQL.IncomingColumn
-        typealias Out = FriendSQL.OutgoingColumn
-        let now = DatabaseValue.timestamp(Timestamp.now())
-        return try guarded {
-            try db.inTransaction(readOnly: true) {
-                var requests = FriendRequests()
-                requests.incoming = try db.query(FriendSQL.incoming, [.int(userID), now]).map { row in
-                    FriendRequests.Incoming(
-                        id: row.int64(In.id.rawValue)!,
-                        from: FriendPerson(id: row.int64(In.senderID.rawValue)!, email: row.string(In.senderEmail.rawValue)!,
-                                           nickname: row.string(In.senderNickname.rawValue), since: nil),
-                        createdAt: Timestamp.rfc3339(fromDatabaseText: row.string(In.createdAt.rawValue)!))
-                }
-                requests.outgoing = try db.query(FriendSQL.outgoing, [.int(userID), now]).map { row in
-                    FriendRequests.Outgoing(
-                        id: row.int64(Out.id.rawValue)!, email: row.string(Out.email.rawValue)!,
-                        createdAt: Timestamp.rfc3339(fromDatabaseText: row.string(Out.createdAt.rawValue)!))
-                }
-                return requests
-            }
-        }
+        try guarded { try db.inTransaction(readOnly: true) { try friendRequestsInTransaction(userID: userID) } }
     }
 
     /// `POST /friends/requests/{id}/accept`: the sender becomes a friend. `notFound` unless the id
@@ -221,11 +201,10 @@ extension Store {
         try guarded {
             try db.inSavepoint {
                 let now = Timestamp.now()
-                guard let sender = try db.queryOne(FriendSQL.incomingByID, [.int(requestID), .int(userID), .timestamp(now)])?
-                    .int64(0) else { throw DomainError.notFound }
+                guard let sender = try db.queryOne(SQL.Friends.incomingByID, [.int(requestID), .int(userID), .timestamp(now)])?
+                    .int64(OnlyColumn.value) else { throw DomainError.notFound }
                 try befriend(userID, sender, settling: requestID, now: now)
-                typealias Column = FriendSQL.FriendColumn
-                guard let row = try db.queryOne(FriendSQL.friend, [.int(userID), .int(sender)]) else {
+                guard let row = try db.queryOne(SQL.Friends.friend, [.int(userID), .int(sender)]) else {
                     throw DomainError.notFound
                 }
                 return (Self.friend(row), FriendListChange(users: [userID, sender]))
@@ -237,7 +216,7 @@ extension Store {
     /// stays pending. `notFound` unless it is a pending incoming request of the user.
     public func declineFriendRequest(userID: Int64, requestID: Int64) throws -> FriendListChange {
         let now = DatabaseValue.timestamp(Timestamp.now())
-        let result = try guarded { try db.execute(FriendSQL.decline, [now, .int(requestID), .int(userID), now]) }
+        let result = try guarded { try db.execute(SQL.Friends.decline, [now, .int(requestID), .int(userID), now]) }
         guard result.affectedRows == 1 else { throw DomainError.notFound }
         return FriendListChange(users: [userID])
     }
@@ -249,11 +228,11 @@ extension Store {
             try db.inSavepoint {
                 let now = DatabaseValue.timestamp(Timestamp.now())
                 // The recipient to tell, when it is an account that still sees the request.
-                let recipient = try db.queryOne(FriendSQL.recipientOf, [.int(requestID), .int(userID), now])
-                guard try db.execute(FriendSQL.cancel, [.int(requestID), .int(userID), now]).affectedRows == 1 else {
+                let recipient = try db.queryOne(SQL.Friends.recipientOf, [.int(requestID), .int(userID), now])
+                guard try db.execute(SQL.Friends.cancel, [.int(requestID), .int(userID), now]).affectedRows == 1 else {
                     throw DomainError.notFound
                 }
-                return FriendListChange(users: [userID] + (recipient?.int64(0).map { [$0] } ?? []))
+                return FriendListChange(users: [userID] + (recipient?.int64(OnlyColumn.value).map { [$0] } ?? []))
             }
         }
     }
@@ -262,13 +241,13 @@ extension Store {
 
     /// `GET /friends`: by `since`, then id.
     public func friends(userID: Int64) throws -> [FriendPerson] {
-        try guarded { try db.query(FriendSQL.friends, [.int(userID)]).map(Self.friend) }
+        try guarded { try db.query(SQL.Friends.friends, [.int(userID)]).map(Self.friend) }
     }
 
     /// `DELETE /friends/{id}`: `notFound` unless `friendID` is a current friend.
     public func unfriend(userID: Int64, friendID: Int64) throws -> FriendListChange {
         let deleted = try guarded {
-            try db.execute(FriendSQL.unfriend, [.int(userID), .int(friendID), .int(friendID), .int(userID)])
+            try db.execute(SQL.Friends.unfriend, [.int(userID), .int(friendID), .int(friendID), .int(userID)])
         }
         guard deleted.affectedRows > 0 else { throw DomainError.notFound }
         return FriendListChange(users: [userID, friendID])
@@ -276,12 +255,12 @@ extension Store {
 
     /// The friends of `userID` (ids only): where a change of the user's month is announced.
     public func friendIDs(of userID: Int64) throws -> [Int64] {
-        try guarded { try db.query(FriendSQL.friendIDs, [.int(userID)]).compactMap { $0.int64(0) } }
+        try guarded { try db.query(SQL.Friends.friendIDs, [.int(userID)]).compactMap { $0.int64(OnlyColumn.value) } }
     }
 
     /// Whether `friendID` is a current friend of `userID` (the one check of every `/friends/{id}` read).
     public func isFriend(userID: Int64, friendID: Int64) throws -> Bool {
-        try guarded { try db.queryOne(FriendSQL.isFriend, [.int(userID), .int(friendID)]) != nil }
+        try guarded { try db.queryOne(SQL.Friends.isFriend, [.int(userID), .int(friendID)]) != nil }
     }
 
     /// A friend's month of todos (contract FriendTodo): the same range read of `todo_list` as the
@@ -292,7 +271,7 @@ extension Store {
     public func friendTodoList(userID: Int64, friendID: Int64, from: Day, to: Day) throws -> [UInt8] {
         try guarded {
             try db.inTransaction(readOnly: true) {
-                guard try db.queryOne(FriendSQL.isFriend, [.int(userID), .int(friendID)]) != nil else {
+                guard try db.queryOne(SQL.Friends.isFriend, [.int(userID), .int(friendID)]) != nil else {
                     throw DomainError.notFound
                 }
                 var items: [UInt8] = [UInt8(ascii: "[")]
@@ -304,7 +283,7 @@ extension Store {
                     row throws(DatabaseError) in
                     if !first { items.append(UInt8(ascii: ",")) }
                     first = false
-                    _ = try row.withBytes(0) { body in
+                    _ = try row.withBytes(SQL.Friends.BodyColumn.body) { body in
                         if let tagID = FriendTodoProjection.append(body, to: &items) {
                             tagged.append((items.count, tagID))
                         }
@@ -316,14 +295,14 @@ extension Store {
                 }
                 // The tags the todos name, live (a tag delete un-tags its todos in its commit).
                 var tags: [Int64: [UInt8]] = [:]
-                typealias Column = FriendSQL.TagColumn
-                for row in try db.query(FriendSQL.liveTags, [.int(friendID)]) {
+                typealias Column = SQL.Friends.TagColumn
+                for row in try db.query(SQL.Friends.liveTags, [.int(friendID)]) {
                     var tag = JSONWriter(reservingCapacity: 64)
                     tag.beginObject()
-                    tag.field("name", row.string(Column.name.rawValue) ?? "")
-                    tag.field("color", row.string(Column.color.rawValue))
+                    tag.field("name", row.string(Column.name) ?? "")
+                    tag.field("color", row.string(Column.color))
                     tag.endObject()
-                    tags[row.int64(Column.id.rawValue)!] = tag.bytes
+                    tags[row.int64(Column.id)!] = tag.bytes
                 }
                 // Splice each tag object where its todo left the placeholder (`"tag":` then null).
                 var out: [UInt8] = []
@@ -355,10 +334,10 @@ extension Store {
     /// email (never delivered; they stay listed for their senders, Sql/032). Returns whom to tell.
     func endFriendsOfDeletedAccount(userID: Int64, emailKey: String) throws -> [Int64] {
         let now = DatabaseValue.timestamp(Timestamp.now())
-        let told = try db.query(FriendSQL.peopleWhoSee, [.int(userID), .int(userID), now]).compactMap { $0.int64(0) }
-        try db.execute(FriendSQL.unfriendAll, [.int(userID), .int(userID)])
-        try db.execute(FriendSQL.deleteSent, [.int(userID)])
-        try db.execute(FriendSQL.closeAddressedTo, [now, .text(emailKey)])
+        let told = try db.query(SQL.Friends.peopleWhoSee, [.int(userID), .int(userID), now]).compactMap { $0.int64(OnlyColumn.value) }
+        try db.execute(SQL.Friends.unfriendAll, [.int(userID), .int(userID)])
+        try db.execute(SQL.Friends.deleteSent, [.int(userID)])
+        try db.execute(SQL.Friends.closeAddressedTo, [now, .text(emailKey)])
         return told
     }
 
@@ -366,28 +345,28 @@ extension Store {
     func writeFriendsExport(userID: Int64, to out: inout JSONWriter) throws {
         out.key("friends")
         out.beginArray()
-        for row in try db.query(FriendSQL.friends, [.int(userID)]) { Self.friend(row).write(to: &out) }
+        for row in try db.query(SQL.Friends.friends, [.int(userID)]) { Self.friend(row).write(to: &out) }
         out.endArray()
         out.key("friendRequests")
         try friendRequestsInTransaction(userID: userID).write(to: &out)
     }
 
     private func friendRequestsInTransaction(userID: Int64) throws -> FriendRequests {
-        typealias In = FriendSQL.IncomingColumn
-        typealias Out = FriendSQL.OutgoingColumn
+        typealias In = SQL.Friends.IncomingColumn
+        typealias Out = SQL.Friends.OutgoingColumn
         let now = DatabaseValue.timestamp(Timestamp.now())
         var requests = FriendRequests()
-        requests.incoming = try db.query(FriendSQL.incoming, [.int(userID), now]).map { row in
+        requests.incoming = try db.query(SQL.Friends.incoming, [.int(userID), now]).map { row in
             FriendRequests.Incoming(
-                id: row.int64(In.id.rawValue)!,
-                from: FriendPerson(id: row.int64(In.senderID.rawValue)!, email: row.string(In.senderEmail.rawValue)!,
-                                   nickname: row.string(In.senderNickname.rawValue), since: nil),
-                createdAt: Timestamp.rfc3339(fromDatabaseText: row.string(In.createdAt.rawValue)!))
+                id: row.int64(In.id)!,
+                from: FriendPerson(id: row.int64(In.senderID)!, email: row.string(In.senderEmail)!,
+                                   nickname: row.string(In.senderNickname), since: nil),
+                createdAt: Timestamp.rfc3339(fromDatabaseText: row.string(In.createdAt)!))
         }
-        requests.outgoing = try db.query(FriendSQL.outgoing, [.int(userID), now]).map { row in
+        requests.outgoing = try db.query(SQL.Friends.outgoing, [.int(userID), now]).map { row in
             FriendRequests.Outgoing(
-                id: row.int64(Out.id.rawValue)!, email: row.string(Out.email.rawValue)!,
-                createdAt: Timestamp.rfc3339(fromDatabaseText: row.string(Out.createdAt.rawValue)!))
+                id: row.int64(Out.id)!, email: row.string(Out.email)!,
+                createdAt: Timestamp.rfc3339(fromDatabaseText: row.string(Out.createdAt)!))
         }
         return requests
     }
@@ -397,11 +376,11 @@ extension Store {
     func purgeFriendRows(now: Timestamp) throws -> Int {
         var deleted = 0
         while true {
-            let batch = Int(try db.execute(FriendSQL.purgeExpired, [.timestamp(now), .int(1000)]).affectedRows)
+            let batch = Int(try db.execute(SQL.Friends.purgeExpired, [.timestamp(now), .int(1000)]).affectedRows)
             deleted += batch
             if batch < 1000 { break }
         }
-        try db.execute(FriendSQL.purgeSends, [.timestamp(now.adding(seconds: -FriendLimits.requestWindowSeconds))])
+        try db.execute(SQL.Friends.purgeSends, [.timestamp(now.adding(seconds: -FriendLimits.requestWindowSeconds))])
         return deleted
     }
 
@@ -410,19 +389,19 @@ extension Store {
     /// Makes `a` and `b` friends and deletes the request that did it (and any the other way):
     /// both users' rows locked in id order first, so two accepts at once cannot both pass 500.
     private func befriend(_ a: Int64, _ b: Int64, settling requestID: Int64, now: Timestamp) throws {
-        let counts = try db.query(FriendSQL.lockPair, [.int(min(a, b)), .int(max(a, b))])
+        let counts = try db.query(SQL.Friends.lockPair, [.int(min(a, b)), .int(max(a, b))])
         guard counts.count == 2 else { throw DomainError.notFound }
-        for row in counts where row.int64(1)! >= Int64(FriendLimits.maximumFriends) { throw FriendLimitReached() }
-        try db.execute(FriendSQL.insertFriendship, [.int(a), .int(b), .timestamp(now), .int(b), .int(a), .timestamp(now)])
-        try db.execute(FriendSQL.deleteRequest, [.int(requestID)])
-        try db.execute(FriendSQL.deleteBetween, [.int(a), .int(b), .int(b), .int(a)])
+        for row in counts where row.int64(SQL.Friends.LockPairColumn.friends)! >= Int64(FriendLimits.maximumFriends) { throw FriendLimitReached() }
+        try db.execute(SQL.Friends.insertFriendship, [.int(a), .int(b), .timestamp(now), .int(b), .int(a), .timestamp(now)])
+        try db.execute(SQL.Friends.deleteRequest, [.int(requestID)])
+        try db.execute(SQL.Friends.deleteBetween, [.int(a), .int(b), .int(b), .int(a)])
     }
 
     private static func friend(_ row: Row) -> FriendPerson {
-        typealias Column = FriendSQL.FriendColumn
-        return FriendPerson(id: row.int64(Column.id.rawValue)!, email: row.string(Column.email.rawValue)!,
-                            nickname: row.string(Column.nickname.rawValue),
-                            since: Timestamp.rfc3339(fromDatabaseText: row.string(Column.since.rawValue)!))
+        typealias Column = SQL.Friends.FriendColumn
+        return FriendPerson(id: row.int64(Column.id)!, email: row.string(Column.email)!,
+                            nickname: row.string(Column.nickname),
+                            since: Timestamp.rfc3339(fromDatabaseText: row.string(Column.since)!))
     }
 }
 
@@ -457,135 +436,141 @@ enum FriendTodoProjection {
     }
 }
 
-/// The statements of friends, beside the code that binds them (Sql/032).
-enum FriendSQL {
-    enum ProfileColumn: Int { case id, email, nickname, createdAt }
-    static let profile = "SELECT id, email, nickname, created_at FROM users WHERE id = ? AND deleted_at IS NULL"
-    /// Parameters: nickname or NULL, user. Affects 0 rows when the value is the same.
-    static let setNickname = "UPDATE users SET nickname = ? WHERE id = ? AND deleted_at IS NULL"
+extension SQL {
+    /// The statements of friends, beside the code that binds them (Sql/032).
+    enum Friends {
+        enum ProfileColumn: Int, ResultColumns { case id, email, nickname, createdAt }
+        static let profile = "SELECT id, email, nickname, created_at FROM users WHERE id = ? AND deleted_at IS NULL"
+        /// Parameters: nickname or NULL, user. Affects 0 rows when the value is the same.
+        static let setNickname = "UPDATE users SET nickname = ? WHERE id = ? AND deleted_at IS NULL"
 
-    /// Whose lists show the user: friends, and the accounts its pending requests are addressed
-    /// to. Parameters: user, user, now.
-    static let peopleWhoSee = """
-        SELECT friend_id FROM friendships WHERE user_id = ?
-        UNION
-        SELECT u.id FROM friend_requests r JOIN users u ON u.email_key = r.email_key AND u.deleted_at IS NULL
-         WHERE r.user_id = ? AND r.expires_at > ? AND r.closed_at IS NULL
-        """
+        /// Whose lists show the user: friends, and the accounts its pending requests are addressed
+        /// to. Parameters: user, user, now.
+        static let peopleWhoSee = """
+            SELECT friend_id FROM friendships WHERE user_id = ?
+            UNION
+            SELECT u.id FROM friend_requests r JOIN users u ON u.email_key = r.email_key AND u.deleted_at IS NULL
+             WHERE r.user_id = ? AND r.expires_at > ? AND r.closed_at IS NULL
+            """
 
-    enum SenderColumn: Int { case emailKey, sentInWindow, secondsUntilOneLeaves }
-    /// The sender's row locked (its requests are counted one at a time), with its email key, its
-    /// requests in the window and the seconds until the oldest of them leaves it. Parameters:
-    /// window start, now, window start, user.
-    static let lockSender = """
-        SELECT u.email_key,
-               (SELECT COUNT(*) FROM friend_request_sends s WHERE s.user_id = u.id AND s.sent_at > ?),
-               (SELECT CEILING(TIMESTAMPDIFF(MICROSECOND, ?, MIN(s.sent_at)) / 1000000) + \(FriendLimits.requestWindowSeconds)
-                  FROM friend_request_sends s WHERE s.user_id = u.id AND s.sent_at > ?)
-          FROM users u WHERE u.id = ? AND u.deleted_at IS NULL FOR UPDATE
-        """
-    static let recordSend = "INSERT INTO friend_request_sends (user_id, sent_at) VALUES (?, ?)"
-    static let accountByEmailKey = "SELECT id FROM users WHERE email_key = ? AND deleted_at IS NULL"
-    /// Parameters: user, other.
-    static let isFriend = """
-        SELECT 1 FROM friendships f JOIN users u ON u.id = f.friend_id AND u.deleted_at IS NULL
-         WHERE f.user_id = ? AND f.friend_id = ?
-        """
-    /// A pending request from a sender to an email key (a declined one included: to its sender it
-    /// is pending, and the recipient asking back wants the friendship too). Parameters: sender,
-    /// email key, now. Locked: it is settled in this transaction.
-    static let pendingFrom = """
-        SELECT id FROM friend_requests WHERE user_id = ? AND email_key = ? AND expires_at > ? FOR UPDATE
-        """
-    /// A new request, or a repeat: a pending one changes nothing, an expired one starts afresh
-    /// (the assignments read the old `expires_at` until it is assigned, last). Parameters:
-    /// sender, email, email key, now, expiry.
-    static let insertRequest = """
-        INSERT INTO friend_requests (user_id, email, email_key, created_at, expires_at) VALUES (?, ?, ?, ?, ?)
-            ON DUPLICATE KEY UPDATE
-                email = IF(expires_at <= VALUES(created_at), VALUES(email), email),
-                closed_at = IF(expires_at <= VALUES(created_at), NULL, closed_at),
-                created_at = IF(expires_at <= VALUES(created_at), VALUES(created_at), created_at),
-                expires_at = IF(expires_at <= VALUES(created_at), VALUES(expires_at), expires_at)
-        """
+        enum SenderColumn: Int, ResultColumns { case emailKey, sentInWindow, secondsUntilOneLeaves }
+        /// The sender's row locked (its requests are counted one at a time), with its email key, its
+        /// requests in the window and the seconds until the oldest of them leaves it. Parameters:
+        /// window start, now, window start, user.
+        static let lockSender = """
+            SELECT u.email_key,
+                   (SELECT COUNT(*) FROM friend_request_sends s WHERE s.user_id = u.id AND s.sent_at > ?),
+                   (SELECT CAST(CEILING(TIMESTAMPDIFF(MICROSECOND, ?, MIN(s.sent_at)) / 1000000) AS SIGNED)
+                           + \(FriendLimits.requestWindowSeconds)
+                      FROM friend_request_sends s WHERE s.user_id = u.id AND s.sent_at > ?)
+              FROM users u WHERE u.id = ? AND u.deleted_at IS NULL FOR UPDATE
+            """
+        static let recordSend = "INSERT INTO friend_request_sends (user_id, sent_at) VALUES (?, ?)"
+        static let accountByEmailKey = "SELECT id FROM users WHERE email_key = ? AND deleted_at IS NULL"
+        /// Parameters: user, other.
+        static let isFriend = """
+            SELECT 1 FROM friendships f JOIN users u ON u.id = f.friend_id AND u.deleted_at IS NULL
+             WHERE f.user_id = ? AND f.friend_id = ?
+            """
+        /// A pending request from a sender to an email key (a declined one included: to its sender it
+        /// is pending, and the recipient asking back wants the friendship too). Parameters: sender,
+        /// email key, now. Locked: it is settled in this transaction.
+        static let pendingFrom = """
+            SELECT id FROM friend_requests WHERE user_id = ? AND email_key = ? AND expires_at > ? FOR UPDATE
+            """
+        /// A new request, or a repeat: a pending one changes nothing, an expired one starts afresh
+        /// (the assignments read the old `expires_at` until it is assigned, last). Parameters:
+        /// sender, email, email key, now, expiry.
+        static let insertRequest = """
+            INSERT INTO friend_requests (user_id, email, email_key, created_at, expires_at) VALUES (?, ?, ?, ?, ?)
+                ON DUPLICATE KEY UPDATE
+                    email = IF(expires_at <= VALUES(created_at), VALUES(email), email),
+                    closed_at = IF(expires_at <= VALUES(created_at), NULL, closed_at),
+                    created_at = IF(expires_at <= VALUES(created_at), VALUES(created_at), created_at),
+                    expires_at = IF(expires_at <= VALUES(created_at), VALUES(expires_at), expires_at)
+            """
 
-    enum IncomingColumn: Int { case id, senderID, senderEmail, senderNickname, createdAt }
-    /// Parameters: user, now.
-    static let incoming = """
-        SELECT r.id, s.id, s.email, s.nickname, r.created_at
-          FROM users me
-          JOIN friend_requests r ON r.email_key = me.email_key
-          JOIN users s ON s.id = r.user_id AND s.deleted_at IS NULL
-         WHERE me.id = ? AND me.deleted_at IS NULL AND r.expires_at > ? AND r.closed_at IS NULL
-         ORDER BY r.created_at DESC, r.id DESC
-        """
-    enum OutgoingColumn: Int { case id, email, createdAt }
-    /// Parameters: user, now.
-    static let outgoing = """
-        SELECT id, email, created_at FROM friend_requests WHERE user_id = ? AND expires_at > ?
-         ORDER BY created_at DESC, id DESC
-        """
-    /// The sender of a pending incoming request. Parameters: request, user, now.
-    static let incomingByID = """
-        SELECT r.user_id FROM friend_requests r
-          JOIN users me ON me.email_key = r.email_key AND me.id = ? AND me.deleted_at IS NULL
-          JOIN users s ON s.id = r.user_id AND s.deleted_at IS NULL
-         WHERE r.id = ? AND r.expires_at > ? AND r.closed_at IS NULL FOR UPDATE
-        """
-    /// Parameters: now, request, user, now.
-    static let decline = """
-        UPDATE friend_requests r JOIN users me ON me.email_key = r.email_key AND me.deleted_at IS NULL
-           SET r.closed_at = ?
-         WHERE r.id = ? AND me.id = ? AND r.expires_at > ? AND r.closed_at IS NULL
-        """
-    /// The account a pending outgoing request reaches. Parameters: request, user, now.
-    static let recipientOf = """
-        SELECT u.id FROM friend_requests r JOIN users u ON u.email_key = r.email_key AND u.deleted_at IS NULL
-         WHERE r.id = ? AND r.user_id = ? AND r.expires_at > ? AND r.closed_at IS NULL
-        """
-    /// Parameters: request, user, now.
-    static let cancel = "DELETE FROM friend_requests WHERE id = ? AND user_id = ? AND expires_at > ?"
-    static let deleteRequest = "DELETE FROM friend_requests WHERE id = ?"
-    /// Requests either way between two accounts (by their email keys). Parameters: a, b, b, a.
-    static let deleteBetween = """
-        DELETE r FROM friend_requests r JOIN users u ON u.email_key = r.email_key
-         WHERE (r.user_id = ? AND u.id = ?) OR (r.user_id = ? AND u.id = ?)
-        """
-    /// Both users locked in id order, each with its number of friends. Parameters: lower id, higher id.
-    static let lockPair = """
-        SELECT u.id, (SELECT COUNT(*) FROM friendships f WHERE f.user_id = u.id)
-          FROM users u WHERE u.id IN (?, ?) AND u.deleted_at IS NULL ORDER BY u.id FOR UPDATE
-        """
-    /// Parameters: a, b, since, b, a, since.
-    static let insertFriendship = "INSERT INTO friendships (user_id, friend_id, since) VALUES (?, ?, ?), (?, ?, ?)"
+        enum IncomingColumn: Int, ResultColumns { case id, senderID, senderEmail, senderNickname, createdAt }
+        /// Parameters: user, now.
+        static let incoming = """
+            SELECT r.id, s.id, s.email, s.nickname, r.created_at
+              FROM users me
+              JOIN friend_requests r ON r.email_key = me.email_key
+              JOIN users s ON s.id = r.user_id AND s.deleted_at IS NULL
+             WHERE me.id = ? AND me.deleted_at IS NULL AND r.expires_at > ? AND r.closed_at IS NULL
+             ORDER BY r.created_at DESC, r.id DESC
+            """
+        enum OutgoingColumn: Int, ResultColumns { case id, email, createdAt }
+        /// Parameters: user, now.
+        static let outgoing = """
+            SELECT id, email, created_at FROM friend_requests WHERE user_id = ? AND expires_at > ?
+             ORDER BY created_at DESC, id DESC
+            """
+        /// The sender of a pending incoming request. Parameters: request, user, now.
+        static let incomingByID = """
+            SELECT r.user_id FROM friend_requests r
+              JOIN users me ON me.email_key = r.email_key AND me.id = ? AND me.deleted_at IS NULL
+              JOIN users s ON s.id = r.user_id AND s.deleted_at IS NULL
+             WHERE r.id = ? AND r.expires_at > ? AND r.closed_at IS NULL FOR UPDATE
+            """
+        /// Parameters: now, request, user, now.
+        static let decline = """
+            UPDATE friend_requests r JOIN users me ON me.email_key = r.email_key AND me.deleted_at IS NULL
+               SET r.closed_at = ?
+             WHERE r.id = ? AND me.id = ? AND r.expires_at > ? AND r.closed_at IS NULL
+            """
+        /// The account a pending outgoing request reaches. Parameters: request, user, now.
+        static let recipientOf = """
+            SELECT u.id FROM friend_requests r JOIN users u ON u.email_key = r.email_key AND u.deleted_at IS NULL
+             WHERE r.id = ? AND r.user_id = ? AND r.expires_at > ? AND r.closed_at IS NULL
+            """
+        /// Parameters: request, user, now.
+        static let cancel = "DELETE FROM friend_requests WHERE id = ? AND user_id = ? AND expires_at > ?"
+        static let deleteRequest = "DELETE FROM friend_requests WHERE id = ?"
+        /// Requests either way between two accounts (by their email keys). Parameters: a, b, b, a.
+        static let deleteBetween = """
+            DELETE r FROM friend_requests r JOIN users u ON u.email_key = r.email_key
+             WHERE (r.user_id = ? AND u.id = ?) OR (r.user_id = ? AND u.id = ?)
+            """
+        /// Both users locked in id order, each with its number of friends. Parameters: lower id, higher id.
+        static let lockPair = """
+            SELECT u.id, (SELECT COUNT(*) FROM friendships f WHERE f.user_id = u.id)
+              FROM users u WHERE u.id IN (?, ?) AND u.deleted_at IS NULL ORDER BY u.id FOR UPDATE
+            """
+        /// Parameters: a, b, since, b, a, since.
+        static let insertFriendship = "INSERT IGNORE INTO friendships (user_id, friend_id, since) VALUES (?, ?, ?), (?, ?, ?)"
 
-    enum FriendColumn: Int { case id, email, nickname, since }
-    static let friends = """
-        SELECT u.id, u.email, u.nickname, f.since
-          FROM friendships f JOIN users u ON u.id = f.friend_id AND u.deleted_at IS NULL
-         WHERE f.user_id = ? ORDER BY f.since, u.id
-        """
-    /// Parameters: user, friend.
-    static let friend = """
-        SELECT u.id, u.email, u.nickname, f.since
-          FROM friendships f JOIN users u ON u.id = f.friend_id AND u.deleted_at IS NULL
-         WHERE f.user_id = ? AND f.friend_id = ?
-        """
-    static let friendIDs = "SELECT friend_id FROM friendships WHERE user_id = ?"
-    /// Parameters: user, friend, friend, user.
-    static let unfriend = """
-        DELETE FROM friendships WHERE (user_id = ? AND friend_id = ?) OR (user_id = ? AND friend_id = ?)
-        """
-    /// Parameters: user, user.
-    static let unfriendAll = "DELETE FROM friendships WHERE user_id = ? OR friend_id = ?"
-    static let deleteSent = "DELETE FROM friend_requests WHERE user_id = ?"
-    /// Parameters: now, email key.
-    static let closeAddressedTo = "UPDATE friend_requests SET closed_at = ? WHERE email_key = ? AND closed_at IS NULL"
+        enum FriendColumn: Int, ResultColumns { case id, email, nickname, since }
+        static let friends = """
+            SELECT u.id, u.email, u.nickname, f.since
+              FROM friendships f JOIN users u ON u.id = f.friend_id AND u.deleted_at IS NULL
+             WHERE f.user_id = ? ORDER BY f.since, u.id
+            """
+        /// Parameters: user, friend.
+        static let friend = """
+            SELECT u.id, u.email, u.nickname, f.since
+              FROM friendships f JOIN users u ON u.id = f.friend_id AND u.deleted_at IS NULL
+             WHERE f.user_id = ? AND f.friend_id = ?
+            """
+        static let friendIDs = "SELECT friend_id FROM friendships WHERE user_id = ?"
+        /// Parameters: user, friend, friend, user.
+        static let unfriend = """
+            DELETE FROM friendships WHERE (user_id = ? AND friend_id = ?) OR (user_id = ? AND friend_id = ?)
+            """
+        /// Parameters: user, user.
+        static let unfriendAll = "DELETE FROM friendships WHERE user_id = ? OR friend_id = ?"
+        static let deleteSent = "DELETE FROM friend_requests WHERE user_id = ?"
+        /// Parameters: now, email key.
+        static let closeAddressedTo = "UPDATE friend_requests SET closed_at = ? WHERE email_key = ? AND closed_at IS NULL"
 
-    enum TagColumn: Int { case id, name, color }
-    static let liveTags = "SELECT id, name, color FROM tags WHERE user_id = ? AND deleted_at IS NULL"
+        enum TagColumn: Int, ResultColumns { case id, name, color }
+        /// `SQL.TodoList.bodiesInRangeForUser`'s first column, the todo's JSON.
+        enum BodyColumn: Int, ResultColumns { case body }
+        enum LockPairColumn: Int, ResultColumns { case id, friends }
+        static let liveTags = "SELECT id, name, color FROM tags WHERE user_id = ? AND deleted_at IS NULL"
 
-    /// Parameters: now, batch.
-    static let purgeExpired = "DELETE FROM friend_requests WHERE expires_at <= ? LIMIT ?"
-    static let purgeSends = "DELETE FROM friend_request_sends WHERE sent_at <= ?"
+        /// Parameters: now, batch.
+        static let purgeExpired = "DELETE FROM friend_requests WHERE expires_at <= ? LIMIT ?"
+        static let purgeSends = "DELETE FROM friend_request_sends WHERE sent_at <= ?"
+    }
 }

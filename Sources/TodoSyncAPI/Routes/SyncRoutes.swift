@@ -52,18 +52,12 @@ extension Application {
         // gzip is accepted), answers 304 itself, and hands every other answer to nginx's internal
         // /__snapshot/ location, which sends the file from disk (Content-Length, Range → 206) with
         // the ETag, Repr-Digest and Content-Encoding passed here.
-        let testHooks = options.enableTestHooks
+        let testHooks = options.testHooks
         router.add("GET", "/api/v1/sync/snapshot") { context in
             let userID = try context.requireUser()
             let schemaVersion = try context.syncSchemaVersion(.query(context.request.query["schemaVersion"]))
-            var hold = 0
-            if testHooks, let text = context.request.query["__test_hold_ms"] {
-                guard let value = Int(text), (0...120_000).contains(value) else {
-                    throw APIError.badRequest("`__test_hold_ms` must be 0 to 120000.")
-                }
-                hold = value
-            }
-            let entry = try context.store.snapshot(userID: userID, schemaVersion: schemaVersion, holdMilliseconds: hold)
+            let pause = try testHooks?.snapshotPause(context.request)
+            let entry = try context.store.snapshot(userID: userID, schemaVersion: schemaVersion, afterRead: pause)
             // gzip when the request accepts it (q-values: `gzip;q=0` refuses): the file's companion,
             // with its own ETag and Repr-Digest (of the encoded bytes); ranges are of those bytes.
             // `Vary: Accept-Encoding` on both variants, 304 included. `If-None-Match` is compared
@@ -168,18 +162,24 @@ extension Application {
         return start < size
     }
 
-    /// Whether `id` has the form of the SSE ids nchan writes on a stream of one channel:
-    /// `<time>:<tag>`, the tag possibly bracketed (`1796655753:0`, `1796655753:[0]`). nchan answers
-    /// other forms it cannot parse with a text/plain 400. (Multiplexing more channels on a stream
-    /// changes nchan's ids to `<time>:<tag>,<tag>...`: widen this then.)
+    /// Whether `id` has the form of the SSE ids nchan writes: `<time>:<tag>` on a stream of one
+    /// channel, the tag possibly bracketed (`1796655753:0`, `1796655753:[0]`); on a `friends=1`
+    /// stream (two channels multiplexed, docs/FRIENDS.md) one tag per channel, comma-separated,
+    /// the one of the event bracketed and a channel without a message yet `-`
+    /// (`1796664990:[0],-`). nchan answers other forms it cannot parse with a text/plain 400.
     static func isLiveEventID(_ id: String) -> Bool {
         let parts = id.trimmingWhitespace().split(separator: ":", omittingEmptySubsequences: false)
         guard parts.count == 2, (1...12).contains(parts[0].count), parts[0].utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 })
         else { return false }
-        var tag = Substring(parts[1])
-        if tag.hasPrefix("[") && tag.hasSuffix("]") && tag.count >= 2 { tag = tag.dropFirst().dropLast() }
-        if tag.hasPrefix("-") { tag = tag.dropFirst() }
-        return (1...5).contains(tag.count) && tag.utf8.allSatisfy { $0 >= 0x30 && $0 <= 0x39 }
+        let tags = parts[1].split(separator: ",", omittingEmptySubsequences: false)
+        guard (1...2).contains(tags.count) else { return false }
+        return tags.allSatisfy { part in
+            var tag = Substring(part)
+            if tag.hasPrefix("[") && tag.hasSuffix("]") && tag.count >= 2 { tag = tag.dropFirst().dropLast() }
+            if tags.count > 1 && tag == "-" { return true }
+            if tag.hasPrefix("-") { tag = tag.dropFirst() }
+            return (1...5).contains(tag.count) && tag.utf8.allSatisfy { $0 >= 0x30 && $0 <= 0x39 }
+        }
     }
 
     /// `If-None-Match` (RFC 9110 13.1.2, weak comparison): `*` or a list that holds `etag`.
