@@ -263,68 +263,64 @@ extension Store {
         try guarded { try db.queryOne(SQL.Friends.isFriend, [.int(userID), .int(friendID)]) != nil }
     }
 
-    /// A friend's month of todos (contract FriendTodo): the same range read of `todo_list` as the
-    /// owner's `GET /todos?from=&to=` (the rows the write path rendered, in list order), each
-    /// body copied without the members a friend does not see and with its tag's name and color
-    /// in place of its id. `notFound` unless `friendID` is a current friend (checked in the same
-    /// read-only transaction).
+    /// A friend's month of todos (contract FriendTodo): the owner's own `GET /todos?from=&to=`
+    /// range read of `todo_list` (the rows the write path rendered, in list order), joined to the
+    /// reader's friendship row (`ReadOwner.friend`) and to each todo's live tag, in one statement.
+    /// Each body is copied without the members a friend does not see, its tag's name and color
+    /// in place of its id. No row: one more lookup tells a friend with no todos that month (`[]`)
+    /// from anyone else (`notFound`).
     public func friendTodoList(userID: Int64, friendID: Int64, from: Day, to: Day) throws -> [UInt8] {
-        try guarded {
-            try db.inTransaction(readOnly: true) {
-                guard try db.queryOne(SQL.Friends.isFriend, [.int(userID), .int(friendID)]) != nil else {
-                    throw DomainError.notFound
-                }
-                var items: [UInt8] = [UInt8(ascii: "[")]
-                items.reserveCapacity(16 * 1024)
-                var tagged: [(at: Int, tagID: Int64)] = []
-                var first = true
-                _ = try db.forEachRow(SQL.TodoList.bodiesInRangeForUser, [.int(friendID), .day(from), .day(to)],
-                                      restart: { items = [UInt8(ascii: "[")]; tagged = []; first = true }) {
-                    row throws(DatabaseError) in
-                    if !first { items.append(UInt8(ascii: ",")) }
-                    first = false
-                    _ = try row.withBytes(SQL.Friends.BodyColumn.body) { body in
-                        if let tagID = FriendTodoProjection.append(body, to: &items) {
-                            tagged.append((items.count, tagID))
-                        }
+        typealias Column = SQL.Friends.TodoColumn
+        let rows = try guarded {
+            var items: [UInt8] = [UInt8(ascii: "[")]
+            items.reserveCapacity(16 * 1024)
+            var rows = 0
+            _ = try db.forEachRow(SQL.Friends.todos, [.int(userID), .int(friendID), .day(from), .day(to)],
+                                  restart: { items = [UInt8(ascii: "[")]; rows = 0 }) { row throws(DatabaseError) in
+                if rows > 0 { items.append(UInt8(ascii: ",")) }
+                rows += 1
+                _ = try row.withBytes(Column.body) { FriendTodoProjection.append($0, to: &items) }
+                if row.isNull(Column.tagName) {
+                    JSONWriter.appendLiteral("null", to: &items)
+                } else {
+                    JSONWriter.appendLiteral(#"{"name":"#, to: &items)
+                    _ = try row.withBytes(Column.tagName) { JSONWriter.appendQuoted(utf8: $0, to: &items) }
+                    JSONWriter.appendLiteral(#","color":"#, to: &items)
+                    if row.isNull(Column.tagColor) {
+                        JSONWriter.appendLiteral("null", to: &items)
+                    } else {
+                        _ = try row.withBytes(Column.tagColor) { JSONWriter.appendQuoted(utf8: $0, to: &items) }
                     }
+                    JSONWriter.appendLiteral("}", to: &items)
                 }
-                if tagged.isEmpty {
-                    items.append(UInt8(ascii: "]"))
-                    return items
-                }
-                // The tags the todos name, live (a tag delete un-tags its todos in its commit).
-                var tags: [Int64: [UInt8]] = [:]
-                typealias Column = SQL.Friends.TagColumn
-                for row in try db.query(SQL.Friends.liveTags, [.int(friendID)]) {
-                    var tag = JSONWriter(reservingCapacity: 64)
-                    tag.beginObject()
-                    tag.field("name", row.string(Column.name) ?? "")
-                    tag.field("color", row.string(Column.color))
-                    tag.endObject()
-                    tags[row.int64(Column.id)!] = tag.bytes
-                }
-                // Splice each tag object where its todo left the placeholder (`"tag":` then null).
-                var out: [UInt8] = []
-                out.reserveCapacity(items.count + tagged.count * 48)
-                var copied = 0
-                for (at, tagID) in tagged {
-                    out.append(contentsOf: items[copied..<(at - 5)])
-                    out.append(contentsOf: tags[tagID] ?? Array("null".utf8))
-                    copied = at - 1  // the todo's closing brace
-                }
-                out.append(contentsOf: items[copied...])
-                out.append(UInt8(ascii: "]"))
-                return out
+                JSONWriter.appendLiteral("}", to: &items)
             }
+            items.append(UInt8(ascii: "]"))
+            return (items, rows)
         }
+        if rows.1 == 0, try !isFriend(userID: userID, friendID: friendID) { throw DomainError.notFound }
+        return rows.0
     }
 
-    /// A friend's daily stats of a month: exactly the friend's own `GET /daily-stats?month=`.
-    /// `notFound` unless `friendID` is a current friend.
+    /// A friend's daily stats of a month: the owner's own `GET /daily-stats?month=` statement
+    /// (`SQL.DailyStats.liveInRange`) over the reader's friendship row, written by the same row
+    /// writer, so the bytes are the friend's own. `notFound` unless `friendID` is a current friend.
     public func friendDailyStatList(userID: Int64, friendID: Int64, from: Day, to: Day) throws -> [UInt8] {
-        guard try isFriend(userID: userID, friendID: friendID) else { throw DomainError.notFound }
-        return try dailyStatList(.user(friendID), from: from, to: to).json
+        let (items, rows) = try guarded {
+            var items = JSONWriter(reservingCapacity: 8192)
+            items.beginArray()
+            var rows = 0
+            _ = try db.forEachRow(SQL.Friends.dailyStats, [.int(userID), .int(friendID), .day(from), .day(to)],
+                                  restart: { items = JSONWriter(reservingCapacity: 8192); items.beginArray(); rows = 0 }) {
+                row throws(DatabaseError) in
+                try DailyStatRowJSON.write(row, to: &items)
+                rows += 1
+            }
+            items.endArray()
+            return (items.bytes, rows)
+        }
+        if rows == 0, try !isFriend(userID: userID, friendID: friendID) { throw DomainError.notFound }
+        return items
     }
 
     // MARK: Account deletion
@@ -406,24 +402,16 @@ extension Store {
 }
 
 /// A stored todo body (`todo_list`, the contract's Todo at the current schema version) as the
-/// contract's FriendTodo: only the members a friend sees, and `"tag"` last.
+/// contract's FriendTodo: only the members a friend sees (a field added to Todo later stays out),
+/// and `"tag":` last, whose value and the closing brace the caller writes.
 enum FriendTodoProjection {
     /// The members kept, as their keys' bytes.
     static let kept: [[UInt8]] = ["id", "title", "deadline", "isCompleted", "isImportant", "isLife", "difficulty",
                                   "estimatedTime"].map { Array($0.utf8) }
-    static let tagIDKey = Array("tagId".utf8)
 
-    /// Appends the projection of `body` to `out`, ending in `"tag":null}`. Returns the todo's tag
-    /// id when it has one: the caller replaces that `null` (the five bytes before the closing
-    /// brace) with the tag's object.
-    static func append(_ body: UnsafeRawBufferPointer, to out: inout [UInt8]) -> Int64? {
+    static func append(_ body: UnsafeRawBufferPointer, to out: inout [UInt8]) {
         out.append(UInt8(ascii: "{"))
-        var tagID: Int64?
         JSONMemberFilter.forEachMember(of: body) { key, value in
-            if key.elementsEqual(tagIDKey) {
-                tagID = Int64(String(decoding: value, as: UTF8.self))
-                return
-            }
             guard kept.contains(where: { $0.elementsEqual(key) }) else { return }
             out.append(UInt8(ascii: "\""))
             out.append(contentsOf: key)
@@ -431,8 +419,7 @@ enum FriendTodoProjection {
             out.append(contentsOf: value)
             out.append(UInt8(ascii: ","))
         }
-        out.append(contentsOf: Array("\"tag\":null}".utf8))
-        return tagID
+        JSONWriter.appendLiteral(#""tag":"#, to: &out)
     }
 }
 
@@ -563,11 +550,22 @@ extension SQL {
         /// Parameters: now, email key.
         static let closeAddressedTo = "UPDATE friend_requests SET closed_at = ? WHERE email_key = ? AND closed_at IS NULL"
 
-        enum TagColumn: Int, ResultColumns { case id, name, color }
-        /// `SQL.TodoList.bodiesInRangeForUser`'s first column, the todo's JSON.
-        enum BodyColumn: Int, ResultColumns { case body }
         enum LockPairColumn: Int, ResultColumns { case id, friends }
-        static let liveTags = "SELECT id, name, color FROM tags WHERE user_id = ? AND deleted_at IS NULL"
+        /// A friend's todos of a range: `SQL.TodoList.bodiesInRange`'s read over the reader's
+        /// friendship (`ReadOwner.friend`), in list order (the primary key's), each row with its
+        /// live tag's name and color (NULL: no tag). Parameters: reader, friend, from, to.
+        static let todos = """
+            SELECT l.body, t.name, t.color
+              FROM \(ReadOwner.friend.from("todo_list l", alias: "l"))
+              LEFT JOIN tags t ON t.id = CAST(JSON_VALUE(l.body, '$.tagId') AS UNSIGNED) AND t.user_id = l.user_id
+                                 AND t.deleted_at IS NULL
+             WHERE \(ReadOwner.friend.condition(alias: "l")) AND l.deadline BETWEEN ? AND ?
+             ORDER BY \(TodoList.order)
+            """
+        enum TodoColumn: Int, ResultColumns { case body, tagName, tagColor }
+        /// The owner's `GET /daily-stats?month=` statement over the reader's friendship.
+        /// Parameters: reader, friend, from, to.
+        static let dailyStats = DailyStats.liveInRange(.friend)
 
         /// Parameters: now, batch.
         static let purgeExpired = "DELETE FROM friend_requests WHERE expires_at <= ? LIMIT ?"

@@ -49,16 +49,7 @@ public struct FriendRequestInput: Sendable {
     public let emailKey: String
 
     public static func parse(_ reader: inout FieldReader) throws(DomainError) -> FriendRequestInput {
-        var email = reader.string("email", required: true, length: 0...1000).map(CredentialsInput.normalizedEmail)
-        if let address = email {
-            let count = address.unicodeScalars.count
-            if !(3...254).contains(count) {
-                reader.report("email", "must be 3–254 characters long (got \(count))")
-                email = nil
-            } else {
-                CredentialsInput.checkAddress(address, &reader)
-            }
-        }
+        let email = CredentialsInput.readAddress(&reader)
         try reader.finish()
         return FriendRequestInput(email: email!, emailKey: CredentialsInput.emailKey(email!))
     }

@@ -1023,21 +1023,6 @@ extension Components {
                 case outgoing
             }
         }
-        /// - Remark: Generated from `#/components/schemas/FriendTag`.
-        internal struct FriendTag: Codable, Hashable, Sendable {
-            /// - Remark: Generated from `#/components/schemas/FriendTag/name`.
-            internal var name: Swift.String
-            /// Creates a new `FriendTag`.
-            ///
-            /// - Parameters:
-            ///   - name:
-            internal init(name: Swift.String) {
-                self.name = name
-            }
-            internal enum CodingKeys: String, CodingKey {
-                case name
-            }
-        }
         /// - Remark: Generated from `#/components/schemas/FriendTodo`.
         internal struct FriendTodo: Codable, Hashable, Sendable {
             /// - Remark: Generated from `#/components/schemas/FriendTodo/id`.
@@ -1056,6 +1041,37 @@ extension Components {
             internal var difficulty: Components.Schemas.Difficulty
             /// - Remark: Generated from `#/components/schemas/FriendTodo/estimatedTime`.
             internal var estimatedTime: Components.Schemas.EstimatedTime
+            /// The todo's tag's name and color, or null when it has none.
+            ///
+            /// - Remark: Generated from `#/components/schemas/FriendTodo/tag`.
+            internal struct TagPayload: Codable, Hashable, Sendable {
+                /// - Remark: Generated from `#/components/schemas/FriendTodo/tag/name`.
+                internal var name: Swift.String
+                /// `#RRGGBB` hex, upper case, or null.
+                ///
+                /// - Remark: Generated from `#/components/schemas/FriendTodo/tag/color`.
+                internal var color: Swift.String?
+                /// Creates a new `TagPayload`.
+                ///
+                /// - Parameters:
+                ///   - name:
+                ///   - color: `#RRGGBB` hex, upper case, or null.
+                internal init(
+                    name: Swift.String,
+                    color: Swift.String? = nil
+                ) {
+                    self.name = name
+                    self.color = color
+                }
+                internal enum CodingKeys: String, CodingKey {
+                    case name
+                    case color
+                }
+            }
+            /// The todo's tag's name and color, or null when it has none.
+            ///
+            /// - Remark: Generated from `#/components/schemas/FriendTodo/tag`.
+            internal var tag: Components.Schemas.FriendTodo.TagPayload?
             /// Creates a new `FriendTodo`.
             ///
             /// - Parameters:
@@ -1067,6 +1083,7 @@ extension Components {
             ///   - isLife:
             ///   - difficulty:
             ///   - estimatedTime:
+            ///   - tag: The todo's tag's name and color, or null when it has none.
             internal init(
                 id: Components.Schemas.Id,
                 title: Swift.String,
@@ -1075,7 +1092,8 @@ extension Components {
                 isImportant: Swift.Bool,
                 isLife: Swift.Bool,
                 difficulty: Components.Schemas.Difficulty,
-                estimatedTime: Components.Schemas.EstimatedTime
+                estimatedTime: Components.Schemas.EstimatedTime,
+                tag: Components.Schemas.FriendTodo.TagPayload? = nil
             ) {
                 self.id = id
                 self.title = title
@@ -1085,6 +1103,7 @@ extension Components {
                 self.isLife = isLife
                 self.difficulty = difficulty
                 self.estimatedTime = estimatedTime
+                self.tag = tag
             }
             internal enum CodingKeys: String, CodingKey {
                 case id
@@ -1095,6 +1114,7 @@ extension Components {
                 case isLife
                 case difficulty
                 case estimatedTime
+                case tag
             }
         }
         /// - Remark: Generated from `#/components/schemas/FriendTodoList`.

@@ -2144,21 +2144,13 @@ internal enum Operations {
             internal struct Accepted: Sendable, Hashable {
                 /// - Remark: Generated from `#/paths/api/v1/friends/requests/POST/responses/202/content`.
                 internal enum Body: Sendable, Hashable {
-                    /// - Remark: Generated from `#/paths/api/v1/friends/requests/POST/responses/202/content/json`.
-                    internal struct JsonPayload: Codable, Hashable, Sendable {
-                        /// Creates a new `JsonPayload`.
-                        internal init() {}
-                        internal init(from decoder: any Swift.Decoder) throws {
-                            try decoder.ensureNoAdditionalProperties(knownKeys: [])
-                        }
-                    }
                     /// - Remark: Generated from `#/paths/api/v1/friends/requests/POST/responses/202/content/application\/json`.
-                    case json(Operations.SendFriendRequest.Output.Accepted.Body.JsonPayload)
+                    case json(OpenAPIRuntime.OpenAPIObjectContainer)
                     /// The associated value of the enum case if `self` is `.json`.
                     ///
                     /// - Throws: An error if `self` is not `.json`.
                     /// - SeeAlso: `.json`.
-                    internal var json: Operations.SendFriendRequest.Output.Accepted.Body.JsonPayload {
+                    internal var json: OpenAPIRuntime.OpenAPIObjectContainer {
                         get throws {
                             switch self {
                             case let .json(body):
@@ -2249,17 +2241,20 @@ internal enum Operations {
                     }
                 }
             }
-            /// Either user already has 500 friends; nothing changed.
+            /// `friend_limit`: either user already has 500 friends, and nothing changed; or
+            /// `request_in_progress`: an `Idempotency-Key` whose first request is still running
+            /// (with `Retry-After`).
+            ///
             ///
             /// - Remark: Generated from `#/paths//api/v1/friends/requests/post(sendFriendRequest)/responses/409`.
             ///
             /// HTTP response code: `409 conflict`.
-            case conflict(Components.Responses.FriendLimit)
+            case conflict(Components.Responses.FriendLimitOrInProgress)
             /// The associated value of the enum case if `self` is `.conflict`.
             ///
             /// - Throws: An error if `self` is not `.conflict`.
             /// - SeeAlso: `.conflict`.
-            internal var conflict: Components.Responses.FriendLimit {
+            internal var conflict: Components.Responses.FriendLimitOrInProgress {
                 get throws {
                     switch self {
                     case let .conflict(response):
@@ -2320,17 +2315,20 @@ internal enum Operations {
                     }
                 }
             }
-            /// Well-formed JSON with wrong types or values (or not an object); `details` names each field.
+            /// `validation_failed`: well-formed JSON with wrong types or values (or not an object);
+            /// `details` names each field. `idempotency_key_reused`: this `Idempotency-Key` was used
+            /// for a different request; nothing was done.
+            ///
             ///
             /// - Remark: Generated from `#/paths//api/v1/friends/requests/post(sendFriendRequest)/responses/422`.
             ///
             /// HTTP response code: `422 unprocessableContent`.
-            case unprocessableContent(Components.Responses.ValidationFailed)
+            case unprocessableContent(Components.Responses.ValidationFailedOrKeyReused)
             /// The associated value of the enum case if `self` is `.unprocessableContent`.
             ///
             /// - Throws: An error if `self` is not `.unprocessableContent`.
             /// - SeeAlso: `.unprocessableContent`.
-            internal var unprocessableContent: Components.Responses.ValidationFailed {
+            internal var unprocessableContent: Components.Responses.ValidationFailedOrKeyReused {
                 get throws {
                     switch self {
                     case let .unprocessableContent(response):
@@ -2619,17 +2617,20 @@ internal enum Operations {
                     }
                 }
             }
-            /// Either user already has 500 friends; nothing changed.
+            /// `friend_limit`: either user already has 500 friends, and nothing changed; or
+            /// `request_in_progress`: an `Idempotency-Key` whose first request is still running
+            /// (with `Retry-After`).
+            ///
             ///
             /// - Remark: Generated from `#/paths//api/v1/friends/requests/{id}/accept/post(acceptFriendRequest)/responses/409`.
             ///
             /// HTTP response code: `409 conflict`.
-            case conflict(Components.Responses.FriendLimit)
+            case conflict(Components.Responses.FriendLimitOrInProgress)
             /// The associated value of the enum case if `self` is `.conflict`.
             ///
             /// - Throws: An error if `self` is not `.conflict`.
             /// - SeeAlso: `.conflict`.
-            internal var conflict: Components.Responses.FriendLimit {
+            internal var conflict: Components.Responses.FriendLimitOrInProgress {
                 get throws {
                     switch self {
                     case let .conflict(response):
@@ -2637,6 +2638,29 @@ internal enum Operations {
                     default:
                         try throwUnexpectedResponseStatus(
                             expectedStatus: "conflict",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// This `Idempotency-Key` was used for a different request (method, path or body); nothing was done.
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/friends/requests/{id}/accept/post(acceptFriendRequest)/responses/422`.
+            ///
+            /// HTTP response code: `422 unprocessableContent`.
+            case unprocessableContent(Components.Responses.IdempotencyKeyReused)
+            /// The associated value of the enum case if `self` is `.unprocessableContent`.
+            ///
+            /// - Throws: An error if `self` is not `.unprocessableContent`.
+            /// - SeeAlso: `.unprocessableContent`.
+            internal var unprocessableContent: Components.Responses.IdempotencyKeyReused {
+                get throws {
+                    switch self {
+                    case let .unprocessableContent(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unprocessableContent",
                             response: self
                         )
                     }
@@ -2899,6 +2923,56 @@ internal enum Operations {
                     default:
                         try throwUnexpectedResponseStatus(
                             expectedStatus: "notFound",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// A request with this `Idempotency-Key` is still running; retry after `Retry-After` seconds
+            /// with the same key: 1 while the first is seen running; on Galera, where it cannot be seen,
+            /// the time until the key is taken over (its deadline plus 2 s). A key whose first request
+            /// is gone (its responder died) is taken over by the next repeat at once.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/friends/requests/{id}/decline/post(declineFriendRequest)/responses/409`.
+            ///
+            /// HTTP response code: `409 conflict`.
+            case conflict(Components.Responses.RequestInProgress)
+            /// The associated value of the enum case if `self` is `.conflict`.
+            ///
+            /// - Throws: An error if `self` is not `.conflict`.
+            /// - SeeAlso: `.conflict`.
+            internal var conflict: Components.Responses.RequestInProgress {
+                get throws {
+                    switch self {
+                    case let .conflict(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "conflict",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// This `Idempotency-Key` was used for a different request (method, path or body); nothing was done.
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/friends/requests/{id}/decline/post(declineFriendRequest)/responses/422`.
+            ///
+            /// HTTP response code: `422 unprocessableContent`.
+            case unprocessableContent(Components.Responses.IdempotencyKeyReused)
+            /// The associated value of the enum case if `self` is `.unprocessableContent`.
+            ///
+            /// - Throws: An error if `self` is not `.unprocessableContent`.
+            /// - SeeAlso: `.unprocessableContent`.
+            internal var unprocessableContent: Components.Responses.IdempotencyKeyReused {
+                get throws {
+                    switch self {
+                    case let .unprocessableContent(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unprocessableContent",
                             response: self
                         )
                     }
