@@ -151,7 +151,9 @@ struct FriendMonthCommand: AsyncParsableCommand {
         // does (at once, on pokes), with its periodic pull out of the way.
         let engine = SyncEngine(client: client, settings: SyncEngine.Settings(interval: 365 * 86400))
         let view = engine.friendMonthView(friendID: id, month: month)
-        let signals = StopSignals { Task { await view.stop() } }
+        // Stopping the engine ends the view's events (and so the loop below) without reopening
+        // the stream first, as stopping the view would.
+        let signals = StopSignals { Task { await engine.stop() } }
         defer { signals.cancel() }
         await engine.start()
         Task { await view.start() }

@@ -91,8 +91,10 @@ final class FriendsStackTests: StackTestCase {
             if case .failed(let error, _) = await view.state { return (error as? FriendsError) == .notFound }
             return false
         }
-        await view.stop()
+        // The engine first: its stop ends the view's events, and no stream reopens (a view
+        // stopped first reopens the stream without friends=1, and that opening syncs).
         await engine.stop()
+        await view.stop()
     }
 }
 
