@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# A friend's month, live (issue 37, client half): the delay from a friend's write (the REST
-# answer) to the watcher's view showing it, through the real client (`todosync-client friends
+# A friend's month, live (issue 37, client half): the delay from a friend's write (the PATCH
+# sent) to the watcher's view showing it, through the real client (`todosync-client friends
 # month ID --watch --json`, a FriendsLiveView on a SyncEngine's stream with friends=1), and the
 # raw `event: friend` delay on a plain SSE stream beside it. Builds the release binaries, brings
 # up a PRIVATE stack (own state dir and ports), runs bench/friends_live.py against loopback,
