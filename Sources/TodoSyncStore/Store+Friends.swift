@@ -201,7 +201,7 @@ extension Store {
         try guarded {
             try db.inSavepoint {
                 let now = Timestamp.now()
-                guard let sender = try db.queryOne(SQL.Friends.incomingByID, [.int(requestID), .int(userID), .timestamp(now)])?
+                guard let sender = try db.queryOne(SQL.Friends.incomingByID, [.int(userID), .int(requestID), .timestamp(now)])?
                     .int64(OnlyColumn.value) else { throw DomainError.notFound }
                 try befriend(userID, sender, settling: requestID, now: now)
                 guard let row = try db.queryOne(SQL.Friends.friend, [.int(userID), .int(sender)]) else {
@@ -493,7 +493,7 @@ extension SQL {
             SELECT id, email, created_at FROM friend_requests WHERE user_id = ? AND expires_at > ?
              ORDER BY created_at DESC, id DESC
             """
-        /// The sender of a pending incoming request. Parameters: request, user, now.
+        /// The sender of a pending incoming request. Parameters: user, request, now.
         static let incomingByID = """
             SELECT r.user_id FROM friend_requests r
               JOIN users me ON me.email_key = r.email_key AND me.id = ? AND me.deleted_at IS NULL
