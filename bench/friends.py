@@ -125,7 +125,8 @@ def month_reads():
 
 
 async def open_stream(user, arrivals, ready):
-    reader, writer = await asyncio.open_connection(HOST, PORT)
+    # Spread over source addresses 127.0.0.2..251: nginx caps connections per address.
+    reader, writer = await asyncio.open_connection(HOST, PORT, local_addr=(f"127.0.0.{2 + user % 250}", 0))
     writer.write((f"GET /api/v1/sync/live?friends=1 HTTP/1.1\r\nHost: {HOST}\r\nAccept: text/event-stream\r\n"
                   f"Authorization: Bearer {token(user)}\r\n\r\n").encode())
     await writer.drain()

@@ -402,24 +402,26 @@ extension Store {
 }
 
 /// A stored todo body (`todo_list`, the contract's Todo at the current schema version) as the
-/// contract's FriendTodo: only the members a friend sees (a field added to Todo later stays out),
-/// and `"tag":` last, whose value and the closing brace the caller writes.
+/// contract's FriendTodo: the members a friend does not see cut out, and `"tag":` last, whose
+/// value and the closing brace the caller writes.
 enum FriendTodoProjection {
-    /// The members kept, as their keys' bytes.
-    static let kept: [[UInt8]] = ["id", "title", "deadline", "isCompleted", "isImportant", "isLife", "difficulty",
-                                  "estimatedTime"].map { Array($0.utf8) }
+    /// The members a FriendTodo keeps.
+    static let kept: Set<String> = ["id", "title", "deadline", "isCompleted", "isImportant", "isLife", "difficulty",
+                                    "estimatedTime"]
+    /// Every other member of the stored Todo, in the order `Todo.write` writes them (`clientId`,
+    /// the synced fields the friend does not see, the bookkeeping): derived from the field list,
+    /// so a field added later (remindAt) is cut without an edit here.
+    static let cut: [[UInt8]] = (["clientId"] + TodoField.allCases.map(\.rawValue)
+        + ["version", "createdAt", "updatedAt", "deletedAt"])
+        .filter { !kept.contains($0) }
+        .map(JSONMemberFilter.memberPattern)
 
+    /// `body` without the cut members (`JSONMemberFilter.appendFlatObject`: memchr to each, the
+    /// rest copied), its closing brace replaced by `,"tag":`.
     static func append(_ body: UnsafeRawBufferPointer, to out: inout [UInt8]) {
-        out.append(UInt8(ascii: "{"))
-        JSONMemberFilter.forEachMember(of: body) { key, value in
-            guard kept.contains(where: { $0.elementsEqual(key) }) else { return }
-            out.append(UInt8(ascii: "\""))
-            out.append(contentsOf: key)
-            out.append(contentsOf: [UInt8(ascii: "\""), UInt8(ascii: ":")])
-            out.append(contentsOf: value)
-            out.append(UInt8(ascii: ","))
-        }
-        JSONWriter.appendLiteral(#""tag":"#, to: &out)
+        JSONMemberFilter.appendFlatObject(body, removing: cut, to: &out)
+        out.removeLast()  // the object's `}`
+        JSONWriter.appendLiteral(#","tag":"#, to: &out)
     }
 }
 
