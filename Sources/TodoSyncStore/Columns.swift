@@ -97,7 +97,7 @@ enum TodoColumn: Int, RecordColumns {
 
     /// Every synced field, in `TodoField` order, bound as its value (`FieldValue`).
     static let content: [(column: TodoColumn, value: @Sendable (Todo) -> DatabaseValue)] = TodoField.allCases.map { field in
-        (TodoColumn(field), { field.value(of: $0).databaseValue })
+        (TodoColumn(field), { field.databaseValue(field.value(of: $0)) })
     }
 }
 
@@ -123,6 +123,15 @@ enum TagColumn: Int, RecordColumns {
     /// Every synced field, in `TagField` order, bound as text.
     static let content: [(column: TagColumn, value: @Sendable (Tag) -> DatabaseValue)] = TagField.allCases.map { field in
         (TagColumn(field), { .text(field.text(of: $0)) })
+    }
+}
+
+extension SyncedField {
+    /// The value bound to the field's column: `FieldValue.databaseValue`, an instant as the
+    /// `DATETIME(3)` text MariaDB takes (`Todo(row:)` reads it back with `Timestamp`).
+    func databaseValue(_ value: FieldValue) -> DatabaseValue {
+        if kind == .instant, case .string(let text) = value, let time = Timestamp(rfc3339Input: text) { return .timestamp(time) }
+        return value.databaseValue
     }
 }
 

@@ -28,6 +28,7 @@ final class SyncedFieldsTests: XCTestCase {
         case .bool: return .bool(true)
         case .integer: return .int(field.range?.upperBound ?? 7)
         case .day: return .string("2030-01-02")
+        case .instant: return .string("2030-01-02T03:04:05.678Z")
         case .reference: return .int(sampleTagID)
         }
     }
@@ -88,7 +89,7 @@ final class SyncedFieldsTests: XCTestCase {
             XCTAssertTrue(TodoColumn.selectList.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
                 .contains(field.column), "the todos SELECT list: \(field)")
             let bound = TodoColumn.content.first { $0.column == TodoColumn(field) }?.value(todo)
-            XCTAssertEqual(bound, Self.sampleValue(field).databaseValue, "TodoColumn.content's binding: \(field)")
+            XCTAssertEqual(bound, field.databaseValue(Self.sampleValue(field)), "TodoColumn.content's binding: \(field)")
             XCTAssertTrue(field.columnType.uppercased() == field.columnType, "TodoField.columnType: \(field)")
         }
         XCTAssertEqual(TagColumn.content.map(\.column), TagField.allCases.map(TagColumn.init), "TagColumn.content")
