@@ -46,6 +46,63 @@ public struct LocalTodo: Sendable, Equatable, Identifiable {
     public var deletedAt: String?
 
     public var id: Int64 { localID }
+
+    /// A todo with its bookkeeping and every synced field at its default (`set(_:_:)` fills them).
+    init(localID: Int64, serverID: Int64?, clientID: String?, version: Int64?, createdAt: String, updatedAt: String?,
+         deletedAt: String?) {
+        self.localID = localID
+        self.serverID = serverID
+        self.clientID = clientID
+        title = ""
+        raw = ""
+        isImportant = false
+        isLife = false
+        difficulty = 0
+        estimatedTime = 0
+        deadline = Day.minimum
+        isCompleted = false
+        self.version = version
+        self.createdAt = createdAt
+        self.updatedAt = updatedAt
+        self.deletedAt = deletedAt
+    }
+}
+
+extension LocalTodo {
+    /// The value of `field`, local terms (its tag: the local handle). A new field does not
+    /// compile until it has one; what reads a todo by the list (`todosync-client`'s `--json`)
+    /// needs no edit.
+    public func value(_ field: TodoField) -> JSONValue {
+        switch field {
+        case .title: .string(title)
+        case .raw: .string(raw)
+        case .notes: .optionalString(notes)
+        case .isImportant: .bool(isImportant)
+        case .isLife: .bool(isLife)
+        case .tagId: .optionalInt(tagLocalID)
+        case .difficulty: .int(difficulty)
+        case .estimatedTime: .int(estimatedTime)
+        case .deadline: .string(deadline.description)
+        case .isCompleted: .bool(isCompleted)
+        }
+    }
+
+    /// Sets `field` from a stored value of its kind (`TodoRecord`); the tag is set with its
+    /// server id by the caller.
+    mutating func set(_ field: TodoField, _ value: JSONValue) {
+        switch field {
+        case .title: title = value.stringValue ?? ""
+        case .raw: raw = value.stringValue ?? ""
+        case .notes: notes = value.stringValue
+        case .isImportant: isImportant = value.boolValue ?? false
+        case .isLife: isLife = value.boolValue ?? false
+        case .tagId: tagLocalID = value.int64Value
+        case .difficulty: difficulty = Int(value.int64Value ?? 0)
+        case .estimatedTime: estimatedTime = Int(value.int64Value ?? 0)
+        case .deadline: deadline = value.stringValue.flatMap(Day.init) ?? Day.minimum
+        case .isCompleted: isCompleted = value.boolValue ?? false
+        }
+    }
 }
 
 /// A daily statistic exactly as the server last sent it (stats are derived by the server).
