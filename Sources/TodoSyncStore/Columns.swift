@@ -69,7 +69,7 @@ extension RecordColumns {
 /// The columns of `todos` that make a `Todo` (`Todo(row:)`): its bookkeeping, and a column for
 /// each synced field (`TodoField`, which names it and whose values `content` binds).
 enum TodoColumn: Int, RecordColumns {
-    case id, clientID, title, raw, notes, isImportant, isLife, tagID, difficulty, estimatedTime, deadline, isCompleted
+    case id, clientID, title, raw, notes, remindAt, isImportant, isLife, tagID, difficulty, estimatedTime, deadline, isCompleted
     case version, createdAt, updatedAt, deletedAt
 
     /// The column of a synced field (a new field does not compile until it has one).
@@ -78,6 +78,7 @@ enum TodoColumn: Int, RecordColumns {
         case .title: self = .title
         case .raw: self = .raw
         case .notes: self = .notes
+        case .remindAt: self = .remindAt
         case .isImportant: self = .isImportant
         case .isLife: self = .isLife
         case .tagId: self = .tagID
