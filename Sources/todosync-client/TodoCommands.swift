@@ -14,6 +14,7 @@ func todoLine(_ todo: LocalTodo, tags: [Int64: LocalTag], marks: RecordMarks) ->
     if todo.isLife { extras.append("@life") }
     if todo.estimatedTime > 0 { extras.append("\(todo.estimatedTime)m") }
     if todo.difficulty > 0 { extras.append("*\(todo.difficulty)") }
+    if let remindAt = todo.remindAt { extras.append("remind \(remindAt)") }
     if todo.serverID == nil { extras.append("not synced") }
     line += "  (" + extras.joined(separator: " ") + ")" + compactNotes(todo.notes)
     let mark = marks.todo(todo.localID)
@@ -36,6 +37,7 @@ struct Add: ParsableCommand {
     @OptionGroup var options: StoreOptions
     @Option(help: "Deadline (YYYY-MM-DD); today when omitted.") var date: String?
     @Option(help: "Notes for each added todo (up to 10,000 characters).") var notes: String?
+    @Option(help: "When to remind (RFC 3339, e.g. 2026-12-24T09:00:00+01:00; kept in UTC).") var remindAt: String?
     @Argument(help: "The text; each argument is one line.") var lines: [String]
 
     func run() throws {
@@ -61,6 +63,7 @@ struct Add: ParsableCommand {
             case .deadline: break  // --date, the day of every line
             case .isCompleted: break  // a todo is added open
             case .notes: extra.notes = notes.map { .some($0) }
+            case .remindAt: extra.remindAt = remindAt.map { .some($0) }
             }
         }
         return extra
@@ -121,6 +124,7 @@ struct Edit: ParsableCommand {
     @Option(help: "Estimated minutes, 0 to 1440.") var minutes: Int?
     @Option(help: "A tag name or number; '-' removes the tag.") var tag: String?
     @Option(help: "New notes (up to 10,000 characters); '-' removes them.") var notes: String?
+    @Option(help: "When to remind (RFC 3339, kept in UTC); '-' removes the reminder.") var remindAt: String?
 
     func run() throws {
         let store = try options.openStore()
@@ -131,6 +135,7 @@ struct Edit: ParsableCommand {
             case .title: changes.title = title
             case .raw: break  // the quick-add text the todo was made from; edit changes the title
             case .notes: if let notes { changes.notes = notes == "-" ? .some(nil) : .some(notes) }
+            case .remindAt: if let remindAt { changes.remindAt = remindAt == "-" ? .some(nil) : .some(remindAt) }
             case .isImportant: changes.isImportant = important
             case .isLife: changes.isLife = life
             case .tagId: if let tag { changes.tag = tag == "-" ? .some(nil) : .some(try resolveTag(store, tag)) }
@@ -158,6 +163,7 @@ struct ResolveTodoOptions: ParsableArguments {
     @Option(help: "A todo's title.") var title: String?
     @Option(help: "A todo's quick-add text.") var raw: String?
     @Option(help: "A todo's notes (up to 10,000 characters); '-' removes them.") var notes: String?
+    @Option(help: "When to remind (RFC 3339, kept in UTC); '-' removes the reminder.") var remindAt: String?
     @Option(help: "A todo's deadline (YYYY-MM-DD).") var date: String?
     @Option(help: "true or false.") var completed: Bool?
     @Option(help: "true or false.") var important: Bool?
@@ -175,6 +181,7 @@ struct ResolveTodoOptions: ParsableArguments {
             case .title: value = title.map { .string($0) }
             case .raw: value = raw.map { .string($0) }
             case .notes: value = notes.map { $0 == "-" ? .null : .string($0) }
+            case .remindAt: value = try remindAt.map { $0 == "-" ? .null : .string(try instant($0)) }
             case .deadline: value = try date.map { .string(try parseDay($0).description) }
             case .isCompleted: value = completed.map { .bool($0) }
             case .isImportant: value = important.map { .bool($0) }
@@ -195,6 +202,14 @@ struct ResolveTodoOptions: ParsableArguments {
         }
         return fields
     }
+}
+
+/// An instant as the server keeps it (UTC milliseconds), or a usage error naming the form.
+func instant(_ text: String) throws -> String {
+    guard let instant = Timestamp(rfc3339Input: text) else {
+        throw ValidationError("not an RFC 3339 date-time with Z or an offset in 2000-2999: \(text)")
+    }
+    return instant.rfc3339
 }
 
 struct Remove: ParsableCommand {

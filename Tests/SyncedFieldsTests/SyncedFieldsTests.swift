@@ -336,6 +336,7 @@ final class SyncedFieldsTests: XCTestCase {
         case (.raw, "edit"): .not("raw is the quick-add text the todo was made from; edit changes the title")
         case (.raw, _): .option("--raw")
         case (.notes, _): .option("--notes")
+        case (.remindAt, _): .option("--remind-at")
         case (.isImportant, "add"): .syntax("!important")
         case (.isImportant, _): .option("--important")
         case (.isLife, "add"): .syntax("@life")

@@ -29,6 +29,8 @@ public struct LocalTodo: Sendable, Equatable, Identifiable {
     public var raw: String
     /// Free text (schema version 2); nil when none, and always nil for a version-1 client.
     public var notes: String?
+    /// When to remind the user, `YYYY-MM-DDTHH:MM:SS.mmmZ` (UTC; schema version 3); nil when none.
+    public var remindAt: String?
     public var isImportant: Bool
     public var isLife: Bool
     /// The tag, by its local handle.
@@ -77,6 +79,7 @@ extension LocalTodo {
         case .title: .string(title)
         case .raw: .string(raw)
         case .notes: .optionalString(notes)
+        case .remindAt: .optionalString(remindAt)
         case .isImportant: .bool(isImportant)
         case .isLife: .bool(isLife)
         case .tagId: .optionalInt(tagLocalID)
@@ -94,6 +97,7 @@ extension LocalTodo {
         case .title: title = value.stringValue ?? ""
         case .raw: raw = value.stringValue ?? ""
         case .notes: notes = value.stringValue
+        case .remindAt: remindAt = value.stringValue
         case .isImportant: isImportant = value.boolValue ?? false
         case .isLife: isLife = value.boolValue ?? false
         case .tagId: tagLocalID = value.int64Value
@@ -138,6 +142,8 @@ public struct NewTodo: Sendable, Equatable {
     public var raw: String?
     /// Free text, up to 10,000 characters (schema version 2; a version-1 client does not send it).
     public var notes: String?
+    /// An RFC 3339 date-time, any offset; sent and kept in UTC (schema version 3).
+    public var remindAt: String?
     public var deadline: Day
     public var isImportant: Bool
     public var isLife: Bool
@@ -146,11 +152,12 @@ public struct NewTodo: Sendable, Equatable {
     public var estimatedTime: Int
     public var isCompleted: Bool
 
-    public init(title: String, raw: String? = nil, notes: String? = nil, deadline: Day, isImportant: Bool = false,
+    public init(title: String, raw: String? = nil, notes: String? = nil, remindAt: String? = nil, deadline: Day, isImportant: Bool = false,
                 isLife: Bool = false, tag: Int64? = nil, difficulty: Int = 0, estimatedTime: Int = 0, isCompleted: Bool = false) {
         self.title = title
         self.raw = raw
         self.notes = notes
+        self.remindAt = remindAt
         self.deadline = deadline
         self.isImportant = isImportant
         self.isLife = isLife
@@ -162,11 +169,12 @@ public struct NewTodo: Sendable, Equatable {
 }
 
 /// Changes to a todo; nil leaves a field as it is. `tag: .some(nil)` clears the tag, and
-/// `notes: .some(nil)` the notes.
+/// `notes: .some(nil)` the notes, `remindAt: .some(nil)` the reminder.
 public struct TodoChanges: Sendable, Equatable {
     public var title: String?
     public var raw: String?
     public var notes: String??
+    public var remindAt: String??
     public var deadline: Day?
     public var isImportant: Bool?
     public var isLife: Bool?
@@ -175,12 +183,13 @@ public struct TodoChanges: Sendable, Equatable {
     public var estimatedTime: Int?
     public var isCompleted: Bool?
 
-    public init(title: String? = nil, raw: String? = nil, notes: String?? = nil, deadline: Day? = nil, isImportant: Bool? = nil,
+    public init(title: String? = nil, raw: String? = nil, notes: String?? = nil, remindAt: String?? = nil, deadline: Day? = nil, isImportant: Bool? = nil,
                 isLife: Bool? = nil, tag: Int64?? = nil, difficulty: Int? = nil, estimatedTime: Int? = nil,
                 isCompleted: Bool? = nil) {
         self.title = title
         self.raw = raw
         self.notes = notes
+        self.remindAt = remindAt
         self.deadline = deadline
         self.isImportant = isImportant
         self.isLife = isLife
@@ -193,13 +202,14 @@ public struct TodoChanges: Sendable, Equatable {
 
 extension NewTodo {
     /// The value a create sends for `field`, in local terms (a tag by its local handle), before
-    /// validation; nil: left out (notes unless given). A new field does not compile until it has
+    /// validation; nil: left out (notes and the reminder unless given). A new field does not compile until it has
     /// one, and `Validate.newTodo` checks it by the field's rule.
     func value(_ field: TodoField) -> JSONValue? {
         switch field {
         case .title: .string(title)
         case .raw: .string(raw ?? title)
         case .notes: notes.map { .string($0) }
+        case .remindAt: remindAt.map { .string($0) }
         case .isImportant: .bool(isImportant)
         case .isLife: .bool(isLife)
         case .tagId: .optionalInt(tag)
@@ -219,6 +229,7 @@ extension TodoChanges {
         case .title: title.map { .string($0) }
         case .raw: raw.map { .string($0) }
         case .notes: notes.map { .optionalString($0) }
+        case .remindAt: remindAt.map { .optionalString($0) }
         case .isImportant: isImportant.map { .bool($0) }
         case .isLife: isLife.map { .bool($0) }
         case .tagId: tag.map { .optionalInt($0) }
