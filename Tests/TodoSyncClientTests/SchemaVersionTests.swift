@@ -406,7 +406,7 @@ final class SchemaVersionStackTests: StackTestCase {
     }
 
     func testA426FromTheServerStopsSyncingAndKeepsTheQueueUntouched() async throws {
-        // The stack serves versions 1 and 2 (minimum 1): a client of version 0 is below it.
+        // The stack serves versions 1 through the current one (minimum 1): a client of version 0 is below it.
         let device = try await device("device")
         try device.store.addTodo(NewTodo(title: "synced", notes: "n", deadline: day))
         try await device.client.sync()
@@ -428,11 +428,11 @@ final class SchemaVersionStackTests: StackTestCase {
             try await tooOld.sync()
             XCTFail("a client below the server's minimum synced")
         } catch SyncError.upgradeRequired(let required) {
-            XCTAssertEqual(required, UpgradeRequired(minimum: 1, current: 2))
+            XCTAssertEqual(required, UpgradeRequired(minimum: 1, current: SchemaVersion.current))
         }
         let after = try await queue()
         XCTAssertEqual(after, before, "the queue and every record are untouched")
-        XCTAssertEqual(try device.store.status().upgradeRequired, UpgradeRequired(minimum: 1, current: 2))
+        XCTAssertEqual(try device.store.status().upgradeRequired, UpgradeRequired(minimum: 1, current: SchemaVersion.current))
         let serverTitles = try await serverItems("/api/v1/todos?from=2026-11-01&to=2026-12-31", token: try device.token)
             .map { $0["title"]?.stringValue ?? "" }
         XCTAssertEqual(serverTitles, ["synced"], "nothing was applied")

@@ -56,7 +56,7 @@ def test_create_minimal_todo_has_defaults(client):
     todo = assert_todo(assert_json(r))
     assert_etag(r, todo)
     assert without(todo, "id", "version", "createdAt", "updatedAt") == {
-        "clientId": None, "title": "Buy milk", "raw": "Buy milk", "notes": None, "isImportant": False,
+        "clientId": None, "title": "Buy milk", "raw": "Buy milk", "notes": None, "remindAt": None, "isImportant": False,
         "isLife": False, "tagId": None, "difficulty": 0, "estimatedTime": 0, "deadline": D, "isCompleted": False,
         "deletedAt": None,
     }
