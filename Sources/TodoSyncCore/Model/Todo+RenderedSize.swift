@@ -49,7 +49,7 @@ extension Todo {
     /// largest id and version, a clientId, and a tombstone's `deletedAt` (longer than `null`).
     public static var widest: Todo {
         let instant = TodoField.widestInstant
-        var todo = Todo(id: Int64.max, clientID: String(repeating: "f", count: ClientID.length), title: "", raw: "",
+        let todo = Todo(id: Int64.max, clientID: String(repeating: "f", count: ClientID.length), title: "", raw: "",
                         isImportant: false, isLife: false, tagID: nil, difficulty: 0, estimatedTime: 0,
                         deadline: Day.maximum, isCompleted: false, version: Int64.max, createdAt: instant,
                         updatedAt: instant, deletedAt: instant)
