@@ -2,7 +2,7 @@
 
 Each device is a thread with its own seeded random source, its own local copy of its account (built
 only from its pulls: by id, the newest version it received, tombstones included) and its own cursor.
-It loops over: pushes (create / update / delete, each policy: reject, client-wins, merge), REST
+It loops over (a pull 12 % of the time, so copies go stale): pushes (create / update / delete, each policy: reject, client-wins, merge), REST
 PATCH with If-Match, REST POST with Idempotency-Key, quick-add with Idempotency-Key, and pulls to
 the end of its account's changes. Every acknowledged todo write is read back at once through the
 same front (GET /todos/{id}), for read-your-writes. All todos of a run fall on a few dates, so the
@@ -30,6 +30,7 @@ POLICIES = ["reject", "client-wins", "merge"]
 FIELDS = ("isCompleted", "difficulty", "estimatedTime", "isLife", "title")
 TIMEOUT = (3.0, 8.0)  # connect, read (seconds): a cut shows as a timeout, never a hang
 RESENDS = 3
+HOT = 6  # the hot todos of an account
 
 
 class History:
@@ -135,6 +136,13 @@ class Device:
     def live_todos(self) -> list[dict]:
         return [t for t in self.store["todos"].values() if not t.get("deleted") and t.get("deletedAt") is None]
 
+    def pick(self, live: list[dict]) -> dict:
+        """Mostly one of the account's few oldest live todos (the same ones on every device of the
+        account, so that writes of its devices collide and conflicts are common)."""
+        if self.rng.random() < 0.75:
+            return self.rng.choice(sorted(live, key=lambda t: t["id"])[:HOT])
+        return self.rng.choice(live)
+
     # --- operations
     def new_todo_data(self) -> dict:
         r = self.rng
@@ -172,7 +180,7 @@ class Device:
     def step(self) -> None:
         r = self.rng
         live = self.live_todos()
-        if r.random() < 0.25 or not self.cursor:
+        if r.random() < 0.12 or not self.cursor:
             self.pull_to_end()
             return
         # without a live todo to change, only the creating operations
@@ -182,7 +190,7 @@ class Device:
                     "data": self.new_todo_data()} for _ in range(r.randint(1, 3))]
             self.push(ops, r.choice(POLICIES))
         elif x < 0.50:
-            todo = r.choice(live)
+            todo = self.pick(live)
             data, base = self.changed_fields(todo)
             op = {"opId": str(uuid.uuid4()), "entity": "todo", "action": "update", "id": todo["id"],
                   "baseVersion": todo["version"], "data": data}
@@ -190,11 +198,11 @@ class Device:
                 op["base"] = base
             self.push([op], r.choice(POLICIES))
         elif x < 0.56:
-            todo = r.choice(live)
+            todo = self.pick(live)
             self.push([{"opId": str(uuid.uuid4()), "entity": "todo", "action": "delete", "id": todo["id"],
                         "baseVersion": todo["version"]}], r.choice(POLICIES))
         elif x < 0.78:
-            todo = r.choice(live)
+            todo = self.pick(live)
             data, _ = self.changed_fields(todo)
             kind, status, resp = self.send("patch", "PATCH", f"/todos/{todo['id']}", body=data,
                                            headers={"If-Match": f'"{todo["version"]}"'},
