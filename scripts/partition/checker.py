@@ -249,6 +249,7 @@ class Check:
             if e["type"] == "ok" and e["f"] == "patch":
                 conditional.append((e["account"], e["resp"]["id"], e["if_match"], e["resp"]["version"], e["t"], "If-Match PATCH"))
             if e["status"] == 412 and e["f"] == "patch":
+                self.counts["conflicts"] += 1
                 cur = e["resp"].get("current") or (e["resp"].get("error") or {}).get("current") or {}
                 if cur.get("version") == e["if_match"]:
                     self.bad("no-lost-update", e["t"], f"412 for If-Match {e['if_match']} while the current version is that one")
@@ -260,6 +261,7 @@ class Check:
                     if o is None or o["action"] == "create":
                         continue
                     self.check_policy(e, body["conflictPolicy"], o, res)
+                    self.counts["conflicts"] += res["status"] in ("conflict", "merged")
                     if body["conflictPolicy"] == "reject" and res["status"] == "applied" and "baseVersion" in o:
                         conditional.append((e["account"], res["id"], o["baseVersion"], res["version"], e["t"], f"push reject {o['action']}"))
         for acc, rid, base, v, t, what in conditional:

@@ -171,7 +171,7 @@ def main() -> int:
     c = history.counts
     faults = sum(nem.counts.values())
     ops = (f"ops ok={c.get('ok', 0)} fail={c.get('fail', 0)} info={c.get('info', 0)} "
-           f"push_ops_acked={check.counts['push_ops_acked']} faults={faults}")
+           f"push_ops_acked={check.counts['push_ops_acked']} conflicts={check.counts['conflicts']} faults={faults}")
     last = f"check kind={args.nemesis} seed={args.seed} seconds={args.seconds:g} {ops} {checker.summarize(verdicts)}"
     lines.append(last)
     with open(os.path.join(args.out, "verdict.txt"), "w") as f:

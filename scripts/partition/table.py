@@ -1,0 +1,34 @@
+"""Markdown rows for docs/RELIABILITY.md from checked runs' directories (their verdict.txt lines).
+
+    python3 scripts/partition/table.py RUN_DIR...
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+
+from checker import PROPERTIES
+
+
+def main() -> int:
+    print("| kind | seed | s | ok | fail | unknown | push ops acked | conflicts | faults | " + " | ".join(PROPERTIES) + " |")
+    print("|---" * (9 + len(PROPERTIES)) + "|")
+    rows = []
+    for d in sys.argv[1:]:
+        try:
+            with open(os.path.join(d, "verdict.txt")) as f:
+                line = f.read().strip().splitlines()[-1]
+        except (FileNotFoundError, IndexError):
+            continue
+        v = dict(re.findall(r"([\w-]+)=(\S+)", line))
+        rows.append((v["kind"], int(v["seed"]), v))
+    for kind, seed, v in sorted(rows, key=lambda r: (r[0], r[1])):
+        print(f"| {kind} | {seed} | {v['seconds']} | {v['ok']} | {v['fail']} | {v['info']} | {v['push_ops_acked']} | {v.get('conflicts', '-')} | "
+              f"{v['faults']} | " + " | ".join(v[p] for p in PROPERTIES) + " |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
