@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import subprocess
 import sys
 
@@ -67,5 +68,5 @@ def test_the_checker_catches_a_planted_violation(run_dir, injection):
     proc = subprocess.run([sys.executable, os.path.join(PARTITION, "checker.py"), run_dir, "--inject", injection],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
-    verdicts = dict(part.split("=", 1) for part in proc.stdout.strip().splitlines()[-1].split())
+    verdicts = dict(re.findall(r"([\w-]+)=(\S+)", proc.stdout.strip().splitlines()[-1]))
     assert verdicts[INJECTIONS[injection]].startswith("FAIL"), proc.stdout[-2000:]

@@ -244,6 +244,15 @@ class Check:
         for r in self.db["todos"]:
             acc = self.account_of_user(r["user_id"])
             seen[(acc, r["id"])].add(r["version"])
+        # which operations answered each (account, todo, version): a delete of a deleted record
+        # is `applied` whatever its baseVersion (the contract) and answers the tombstone's version,
+        # which another operation wrote; it based nothing on its baseVersion
+        writers = defaultdict(set)
+        for e in self.done:
+            if e["type"] == "ok" and e["f"] == "push":
+                for res in e["resp"].get("results", []):
+                    if res.get("status") in ("applied", "merged") and res.get("id"):
+                        writers[(e["account"], res["id"], res["version"])].add(res["opId"])
         conditional = []
         for e in self.done:
             if e["type"] == "ok" and e["f"] == "patch":
@@ -262,6 +271,8 @@ class Check:
                         continue
                     self.check_policy(e, body["conflictPolicy"], o, res)
                     self.counts["conflicts"] += res["status"] in ("conflict", "merged")
+                    if o["action"] == "delete" and len(writers[(e["account"], res["id"], res["version"])]) > 1:
+                        continue  # deleted already: nothing written
                     if body["conflictPolicy"] == "reject" and res["status"] == "applied" and "baseVersion" in o:
                         conditional.append((e["account"], res["id"], o["baseVersion"], res["version"], e["t"], f"push reject {o['action']}"))
         for acc, rid, base, v, t, what in conditional:
@@ -417,24 +428,45 @@ def summarize(verdicts: dict[str, list]) -> str:
     return " ".join(f"{p}={'pass' if not v else f'FAIL({len(v)})'}" for p, v in verdicts.items())
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("run_dir")
-    ap.add_argument("--inject", choices=sorted(INJECTIONS))
-    args = ap.parse_args()
-    history, final = load(args.run_dir)
-    if args.inject:
-        inject(args.inject, history, final)
+def verdict(run_dir: str, inject_name: str | None = None) -> tuple[list[str], bool]:
+    """The report of a run directory: one line per property, then the verdict line (kind, seed,
+    operation counts, each property's verdict). True when every property holds."""
+    history, final = load(run_dir)
+    if inject_name:
+        inject(inject_name, history, final)
     check = Check(history, final)
     verdicts = check.run()
+    lines = []
     for p, v in verdicts.items():
         if v:
             t, text = v[0]
-            print(f"{p}: FAIL ({len(v)} violation(s)); earliest at t={t}: {text}")
+            lines.append(f"{p}: FAIL ({len(v)} violation(s)); earliest at t={t}: {text}")
         else:
-            print(f"{p}: pass")
-    print(summarize(verdicts))
-    return 0 if not any(verdicts.values()) else 1
+            lines.append(f"{p}: pass")
+    kinds = defaultdict(int)
+    for e in history:
+        kinds[e["type"]] += 1
+    harness = final.get("workload_errors", []) + final.get("nemesis", {}).get("errors", [])
+    if harness:
+        lines.append(f"harness errors: {harness[:3]}")
+    faults = sum(final.get("nemesis", {}).get("events", {}).values())
+    lines.append(f"check kind={final['kind']} seed={final['seed']} seconds={final['seconds']:g} ops ok={kinds['ok']} "
+                 f"fail={kinds['fail']} info={kinds['info']} push_ops_acked={check.counts['push_ops_acked']} "
+                 f"conflicts={check.counts['conflicts']} faults={faults} {summarize(verdicts)}")
+    return lines, not any(verdicts.values()) and not harness
+
+
+INJECTION_HELP = ", ".join(f"{k} ({v})" for k, v in INJECTIONS.items())
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("run_dir")
+    ap.add_argument("--inject", choices=sorted(INJECTIONS), help=INJECTION_HELP)
+    args = ap.parse_args()
+    lines, ok = verdict(args.run_dir, args.inject)
+    print("\n".join(lines))
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

@@ -156,28 +156,11 @@ def main() -> int:
     with open(os.path.join(args.out, "final.json"), "w") as f:
         json.dump(final, f)
 
-    hist, final = checker.load(args.out)
-    check = checker.Check(hist, final)
-    verdicts = check.run()
-    lines = []
-    for p, v in verdicts.items():
-        if v:
-            t, text = v[0]
-            lines.append(f"{p}: FAIL ({len(v)} violation(s)); earliest at t={t}: {text}")
-        else:
-            lines.append(f"{p}: pass")
-    if errors or nem.errors:
-        lines.append(f"harness errors: workload {errors[:3]}, nemesis {nem.errors[:3]}")
-    c = history.counts
-    faults = sum(nem.counts.values())
-    ops = (f"ops ok={c.get('ok', 0)} fail={c.get('fail', 0)} info={c.get('info', 0)} "
-           f"push_ops_acked={check.counts['push_ops_acked']} conflicts={check.counts['conflicts']} faults={faults}")
-    last = f"check kind={args.nemesis} seed={args.seed} seconds={args.seconds:g} {ops} {checker.summarize(verdicts)}"
-    lines.append(last)
+    lines, ok = checker.verdict(args.out)
     with open(os.path.join(args.out, "verdict.txt"), "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines), flush=True)
-    return 0 if not any(verdicts.values()) and not errors and not nem.errors else 1
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

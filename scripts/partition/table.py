@@ -1,4 +1,4 @@
-"""Markdown rows for docs/RELIABILITY.md from checked runs' directories (their verdict.txt lines).
+"""Markdown rows for docs/RELIABILITY.md from checked runs' directories (each checked again).
 
     python3 scripts/partition/table.py RUN_DIR...
 """
@@ -9,7 +9,7 @@ import os
 import re
 import sys
 
-from checker import PROPERTIES
+from checker import PROPERTIES, verdict
 
 
 def main() -> int:
@@ -17,11 +17,9 @@ def main() -> int:
     print("|---" * (9 + len(PROPERTIES)) + "|")
     rows = []
     for d in sys.argv[1:]:
-        try:
-            with open(os.path.join(d, "verdict.txt")) as f:
-                line = f.read().strip().splitlines()[-1]
-        except (FileNotFoundError, IndexError):
+        if not os.path.exists(os.path.join(d, "final.json")):
             continue
+        line = verdict(d)[0][-1]  # checked again: the checker may have changed since the run
         v = dict(re.findall(r"([\w-]+)=(\S+)", line))
         rows.append((v["kind"], int(v["seed"]), v))
     for kind, seed, v in sorted(rows, key=lambda r: (r[0], r[1])):
