@@ -34,7 +34,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 PARTITION = os.path.join(ROOT, "scripts", "partition")
 SECONDS = float(os.environ.get("TODOSYNC_TEST_CLUSTER_PARTITION_SECONDS", "35"))
 KIND = os.environ.get("TODOSYNC_TEST_CLUSTER_PARTITION_KIND", "partition-moving")
-SEED = int(os.environ.get("TODOSYNC_TEST_CLUSTER_PARTITION_SEED", "0") or random.randrange(1, 10_000))
+SEED = int(os.environ.get("TODOSYNC_TEST_CLUSTER_PARTITION_SEED") or random.randrange(1, 10_000))
 # what each planted violation must break (checker.INJECTIONS)
 sys.path.insert(0, PARTITION)
 from checker import INJECTIONS  # noqa: E402
