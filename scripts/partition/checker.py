@@ -157,6 +157,15 @@ class Check:
                         self.bad("exactly-once", t, f"{f}: resends with one Idempotency-Key got different answers")
                 elif any(c > 1 for c in counts) or (all_fail and any(counts)) or len(set(min(c, 1) for c in counts)) > 1:
                     self.bad("exactly-once", t, f"{f} not acknowledged ({'503/4xx' if all_fail else 'unknown'}): rows per line {counts}")
+        # every todo added on a todosync-client device is on the server once (when its store
+        # synced to the end: at most once otherwise)
+        for name, cli in self.final.get("cli", {}).items():
+            uid = user[cli["account"]]
+            for word in cli["added"]:
+                self.counts["cli_added"] += 1
+                n = len(by_raw.get((uid, word), []))
+                if n > 1 or (cli["synced"] and n != 1):
+                    self.bad("exactly-once", 0, f"{name}: todo {word} added with todosync-client is on the server {n} time(s)")
         # nothing acknowledged is lost: the final row is at least the acknowledged version, and
         # equal to it when nothing changed the record since
         for acc, tid, v, rec, t, e, _ in self.acked_writes():
@@ -317,6 +326,22 @@ class Check:
 
     # ----- 4. read your writes
     def read_your_writes(self):
+        # versions at which each todo was seen deleted (a 404 is right when the todo was deleted
+        # after the write the read must see: it may be restored again later)
+        deleted = defaultdict(set)
+        for e in self.done:
+            if e["type"] != "ok":
+                continue
+            if e["f"] in ("pull", "final-pull", "view"):
+                for tomb in e["resp"]["changes"].get("todos", {}).get("deleted", []):
+                    deleted[(e["account"], tomb["id"])].add(tomb["version"])
+            elif e["f"] == "push":
+                for res in e["resp"].get("results", []):
+                    if (res.get("record") or {}).get("deletedAt") is not None:
+                        deleted[(e["account"], res["id"])].add(res["version"])
+        for r in self.db["todos"]:
+            if r["deleted"]:
+                deleted[(self.account_of_user(r["user_id"]), r["id"])].add(r["version"])
         for e in self.done:
             if e["f"] != "read" or e["type"] == "info" or e["status"] in (429, 503):
                 continue
@@ -328,8 +353,7 @@ class Check:
                              f"{e['resp']['version']} after its write at {want} was acknowledged")
             else:
                 tid = int(e["req"]["path"].rsplit("/", 1)[1])
-                row = self.todos_db.get((self.user_of_account[e["account"]], tid))
-                if not (e["status"] == 404 and row and row["deleted"] and row["version"] > want):
+                if not (e["status"] == 404 and any(v > want for v in deleted[(e["account"], tid)])):
                     self.bad("read-your-writes", e["t"], f"{e['process']}: GET todo {tid} after its write at {want}: HTTP {e['status']}")
 
     # ----- 5. derived stats
@@ -369,6 +393,18 @@ class Check:
             if got != want:
                 diff = sorted(set(got.items()) ^ set(want.items()))[:3]
                 self.bad("convergence", 0, f"{name}: its copy differs from the server's view: {diff}")
+        self.cli_convergence()
+
+    def cli_convergence(self):
+        for name, cli in self.final.get("cli", {}).items():
+            view = self.final["views"][str(cli["account"])]
+            want = {t["id"]: t["version"] for t in view["todos"]}
+            got = {t["serverId"]: t["version"] for t in cli["todos"]}
+            if not cli["synced"] or any(t["pending"] for t in cli["todos"]):
+                self.bad("convergence", 0, f"{name}: todosync-client did not sync to the end after the heal")
+            elif got != want:
+                diff = sorted(set(got.items()) ^ set(want.items()), key=str)[:3]
+                self.bad("convergence", 0, f"{name}: todosync-client's store differs from the server's view: {diff}")
 
     def run(self):
         for prop, fn in zip(PROPERTIES, (self.exactly_once, self.versions, self.no_lost_update, self.read_your_writes,

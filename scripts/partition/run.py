@@ -82,7 +82,10 @@ def main() -> int:
     ap.add_argument("--net", default=os.environ.get("TODOSYNC_CLUSTER_NET", "10.213.0"))
     ap.add_argument("--out")
     ap.add_argument("--accounts", type=int, default=3)
-    ap.add_argument("--devices", type=int, default=4, help="devices per account")
+    ap.add_argument("--devices", type=int, default=4, help="simulated devices per account")
+    ap.add_argument("--client-bin", default=os.environ.get("TODOSYNC_CLIENT_BIN") or os.path.join(
+        os.path.dirname(os.path.dirname(HERE)), ".build", "release", "todosync-client"),
+        help="todosync-client: one more device per account runs it (none when the file is missing)")
     args = ap.parse_args()
     if args.nemesis == "list":
         for name, what in KINDS.items():
@@ -111,13 +114,20 @@ def main() -> int:
     accounts = [wl.register(fronts[0], n, history) for n in range(1, args.accounts + 1)]
     devices = [wl.Device(f"a{a['n']}d{d}", a, fronts[(a["n"] + d) % len(fronts)], args.seed, history)
                for a in accounts for d in range(1, args.devices + 1)]
+    clis = []
+    if os.path.isfile(args.client_bin) and os.access(args.client_bin, os.X_OK):
+        os.makedirs(os.path.join(args.out, "cli"), exist_ok=True)
+        clis = [wl.CliDevice(f"a{a['n']}cli", a, fronts[a["n"] % len(fronts)], args.seed, history, args.client_bin,
+                             os.path.join(args.out, "cli")) for a in accounts]
+        for c in clis:
+            c.login()
     nem = Nemesis(topo, args.nemesis, args.seed, os.path.join(args.out, "nemesis.jsonl"), t0)
     print(f"check: nemesis {args.nemesis}, seed {args.seed}, {args.seconds:g} s, {len(accounts)} accounts x "
-          f"{args.devices} devices, fronts {', '.join(fronts)}; run dir {args.out}", flush=True)
+          f"{args.devices} devices + {len(clis)} todosync-client, fronts {', '.join(fronts)}; run dir {args.out}", flush=True)
     errors: list[str] = []
     nem.begin()
     try:
-        wl.run_devices(devices, args.seconds, errors)
+        wl.run_devices(devices + clis, args.seconds, errors)
     finally:
         nem.end()
     final: dict = {"kind": args.nemesis, "seed": args.seed, "seconds": args.seconds,
@@ -128,6 +138,8 @@ def main() -> int:
         final["heal_error"] = repr(exc)
     # after the heal: every device pulls to the end (convergence), then one fresh view per account
     time.sleep(2)
+    # the todosync-client devices first: their final sync pushes what they still queue
+    final["cli"] = {c.name: c.final() for c in clis}
     for dev in devices:
         for _ in range(10):
             if dev.pull_to_end("final-pull", max_pages=1000):

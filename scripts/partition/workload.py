@@ -6,7 +6,8 @@ It loops over (a pull 12 % of the time, so copies go stale): pushes (create / up
 PATCH with If-Match, REST POST with Idempotency-Key, quick-add with Idempotency-Key, and pulls to
 the end of its account's changes. Every acknowledged todo write is read back at once through the
 same front (GET /todos/{id}), for read-your-writes. All todos of a run fall on a few dates, so the
-accounts' daily stats change all the time. Windows (partial sync) are not used yet.
+accounts' daily stats change all the time. Windows (partial sync) are not used yet. One device of
+each account is the real `todosync-client` (CliDevice) when its binary is there.
 
 Every attempt of every operation is two lines of the history (docs/HISTORY.md): an `invoke` and
 its completion, `ok` (acknowledged), `fail` (the contract says nothing was applied: 4xx, 503, 412)
@@ -18,7 +19,9 @@ Idempotency-Key) a few times, as a client would.
 from __future__ import annotations
 
 import json
+import os
 import random
+import subprocess
 import threading
 import time
 import uuid
@@ -223,13 +226,14 @@ class Device:
 
 def register(front: str, n: int, history: History) -> dict:
     email = f"p{n}-{uuid.uuid4().hex[:10]}@partition.test"
+    password = "pw-" + uuid.uuid4().hex
     for _ in range(60):
         try:
-            r = requests.post(front + "/api/v1/auth/register", json={"email": email, "password": "pw-" + uuid.uuid4().hex},
+            r = requests.post(front + "/api/v1/auth/register", json={"email": email, "password": password},
                               timeout=TIMEOUT)
             if r.status_code == 201:
                 body = r.json()
-                account = {"n": n, "user_id": body["user"]["id"], "token": body["token"], "email": email}
+                account = {"n": n, "user_id": body["user"]["id"], "token": body["token"], "email": email, "password": password}
                 history.write(type="note", f="account", account=n, user_id=account["user_id"])
                 return account
             if r.status_code == 409:
@@ -240,7 +244,7 @@ def register(front: str, n: int, history: History) -> dict:
     raise RuntimeError("could not register an account")
 
 
-def run_devices(devices: list[Device], seconds: float, errors: list[str]) -> None:
+def run_devices(devices: list, seconds: float, errors: list[str]) -> None:
     stop_at = time.monotonic() + seconds
 
     def loop(dev: Device) -> None:
@@ -255,3 +259,69 @@ def run_devices(devices: list[Device], seconds: float, errors: list[str]) -> Non
         t.start()
     for t in threads:
         t.join()
+
+
+class CliDevice:
+    """A device running the real `todosync-client` (its own SQLite store): it adds todos offline
+    and syncs; each command is one invoke and one completion in the history (`f`: `cli-add`,
+    `cli-sync`, ...; `ok` for exit 0 or 6, `info` for 3 (offline or timed out), else `fail`)."""
+
+    def __init__(self, name: str, account: dict, front: str, seed: int, history: History, binary: str, workdir: str):
+        self.name, self.account, self.front, self.binary = name, account, front, binary
+        self.rng = random.Random(f"cli-{name}-{seed}")
+        self.history = history
+        self.db = os.path.join(workdir, f"{name}.sqlite")
+        self.env = dict(os.environ, TODOSYNC_PASSWORD=account["password"], TODOSYNC_CLIENT_REQUEST_TIMEOUT="8")
+        self.added: list[str] = []
+
+    def run(self, *args: str) -> tuple[int | None, dict | None]:
+        op = uuid.uuid4().hex
+        base = {"process": self.name, "account": self.account["n"], "front": self.front, "op": op, "f": f"cli-{args[0]}",
+                "attempt": 1}
+        self.history.write(type="invoke", req={"argv": list(args)}, **base)
+        rc, out, err = None, None, None
+        try:
+            proc = subprocess.run([self.binary, *args, "--db", self.db, "--json"], capture_output=True, text=True,
+                                  timeout=120, env=self.env)
+            rc = proc.returncode
+            text = proc.stdout.strip() or proc.stderr.strip()
+            try:
+                out = json.loads(text.splitlines()[-1]) if text else None
+            except ValueError:
+                err = text[-300:]
+        except subprocess.TimeoutExpired:
+            err = "TimeoutExpired"
+        kind = "ok" if rc in (0, 6) else "info" if rc in (3, None) else "fail"
+        self.history.write(type=kind, status=rc, resp=out, error=err, **base)
+        return rc, out
+
+    def login(self) -> None:
+        for _ in range(10):
+            rc, _ = self.run("login", "--server", self.front, "--email", self.account["email"])
+            if rc == 0:
+                return
+            time.sleep(1)
+        raise RuntimeError(f"{self.name}: todosync-client could not log in")
+
+    def step(self) -> None:
+        if self.rng.random() < 0.5:
+            word = f"c-{uuid.uuid4().hex[:12]}"
+            rc, out = self.run("add", "--date", self.rng.choice(DATES), f"{word} {self.rng.choice(['30m', '1h', '*2'])}")
+            if rc == 0:
+                self.added.append(word)
+        else:
+            self.run("sync")
+        time.sleep(self.rng.uniform(0.2, 0.6))
+
+    def final(self) -> dict:
+        synced = False
+        for _ in range(10):
+            rc, _ = self.run("sync")
+            if rc == 0:
+                synced = True
+                break
+            time.sleep(2)
+        rc, out = self.run("list", "--all")
+        todos = [{"serverId": t["serverId"], "version": t["version"], "title": t["title"], "pending": t["pending"]}
+                 for t in (out or {}).get("todos", [])]
+        return {"account": self.account["n"], "synced": synced and rc == 0, "added": self.added, "todos": todos}
