@@ -30,7 +30,7 @@ KINDS: dict[str, str] = {
     "pause-app": "SIGSTOP of one responder host's responder, SIGCONT at the heal",
     "kill-node": "SIGKILL of one Galera node, restarted (it rejoins by IST/SST) at the heal",
     "kill-app": "SIGKILL of one responder host, restarted at the heal",
-    "mixed": "each cycle one fault drawn from all the kinds above",
+    "partition-mixed": "each cycle one fault drawn from all the kinds above (partitions, pauses, kills)",
     "none": "no fault (a baseline for the workload and the checker)",
 }
 
@@ -203,7 +203,7 @@ class Nemesis:
     def _loop(self) -> None:
         if self.kind == "none":
             return
-        kinds = [k for k in KINDS if k not in ("mixed", "none")] if self.kind == "mixed" else [self.kind]
+        kinds = [k for k in KINDS if k not in ("partition-mixed", "none")] if self.kind == "partition-mixed" else [self.kind]
         previous: Fault | None = None
         try:
             if not self._sleep(self.rng.uniform(3, 5)):
