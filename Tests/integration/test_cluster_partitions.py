@@ -5,7 +5,8 @@ One partition nemesis (`partition-moving` unless TODOSYNC_TEST_CLUSTER_PARTITION
 a Galera node cut from the other two, the cut moving to another node each cycle) runs for
 TODOSYNC_TEST_CLUSTER_PARTITION_SECONDS (35) while 12 devices of 3 accounts push with every
 conflict policy, PATCH with If-Match, POST and quick-add with Idempotency-Key and pull through
-both fronts; the cluster heals, every device pulls, and scripts/partition/checker.py checks the
+both fronts (plus one `todosync-client` per account when one built with the responder is there);
+the cluster heals, every device pulls, and scripts/partition/checker.py checks the
 recorded history and the final database (docs/HISTORY.md). The seed is
 TODOSYNC_TEST_CLUSTER_PARTITION_SEED, or drawn and printed so that a failure replays with
 `scripts/cluster.sh check --nemesis KIND --seed N --seconds S`.
@@ -40,6 +41,18 @@ sys.path.insert(0, PARTITION)
 from checker import INJECTIONS  # noqa: E402
 
 
+def client_bin() -> str:
+    """The todosync-client built with the responder under test, or "" (no such devices): the test
+    command builds only `todosync`, and an older client beside it would test old code."""
+    client = os.environ.get("TODOSYNC_CLIENT_BIN") or os.path.join(ROOT, ".build", "release", "todosync-client")
+    server = os.environ.get("TODOSYNC_BIN") or os.path.join(ROOT, ".build", "release", "todosync")
+    try:
+        fresh = os.path.getmtime(client) >= os.path.getmtime(server) - 600
+    except OSError:
+        return ""
+    return client if fresh else ""
+
+
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):
     if SECONDS <= 0:
@@ -47,7 +60,7 @@ def run_dir(tmp_path_factory):
     out = str(tmp_path_factory.mktemp("partition-check"))
     proc = subprocess.run([sys.executable, os.path.join(PARTITION, "run.py"), "--nemesis", KIND, "--seed", str(SEED),
                            "--seconds", str(SECONDS), "--cluster-cmd", clusterlib.CMD, "--prefix", clusterlib.PREFIX,
-                           "--net", clusterlib.NET, "--out", out], capture_output=True, text=True, timeout=SECONDS + 600)
+                           "--net", clusterlib.NET, "--out", out, "--client-bin", client_bin()], capture_output=True, text=True, timeout=SECONDS + 600)
     last = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else ""
     assert proc.returncode == 0, (f"replay: scripts/cluster.sh check --nemesis {KIND} --seed {SEED} --seconds {SECONDS:g}\n"
                                   f"{proc.stdout[-4000:]}\n{proc.stderr[-3000:]}")
