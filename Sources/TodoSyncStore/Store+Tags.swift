@@ -125,3 +125,23 @@ public struct Created<Record: Sendable>: Sendable {
     /// False when a record with the same clientId already existed (the contract's 200 case).
     public let isNew: Bool
 }
+
+extension SQL {
+    enum Tags {
+        /// `TagColumn`'s columns, in its order (what `Tag(row:)` decodes).
+        static let columns = TagColumn.selectList
+        static let listLive = """
+            SELECT \(columns) FROM tags WHERE user_id = ? AND deleted_at IS NULL ORDER BY id
+            """
+        static let liveByID = """
+            SELECT \(columns) FROM tags WHERE id = ? AND user_id = ? AND deleted_at IS NULL
+            """
+        static let byClientKey = """
+            SELECT \(columns) FROM tags WHERE user_id = ? AND client_key = ?
+            """
+        static let isLive = "SELECT 1 FROM tags WHERE id = ? AND user_id = ? AND deleted_at IS NULL"
+        /// Create, update and soft delete (`RecordStatements`: their parameters).
+        static let writes = RecordStatements<TagColumn>(table: "tags")
+        static let insert = writes.insert, update = writes.update, softDelete = writes.softDelete
+    }
+}
