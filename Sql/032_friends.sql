@@ -6,7 +6,7 @@ ALTER TABLE users ADD COLUMN nickname VARCHAR(40) NULL, ALGORITHM=INSTANT;
 
 -- 2. Friend requests, addressed to an email (its key, `CredentialsInput.emailKey`), not to an
 --    account: an account registered with the email while a request is pending sees it (the
---    incoming list joins by `email_key`). One row per (sender, email key): a repeat changes
+--    incoming list joins by `email_key`, in users.email_key's collation, Sql/018). One row per (sender, email key): a repeat changes
 --    nothing, a repeat after expiry starts the request afresh. `user_id` is the sender (the
 --    erase of a deleted account removes what it sent, by this column).
 --    * email: as the sender gave it (trimmed, NFC): what their outgoing list shows.
@@ -20,7 +20,7 @@ CREATE TABLE friend_requests (
     id                     BIGINT UNSIGNED NOT NULL AUTO_INCREMENT,
     user_id                BIGINT UNSIGNED NOT NULL,
     email                  VARCHAR(254) NOT NULL,
-    email_key              VARCHAR(254) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
+    email_key              VARCHAR(254) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin NOT NULL,
     created_at             DATETIME(3) NOT NULL,
     expires_at             DATETIME(3) NOT NULL,
     closed_at              DATETIME(3) NULL,

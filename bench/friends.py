@@ -20,6 +20,8 @@ import asyncio
 import http.client
 import json
 import os
+import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -73,7 +75,14 @@ def call(conn, method, path, user, body=None, expect=(200,)):
 
 
 def closed_loop(path, user, seconds):
-    """Requests per second of `path` on CONCURRENCY keep-alive connections for `seconds`."""
+    """Requests per second of `path` on CONCURRENCY keep-alive connections for `seconds`: wrk
+    (2 threads) when installed, else Python threads (slower: the client may be the limit)."""
+    if shutil.which("wrk"):
+        out = subprocess.run(["wrk", "-t2", f"-c{CONCURRENCY}", f"-d{seconds}s", "-H", f"Authorization: Bearer {token(user)}",
+                              f"http://{HOST}:{PORT}{path}"], check=True, capture_output=True, text=True).stdout
+        if "Non-2xx" in out:
+            raise RuntimeError(f"wrk saw errors on {path}: {out}")
+        return float(re.search(r"Requests/sec:\s+([0-9.]+)", out).group(1))
     counts = [0] * CONCURRENCY
     stop = time.monotonic() + seconds
 
@@ -116,7 +125,8 @@ def month_reads():
 
 
 async def open_stream(user, arrivals, ready):
-    reader, writer = await asyncio.open_connection(HOST, PORT)
+    # Spread over source addresses 127.0.0.2..251: nginx caps connections per address.
+    reader, writer = await asyncio.open_connection(HOST, PORT, local_addr=(f"127.0.0.{2 + user % 250}", 0))
     writer.write((f"GET /api/v1/sync/live?friends=1 HTTP/1.1\r\nHost: {HOST}\r\nAccept: text/event-stream\r\n"
                   f"Authorization: Bearer {token(user)}\r\n\r\n").encode())
     await writer.drain()
@@ -191,6 +201,19 @@ def fan_out():
                     await asyncio.sleep(0.05)  # a friendless write: nothing to wait for
 
     loop.run_until_complete(run())
+    # The write latencies above include the load generator's own work: its one Python process
+    # reads the 500 streams' events while the write waits for its answer. Measured again with the
+    # event loop stopped (the streams' events wait in the sockets, read afterwards): the server's
+    # cost alone, including its queued publish competing with the next write.
+    quiet = {WRITER: [], LONER: []}
+    for n in range(WRITES):
+        for user in ((WRITER, LONER) if n % 2 == 0 else (LONER, WRITER)):
+            sent = time.monotonic()
+            call(conn, "PATCH", f"/api/v1/todos/{todo_of[user]}", user, {"title": f"bench quiet write {n}"})
+            quiet[user].append((time.monotonic() - sent) * 1000)
+            time.sleep(0.02)
+        if n % 10 == 9:
+            loop.run_until_complete(asyncio.sleep(0.2))  # drain the sockets now and then
     for t in tasks:
         t.cancel()
     result = {
@@ -199,8 +222,14 @@ def fan_out():
                      "median_stream_p90": pct(median, 90), "last_p90": pct(last, 90)},
         "delivered_min": min(delivered) if delivered else 0,
     }
+    result["quiet_write_ms"] = {str(u): {"p50": pct(v, 50), "p90": pct(v, 90), "mean": statistics.mean(v)}
+                                for u, v in quiet.items()}
+    qw, ql = result["quiet_write_ms"][str(WRITER)], result["quiet_write_ms"][str(LONER)]
+    print(f"write latency (load generator idle)   500 friends p50 {qw['p50']:.2f} ms mean {qw['mean']:.2f}   "
+          f"none p50 {ql['p50']:.2f} ms mean {ql['mean']:.2f}   ratio p50 {qw['p50'] / ql['p50']:.3f} "
+          f"mean {qw['mean'] / ql['mean']:.3f}")
     w, l = result["write_ms"][str(WRITER)], result["write_ms"][str(LONER)]
-    print(f"write latency   500 friends p50 {w['p50']:.2f} ms mean {w['mean']:.2f}   none p50 {l['p50']:.2f} ms "
+    print(f"write latency (events read meanwhile)   500 friends p50 {w['p50']:.2f} ms mean {w['mean']:.2f}   none p50 {l['p50']:.2f} ms "
           f"mean {l['mean']:.2f}   ratio p50 {w['p50'] / l['p50']:.3f} mean {w['mean'] / l['mean']:.3f}")
     e = result["event_ms"]
     print(f"response->event first stream p50 {e['first_p50']:.1f} ms, median stream p50 {e['median_stream_p50']:.1f} ms "

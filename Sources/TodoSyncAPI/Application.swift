@@ -194,11 +194,12 @@ public final class Application {
     /// Friends (docs/FRIENDS.md): a route that changed friends lists or requests names whose
     /// (`RequestContext.friendListChange`: `{"friendId": null}` to each); a write that changed the
     /// user's records announces `{"friendId": <user>}` to each friend's friends channel, in at most
-    /// two publish requests for 500 friends (`LivePublisher.publishFriendEvent`).
+    /// two publish requests for 500 friends, queued to the publisher's own queue
+    /// (`LivePublisher.queueFriendEvent`): the write waits for neither.
     private func announce(_ context: RequestContext) {
         guard let publisher = options.livePublisher, let userID = context.userID else { return }
         if let change = context.friendListChange {
-            publisher.publishFriendEvent(friendID: nil, to: change.users, padding: change.padding)
+            publisher.queueFriendEvent(friendID: nil, to: change.users, padding: change.padding)
         }
         if context.closesLiveStreams {
             publisher.closeStreams(userID: userID)
@@ -208,7 +209,7 @@ public final class Application {
         publisher.publish(userID: userID, version: version, deviceID: context.pushingDevice)
         // A failed lookup costs the friends their event only (they refresh on their next open).
         if let friends = try? store.friendIDs(of: userID), !friends.isEmpty {
-            publisher.publishFriendEvent(friendID: userID, to: friends)
+            publisher.queueFriendEvent(friendID: userID, to: friends)
         }
     }
 

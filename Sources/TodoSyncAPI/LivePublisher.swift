@@ -67,6 +67,31 @@ public final class LivePublisher: Sendable {
         return counted(exchange(Array(head.utf8) + body.bytes))
     }
 
+    /// Friend events waiting for `friendQueue`, at most `maximumPendingFriendEvents`.
+    private let pendingFriendEvents = Atomic<Int>(0)
+    /// Publishes friend events one after another, off the requests' path: a publish to 255
+    /// channels answers only once nchan has handed the message to their subscribers (measured:
+    /// 65 ms for 500 open streams), which a write must not wait for.
+    private let friendQueue = DispatchQueue(label: "todosync.live.friend-events")
+    /// Past this many waiting, a friend event is dropped and counted as failed (events are hints).
+    public static let maximumPendingFriendEvents = 1024
+
+    /// Queues `publishFriendEvent` and returns at once: what the write path calls
+    /// (`Application.announce`), so a write by a user with 500 friends costs it one friend-id
+    /// read and a queue append, whoever listens.
+    public func queueFriendEvent(friendID: Int64?, to users: [Int64], padding: Int = 0) {
+        guard !users.isEmpty || padding > 0 else { return }
+        guard pendingFriendEvents.wrappingAdd(1, ordering: .relaxed).newValue <= Self.maximumPendingFriendEvents else {
+            pendingFriendEvents.wrappingSubtract(1, ordering: .relaxed)
+            _ = counted(.failure("friend events queue full"))
+            return
+        }
+        friendQueue.async { [self] in
+            publishFriendEvent(friendID: friendID, to: users, padding: padding)
+            pendingFriendEvents.wrappingSubtract(1, ordering: .relaxed)
+        }
+    }
+
     /// Publishes one `event: friend` with `{"friendId": friendID}` (null: the friends list or
     /// requests changed) to the friends channel of each of `users`, in requests of up to
     /// `friendChannelsPerPublish` channels: a write by a user with 500 friends costs two

@@ -166,7 +166,6 @@ extension Store {
                 out.field("createdAt", Timestamp.rfc3339(fromDatabaseText: user.string(U.createdAt)!))
                 out.field("nickname", user.string(U.nickname))
                 out.endObject()
-                try writeFriendsExport(userID: userID, to: &out)
 
                 out.key("tags")
                 out.beginArray()
@@ -220,6 +219,8 @@ extension Store {
                     return rows
                 }) else { return false }
                 out.endArray()
+                // After the records, so the export's first members keep their order (Sql/032).
+                try writeFriendsExport(userID: userID, to: &out)
                 out.endObject()
                 return out.drain(write)
             }

@@ -201,7 +201,7 @@ extension Store {
         try guarded {
             try db.inSavepoint {
                 let now = Timestamp.now()
-                guard let sender = try db.queryOne(SQL.Friends.incomingByID, [.int(requestID), .int(userID), .timestamp(now)])?
+                guard let sender = try db.queryOne(SQL.Friends.incomingByID, [.int(userID), .int(requestID), .timestamp(now)])?
                     .int64(OnlyColumn.value) else { throw DomainError.notFound }
                 try befriend(userID, sender, settling: requestID, now: now)
                 guard let row = try db.queryOne(SQL.Friends.friend, [.int(userID), .int(sender)]) else {
@@ -271,35 +271,51 @@ extension Store {
     /// from anyone else (`notFound`).
     public func friendTodoList(userID: Int64, friendID: Int64, from: Day, to: Day) throws -> [UInt8] {
         typealias Column = SQL.Friends.TodoColumn
-        let rows = try guarded {
+        let (items, rows, tagged) = try guarded {
             var items: [UInt8] = [UInt8(ascii: "[")]
             items.reserveCapacity(16 * 1024)
             var rows = 0
+            // Where each tagged todo's `null` tag stands in `items`, and its tag id.
+            var tagged: [(at: Int, tagID: Int64)] = []
             _ = try db.forEachRow(SQL.Friends.todos, [.int(userID), .int(friendID), .day(from), .day(to)],
-                                  restart: { items = [UInt8(ascii: "[")]; rows = 0 }) { row throws(DatabaseError) in
+                                  restart: { items = [UInt8(ascii: "[")]; rows = 0; tagged = [] }) { row throws(DatabaseError) in
                 if rows > 0 { items.append(UInt8(ascii: ",")) }
                 rows += 1
-                _ = try row.withBytes(Column.body) { FriendTodoProjection.append($0, to: &items) }
-                if row.isNull(Column.tagName) {
-                    JSONWriter.appendLiteral("null", to: &items)
-                } else {
-                    JSONWriter.appendLiteral(#"{"name":"#, to: &items)
-                    _ = try row.withBytes(Column.tagName) { JSONWriter.appendQuoted(utf8: $0, to: &items) }
-                    JSONWriter.appendLiteral(#","color":"#, to: &items)
-                    if row.isNull(Column.tagColor) {
-                        JSONWriter.appendLiteral("null", to: &items)
-                    } else {
-                        _ = try row.withBytes(Column.tagColor) { JSONWriter.appendQuoted(utf8: $0, to: &items) }
-                    }
-                    JSONWriter.appendLiteral("}", to: &items)
+                var tagID: Int64?
+                _ = try row.withBytes(Column.body) { body in
+                    tagID = FriendTodoProjection.tagID(in: body)
+                    FriendTodoProjection.append(body, to: &items)
                 }
-                JSONWriter.appendLiteral("}", to: &items)
+                if let tagID { tagged.append((items.count, tagID)) }
+                JSONWriter.appendLiteral("null}", to: &items)
             }
             items.append(UInt8(ascii: "]"))
-            return (items, rows)
+            return (items, rows, tagged)
         }
-        if rows.1 == 0, try !isFriend(userID: userID, friendID: friendID) { throw DomainError.notFound }
-        return rows.0
+        if rows == 0, try !isFriend(userID: userID, friendID: friendID) { throw DomainError.notFound }
+        guard !tagged.isEmpty else { return items }
+        // The friend's live tags (a handful), one statement for the month: each tagged todo's
+        // `null` becomes `{"name", "color"}` (a tag delete un-tags its todos in its own commit).
+        typealias Tag = SQL.Friends.TagColumn
+        var tags: [Int64: [UInt8]] = [:]
+        for row in try guarded({ try db.query(SQL.Friends.liveTags, [.int(friendID)]) }) {
+            var tag = JSONWriter(reservingCapacity: 64)
+            tag.beginObject()
+            tag.field("name", row.string(Tag.name) ?? "")
+            tag.field("color", row.string(Tag.color))
+            tag.endObject()
+            tags[row.int64(Tag.id)!] = tag.bytes
+        }
+        var out: [UInt8] = []
+        out.reserveCapacity(items.count + tagged.count * 48)
+        var copied = 0
+        for (at, tagID) in tagged {
+            out.append(contentsOf: items[copied..<at])
+            out.append(contentsOf: tags[tagID] ?? Array("null".utf8))
+            copied = at + 4  // past the `null`
+        }
+        out.append(contentsOf: items[copied...])
+        return out
     }
 
     /// A friend's daily stats of a month: the owner's own `GET /daily-stats?month=` statement
@@ -402,24 +418,52 @@ extension Store {
 }
 
 /// A stored todo body (`todo_list`, the contract's Todo at the current schema version) as the
-/// contract's FriendTodo: only the members a friend sees (a field added to Todo later stays out),
-/// and `"tag":` last, whose value and the closing brace the caller writes.
+/// contract's FriendTodo: the members a friend does not see cut out, and `"tag":` last, whose
+/// value and the closing brace the caller writes.
 enum FriendTodoProjection {
-    /// The members kept, as their keys' bytes.
-    static let kept: [[UInt8]] = ["id", "title", "deadline", "isCompleted", "isImportant", "isLife", "difficulty",
-                                  "estimatedTime"].map { Array($0.utf8) }
+    /// The members a FriendTodo keeps.
+    static let kept: Set<String> = ["id", "title", "deadline", "isCompleted", "isImportant", "isLife", "difficulty",
+                                    "estimatedTime"]
+    /// Every other member of the stored Todo, in the order `Todo.write` writes them (`clientId`,
+    /// the synced fields the friend does not see, the bookkeeping): derived from the field list,
+    /// so a field added later (remindAt) is cut without an edit here.
+    static let cut: [[UInt8]] = (["clientId"] + TodoField.allCases.map(\.rawValue)
+        + ["version", "createdAt", "updatedAt", "deletedAt"])
+        .filter { !kept.contains($0) }
+        .map(JSONMemberFilter.memberPattern)
+
+    /// `body` without the cut members (`JSONMemberFilter.appendFlatObject`: memchr to each, the
+    /// rest copied), its closing brace replaced by `,"tag":`.
+    static let tagIDPattern = JSONMemberFilter.memberPattern("tagId")
+
+    /// The todo's `tagId`, nil when null.
+    static func tagID(in body: UnsafeRawBufferPointer) -> Int64? {
+        let pattern = tagIDPattern, first = pattern[0]
+        var at = 0
+        var found: Int?
+        while at + pattern.count <= body.count {
+            if body[at] == first, pattern.indices.allSatisfy({ body[at + $0] == pattern[$0] }) {
+                found = at
+                break
+            }
+            at += 1
+        }
+        guard let found else { return nil }
+        var index = found + pattern.count
+        var value: Int64 = 0
+        var digits = 0
+        while index < body.count, body[index] >= UInt8(ascii: "0"), body[index] <= UInt8(ascii: "9") {
+            value = value * 10 + Int64(body[index] - UInt8(ascii: "0"))
+            index += 1
+            digits += 1
+        }
+        return digits > 0 ? value : nil
+    }
 
     static func append(_ body: UnsafeRawBufferPointer, to out: inout [UInt8]) {
-        out.append(UInt8(ascii: "{"))
-        JSONMemberFilter.forEachMember(of: body) { key, value in
-            guard kept.contains(where: { $0.elementsEqual(key) }) else { return }
-            out.append(UInt8(ascii: "\""))
-            out.append(contentsOf: key)
-            out.append(contentsOf: [UInt8(ascii: "\""), UInt8(ascii: ":")])
-            out.append(contentsOf: value)
-            out.append(UInt8(ascii: ","))
-        }
-        JSONWriter.appendLiteral(#""tag":"#, to: &out)
+        JSONMemberFilter.appendFlatObject(body, removing: cut, to: &out)
+        out.removeLast()  // the object's `}`
+        JSONWriter.appendLiteral(#","tag":"#, to: &out)
     }
 }
 
@@ -493,7 +537,7 @@ extension SQL {
             SELECT id, email, created_at FROM friend_requests WHERE user_id = ? AND expires_at > ?
              ORDER BY created_at DESC, id DESC
             """
-        /// The sender of a pending incoming request. Parameters: request, user, now.
+        /// The sender of a pending incoming request. Parameters: user, request, now.
         static let incomingByID = """
             SELECT r.user_id FROM friend_requests r
               JOIN users me ON me.email_key = r.email_key AND me.id = ? AND me.deleted_at IS NULL
@@ -552,17 +596,16 @@ extension SQL {
 
         enum LockPairColumn: Int, ResultColumns { case id, friends }
         /// A friend's todos of a range: `SQL.TodoList.bodiesInRange`'s read over the reader's
-        /// friendship (`ReadOwner.friend`), in list order (the primary key's), each row with its
-        /// live tag's name and color (NULL: no tag). Parameters: reader, friend, from, to.
+        /// friendship (`ReadOwner.friend`), in list order (the primary key's). Parameters:
+        /// reader, friend, from, to.
         static let todos = """
-            SELECT l.body, t.name, t.color
-              FROM \(ReadOwner.friend.from("todo_list l", alias: "l"))
-              LEFT JOIN tags t ON t.id = CAST(JSON_VALUE(l.body, '$.tagId') AS UNSIGNED) AND t.user_id = l.user_id
-                                 AND t.deleted_at IS NULL
+            SELECT l.body FROM \(ReadOwner.friend.from("todo_list l", alias: "l"))
              WHERE \(ReadOwner.friend.condition(alias: "l")) AND l.deadline BETWEEN ? AND ?
              ORDER BY \(TodoList.order)
             """
-        enum TodoColumn: Int, ResultColumns { case body, tagName, tagColor }
+        enum TodoColumn: Int, ResultColumns { case body }
+        enum TagColumn: Int, ResultColumns { case id, name, color }
+        static let liveTags = "SELECT id, name, color FROM tags WHERE user_id = ? AND deleted_at IS NULL"
         /// The owner's `GET /daily-stats?month=` statement over the reader's friendship.
         /// Parameters: reader, friend, from, to.
         static let dailyStats = DailyStats.liveInRange(.friend)

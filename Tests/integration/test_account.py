@@ -273,7 +273,7 @@ def test_export_larger_than_a_page_is_streamed_and_equals_a_full_pull():
     assert plain.content == gz.content, "the same JSON, byte for byte, either way"
 
     export = assert_json(plain)
-    assert list(export) == ["user", "tags", "todos", "dailyStats"]
+    assert list(export) == ["user", "tags", "todos", "dailyStats", "friends", "friendRequests"]
     todo_ids = [rec["id"] for rec in export["todos"]]
     assert len(todo_ids) == len(set(todo_ids)) == 2700 > 2 * EXPORT_PAGE_ROWS
     assert len(export["dailyStats"]) == 1201 > EXPORT_PAGE_ROWS
