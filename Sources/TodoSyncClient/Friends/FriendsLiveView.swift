@@ -135,9 +135,11 @@ extension SyncEngine {
     public nonisolated func friendsView() -> FriendsLiveView<FriendsOverview> {
         let client = self.client
         return FriendsLiveView(engine: self, matches: { !Self.isFriendChange($0) }, fetch: {
-            async let friends = client.friends()
-            async let requests = client.friendRequests()
-            return FriendsOverview(friends: try await friends, requests: try await requests)
+            // Both awaited before either error is thrown (`TodoSyncClient.settled`).
+            async let friends = TodoSyncClient.settled { try await client.friends() }
+            async let requests = TodoSyncClient.settled { try await client.friendRequests() }
+            let (friendsResult, requestsResult) = await (friends, requests)
+            return FriendsOverview(friends: try friendsResult.get(), requests: try requestsResult.get())
         })
     }
 

@@ -105,9 +105,12 @@ extension TodoSyncClient {
     /// `FriendsError.notFound` for anyone who is not a current friend.
     public func friendMonth(_ friendID: Int64, month: CalendarMonth) async throws -> FriendMonth {
         let query = [URLQueryItem(name: "month", value: month.description)]
-        async let todosAnswer = friendsCall("GET", "/api/v1/friends/\(friendID)/todos", query: query, expect: 200)
-        async let statsAnswer = friendsCall("GET", "/api/v1/friends/\(friendID)/daily-stats", query: query, expect: 200)
-        let (todoBody, statBody) = try await (todosAnswer.json(), statsAnswer.json())
+        async let todosAnswer = Self.settled { try await self.friendsCall("GET", "/api/v1/friends/\(friendID)/todos", query: query, expect: 200) }
+        async let statsAnswer = Self.settled {
+            try await self.friendsCall("GET", "/api/v1/friends/\(friendID)/daily-stats", query: query, expect: 200)
+        }
+        let (todosResult, statsResult) = await (todosAnswer, statsAnswer)
+        let (todoBody, statBody) = try (todosResult.get().json(), statsResult.get().json())
         guard let todoItems = todoBody["items"]?.arrayValue, let statItems = statBody["items"]?.arrayValue else {
             throw SyncError.protocolError("a friend's month without items")
         }
@@ -125,6 +128,17 @@ extension TodoSyncClient {
     }
 
     // MARK: Wire
+
+    /// The outcome of a call run beside another, never thrown: a child of `async let` that throws
+    /// gets its sibling cancelled, and cancelling a URLSession request just as it completes
+    /// deadlocks FoundationNetworking on Linux (seen: a 404 of one half of a friend's month).
+    static func settled<T: Sendable>(_ body: @Sendable () async throws -> T) async -> Result<T, Error> {
+        do {
+            return .success(try await body())
+        } catch {
+            return .failure(error)
+        }
+    }
 
     /// One call of this family: the answer when its status is `expect`, else the typed error.
     func friendsCall(_ method: String, _ path: String, query: [URLQueryItem] = [], body: Data? = nil,
