@@ -632,9 +632,9 @@ enum SQL {
             """
 
         /// Every feed row of a user (check-feed). Columns: kind, record_id, version, deleted_at,
-        /// device, parent_tags, body.
+        /// device, parent_tags, body, live_day.
         static let ofUser = """
-            SELECT kind, record_id, version, deleted_at, device, parent_tags, body FROM sync_feed WHERE user_id = ?
+            SELECT kind, record_id, version, deleted_at, device, parent_tags, body, live_day FROM sync_feed WHERE user_id = ?
             """
         static let deleteOfUser = "DELETE FROM sync_feed WHERE user_id = ?"
         /// The user's latest tag version as the write path keeps it (check-feed, Sql/024).

@@ -123,13 +123,13 @@ extension Store {
                     }
                     let have = FeedEntry(stored: kind, recordID: row.int64(1)!, version: row.int64(2)!,
                                          deletedAt: row.string(3), device: row.int64(4), parentTags: row.string(5)!,
-                                         body: row.bytes(6)!)
+                                         body: row.bytes(6)!, liveDay: row.string(7))
                     if have != want {
                         problem("\(name): feed has version \(have.version) deleted \(have.deletedAt ?? "no") "
                                 + "device \(have.device.map(String.init) ?? "none") parents [\(have.parentTags)] "
-                                + "\(String(decoding: have.body, as: UTF8.self)); tables say version \(want.version) "
+                                + "day \(have.liveDay ?? "none") \(String(decoding: have.body, as: UTF8.self)); tables say version \(want.version) "
                                 + "deleted \(want.deletedAt ?? "no") device \(want.device.map(String.init) ?? "none") "
-                                + "parents [\(want.parentTags)] \(String(decoding: want.body, as: UTF8.self))")
+                                + "parents [\(want.parentTags)] day \(want.liveDay ?? "none") \(String(decoding: want.body, as: UTF8.self))")
                     }
                 }
                 for name in expected.keys.sorted() { problem("\(name): in the tables but not in the feed") }

@@ -17,13 +17,16 @@ extension Store {
     ///
     /// `holdMilliseconds` (test hooks only): the build sleeps that long right after its consistent
     /// read began, so writes can commit while it runs.
-    public func snapshot(userID: Int64, schemaVersion: Int, holdMilliseconds: Int = 0) throws -> SnapshotCache.Entry {
+    ///
+    /// `window`: a window's snapshot (every tag, the window's todos and daily stats), cached apart.
+    public func snapshot(userID: Int64, schemaVersion: Int, window: SyncWindow? = nil,
+                         holdMilliseconds: Int = 0) throws -> SnapshotCache.Entry {
         guard let cache = configuration.snapshotCache else { throw DomainError.notFound }
         let state = try guarded { try db.queryOne(SQL.Pull.syncState, [.text(""), .int(userID)]) }
         guard let state else { throw DomainError.unauthenticated }
         if state.bool(4) == true { throw DomainError.unavailable }  // feed still being back-filled
         let key = SnapshotCache.Key(userID: userID, epoch: UInt64(bitPattern: state.int64(3)!), version: state.int64(0)!,
-                                    schemaVersion: schemaVersion)
+                                    schemaVersion: schemaVersion, window: window)
         if let entry = cache.lookup(key) { return entry }
         if let wait = cache.tooSlowRetryAfter(key) { throw SnapshotError.tooSlow(retryAfterSeconds: wait) }
         let entry = try cache.withBuildLock(key, deadline: deadline) { () throws -> SnapshotCache.Entry in
@@ -35,7 +38,7 @@ extension Store {
             let left = deadline.map { $0.millisecondsSinceEpoch - Timestamp.now().millisecondsSinceEpoch }
             do {
                 let built = try configuration.snapshotBuildSlots.withSlot(client: "\(userID)") {
-                    try buildSnapshot(userID: userID, schemaVersion: schemaVersion, cache: cache,
+                    try buildSnapshot(userID: userID, schemaVersion: schemaVersion, window: window, cache: cache,
                                       holdMilliseconds: holdMilliseconds)
                 }
                 guard let built else { throw SnapshotError.busy }
@@ -62,7 +65,7 @@ extension Store {
     /// `id` order, no index but the tables' own. The feed is read in version order, which is `id`
     /// order only for an account whose records were never edited; when a table's rows came out of
     /// order its pages were split on the way, and the file is compacted by `VACUUM INTO` as before.
-    private func buildSnapshot(userID: Int64, schemaVersion: Int, cache: SnapshotCache,
+    private func buildSnapshot(userID: Int64, schemaVersion: Int, window: SyncWindow?, cache: SnapshotCache,
                                holdMilliseconds: Int) throws -> SnapshotCache.Entry {
         let started = Timestamp.now()
         try cache.prepareDirectory(userID)
@@ -87,18 +90,20 @@ extension Store {
             // By the feed's kind (1 tag, 2 todo, 3 daily stat): an array, read once per record.
             var byKind = [SnapshotTableWriter?](repeating: nil, count: 4)
             for writer in writers { byKind[Int(writer.table.kind.rawValue)] = writer }
-            let (version, epoch, readAt) = try readLiveRecords(userID: userID, holdMilliseconds: holdMilliseconds) {
+            let (version, epoch, readAt) = try readLiveRecords(userID: userID, window: window,
+                                                               holdMilliseconds: holdMilliseconds) {
                 kind, body in
                 records += 1
                 if records % 1024 == 0, let deadline, deadline.hasPassed { throw SnapshotError.tooSlow(retryAfterSeconds: 0) }
                 try byKind[Int(kind.rawValue)]!.insert(body)
             }
-            let cursor = SyncCursor(position: version, skipTombstonesThrough: version, userID: userID, epoch: epoch)
+            let cursor = SyncCursor(position: version, skipTombstonesThrough: version, userID: userID, epoch: epoch,
+                                    window: window)
             let meta = try file.prepare("INSERT INTO snapshot_meta (key, value) VALUES (?1, ?2)")
             let metaRows: [(String, String)] = [
                 ("format", "todosync-snapshot"), ("userId", "\(userID)"), ("cursor", cursor.encoded),
                 ("schemaVersion", "\(schemaVersion)"), ("createdAt", readAt.rfc3339), ("recordCount", "\(records)"),
-            ]
+            ] + (window.map { [("windowFrom", $0.from?.description ?? ""), ("windowTo", $0.to?.description ?? "")] } ?? [])
             for (name, value) in metaRows {
                 var name = name, value = value
                 try name.withUTF8 { n in try value.withUTF8 { v in
@@ -116,7 +121,8 @@ extension Store {
             }
             return (version, epoch)
         }()  // the file is closed here, before its bytes are digested
-        let key = SnapshotCache.Key(userID: userID, epoch: epoch, version: version, schemaVersion: schemaVersion)
+        let key = SnapshotCache.Key(userID: userID, epoch: epoch, version: version, schemaVersion: schemaVersion,
+                                    window: window)
         let entry = try cache.install(finished, key: key)
         SnapshotMetrics.built(records: records, seconds: Double(Timestamp.now().millisecondsSinceEpoch
             - started.millisecondsSinceEpoch) / 1000)
@@ -127,7 +133,8 @@ extension Store {
     /// read fixes the InnoDB snapshot; returns the user's version and epoch at that snapshot and
     /// when it was taken. `body` sees each record's bytes where they lie; what it throws ends the
     /// read and is rethrown.
-    private func readLiveRecords(userID: Int64, holdMilliseconds: Int,
+    /// With `window`, the tags and the window's todos and daily stats only.
+    private func readLiveRecords(userID: Int64, window: SyncWindow?, holdMilliseconds: Int,
                                  _ body: (FeedKind, UnsafeRawBufferPointer) throws -> Void) throws
         -> (version: Int64, epoch: UInt64, readAt: Timestamp) {
         var stopped: Error?
@@ -140,7 +147,10 @@ extension Store {
                 }
                 if holdMilliseconds > 0 { usleep(useconds_t(holdMilliseconds) * 1000) }
                 do {
-                    try db.forEachRow(SQL.Snapshot.liveRecords, [.int(userID)]) { row throws(DatabaseError) in
+                    let (sql, parameters): (String, [DatabaseValue]) = window.map {
+                        (WindowPull.snapshotRecords, [.int(userID), .day($0.lowerBound), .day($0.upperBound)])
+                    } ?? (SQL.Snapshot.liveRecords, [.int(userID)])
+                    try db.forEachRow(sql, parameters) { row throws(DatabaseError) in
                         do {
                             let kind = FeedKind(rawValue: try row.int64(0)!)!
                             var failure: Error?
