@@ -228,3 +228,66 @@ extension Store {
         ])
     }
 }
+
+extension SQL {
+    /// `Idempotency-Key` records (Store+Idempotency.swift, Sql/013).
+    enum Idempotency {
+        /// Claims a new key (status 0 = running); 0 rows affected when the key exists.
+        static let claim = """
+            INSERT INTO idempotency_keys (user_id, idem_key, fingerprint, claim, status, created_at)
+            VALUES (?, ?, ?, ?, 0, ?) ON DUPLICATE KEY UPDATE user_id = user_id
+            """
+        /// An existing key: its request, whether it is still running, the seconds until its run
+        /// counts as abandoned (parameter: the instant before which a claim is abandoned; 0 or
+        /// less: abandoned now), and the stored answer.
+        static let byKey = """
+            SELECT fingerprint, status, claim, CEILING(TIMESTAMPDIFF(MICROSECOND, ?, created_at) / 1000000),
+                   response_headers, response_body, replay
+              FROM idempotency_keys WHERE user_id = ? AND idem_key = ?
+            """
+        /// Whether this server is a Galera node (its row locks are its own, not the cluster's).
+        static let isGaleraNode = "SELECT @@wsrep_on"
+        /// The user's row if no transaction holds its lock: a keyed request holds it from the start
+        /// of its transaction to its commit (`lockUser`), so a running claim whose user row is
+        /// free belongs to a request that is not running (its responder died, and the database
+        /// rolled its transaction back when the connection dropped).
+        static let userUnlocked = "SELECT id FROM users WHERE id = ? FOR UPDATE SKIP LOCKED"
+        /// Takes over an abandoned claim (compare-and-set on the old claim).
+        static let takeOver = """
+            UPDATE idempotency_keys SET claim = ?, created_at = ?
+             WHERE user_id = ? AND idem_key = ? AND claim = ? AND status = 0
+            """
+        /// Stores the answer, in the transaction of the write; 0 rows when the claim was lost.
+        static let complete = """
+            UPDATE idempotency_keys SET status = ?, response_headers = ?, response_body = ?, replay = ?, stored_bytes = ?
+             WHERE user_id = ? AND idem_key = ? AND claim = ? AND status = 0
+            """
+        /// The account's records (claims included), the bytes they store, and the seconds until
+        /// the oldest passes the retention horizon (the first parameter): a range read of
+        /// `idempotency_keys_user_usage` (Sql/028). Parameters: horizon, user.
+        static let usage = """
+            SELECT COUNT(*), COALESCE(SUM(stored_bytes), 0),
+                   CEILING(TIMESTAMPDIFF(MICROSECOND, ?, MIN(created_at)) / 1000000)
+              FROM idempotency_keys WHERE user_id = ?
+            """
+        /// The account's completed records past the retention horizon. Parameters: user, horizon.
+        static let purgeUser = "DELETE FROM idempotency_keys WHERE user_id = ? AND created_at < ? AND status <> 0"
+        /// Drops a claim whose request applied nothing (the key can be used again).
+        static let release = """
+            DELETE FROM idempotency_keys WHERE user_id = ? AND idem_key = ? AND claim = ? AND status = 0
+            """
+        /// The user's row lock, taken first by a keyed request's transaction, so that its reads see
+        /// every earlier write of the user (the route's own `write` takes it again, a no-op).
+        /// Answers the account's stored bytes per hour quota and its Idempotency-Key ceilings
+        /// (Sql/020, Sql/028). Parameters: the defaults of the three, user.
+        static let lockUser = """
+            SELECT COALESCE(quota_stored_bytes_per_hour, ?), COALESCE(quota_idempotency_keys, ?),
+                   COALESCE(quota_idempotency_bytes, ?)
+              FROM users WHERE id = ? AND deleted_at IS NULL FOR UPDATE
+            """
+        static let purge = "DELETE FROM idempotency_keys WHERE created_at < ?"
+        /// Records whose answer is rebuilt from stored push results, past the horizon of those
+        /// results (the shorter of the two retentions): they must not outlive what rebuilds them.
+        static let purgeReplays = "DELETE FROM idempotency_keys WHERE replay = 1 AND created_at < ?"
+    }
+}

@@ -44,3 +44,25 @@ extension Store {
         return next
     }
 }
+
+extension SQL {
+    enum Epoch {
+        static let current = "SELECT epoch FROM sync_epoch WHERE id = 1"
+        static let renew = "UPDATE sync_epoch SET epoch = ?, renewed_at = ? WHERE id = 1"
+    }
+
+    /// Maintenance: full recomputation of derived data.
+    enum Maintenance {
+        /// Live accounts only: a deleted one waits for its erase, and cannot be written.
+        static let allUserIDs = "SELECT id FROM users WHERE deleted_at IS NULL ORDER BY id"
+        /// `recompute-stats` rebuilds this many dates per transaction.
+        static let rebuildBatch = 512
+        /// Every date that has a live todo or a stat row (live or tombstone) for the user.
+        static let daysOfUser = """
+            SELECT DISTINCT deadline FROM todos FORCE INDEX (todos_user_day)
+             WHERE user_id = ? AND deleted_at IS NULL
+            UNION
+            SELECT day FROM daily_stats WHERE user_id = ?
+            """
+    }
+}

@@ -294,3 +294,24 @@ struct IDSet {
         for id in old where id != 0 { _ = insert(id) }
     }
 }
+
+extension SQL {
+    /// Pull reads the change feed (`Feed`); this is its per-user state.
+    enum Pull {
+        /// The user's sync state, the number of the pulling device (NULL: none, or a device that
+        /// never pushed), the database's epoch, whether the user's feed still waits for its
+        /// back-fill, and the user's latest tag version (a page starting at or above it needs no
+        /// parent-tag lookup, Sql/024). Parameters: device key ('' without a deviceId), user id.
+        static let syncState = """
+            SELECT u.change_seq, u.purged_through, d.id, e.epoch, q.user_id IS NOT NULL, u.tag_seq
+              FROM users u JOIN sync_epoch e ON e.id = 1
+              LEFT JOIN sync_devices d ON d.user_id = u.id AND d.device_key = ?
+              LEFT JOIN sync_feed_backfill q ON q.user_id = u.id
+             WHERE u.id = ?
+            """
+
+        /// Parent tags are looked up 64 ids per query, so that a page referring to a typical
+        /// user's tags (tens) costs one round trip.
+        static let parentTagBatch = 64
+    }
+}
