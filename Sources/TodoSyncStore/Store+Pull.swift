@@ -52,12 +52,26 @@ public struct PullPage: Sendable {
         recordCount += 1
         if !arrays[index].isEmpty { arrays[index].append(UInt8(ascii: ",")) }
         arrays[index].append(contentsOf: #"{"id":"#.utf8)
-        arrays[index].append(contentsOf: String(id).utf8)
+        PullPage.appendDecimal(id, to: &arrays[index])
         arrays[index].append(contentsOf: #","clientId":"#.utf8)
         if let clientID { arrays[index].append(contentsOf: clientID) } else { arrays[index].append(contentsOf: "null".utf8) }
         arrays[index].append(contentsOf: #","version":"#.utf8)
-        arrays[index].append(contentsOf: String(version).utf8)
+        PullPage.appendDecimal(version, to: &arrays[index])
         arrays[index].append(UInt8(ascii: "}"))
+    }
+
+    /// A non-negative integer's digits, without making a String.
+    private static func appendDecimal(_ value: Int64, to bytes: inout [UInt8]) {
+        var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)  // room for 20 digits, written from the end
+        withUnsafeMutableBytes(of: &digits) { buffer in
+            var rest = UInt64(max(value, 0)), end = buffer.count
+            repeat {
+                end -= 1
+                buffer[end] = UInt8(ascii: "0") + UInt8(rest % 10)
+                rest /= 10
+            } while rest > 0
+            bytes.append(contentsOf: UnsafeRawBufferPointer(rebasing: buffer[end...]))
+        }
     }
 
     /// Appends a record (or tombstone) encoded as JSON at the current schema version, without

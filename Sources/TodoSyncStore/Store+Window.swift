@@ -83,8 +83,11 @@ extension Store {
         typealias C = WindowPull.Column
 
         if let start = scan {
-            // The first part: read by (live_day, version), sent by version within each kind.
-            var found: [(version: Int64, kind: FeedKind, body: [UInt8])] = []
+            // The first part: read by (live_day, version), sent by version within each kind. The
+            // bodies wait in one buffer (one allocation, not one per record) until sorted.
+            var found: [(version: Int64, kind: FeedKind, range: Range<Int>)] = []
+            var bodies: [UInt8] = []
+            bodies.reserveCapacity(min(limit * 512, 1 << 20))
             var last = start
             let day: DatabaseValue = start.day.map(DatabaseValue.day) ?? .text(FeedEntry.tagDay)
             try db.forEachRow(WindowPull.scan, [
@@ -100,9 +103,9 @@ extension Store {
                                   version: version)
                 if kind == .tag { parents.held(try row.int64(C.recordID.rawValue)!) }
                 if device != 0, try row.int64(C.device.rawValue) == device { return }
-                var body: [UInt8] = []
-                _ = try row.withBytes(C.body.rawValue) { body = Array($0) }
-                found.append((version, kind, body))
+                let start = bodies.count
+                _ = try row.withBytes(C.body.rawValue) { bodies.append(contentsOf: $0) }
+                found.append((version, kind, start..<bodies.count))
                 _ = try row.withBytes(C.parentTags.rawValue) { parents.referenced($0) }
             }
             if page.hasMore {
@@ -113,7 +116,11 @@ extension Store {
                 rows = min(rows, limit)
             }
             found.sort { $0.version < $1.version }
-            for record in found { record.body.withUnsafeBytes { page.append(record.kind, deleted: false, $0) } }
+            bodies.withUnsafeBytes { all in
+                for record in found {
+                    page.append(record.kind, deleted: false, UnsafeRawBufferPointer(rebasing: all[record.range]))
+                }
+            }
         }
 
         var lastVersion = position
