@@ -3,19 +3,9 @@ import Logging
 import MariaDB
 import TodoSyncStore
 
-struct RecomputeStats: ParsableCommand {
-    static let configuration = CommandConfiguration(
-        commandName: "recompute-stats",
-        abstract: "Recompute daily statistics (after a bulk load or a change of the formulas).")
-
-    @Option(help: "Only this user (default: every user).")
-    var user: Int64?
-
-    func run() throws {
-        let run = try MaintenanceRun(user: user)
-        let (logger, store, users) = (run.logger, run.store, run.users)
-        var days = 0
-        for userID in users { days += try store.recomputeDailyStats(userID: userID) }
-        logger.info("daily stats recomputed", metadata: ["users": "\(users.count)", "dates": "\(days)"])
-    }
+struct RecomputeStats: PerUserMaintenance {
+    static let configuration = CommandConfiguration(commandName: "recompute-stats", abstract: "Recompute daily statistics (after a bulk load or a change of the formulas).")
+    static let logged = (message: "daily stats recomputed", counted: "dates")
+    @OptionGroup var scope: UserScope
+    static func count(_ store: Store, userID: Int64) throws -> Int { try store.recomputeDailyStats(userID: userID) }
 }

@@ -44,7 +44,7 @@ public final class SnapshotCache: Sendable {
         /// A window's snapshot (API.md "Sync: snapshot"); nil for the whole account's.
         public let window: SyncWindow?
 
-        public init(userID: Int64, epoch: UInt64, version: Int64, schemaVersion: Int, window: SyncWindow? = nil) {
+        init(userID: Int64, epoch: UInt64, version: Int64, schemaVersion: Int, window: SyncWindow?) {
             self.userID = userID
             self.epoch = epoch
             self.version = version
@@ -75,6 +75,13 @@ public final class SnapshotCache: Sendable {
                   let window = SyncWindow(from: from, to: to), window.from != nil || window.to != nil else { return nil }
             return .some(window)
         }
+    }
+
+    /// The key of the user's snapshot at `version` of history `epoch` in `schemaVersion`; of
+    /// `window`'s records only when given.
+    public static func key(userID: Int64, epoch: UInt64, version: Int64, schemaVersion: Int,
+                           window: SyncWindow? = nil) -> Key {
+        Key(userID: userID, epoch: epoch, version: version, schemaVersion: schemaVersion, window: window)
     }
 
     /// A finished snapshot file in the cache.

@@ -29,7 +29,7 @@ struct DailyStatsRecomputer {
         var days = Set(deltas.lazy.filter { $0.value != .zero }.map(\.key)).union(transaction.rebuiltDays)
         for tagID in transaction.changedTags {
             for row in try db.query(SQL.DailyStats.daysWithCompletedTag, [.int(transaction.userID), .int(tagID)]) {
-                days.insert(Day(row.string(0)!)!)
+                days.insert(Day(row.string(OnlyColumn.value)!)!)
             }
         }
         let sorted = days.sorted()
@@ -46,9 +46,11 @@ struct DailyStatsRecomputer {
             var fromTodos: [Day: DailyAggregate] = [:]
             if !rebuilt.isEmpty {
                 for row in try db.query(SQL.DailyStats.inputsForDays, parameters(rebuilt)) {
-                    fromTodos[Day(row.string(0)!)!, default: .zero].add(StatInput(
-                        isCompleted: row.bool(1)!, isLife: row.bool(2)!, difficulty: row.int(3)!,
-                        estimatedTime: row.int(4)!, tagID: row.int64(5)))
+                    typealias C = SQL.DailyStats.InputColumn
+                    fromTodos[Day(row.string(C.deadline)!)!, default: .zero].add(StatInput(
+                        isCompleted: row.bool(C.isCompleted)!, isLife: row.bool(C.isLife)!,
+                        difficulty: row.int(C.difficulty)!, estimatedTime: row.int(C.estimatedTime)!,
+                        tagID: row.int64(C.tagID)))
                 }
             }
             var aggregates: [Day: DailyAggregate] = [:]
@@ -163,7 +165,8 @@ private struct TagLookup {
             let parameters = [DatabaseValue.int(transaction.userID)]
                 + (0..<batch).map { DatabaseValue.int(chunk[min($0, chunk.count - 1)]) }
             for row in try transaction.db.query(SQL.DailyStats.tagsByIDs, parameters) {
-                known[row.int64(0)!] = (row.string(1) ?? "", row.string(2) ?? "")
+                typealias C = SQL.DailyStats.TagNameColumn
+                known[row.int64(C.id)!] = (row.string(C.name) ?? "", row.string(C.color) ?? "")
             }
         }
         looked.formUnion(missing)
@@ -224,6 +227,7 @@ extension SQL {
               FROM todos FORCE INDEX (todos_user_day)
              WHERE user_id = ? AND deleted_at IS NULL AND deadline IN (\(daySlots))
             """
+        enum InputColumn: Int, ResultColumns { case deadline, isCompleted, isLife, difficulty, estimatedTime, tagID }
         /// A batch of dates' stats (live or tombstones), each followed by its aggregate's columns.
         static let byDays = """
             SELECT \(columns), \(DailyAggregateColumn.selectList) FROM daily_stats WHERE user_id = ? AND day IN (\(daySlots))
@@ -234,6 +238,7 @@ extension SQL {
         static let tagsByIDs = """
             SELECT id, name, color FROM tags WHERE user_id = ? AND id IN (\(Array(repeating: "?", count: tagBatch).joined(separator: ", ")))
             """
+        enum TagNameColumn: Int, ResultColumns { case id, name, color }
         static let liveByDay = """
             SELECT \(columns) FROM daily_stats WHERE user_id = ? AND day = ? AND deleted_at IS NULL
             """

@@ -154,7 +154,7 @@ struct FeedBatch {
             let replaced = todoOrder.filter { !created.contains(Key(kind: .todo, id: $0)) }.map(DatabaseValue.int)
             for list in SQL.TodoList.delete.lists(replaced) {
                 for row in try db.query(SQL.TodoList.delete.sql, [.int(userID)] + list) {
-                    days.insert(Day(row.string(0)!)!)  // a NOT NULL DATE column
+                    days.insert(Day(row.string(OnlyColumn.value)!)!)  // `RETURNING deadline`, a NOT NULL DATE
                 }
             }
         }
@@ -307,5 +307,6 @@ extension SQL {
         static let ofUser = """
             SELECT id, deadline, is_important, created_at, title_key, body FROM todo_list WHERE user_id = ?
             """
+        enum RowColumn: Int, ResultColumns { case id, deadline, isImportant, createdAt, titleKey, body }
     }
 }

@@ -55,9 +55,11 @@ extension Store {
         try guarded {
             try db.query(SQL.Account.sessions, [.blob(tokenHash(token)), .int(userID), .timestamp(Timestamp.now())])
                 .map { row in
-                    AccountSession(
-                        id: row.string(0)!, createdAt: Timestamp.rfc3339(fromDatabaseText: row.string(1)!),
-                        lastUsedAt: Timestamp.rfc3339(fromDatabaseText: row.string(2)!), current: row.int64(3) == 1)
+                    typealias C = SQL.Account.SessionColumn
+                    return AccountSession(
+                        id: row.string(C.publicID)!, createdAt: Timestamp.rfc3339(fromDatabaseText: row.string(C.createdAt)!),
+                        lastUsedAt: Timestamp.rfc3339(fromDatabaseText: row.string(C.lastUsed)!),
+                        current: row.int64(C.isCurrent) == 1)
                 }
         }
     }
@@ -81,7 +83,7 @@ extension Store {
                 let now = Timestamp.now()
                 guard try db.queryOne(SQL.Account.lockToken, [.blob(tokenHash), .int(userID), .timestamp(now)]) != nil
                 else { throw DomainError.unauthenticated }
-                guard try db.queryOne(SQL.Account.credentials, [.int(userID)])?.string(1) == checkedHash else {
+                guard try db.queryOne(SQL.Account.credentials, [.int(userID)])?.string(SQL.Account.CredentialsColumn.passwordHash) == checkedHash else {
                     throw DomainError.wrongPassword(field: "password")
                 }
                 guard try db.execute(SQL.Account.markDeleted, [.timestamp(now), .int(userID)]).affectedRows == 1 else {
@@ -103,8 +105,8 @@ extension Store {
         guard let row = try guarded({ try db.queryOne(SQL.Account.credentials, [.int(userID)]) }) else {
             throw DomainError.unauthenticated
         }
-        let emailHash = BearerToken.sha256(Array(row.string(0)!.utf8))
-        let passwordHash = row.string(1)!
+        let emailHash = BearerToken.sha256(Array(row.string(SQL.Account.CredentialsColumn.emailKey)!.utf8))
+        let passwordHash = row.string(SQL.Account.CredentialsColumn.passwordHash)!
         try withHashSlot {
             try reserveLoginAttempt(emailHash: emailHash, now: Timestamp.now())
             guard configuration.passwordHasher.verify(password, against: passwordHash) else {
@@ -150,9 +152,10 @@ extension Store {
                 out.beginObject()
                 out.key("user")
                 out.beginObject()
-                out.field("id", user.int64(0)!)
-                out.field("email", user.string(1)!)
-                out.field("createdAt", Timestamp.rfc3339(fromDatabaseText: user.string(2)!))
+                typealias U = SQL.Account.ExportUserColumn
+                out.field("id", user.int64(U.id)!)
+                out.field("email", user.string(U.email)!)
+                out.field("createdAt", Timestamp.rfc3339(fromDatabaseText: user.string(U.createdAt)!))
                 out.endObject()
 
                 out.key("tags")
@@ -232,10 +235,10 @@ extension Store {
     public func eraseDeletedAccounts() throws -> AccountEraseReport {
         var report = AccountEraseReport()
         try guarded {
-            let present = Set(try db.query(SQL.Erase.existingTables).compactMap { $0.string(0) })
+            let present = Set(try db.query(SQL.Erase.existingTables).compactMap { $0.string(OnlyColumn.value) })
             let tables = SQL.Erase.tables + SQL.Erase.optionalTables.filter(present.contains)
             while true {
-                let users = try db.query(SQL.Erase.deletedUsers).compactMap { $0.int64(0) }
+                let users = try db.query(SQL.Erase.deletedUsers).compactMap { $0.int64(OnlyColumn.value) }
                 for userID in users {
                     for table in tables {
                         while true {
@@ -263,6 +266,7 @@ extension SQL {
         /// What re-checking a signed-in user's password needs: the email key (its hash keys the
         /// failed-login counter, as at login) and the password hash.
         static let credentials = "SELECT email_key, password_hash FROM users WHERE id = ? AND deleted_at IS NULL"
+        enum CredentialsColumn: Int, ResultColumns { case emailKey, passwordHash }
         /// The presented token, locked for the transaction that changes the account: it must still
         /// be valid when the change commits. Parameters: token hash, user, now.
         static let lockToken = """
@@ -279,6 +283,7 @@ extension SQL {
             SELECT public_id, created_at, \(Tokens.lastUsed()), token_hash = ? FROM auth_tokens
              WHERE user_id = ? AND expires_at > ? ORDER BY created_at DESC, public_id
             """
+        enum SessionColumn: Int, ResultColumns { case publicID, createdAt, lastUsed, isCurrent }
         /// Parameters: user, public id.
         static let revokeSession = "DELETE FROM auth_tokens WHERE user_id = ? AND public_id = ?"
         /// Marks the account deleted and frees its email at once: the email key becomes
@@ -297,6 +302,7 @@ extension SQL {
             """
         /// The export's `user`. Columns: id, email, created_at.
         static let exportUser = "SELECT id, email, created_at FROM users WHERE id = ? AND deleted_at IS NULL"
+        enum ExportUserColumn: Int, ResultColumns { case id, email, createdAt }
     }
 
     /// Erasing deleted accounts (`todosync purge`): every row of the user, table by table in

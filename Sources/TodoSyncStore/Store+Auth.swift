@@ -46,7 +46,7 @@ extension Store {
                     _ = configuration.passwordHasher.verify(input.password, against: decoyPasswordHash)
                     throw DomainError.badCredentials
                 }
-                guard configuration.passwordHasher.verify(input.password, against: row.string(2)!) else {
+                guard configuration.passwordHasher.verify(input.password, against: row.string(SQL.Users.CredentialsColumn.passwordHash)!) else {
                     throw DomainError.badCredentials
                 }
                 return row
@@ -59,7 +59,7 @@ extension Store {
                 throw error
             }
         }
-        let userID = row.int64(0)!
+        let userID = row.int64(SQL.Users.CredentialsColumn.id)!
         let token = try BearerToken.generate()
         try guarded {
             try db.inTransaction {
@@ -67,7 +67,7 @@ extension Store {
                 try insertToken(token, userID: userID, now: now)
             }
         }
-        return Session(user: User(id: userID, email: row.string(1)!), token: token)
+        return Session(user: User(id: userID, email: row.string(SQL.Users.CredentialsColumn.email)!), token: token)
     }
 
     /// Runs a password hash in one of the process's hash slots, after a short fair wait when they
@@ -92,7 +92,7 @@ extension Store {
         }
         guard reserved.affectedRows == 0 else { return }
         let offset = try guarded {
-            try db.queryOne(SQL.Logins.windowOffset, [.timestamp(now), .blob(emailHash)])?.int64(0)
+            try db.queryOne(SQL.Logins.windowOffset, [.timestamp(now), .blob(emailHash)])?.int64(OnlyColumn.value)
         }
         // offset is minus the window's age: what is left of it is lockout + offset (+1 for the
         // milliseconds that TIMESTAMPDIFF truncated).
@@ -114,8 +114,8 @@ extension Store {
             guard let row = try db.queryOne(SQL.Tokens.userForToken, [
                 Self.tokenUseStaleBefore(now), .blob(tokenHash), .timestamp(now),
             ]) else { return nil }
-            if row.int64(1) == 1 { touchToken(hash: tokenHash, now: now) }
-            return row.int64(0)
+            if row.int64(SQL.Tokens.UserColumn.useIsStale) == 1 { touchToken(hash: tokenHash, now: now) }
+            return row.int64(SQL.Tokens.UserColumn.userID)
         }
     }
 
@@ -185,6 +185,7 @@ extension SQL {
         static let userForToken = """
             SELECT user_id, \(lastUsed()) < ? FROM auth_tokens WHERE token_hash = ? AND expires_at > ?
             """
+        enum UserColumn: Int, ResultColumns { case userID, useIsStale }
         /// Records a use of the token, unless another request of it already did in the last
         /// minute: at most one write per token per minute. Parameters: now, token hash, stale-before.
         static let touch = """

@@ -50,7 +50,7 @@ extension Store {
             let page = try guarded {
                 try db.query(SQL.TodoDays.unstoredAfter, [.int(after.user), .int(after.user), .text(after.day),
                                                             .int(Int64(pageRows))])
-                    .map { (user: $0.int64(0)!, day: $0.string(1)!) }
+                    .map { (user: $0.int64(SQL.TodoDays.UnstoredColumn.userID)!, day: $0.string(SQL.TodoDays.UnstoredColumn.deadline)!) }
             }
             guard let last = page.last else { break }
             after = last
@@ -76,7 +76,7 @@ extension Store {
                 }
             }
         }
-        report.unstored = try guarded { try db.queryOne(SQL.TodoDays.countUnstored)?.int64(0) ?? 0 }
+        report.unstored = try guarded { try db.queryOne(SQL.TodoDays.countUnstored)?.int64(OnlyColumn.value) ?? 0 }
         return report
     }
 
@@ -87,7 +87,7 @@ extension Store {
     public func backfillQueuedFeeds() throws -> Int {
         var done = 0
         while true {
-            let queued = try guarded { try db.query(SQL.Feed.backfillQueue).compactMap { $0.int64(0) } }
+            let queued = try guarded { try db.query(SQL.Feed.backfillQueue).compactMap { $0.int64(OnlyColumn.value) } }
             if queued.isEmpty { return done }
             for userID in queued {
                 try write(userID: userID, operations: 0) { transaction in
@@ -112,18 +112,20 @@ extension Store {
                 var problems: [FeedProblem] = []
                 func problem(_ text: String) { problems.append(FeedProblem(userID: userID, description: text)) }
                 for row in try db.query(SQL.Feed.ofUser, [.int(userID)]) {
-                    guard let kind = row.int64(0).flatMap(FeedKind.init(rawValue:)) else {
-                        problem("feed row of unknown kind \(row.int64(0) ?? -1)")
+                    typealias C = SQL.Feed.RowColumn
+                    guard let kind = row.int64(C.kind).flatMap(FeedKind.init(rawValue:)) else {
+                        problem("feed row of unknown kind \(row.int64(C.kind) ?? -1)")
                         continue
                     }
-                    let name = key(kind, row.int64(1)!)
+                    let name = key(kind, row.int64(C.recordID)!)
                     guard let want = expected.removeValue(forKey: name) else {
                         problem("\(name): in the feed but not in the tables")
                         continue
                     }
-                    let have = FeedEntry(stored: kind, recordID: row.int64(1)!, version: row.int64(2)!,
-                                         deletedAt: row.string(3), device: row.int64(4), parentTags: row.string(5)!,
-                                         body: row.bytes(6)!, liveDay: row.string(7))
+                    let have = FeedEntry(stored: kind, recordID: row.int64(C.recordID)!, version: row.int64(C.version)!,
+                                         deletedAt: row.string(C.deletedAt), device: row.int64(C.device),
+                                         parentTags: row.string(C.parentTags)!, body: row.bytes(C.body)!,
+                                         liveDay: row.string(C.liveDay))
                     if have != want {
                         problem("\(name): feed has version \(have.version) deleted \(have.deletedAt ?? "no") "
                                 + "device \(have.device.map(String.init) ?? "none") parents [\(have.parentTags)] "
@@ -135,7 +137,7 @@ extension Store {
                 for name in expected.keys.sorted() { problem("\(name): in the tables but not in the feed") }
 
                 // A pull page skips its parent-tag lookup at or above users.tag_seq (Sql/024).
-                let tagSequence = try db.queryOne(SQL.Feed.tagSequence, [.int(userID)])?.int64(0) ?? 0
+                let tagSequence = try db.queryOne(SQL.Feed.tagSequence, [.int(userID)])?.int64(OnlyColumn.value) ?? 0
                 if let latest = fromTables.entries.filter({ $0.kind == .tag }).max(by: { $0.version < $1.version }),
                    latest.version > tagSequence {
                     problem("users.tag_seq \(tagSequence) is below \(key(.tag, latest.recordID))'s version "
@@ -144,8 +146,10 @@ extension Store {
 
                 var listed = Dictionary(uniqueKeysWithValues: fromTables.listRows.map { ($0.id, $0) })
                 for row in try db.query(SQL.TodoList.ofUser, [.int(userID)]) {
-                    let have = TodoListRow(id: row.int64(0)!, deadline: Day(row.string(1)!)!, isImportant: row.bool(2)!,
-                                           createdAt: row.string(3)!, titleKey: row.bytes(4)!, body: row.bytes(5)!)
+                    typealias C = SQL.TodoList.RowColumn
+                    let have = TodoListRow(id: row.int64(C.id)!, deadline: Day(row.string(C.deadline)!)!,
+                                           isImportant: row.bool(C.isImportant)!, createdAt: row.string(C.createdAt)!,
+                                           titleKey: row.bytes(C.titleKey)!, body: row.bytes(C.body)!)
                     guard let want = listed.removeValue(forKey: have.id) else {
                         problem("todo \(have.id): listed but not a live todo")
                         continue
@@ -164,9 +168,10 @@ extension Store {
                 // NULL one (not stored) is read from the list rows, always right.
                 var days = TodoDayRows.expected(fromTables.listRows)
                 for row in try db.query(SQL.TodoDays.ofUser, [.int(userID)]) {
-                    let day = Day(row.string(0)!)!  // a NOT NULL DATE column
+                    typealias C = SQL.TodoDays.RowColumn
+                    let day = Day(row.string(C.deadline)!)!  // a NOT NULL DATE column
                     let want = days.removeValue(forKey: day)
-                    guard let have = row.bytes(1) else { continue }
+                    guard let have = row.bytes(C.body) else { continue }
                     switch want {
                     case nil:
                         problem("day \(day): stored list but no live todo that day")
@@ -180,8 +185,8 @@ extension Store {
                     }
                     // Its compressed response (Sql/026), which gzip clients get instead, says the
                     // same. A stored body without one is right: compressed per request.
-                    guard let compressed = row.bytes(2) else { continue }
-                    let sent = row.int64(3).flatMap { crc in
+                    guard let compressed = row.bytes(C.compressed) else { continue }
+                    let sent = row.int64(C.crc).flatMap { crc in
                         compressed.withUnsafeBytes { GzipMember.fromCompress($0, crc32: UInt32(truncatingIfNeeded: crc)) }
                     }
                     if sent.flatMap({ gunzip($0) }) != SQL.TodoDays.responsePrefix + have + SQL.TodoDays.responseSuffix {
@@ -319,10 +324,12 @@ extension SQL {
              WHERE unstored = 1 AND (user_id > ? OR (user_id = ? AND deadline > ?))
              ORDER BY user_id, deadline LIMIT ?
             """
+        enum UnstoredColumn: Int, ResultColumns { case userID, deadline }
         static let unstoredPage = 1000
         static let countUnstored = "SELECT COUNT(*) FROM todo_days FORCE INDEX (todo_days_unstored) WHERE unstored = 1"
-        /// Every row of a user (`check-feed`). Columns: deadline, body, compressed, crc.
+        /// Every row of a user (`check-feed`).
         static let ofUser = "SELECT deadline, body, compressed, crc FROM todo_days WHERE user_id = ? ORDER BY deadline"
+        enum RowColumn: Int, ResultColumns { case deadline, body, compressed, crc }
     }
 
     /// The change feed (`sync_feed`): see Sql/007_sync_feed.sql.
@@ -349,10 +356,11 @@ extension SQL {
              WHERE user_id = ? AND version > ? AND (deleted_at IS NULL OR version > ?)
              ORDER BY version LIMIT ?
             """
+        enum PageColumn: Int, ResultColumns { case version, kind, recordID, device, deletedAt, parentTags, body }
 
         /// Live parent tags by id that changed after the page's start and that the pulling device
         /// did not change itself, `Pull.parentTagBatch` ids per query (unused slots repeat an id).
-        /// Parameters: user, position, device (0 for none), ids. Columns: version, body. By the
+        /// Parameters: user, position, device (0 for none), ids. By the
         /// record key: left to itself the optimizer walks the user's whole feed after the position
         /// on the primary key (measured: 5,440 rows read per page instead of 64 lookups).
         static let parentTags = """
@@ -361,12 +369,13 @@ extension SQL {
                AND (device IS NULL OR device <> ?)
                AND record_id IN (\(Array(repeating: "?", count: Pull.parentTagBatch).joined(separator: ", ")))
             """
+        enum ParentTagColumn: Int, ResultColumns { case version, body }
 
-        /// Every feed row of a user (check-feed). Columns: kind, record_id, version, deleted_at,
-        /// device, parent_tags, body, live_day.
+        /// Every feed row of a user (check-feed).
         static let ofUser = """
             SELECT kind, record_id, version, deleted_at, device, parent_tags, body, live_day FROM sync_feed WHERE user_id = ?
             """
+        enum RowColumn: Int, ResultColumns { case kind, recordID, version, deletedAt, device, parentTags, body, liveDay }
         static let deleteOfUser = "DELETE FROM sync_feed WHERE user_id = ?"
         /// The user's latest tag version as the write path keeps it (check-feed, Sql/024).
         static let tagSequence = "SELECT tag_seq FROM users WHERE id = ?"

@@ -100,14 +100,15 @@ extension Store {
                 guard let row = try db.queryOne(SQL.Idempotency.byKey, [
                     .timestamp(abandonedBefore), .int(userID), .blob(Array(key.utf8)),
                 ]) else { continue }  // released meanwhile: claim again
-                guard row.bytes(0) == fingerprint else { return .reused }
-                let status = Int(row.int64(1)!)
+                typealias C = SQL.Idempotency.KeyColumn
+                guard row.bytes(C.fingerprint) == fingerprint else { return .reused }
+                let status = Int(row.int64(C.status)!)
                 if status != 0 {
                     return .completed(StoredResponse(
-                        status: status, headers: StoredResponse.headers(fromText: row.string(4) ?? ""),
-                        body: row.bytes(5) ?? [], replay: row.bool(6) == true))
+                        status: status, headers: StoredResponse.headers(fromText: row.string(C.responseHeaders) ?? ""),
+                        body: row.bytes(C.responseBody) ?? [], replay: row.bool(C.replay) == true))
                 }
-                let secondsUntilAbandoned = row.int64(3) ?? 0
+                let secondsUntilAbandoned = row.int64(C.secondsUntilAbandoned) ?? 0
                 if secondsUntilAbandoned > 0 {
                     guard let gone = try claimHolderIsGone(userID: userID) else {
                         return .inProgress(retryAfterSeconds: secondsUntilAbandoned)  // Galera: only time tells
@@ -115,7 +116,7 @@ extension Store {
                     guard gone else { return .inProgress(retryAfterSeconds: 1) }
                 }
                 let taken = try db.execute(SQL.Idempotency.takeOver, [
-                    .int(claim), .timestamp(now), .int(userID), .blob(Array(key.utf8)), .int(row.int64(2)!),
+                    .int(claim), .timestamp(now), .int(userID), .blob(Array(key.utf8)), .int(row.int64(C.claim)!),
                 ])
                 if taken.affectedRows > 0 { return .claimed(IdempotencyTicket(userID: userID, key: key, claim: claim)) }
             }
@@ -131,7 +132,7 @@ extension Store {
     /// holds the user's row lock on this server, false when one does, nil on a Galera node
     /// (where a request on another node holds its locks there, unseen here).
     private func claimHolderIsGone(userID: Int64) throws -> Bool? {
-        if let galera = try db.queryOne(SQL.Idempotency.isGaleraNode)?.int64(0), galera != 0 { return nil }
+        if let galera = try db.queryOne(SQL.Idempotency.isGaleraNode)?.int64(OnlyColumn.value), galera != 0 { return nil }
         return try db.queryOne(SQL.Idempotency.userUnlocked, [.int(userID)]) != nil
     }
 
@@ -164,8 +165,10 @@ extension Store {
                 let result = try body()
                 if let stored = answer(result) {
                     let bytes = stored.storedBytes(key: ticket.key)
-                    try admitAnswer(stored, bytes: bytes, userID: ticket.userID, storedBytesQuota: user.int64(0)!,
-                                    keysCeiling: user.int64(1)!, bytesCeiling: user.int64(2)!)
+                    typealias C = SQL.Idempotency.LockUserColumn
+                    try admitAnswer(stored, bytes: bytes, userID: ticket.userID,
+                                    storedBytesQuota: user.int64(C.storedBytesQuota)!,
+                                    keysCeiling: user.int64(C.keysCeiling)!, bytesCeiling: user.int64(C.bytesCeiling)!)
                     let saved = try db.execute(SQL.Idempotency.complete, [
                         .int(Int64(stored.status)), .text(stored.headerText), stored.replay ? .null : .blob(stored.body),
                         .int(stored.replay ? 1 : 0), .int(bytes),
@@ -202,7 +205,8 @@ extension Store {
         let horizon = DatabaseValue.timestamp(Timestamp.now().adding(seconds: -configuration.idempotencyRetentionSeconds))
         func usage() throws -> (rows: Int64, bytes: Int64, secondsToExpiry: Int64) {
             let row = try db.queryOne(SQL.Idempotency.usage, [horizon, .int(userID)])!
-            return (row.int64(0) ?? 0, row.int64(1) ?? 0, row.int64(2) ?? 0)
+            typealias C = SQL.Idempotency.UsageColumn
+            return (row.int64(C.rows) ?? 0, row.int64(C.bytes) ?? 0, row.int64(C.secondsToExpiry) ?? 0)
         }
         // The rows counted include this request's own claim.
         var used = try usage()
@@ -245,6 +249,9 @@ extension SQL {
                    response_headers, response_body, replay
               FROM idempotency_keys WHERE user_id = ? AND idem_key = ?
             """
+        enum KeyColumn: Int, ResultColumns {
+            case fingerprint, status, claim, secondsUntilAbandoned, responseHeaders, responseBody, replay
+        }
         /// Whether this server is a Galera node (its row locks are its own, not the cluster's).
         static let isGaleraNode = "SELECT @@wsrep_on"
         /// The user's row if no transaction holds its lock: a keyed request holds it from the start
@@ -270,6 +277,7 @@ extension SQL {
                    CEILING(TIMESTAMPDIFF(MICROSECOND, ?, MIN(created_at)) / 1000000)
               FROM idempotency_keys WHERE user_id = ?
             """
+        enum UsageColumn: Int, ResultColumns { case rows, bytes, secondsToExpiry }
         /// The account's completed records past the retention horizon. Parameters: user, horizon.
         static let purgeUser = "DELETE FROM idempotency_keys WHERE user_id = ? AND created_at < ? AND status <> 0"
         /// Drops a claim whose request applied nothing (the key can be used again).
@@ -285,6 +293,7 @@ extension SQL {
                    COALESCE(quota_idempotency_bytes, ?)
               FROM users WHERE id = ? AND deleted_at IS NULL FOR UPDATE
             """
+        enum LockUserColumn: Int, ResultColumns { case storedBytesQuota, keysCeiling, bytesCeiling }
         static let purge = "DELETE FROM idempotency_keys WHERE created_at < ?"
         /// Records whose answer is rebuilt from stored push results, past the horizon of those
         /// results (the shorter of the two retentions): they must not outlive what rebuilds them.

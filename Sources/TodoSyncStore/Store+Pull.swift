@@ -159,11 +159,12 @@ extension Store {
                     throw DomainError.unauthenticated
                 }
                 // The user's feed is still being back-filled by `todosync migrate`.
-                if state.bool(4) == true { throw DomainError.unavailable }
-                let snapshotVersion = state.int64(0)!
+                typealias S = SQL.Pull.SyncStateColumn
+                if state.bool(S.backfilling) == true { throw DomainError.unavailable }
+                let snapshotVersion = state.int64(S.changeSequence)!
                 // Device numbers start at 1, so 0 matches no record's device.
-                let device = deviceID == nil ? 0 : state.int64(2) ?? 0
-                let epoch = UInt64(bitPattern: state.int64(3)!)
+                let device = deviceID == nil ? 0 : state.int64(S.device) ?? 0
+                let epoch = UInt64(bitPattern: state.int64(S.epoch)!)
                 if let cursor {
                     // Another history of the database (a restore, another installation, or a
                     // cursor from before epochs), or a position this history never reached (a
@@ -175,14 +176,14 @@ extension Store {
                     }
                     // Expired if a purged tombstone is one this client is still owed: tombstones
                     // up to `skipTombstonesThrough` are never sent on this cursor anyway.
-                    if max(cursor.position, cursor.skipTombstonesThrough) < state.int64(1)! {
+                    if max(cursor.position, cursor.skipTombstonesThrough) < state.int64(S.purgedThrough)! {
                         throw DomainError.cursorExpired
                     }
                 }
                 if let window {
                     return try windowPage(userID: userID, window: window, cursor: cursor,
                                           snapshotVersion: snapshotVersion, epoch: epoch, device: device,
-                                          tagSequence: state.int64(5)!, limit: limit, schemaVersion: schemaVersion)
+                                          tagSequence: state.int64(S.tagSequence)!, limit: limit, schemaVersion: schemaVersion)
                 }
                 let position = cursor?.position ?? 0
                 let skipThrough = cursor?.skipTombstonesThrough ?? snapshotVersion
@@ -198,14 +199,15 @@ extension Store {
                     row throws(DatabaseError) in
                     rows += 1
                     guard rows <= limit else { return page.hasMore = true }
-                    lastVersion = try row.int64(0)!
-                    let kind = FeedKind(rawValue: try row.int64(1)!)!
-                    let deleted = !row.isNull(4)
-                    if kind == .tag { parents.held(try row.int64(2)!) }
+                    typealias C = SQL.Feed.PageColumn
+                    lastVersion = try row.int64(C.version)!
+                    let kind = FeedKind(rawValue: try row.int64(C.kind)!)!
+                    let deleted = !row.isNull(C.deletedAt)
+                    if kind == .tag { parents.held(try row.int64(C.recordID)!) }
                     // Left out: the pulling device made this version itself.
-                    if device != 0, try row.int64(3) == device { return }
-                    _ = try row.withBytes(6) { page.append(kind, deleted: deleted, $0) }
-                    if !deleted { _ = try row.withBytes(5) { parents.referenced($0) } }
+                    if device != 0, try row.int64(C.device) == device { return }
+                    _ = try row.withBytes(C.body) { page.append(kind, deleted: deleted, $0) }
+                    if !deleted { _ = try row.withBytes(C.parentTags) { parents.referenced($0) } }
                 }
                 // At the end, jump to the snapshot: what lies between is only skipped tombstones.
                 page.cursor = SyncCursor(
@@ -213,7 +215,7 @@ extension Store {
                     skipTombstonesThrough: skipThrough, userID: userID, epoch: epoch)
                 // No tag of the user has a version above the page's start (`users.tag_seq`, read
                 // in the same snapshot): the lookup could find nothing.
-                if state.int64(5)! > position {
+                if state.int64(S.tagSequence)! > position {
                     try addParentTags(parents.missing, to: &page, after: position, userID: userID, device: device)
                 }
                 return page
@@ -238,7 +240,7 @@ extension Store {
             let chunk = ids[start..<min(start + batch, ids.count)]
             let slots = (0..<batch).map { DatabaseValue.int(chunk[chunk.startIndex + min($0, chunk.count - 1)]) }
             for row in try db.query(SQL.Feed.parentTags, [.int(userID), .int(position), .int(device)] + slots) {
-                found.append((row.int64(0)!, row.bytes(1)!))
+                found.append((row.int64(SQL.Feed.ParentTagColumn.version)!, row.bytes(SQL.Feed.ParentTagColumn.body)!))
             }
         }
         found.sort { $0.version < $1.version }
@@ -323,6 +325,9 @@ extension SQL {
               LEFT JOIN sync_feed_backfill q ON q.user_id = u.id
              WHERE u.id = ?
             """
+        enum SyncStateColumn: Int, ResultColumns {
+            case changeSequence, purgedThrough, device, epoch, backfilling, tagSequence
+        }
 
         /// Parent tags are looked up 64 ids per query, so that a page referring to a typical
         /// user's tags (tens) costs one round trip.

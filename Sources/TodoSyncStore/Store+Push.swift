@@ -137,10 +137,11 @@ extension Store {
         var legacy: [OpKey: [UInt8]] = [:]
         for list in SQL.Push.storedResults.lists(lookups.map { DatabaseValue.text($0) }) {
             for row in try db.query(SQL.Push.storedResults.sql, [.int(userID), .int(userID)] + list) {
-                let key = OpKey(row.string(0)!)
-                let json = PushResult.Stored(json: Array(row.string(1)!.utf8), record: row.bytes(4),
-                                             recordOffset: row.int64(3).map(Int.init)).answer
-                if row.bool(2) == true { legacy[key] = json } else { exact[key] = json }
+                typealias C = SQL.Push.StoredResultColumn
+                let key = OpKey(row.string(C.opKey)!)
+                let json = PushResult.Stored(json: Array(row.string(C.result)!.utf8), record: row.bytes(C.record),
+                                             recordOffset: row.int64(C.recordOffset).map(Int.init)).answer
+                if row.bool(C.lowercasedKey) == true { legacy[key] = json } else { exact[key] = json }
             }
         }
         var found: [OpKey: [UInt8]] = [:]
@@ -452,6 +453,7 @@ extension SQL {
              WHERE o.user_id = ? AND o.op_key IN (\(keys))
             """
         }
+        enum StoredResultColumn: Int, ResultColumns { case opKey, result, lowercasedKey, recordOffset, record }
         /// Restarts the retention of stored results (and their records) that a keyed push
         /// replays. Parameters: now, now, user, then the opIds as `storedResults` looks them up.
         static let keepResults = InListStatement(size: 128) { keys in

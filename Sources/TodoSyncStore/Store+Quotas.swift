@@ -49,7 +49,7 @@ extension Store {
     /// corrected, so a counter that drifted never refuses a write that fits.
     func checkRecordQuota(userID: Int64, live: Int64, adding delta: Int64, quota: Int64) throws {
         guard delta > 0, live + delta > quota else { return }
-        let exact = try db.queryOne(SQL.Quotas.liveRecords, [.int(userID), .int(userID)])?.int64(0) ?? 0
+        let exact = try db.queryOne(SQL.Quotas.liveRecords, [.int(userID), .int(userID)])?.int64(OnlyColumn.value) ?? 0
         if exact > quota {
             throw DomainError.throttled(
                 message: "This account has reached its quota of \(quota) records; delete some first.",

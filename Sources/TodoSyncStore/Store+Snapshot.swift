@@ -24,9 +24,10 @@ extension Store {
         guard let cache = configuration.snapshotCache else { throw DomainError.notFound }
         let state = try guarded { try db.queryOne(SQL.Pull.syncState, [.text(""), .int(userID)]) }
         guard let state else { throw DomainError.unauthenticated }
-        if state.bool(4) == true { throw DomainError.unavailable }  // feed still being back-filled
-        let key = SnapshotCache.Key(userID: userID, epoch: UInt64(bitPattern: state.int64(3)!), version: state.int64(0)!,
-                                    schemaVersion: schemaVersion, window: window)
+        typealias S = SQL.Pull.SyncStateColumn
+        if state.bool(S.backfilling) == true { throw DomainError.unavailable }  // feed still being back-filled
+        let key = SnapshotCache.key(userID: userID, epoch: UInt64(bitPattern: state.int64(S.epoch)!),
+                                    version: state.int64(S.changeSequence)!, schemaVersion: schemaVersion, window: window)
         if let entry = cache.lookup(key) { return entry }
         if let wait = cache.tooSlowRetryAfter(key) { throw DomainError.snapshotTooSlow(retryAfterSeconds: wait) }
         let entry = try cache.withBuildLock(key, deadline: deadline) { () throws -> SnapshotCache.Entry in
@@ -78,9 +79,9 @@ extension Store {
                     } ?? (SQL.Snapshot.liveRecords, [.int(userID)])
                     try db.forEachRow(sql, parameters) { row throws(DatabaseError) in
                         do {
-                            let kind = FeedKind(rawValue: try row.int64(0)!)!
+                            let kind = FeedKind(rawValue: try row.int64(SQL.Snapshot.LiveRecordColumn.kind)!)!
                             var failure: Error?
-                            _ = try row.withBytes(1) { bytes in
+                            _ = try row.withBytes(SQL.Snapshot.LiveRecordColumn.body) { bytes in
                                 do { try body(kind, bytes) } catch { failure = error }
                             }
                             if let failure { throw failure }
@@ -93,7 +94,8 @@ extension Store {
                     if let stopped { throw stopped }
                     throw error
                 }
-                return (state.int64(0)!, UInt64(bitPattern: state.int64(3)!), readAt)
+                typealias S = SQL.Pull.SyncStateColumn
+                return (state.int64(S.changeSequence)!, UInt64(bitPattern: state.int64(S.epoch)!), readAt)
             }
         }
     }
@@ -119,5 +121,6 @@ extension SQL {
     /// feed holds it rendered, read in the snapshot's one transaction. Columns: kind, body.
     enum Snapshot {
         static let liveRecords = "SELECT kind, body FROM sync_feed WHERE user_id = ? AND deleted_at IS NULL"
+        enum LiveRecordColumn: Int, ResultColumns { case kind, body }
     }
 }

@@ -14,7 +14,7 @@ import TodoSyncCore
 /// part skips it and the second sends it, so nothing is sent twice or missed.
 enum WindowPull {
     /// The columns both statements read.
-    enum Column: Int {
+    enum Column: Int, ResultColumns {
         case version, kind, recordID, device, deletedAt, parentTags, body, liveDay
     }
 
@@ -38,7 +38,7 @@ enum WindowPull {
 
     /// A window's snapshot (`Store.snapshot`): its live records, read by `sync_feed_window` (the
     /// tags, then the window's dates). Parameters: user, the window's first and last dates.
-    /// Columns: kind, body (as `SQL.Snapshot.liveRecords`).
+    /// Columns: kind, body (as `SQL.Snapshot.liveRecords`, read through its `LiveRecordColumn`).
     static let snapshotRecords = """
         SELECT kind, body FROM sync_feed FORCE INDEX (sync_feed_window)
          WHERE user_id = ? AND (live_day = '\(FeedEntry.tagDay)' OR live_day BETWEEN ? AND ?)
@@ -96,17 +96,17 @@ extension Store {
             ]) { row throws(DatabaseError) in
                 rows += 1
                 guard rows <= limit else { return page.hasMore = true }
-                let version = try row.int64(C.version.rawValue)!
-                let kind = FeedKind(rawValue: try row.int64(C.kind.rawValue)!)!
-                let parts = row.dateTime(C.liveDay.rawValue)!
+                let version = try row.int64(C.version)!
+                let kind = FeedKind(rawValue: try row.int64(C.kind)!)!
+                let parts = row.dateTime(C.liveDay)!
                 last = WindowScan(day: kind == .tag ? nil : Day(year: parts.year, month: parts.month, day: parts.day),
                                   version: version)
-                if kind == .tag { parents.held(try row.int64(C.recordID.rawValue)!) }
-                if device != 0, try row.int64(C.device.rawValue) == device { return }
+                if kind == .tag { parents.held(try row.int64(C.recordID)!) }
+                if device != 0, try row.int64(C.device) == device { return }
                 let start = bodies.count
-                _ = try row.withBytes(C.body.rawValue) { bodies.append(contentsOf: $0) }
+                _ = try row.withBytes(C.body) { bodies.append(contentsOf: $0) }
                 found.append((version, kind, start..<bodies.count))
-                _ = try row.withBytes(C.parentTags.rawValue) { parents.referenced($0) }
+                _ = try row.withBytes(C.parentTags) { parents.referenced($0) }
             }
             if page.hasMore {
                 rows = limit
@@ -133,21 +133,21 @@ extension Store {
                                                 .int(Int64(remaining + 1))]) { row throws(DatabaseError) in
                 read += 1
                 guard read <= remaining else { return page.hasMore = true }
-                lastVersion = try row.int64(C.version.rawValue)!
-                let kind = FeedKind(rawValue: try row.int64(C.kind.rawValue)!)!
-                let deleted = !row.isNull(C.deletedAt.rawValue)
-                if kind == .tag { parents.held(try row.int64(C.recordID.rawValue)!) }
-                if device != 0, try row.int64(C.device.rawValue) == device { return }
-                if !deleted, kind != .tag, let parts = row.dateTime(C.liveDay.rawValue),
+                lastVersion = try row.int64(C.version)!
+                let kind = FeedKind(rawValue: try row.int64(C.kind)!)!
+                let deleted = !row.isNull(C.deletedAt)
+                if kind == .tag { parents.held(try row.int64(C.recordID)!) }
+                if device != 0, try row.int64(C.device) == device { return }
+                if !deleted, kind != .tag, let parts = row.dateTime(C.liveDay),
                    !(lower...upper).contains(WindowPull.key(parts)) {
-                    let id = try row.int64(C.recordID.rawValue)!
-                    _ = try row.withBytes(C.body.rawValue) {
+                    let id = try row.int64(C.recordID)!
+                    _ = try row.withBytes(C.body) {
                         page.appendLeft(kind, id: id, clientID: WindowPull.clientID(in: $0), version: lastVersion)
                     }
                     return
                 }
-                _ = try row.withBytes(C.body.rawValue) { page.append(kind, deleted: deleted, $0) }
-                if !deleted { _ = try row.withBytes(C.parentTags.rawValue) { parents.referenced($0) } }
+                _ = try row.withBytes(C.body) { page.append(kind, deleted: deleted, $0) }
+                if !deleted { _ = try row.withBytes(C.parentTags) { parents.referenced($0) } }
             }
             // At the end, jump to the snapshot: what lies between is only skipped tombstones.
             lastVersion = page.hasMore ? lastVersion : max(lastVersion, snapshotVersion)

@@ -87,13 +87,16 @@ public final class Store {
                     throw DomainError.unauthenticated
                 }
                 let now = Timestamp.now()
-                let refusal = try chargeOperations(userID: userID, operations, quota: locked.int64(3)!, at: now)
-                let transaction = WriteTransaction(db: db, userID: userID, now: now, changeSequence: locked.int64(0)!,
-                                                   quotaRefusal: refusal, operationsQuota: locked.int64(3)!,
-                                                   storedBytesQuota: locked.int64(4)!)
+                typealias C = SQL.Users.LockColumn
+                let refusal = try chargeOperations(userID: userID, operations, quota: locked.int64(C.operationsQuota)!,
+                                                   at: now)
+                let transaction = WriteTransaction(db: db, userID: userID, now: now,
+                                                   changeSequence: locked.int64(C.changeSequence)!,
+                                                   quotaRefusal: refusal, operationsQuota: locked.int64(C.operationsQuota)!,
+                                                   storedBytesQuota: locked.int64(C.storedBytesQuota)!)
                 let result = try body(transaction)
-                try checkRecordQuota(userID: userID, live: locked.int64(1)!, adding: transaction.liveRecordsDelta,
-                                     quota: locked.int64(2)!)
+                try checkRecordQuota(userID: userID, live: locked.int64(C.liveRecords)!,
+                                     adding: transaction.liveRecordsDelta, quota: locked.int64(C.recordsQuota)!)
                 try transaction.finish()
                 try checkDeadline()
                 if let advanced = transaction.advancedSequence { changedVersion = advanced }
@@ -289,6 +292,7 @@ extension SQL {
         static let byEmailKey = """
             SELECT id, email, password_hash FROM users WHERE email_key = ?
             """
+        enum CredentialsColumn: Int, ResultColumns { case id, email, passwordHash }
         /// Takes the per-user write lock: every write transaction of a user starts here, so a
         /// user's writes are serialised and their versions are allocated in commit order.
         /// With the lock come the account's live-record count and its quotas (its own or the
@@ -300,6 +304,9 @@ extension SQL {
                    COALESCE(quota_stored_bytes_per_hour, ?)
               FROM users WHERE id = ? AND deleted_at IS NULL FOR UPDATE
             """
+        enum LockColumn: Int, ResultColumns {
+            case changeSequence, liveRecords, recordsQuota, operationsQuota, storedBytesQuota
+        }
         /// Stores the last version the transaction handed out, the change in live records and the
         /// highest version it gave a tag (0: none; `tag_seq` never goes down, Sql/024), while still
         /// holding the lock. Parameters: sequence, live-record delta, tag version, user.
