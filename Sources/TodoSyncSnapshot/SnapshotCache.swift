@@ -44,7 +44,7 @@ public final class SnapshotCache: Sendable {
         /// A window's snapshot (API.md "Sync: snapshot"); nil for the whole account's.
         public let window: SyncWindow?
 
-        init(userID: Int64, epoch: UInt64, version: Int64, schemaVersion: Int, window: SyncWindow?) {
+        init(userID: Int64, epoch: UInt64, version: Int64, schemaVersion: Int, window: SyncWindow? = nil) {
             self.userID = userID
             self.epoch = epoch
             self.version = version
