@@ -66,6 +66,7 @@ unset _config_file _saved_env
 : "${TODOSYNC_HTTP_REDIRECT:=auto}"              # on: plain HTTP answers 308; auto: on unless loopback
 : "${TODOSYNC_RESPONDERS:=1}"                    # `todosync serve` processes, each supervised
 : "${TODOSYNC_NGINX_WORKERS:=2}"
+: "${TODOSYNC_UPSTREAM_KEEPALIVE:=32}"           # idle kept connections to the responders per nginx worker (0: none)
 : "${TODOSYNC_NGINX_USER:=www-data}"             # as root: nginx's workers
 : "${TODOSYNC_NGINX_GROUP:=todosync-web}"        # as root: their group, which also owns the responders' sockets
 : "${TODOSYNC_SERVICE_GROUP:=todosync}"          # as root: the responders' group (it owns MariaDB's socket dir)
@@ -98,7 +99,7 @@ load_limit_defaults
 # The stack's own variables (`env` prints them; the binary's follow from `todosync config`).
 STACK_VARS=(
     TODOSYNC_STATE_DIR TODOSYNC_SOCKET_DIR TODOSYNC_LISTEN_ADDRESS TODOSYNC_HTTP_PORT
-    TODOSYNC_HTTPS_PORT TODOSYNC_HTTP_REDIRECT TODOSYNC_RESPONDERS TODOSYNC_NGINX_WORKERS
+    TODOSYNC_HTTPS_PORT TODOSYNC_HTTP_REDIRECT TODOSYNC_RESPONDERS TODOSYNC_NGINX_WORKERS TODOSYNC_UPSTREAM_KEEPALIVE
     TODOSYNC_NGINX_USER TODOSYNC_NGINX_GROUP TODOSYNC_SERVICE_GROUP TODOSYNC_APP_USER TODOSYNC_DB_OS_USER
     TODOSYNC_DB_OS_GROUP
     TODOSYNC_DROP_PRIVILEGES TODOSYNC_AUTH_RATE TODOSYNC_AUTH_BURST TODOSYNC_ACCOUNT_CONCURRENCY
@@ -109,7 +110,7 @@ STACK_VARS=(
     TODOSYNC_STOP_TIMEOUT TODOSYNC_SKIP_DEPS TODOSYNC_SKIP_BUILD TODOSYNC_CONFIG
 )
 
-for _v in TODOSYNC_HTTP_PORT TODOSYNC_HTTPS_PORT TODOSYNC_RESPONDERS TODOSYNC_NGINX_WORKERS TODOSYNC_AUTH_RATE \
+for _v in TODOSYNC_HTTP_PORT TODOSYNC_HTTPS_PORT TODOSYNC_RESPONDERS TODOSYNC_NGINX_WORKERS TODOSYNC_UPSTREAM_KEEPALIVE TODOSYNC_AUTH_RATE \
     TODOSYNC_AUTH_BURST TODOSYNC_ACCOUNT_CONCURRENCY TODOSYNC_ADDRESS_CONCURRENCY TODOSYNC_ADDRESS_CONNECTIONS \
     TODOSYNC_LIVE_STREAMS TODOSYNC_UP_TIMEOUT TODOSYNC_STOP_TIMEOUT; do
     is_uint "${!_v}" || die "$_v must be a non-negative integer (got '${!_v}')"
@@ -504,6 +505,13 @@ render_nginx_conf() {
     for ((idx = 1; idx <= TODOSYNC_RESPONDERS; idx++)); do
         upstream+="        server \"unix:$(responder_sock "$idx")\" max_fails=2 fail_timeout=2s;"$'\n'
     done
+    if ((TODOSYNC_UPSTREAM_KEEPALIVE > 0)); then
+        # Kept connections (fastcgi_keep_conn on): an idle one costs a responder no thread
+        # (TODOSYNC_FASTCGI_DISPATCH=1). nginx closes idle ones after 60 s, before the responder
+        # would (300 s), so no close from the responder crosses a request sent on one.
+        upstream+="        keepalive $TODOSYNC_UPSTREAM_KEEPALIVE;"$'\n'
+        upstream+="        keepalive_timeout 60s;"$'\n'
+    fi
     if [[ $TODOSYNC_BENCH_LOCATIONS == 1 ]]; then
         bench=$'        # benchmark baseline: nginx alone, no upstream (TODOSYNC_BENCH_LOCATIONS=1)\n'
         bench+=$'        location = /__bench/nginx {\n'
