@@ -66,7 +66,11 @@ unset _config_file _saved_env
 : "${TODOSYNC_HTTP_REDIRECT:=auto}"              # on: plain HTTP answers 308; auto: on unless loopback
 : "${TODOSYNC_RESPONDERS:=1}"                    # `todosync serve` processes, each supervised
 : "${TODOSYNC_NGINX_WORKERS:=2}"
-: "${TODOSYNC_UPSTREAM_KEEPALIVE:=32}"           # idle kept connections to the responders per nginx worker (0: none)
+: "${TODOSYNC_UPSTREAM_KEEPALIVE:=32}"
+# Production's timers (scripts/systemd/*.timer) as runit services: a pass, then this long asleep
+# (0: off). store-days every minute and purge hourly, as there; backups stay `stack.sh backup`.
+: "${TODOSYNC_STORE_DAYS_SECONDS:=60}"
+: "${TODOSYNC_PURGE_SECONDS:=3600}"           # idle kept connections to the responders per nginx worker (0: none)
 : "${TODOSYNC_NGINX_USER:=www-data}"             # as root: nginx's workers
 : "${TODOSYNC_NGINX_GROUP:=todosync-web}"        # as root: their group, which also owns the responders' sockets
 : "${TODOSYNC_SERVICE_GROUP:=todosync}"          # as root: the responders' group (it owns MariaDB's socket dir)
@@ -100,6 +104,7 @@ load_limit_defaults
 STACK_VARS=(
     TODOSYNC_STATE_DIR TODOSYNC_SOCKET_DIR TODOSYNC_LISTEN_ADDRESS TODOSYNC_HTTP_PORT
     TODOSYNC_HTTPS_PORT TODOSYNC_HTTP_REDIRECT TODOSYNC_RESPONDERS TODOSYNC_NGINX_WORKERS TODOSYNC_UPSTREAM_KEEPALIVE
+    TODOSYNC_STORE_DAYS_SECONDS TODOSYNC_PURGE_SECONDS
     TODOSYNC_NGINX_USER TODOSYNC_NGINX_GROUP TODOSYNC_SERVICE_GROUP TODOSYNC_APP_USER TODOSYNC_DB_OS_USER
     TODOSYNC_DB_OS_GROUP
     TODOSYNC_DROP_PRIVILEGES TODOSYNC_AUTH_RATE TODOSYNC_AUTH_BURST TODOSYNC_ACCOUNT_CONCURRENCY
@@ -111,6 +116,7 @@ STACK_VARS=(
 )
 
 for _v in TODOSYNC_HTTP_PORT TODOSYNC_HTTPS_PORT TODOSYNC_RESPONDERS TODOSYNC_NGINX_WORKERS TODOSYNC_UPSTREAM_KEEPALIVE TODOSYNC_AUTH_RATE \
+    TODOSYNC_STORE_DAYS_SECONDS TODOSYNC_PURGE_SECONDS \
     TODOSYNC_AUTH_BURST TODOSYNC_ACCOUNT_CONCURRENCY TODOSYNC_ADDRESS_CONCURRENCY TODOSYNC_ADDRESS_CONNECTIONS \
     TODOSYNC_LIVE_STREAMS TODOSYNC_UP_TIMEOUT TODOSYNC_STOP_TIMEOUT; do
     is_uint "${!_v}" || die "$_v must be a non-negative integer (got '${!_v}')"
@@ -399,6 +405,7 @@ service_pattern() { # a string in the daemon's command line (guards against stal
         mariadb) printf '%s\n' "--datadir=$DB_DATA" ;;
         nginx) printf '%s\n' "$NGINX_CONF" ;;
         responder-*) responder_sock "${1#responder-}" ;;
+        periodic-*) printf 'sleep\n' ;; # its bash (whose script names sleep), then `sleep N`
     esac
 }
 
@@ -462,6 +469,42 @@ responders_stop() { # [INDEX...] (default: all)
         rm -f "$(responder_sock "$idx")"
         ((idx <= TODOSYNC_RESPONDERS)) || rm -rf "$(service_dir "responder-$idx")"
     done
+}
+
+# --- periodic passes ------------------------------------------------------------------------------
+
+# The passes production's systemd timers run (todosync-store-days.timer: a minute after the last
+# ended; todosync-purge.timer: hourly), each a runit service whose ./run is one pass followed by
+# `exec sleep SECONDS`: when the sleep ends, runsv starts ./run again. Output: <log>/periodic-NAME.log.
+PERIODIC=(store-days:TODOSYNC_STORE_DAYS_SECONDS purge:TODOSYNC_PURGE_SECONDS)
+
+periodic_start() {
+    require_bin
+    require_cmd runsv sv
+    local entry name var seconds run_as=()
+    ((TODOSYNC__SERVICE_USERS)) && run_as=("${AS_APP[@]}")
+    for entry in "${PERIODIC[@]}"; do
+        name=${entry%%:*}
+        var=${entry#*:}
+        seconds=${!var}
+        if ((seconds == 0)); then
+            stop_services "periodic-$name"
+            continue
+        fi
+        write_service "periodic-$name" "${run_as[@]}" bash -c "\"\$1\" $name </dev/null; exec sleep $seconds" \
+            "periodic-$name" "$TODOSYNC_BIN"
+        if [[ -n $(runsv_pid "periodic-$name") ]]; then
+            sv term "$(service_dir "periodic-$name")" >/dev/null # a new interval: start over
+        else
+            start_service "periodic-$name"
+        fi
+    done
+}
+
+periodic_stop() {
+    local entry names=()
+    for entry in "${PERIODIC[@]}"; do names+=("periodic-${entry%%:*}"); done
+    stop_services "${names[@]}"
 }
 
 cmd_responder_pids() {
@@ -643,12 +686,14 @@ cmd_up() {
     responders_start
     nginx_start
     wait_healthy
+    periodic_start
     unlock_state
     log "up: $HTTP_BASE/healthz answers 200 (state: $STATE)"
 }
 
 cmd_down() {
     lock_state
+    periodic_stop
     stop_services nginx
     responders_stop
     db_stop
@@ -657,7 +702,12 @@ cmd_down() {
 
 cmd_status() { # exit status 0 only when every part is running
     local name pid rc=0
-    for name in mariadb $(responder_indexes | sed 's/^/responder-/') nginx; do
+    local periodic=() entry var
+    for entry in "${PERIODIC[@]}"; do
+        var=${entry#*:}
+        ((${!var} == 0)) || periodic+=("periodic-${entry%%:*}")
+    done
+    for name in mariadb $(responder_indexes | sed 's/^/responder-/') nginx "${periodic[@]}"; do
         pid=$(service_pid "$name")
         if [[ -n $pid ]]; then
             printf '%-13s running (pid %s, runsv %s)\n' "$name" "$pid" "$(runsv_pid "$name")"
