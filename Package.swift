@@ -11,6 +11,7 @@ let package = Package(
     platforms: [.macOS(.v13), .iOS(.v16)],
     products: [
         .executable(name: "todosync", targets: ["todosync"]),
+        .executable(name: "todosync-test", targets: ["todosync-test"]),
         // The device side: offline-first sync over SQLite, and a terminal client built on it.
         .library(name: "TodoSyncClient", targets: ["TodoSyncClient"]),
         .executable(name: "todosync-client", targets: ["todosync-client"]),
@@ -56,20 +57,32 @@ let package = Package(
         .target(name: "TodoSyncCore"),
         // Configuration layering (defaults < config file < environment) for `todosync config`.
         .target(name: "TodoSyncConfig"),
-        .target(name: "TodoSyncStore", dependencies: ["TodoSyncCore", "MariaDB", "Credentials", "SystemSQLite", "Deflate", coreMetrics]),
+        // The snapshot files (docs/SNAPSHOT.md): their cache, their tables and their build from a
+        // stream of records. No SQL of the database: the store reads the records and hands them in.
+        .target(name: "TodoSyncSnapshot", dependencies: ["TodoSyncCore", "SystemSQLite", "Deflate", "Credentials", coreMetrics]),
+        .target(name: "TodoSyncStore", dependencies: ["TodoSyncCore", "TodoSyncSnapshot", "MariaDB", "Credentials", "Deflate", coreMetrics]),
         .target(
             name: "TodoSyncAPI",
-            dependencies: ["TodoSyncCore", "TodoSyncStore", "Deflate", .product(name: "Logging", package: "swift-log"), coreMetrics]
+            dependencies: ["TodoSyncCore", "TodoSyncStore", "TodoSyncSnapshot", "Deflate", .product(name: "Logging", package: "swift-log"), coreMetrics]
         ),
-        .executableTarget(
-            name: "todosync",
+        // The responder's commands (serve, migrate, purge, …), shared by the two executables below.
+        .target(
+            name: "TodoSyncServer",
             dependencies: [
-                "TodoSyncAPI", "TodoSyncStore", "FastCGI", "MariaDB", "CBuildInfo", "TodoSyncConfig",
+                "TodoSyncAPI", "TodoSyncStore", "TodoSyncSnapshot", "FastCGI", "MariaDB", "CBuildInfo", "TodoSyncConfig",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
             ]
         ),
+        // What ships: no test hooks linked in (Tests/integration/test_release_binary.py checks).
+        .executableTarget(name: "todosync", dependencies: ["TodoSyncServer"]),
+        // The test hooks (routes and waits for the lifecycle, deadline, idempotency and snapshot
+        // tests, the benchmark's ceilings), and the test build that has them: the same release
+        // modules plus this one, so building it after `todosync` costs a compile of one file and
+        // a link (scripts/stack.sh build, with TODOSYNC_ENABLE_TEST_HOOKS=1).
+        .target(name: "TodoSyncTestHooks", dependencies: ["TodoSyncAPI", "TodoSyncStore", "TodoSyncCore"]),
+        .executableTarget(name: "todosync-test", dependencies: ["TodoSyncServer", "TodoSyncTestHooks"]),
 
         // The client: the shared domain module, SQLite through GRDB, HTTP through URLSession.
         // Nothing of the server (store, API, MariaDB, FastCGI) is linked into it, nor it into the server;
@@ -93,16 +106,16 @@ let package = Package(
         .testTarget(name: "TodoSyncConfigTests", dependencies: ["TodoSyncConfig"]),
         .testTarget(
             name: "TodoSyncAPITests",
-            dependencies: ["TodoSyncAPI", "TodoSyncCore", "TodoSyncStore", "MariaDB", "Deflate",
+            dependencies: ["TodoSyncAPI", "TodoSyncCore", "TodoSyncStore", "TodoSyncTestHooks", "MariaDB", "Deflate",
                            .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "MariaDBTests", dependencies: ["MariaDB", .product(name: "Logging", package: "swift-log")]),
-        .testTarget(name: "TodoSyncStoreTests", dependencies: ["TodoSyncStore", "TodoSyncCore", "MariaDB", "Credentials", "Deflate", "SystemSQLite"]),
+        .testTarget(name: "TodoSyncStoreTests", dependencies: ["TodoSyncStore", "TodoSyncSnapshot", "TodoSyncTestHooks", "TodoSyncCore", "MariaDB", "Credentials", "Deflate", "SystemSQLite"]),
         .testTarget(name: "TodoSyncClientTests", dependencies: ["TodoSyncClient", "TodoSyncCore"]),
         // Every representation of a synced field, server and client, held to the one list in
         // TodoSyncCore (issue 35): the one test target that sees both halves (no database needed).
         .testTarget(
             name: "SyncedFieldsTests",
-            dependencies: ["TodoSyncCore", "TodoSyncStore", "TodoSyncClient", .product(name: "GRDB", package: "GRDB.swift")]),
+            dependencies: ["TodoSyncCore", "TodoSyncStore", "TodoSyncSnapshot", "TodoSyncClient", .product(name: "GRDB", package: "GRDB.swift")]),
         .testTarget(
             name: "FastCGITests", dependencies: ["FastCGI", .product(name: "Logging", package: "swift-log")]),
 
