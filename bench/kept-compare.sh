@@ -10,7 +10,8 @@
 #   bench/kept-compare.sh                          # quick data, ceilings + GET todos by date, 3 rounds
 #   KEPT_ROUNDS=5 BENCH_DURATION=10 bench/kept-compare.sh
 #
-# Knobs: KEPT_ROUNDS (3), KEPT_SCENARIOS (ceilings,todos_by_date), KEPT_VARIANTS (plain), and
+# Knobs: KEPT_ROUNDS (3), KEPT_SCENARIOS (ceilings,todos_by_date), KEPT_VARIANTS (plain),
+# KEPT_REUSE_DATA (0; 1: the first run too reuses the data a previous comparison kept), and
 # bench/run.sh's own (BENCH_QUICK defaults to 1 here; BENCH_HTTP_PORT/BENCH_HTTPS_PORT,
 # BENCH_STATE_DIR (.state/bench-kept), BENCH_SKIP_BUILD).
 set -euo pipefail
@@ -32,7 +33,7 @@ for round in $(seq 1 "$ROUNDS"); do
         settings=()
         [[ $side == before ]] && settings=(TODOSYNC_UPSTREAM_KEEPALIVE=0 TODOSYNC_FASTCGI_DISPATCH=0)
         reuse=1
-        ((run == 1)) && reuse=0
+        ((run == 1)) && reuse=${KEPT_REUSE_DATA:-0}
         skip_build=${BENCH_SKIP_BUILD:-0}
         ((run > 1)) && skip_build=1
         echo "== round $round, $side (${settings[*]:-defaults}); load before: $(cut -d' ' -f1-3 /proc/loadavg)"
