@@ -68,6 +68,14 @@ extension Components {
         ///
         /// - Remark: Generated from `#/components/schemas/Notes`.
         internal typealias Notes = Swift.String
+        /// When to remind the user, or null. Taken as an RFC 3339 `date-time` with `Z` or a
+        /// numeric offset (`T`/`Z` in either case; second 60 refused), its UTC year within
+        /// 2000–2999; returned in UTC as `YYYY-MM-DDTHH:MM:SS.mmmZ` (sub-millisecond digits are
+        /// cut). Schema version 3.
+        ///
+        ///
+        /// - Remark: Generated from `#/components/schemas/RemindAt`.
+        internal typealias RemindAt = Foundation.Date
         /// Integer 0–5.
         ///
         /// - Remark: Generated from `#/components/schemas/Difficulty`.
@@ -212,6 +220,13 @@ extension Components {
             ///
             /// - Remark: Generated from `#/components/schemas/Todo/notes`.
             internal var notes: Components.Schemas.Notes?
+            /// Schema version 3: always present in REST answers and in sync answers at version 3,
+            /// absent at versions 1 and 2. Absent means "not known at this version", never null:
+            /// keep the local value.
+            ///
+            ///
+            /// - Remark: Generated from `#/components/schemas/Todo/remindAt`.
+            internal var remindAt: Components.Schemas.RemindAt?
             /// - Remark: Generated from `#/components/schemas/Todo/isImportant`.
             internal var isImportant: Swift.Bool
             /// - Remark: Generated from `#/components/schemas/Todo/isLife`.
@@ -242,6 +257,7 @@ extension Components {
             ///   - title:
             ///   - raw:
             ///   - notes: Schema version 2: always present in REST answers and in sync answers at version 2,
+            ///   - remindAt: Schema version 3: always present in REST answers and in sync answers at version 3,
             ///   - isImportant:
             ///   - isLife:
             ///   - tagId:
@@ -259,6 +275,7 @@ extension Components {
                 title: Components.Schemas.Title,
                 raw: Components.Schemas.Raw,
                 notes: Components.Schemas.Notes? = nil,
+                remindAt: Components.Schemas.RemindAt? = nil,
                 isImportant: Swift.Bool,
                 isLife: Swift.Bool,
                 tagId: Components.Schemas.TagRef? = nil,
@@ -276,6 +293,7 @@ extension Components {
                 self.title = title
                 self.raw = raw
                 self.notes = notes
+                self.remindAt = remindAt
                 self.isImportant = isImportant
                 self.isLife = isLife
                 self.tagId = tagId
@@ -294,6 +312,7 @@ extension Components {
                 case title
                 case raw
                 case notes
+                case remindAt
                 case isImportant
                 case isLife
                 case tagId
@@ -1046,6 +1065,10 @@ extension Components {
             ///
             /// - Remark: Generated from `#/components/schemas/TodoCreate/notes`.
             internal var notes: Components.Schemas.Notes?
+            /// Defaults to null. Ignored in a push at schema versions 1 and 2.
+            ///
+            /// - Remark: Generated from `#/components/schemas/TodoCreate/remindAt`.
+            internal var remindAt: Components.Schemas.RemindAt?
             /// - Remark: Generated from `#/components/schemas/TodoCreate/isImportant`.
             internal var isImportant: Swift.Bool?
             /// - Remark: Generated from `#/components/schemas/TodoCreate/isLife`.
@@ -1067,6 +1090,7 @@ extension Components {
             ///   - title:
             ///   - raw: Defaults to `title`.
             ///   - notes: Defaults to null. Ignored in a push at schema version 1.
+            ///   - remindAt: Defaults to null. Ignored in a push at schema versions 1 and 2.
             ///   - isImportant:
             ///   - isLife:
             ///   - tagId:
@@ -1079,6 +1103,7 @@ extension Components {
                 title: Components.Schemas.Title,
                 raw: Components.Schemas.Raw? = nil,
                 notes: Components.Schemas.Notes? = nil,
+                remindAt: Components.Schemas.RemindAt? = nil,
                 isImportant: Swift.Bool? = nil,
                 isLife: Swift.Bool? = nil,
                 tagId: Components.Schemas.TagRef? = nil,
@@ -1091,6 +1116,7 @@ extension Components {
                 self.title = title
                 self.raw = raw
                 self.notes = notes
+                self.remindAt = remindAt
                 self.isImportant = isImportant
                 self.isLife = isLife
                 self.tagId = tagId
@@ -1104,6 +1130,7 @@ extension Components {
                 case title
                 case raw
                 case notes
+                case remindAt
                 case isImportant
                 case isLife
                 case tagId
@@ -1113,7 +1140,7 @@ extension Components {
                 case isCompleted
             }
         }
-        /// Only the given fields change; `tagId: null` clears the tag, `notes: null` clears the notes, `null` for any other field is 422.
+        /// Only the given fields change; `tagId: null` clears the tag, `notes: null` clears the notes, `remindAt: null` the reminder, `null` for any other field is 422.
         ///
         /// - Remark: Generated from `#/components/schemas/TodoPatch`.
         internal struct TodoPatch: Codable, Hashable, Sendable {
@@ -1125,6 +1152,10 @@ extension Components {
             ///
             /// - Remark: Generated from `#/components/schemas/TodoPatch/notes`.
             internal var notes: Components.Schemas.Notes?
+            /// Ignored in a push at schema versions 1 and 2.
+            ///
+            /// - Remark: Generated from `#/components/schemas/TodoPatch/remindAt`.
+            internal var remindAt: Components.Schemas.RemindAt?
             /// - Remark: Generated from `#/components/schemas/TodoPatch/isImportant`.
             internal var isImportant: Swift.Bool?
             /// - Remark: Generated from `#/components/schemas/TodoPatch/isLife`.
@@ -1145,6 +1176,7 @@ extension Components {
             ///   - title:
             ///   - raw:
             ///   - notes: Ignored in a push at schema version 1.
+            ///   - remindAt: Ignored in a push at schema versions 1 and 2.
             ///   - isImportant:
             ///   - isLife:
             ///   - tagId:
@@ -1156,6 +1188,7 @@ extension Components {
                 title: Components.Schemas.Title? = nil,
                 raw: Components.Schemas.Raw? = nil,
                 notes: Components.Schemas.Notes? = nil,
+                remindAt: Components.Schemas.RemindAt? = nil,
                 isImportant: Swift.Bool? = nil,
                 isLife: Swift.Bool? = nil,
                 tagId: Components.Schemas.TagRef? = nil,
@@ -1167,6 +1200,7 @@ extension Components {
                 self.title = title
                 self.raw = raw
                 self.notes = notes
+                self.remindAt = remindAt
                 self.isImportant = isImportant
                 self.isLife = isLife
                 self.tagId = tagId
@@ -1179,6 +1213,7 @@ extension Components {
                 case title
                 case raw
                 case notes
+                case remindAt
                 case isImportant
                 case isLife
                 case tagId

@@ -6584,7 +6584,7 @@ internal enum Operations {
     /// `deviceId` (optional) turns on echo suppression; see the parameter.
     ///
     /// `schemaVersion` (optional, absent = 1): the records carry exactly that schema version's
-    /// fields (version 1 has no todo `notes`), and the page names the version it used. Below
+    /// fields (version 1 has no todo `notes`, version 2 no `remindAt`), and the page names the version it used. Below
     /// the server's minimum: 426 `upgrade_required`; above its current version: served at the
     /// current one.
     ///
@@ -6619,10 +6619,11 @@ internal enum Operations {
                 ///
                 /// - Remark: Generated from `#/paths/api/v1/sync/pull/GET/query/deviceId`.
                 internal var deviceId: Components.Parameters.DeviceId?
-                /// The schema version the client understands (absent = 1; 2 adds the todo's `notes`). A
+                /// The schema version the client understands (absent = 1; 2 adds the todo's `notes`, 3
+                /// its `remindAt`). A
                 /// decimal integer (anything else is 400 `bad_request`); below the server's minimum
                 /// (`TODOSYNC_MIN_SCHEMA_VERSION`, default 1: 0 and negatives) 426 `upgrade_required`;
-                /// above its current version (2), served at the current one.
+                /// above its current version (3), served at the current one.
                 ///
                 ///
                 /// - Remark: Generated from `#/paths/api/v1/sync/pull/GET/query/schemaVersion`.
@@ -6633,7 +6634,7 @@ internal enum Operations {
                 ///   - cursor: The opaque `cursor` of an earlier pull response. Absent or empty: pull everything live.
                 ///   - limit: Most records per page (parent tags needed for completeness come on top); outside 1..1000 is 400.
                 ///   - deviceId: Echo suppression: the same value the device sends as `deviceId` to push. Records whose
-                ///   - schemaVersion: The schema version the client understands (absent = 1; 2 adds the todo's `notes`). A
+                ///   - schemaVersion: The schema version the client understands (absent = 1; 2 adds the todo's `notes`, 3
                 internal init(
                     cursor: Components.Parameters.Cursor? = nil,
                     limit: Components.Parameters.Limit? = nil,
@@ -7382,10 +7383,11 @@ internal enum Operations {
         internal struct Input: Sendable, Hashable {
             /// - Remark: Generated from `#/paths/api/v1/sync/live/GET/query`.
             internal struct Query: Sendable, Hashable {
-                /// The schema version the client understands (absent = 1; 2 adds the todo's `notes`). A
+                /// The schema version the client understands (absent = 1; 2 adds the todo's `notes`, 3
+                /// its `remindAt`). A
                 /// decimal integer (anything else is 400 `bad_request`); below the server's minimum
                 /// (`TODOSYNC_MIN_SCHEMA_VERSION`, default 1: 0 and negatives) 426 `upgrade_required`;
-                /// above its current version (2), served at the current one.
+                /// above its current version (3), served at the current one.
                 ///
                 ///
                 /// - Remark: Generated from `#/paths/api/v1/sync/live/GET/query/schemaVersion`.
@@ -7393,7 +7395,7 @@ internal enum Operations {
                 /// Creates a new `Query`.
                 ///
                 /// - Parameters:
-                ///   - schemaVersion: The schema version the client understands (absent = 1; 2 adds the todo's `notes`). A
+                ///   - schemaVersion: The schema version the client understands (absent = 1; 2 adds the todo's `notes`, 3
                 internal init(schemaVersion: Components.Parameters.SchemaVersion? = nil) {
                     self.schemaVersion = schemaVersion
                 }
@@ -7700,10 +7702,11 @@ internal enum Operations {
         internal struct Input: Sendable, Hashable {
             /// - Remark: Generated from `#/paths/api/v1/sync/snapshot/GET/query`.
             internal struct Query: Sendable, Hashable {
-                /// The schema version the client understands (absent = 1; 2 adds the todo's `notes`). A
+                /// The schema version the client understands (absent = 1; 2 adds the todo's `notes`, 3
+                /// its `remindAt`). A
                 /// decimal integer (anything else is 400 `bad_request`); below the server's minimum
                 /// (`TODOSYNC_MIN_SCHEMA_VERSION`, default 1: 0 and negatives) 426 `upgrade_required`;
-                /// above its current version (2), served at the current one.
+                /// above its current version (3), served at the current one.
                 ///
                 ///
                 /// - Remark: Generated from `#/paths/api/v1/sync/snapshot/GET/query/schemaVersion`.
@@ -7711,7 +7714,7 @@ internal enum Operations {
                 /// Creates a new `Query`.
                 ///
                 /// - Parameters:
-                ///   - schemaVersion: The schema version the client understands (absent = 1; 2 adds the todo's `notes`). A
+                ///   - schemaVersion: The schema version the client understands (absent = 1; 2 adds the todo's `notes`, 3
                 internal init(schemaVersion: Components.Parameters.SchemaVersion? = nil) {
                     self.schemaVersion = schemaVersion
                 }

@@ -272,7 +272,7 @@ internal protocol APIProtocol: Sendable {
     /// `deviceId` (optional) turns on echo suppression; see the parameter.
     ///
     /// `schemaVersion` (optional, absent = 1): the records carry exactly that schema version's
-    /// fields (version 1 has no todo `notes`), and the page names the version it used. Below
+    /// fields (version 1 has no todo `notes`, version 2 no `remindAt`), and the page names the version it used. Below
     /// the server's minimum: 426 `upgrade_required`; above its current version: served at the
     /// current one.
     ///
@@ -800,7 +800,7 @@ extension APIProtocol {
     /// `deviceId` (optional) turns on echo suppression; see the parameter.
     ///
     /// `schemaVersion` (optional, absent = 1): the records carry exactly that schema version's
-    /// fields (version 1 has no todo `notes`), and the page names the version it used. Below
+    /// fields (version 1 has no todo `notes`, version 2 no `remindAt`), and the page names the version it used. Below
     /// the server's minimum: 426 `upgrade_required`; above its current version: served at the
     /// current one.
     ///
