@@ -72,8 +72,8 @@ final class ConnectionDispatcher: Sendable {
         self.wakeFD = wakeFD
         setsNoDelay = listener.acceptsTCP
         allowedPeers = configuration.allowedPeers
-        readTimeout = Self.timeval(seconds: configuration.readTimeoutSeconds)
-        writeTimeout = Self.timeval(seconds: configuration.writeTimeoutSeconds)
+        readTimeout = RequestSlot.timeval(seconds: configuration.readTimeoutSeconds)
+        writeTimeout = RequestSlot.timeval(seconds: configuration.writeTimeoutSeconds)
         readDeadlineMilliseconds = UInt64(configuration.readDeadlineSeconds * 1000)
         keptIdleMilliseconds = UInt64(configuration.keptIdleSeconds * 1000)
         self.lifecycle = lifecycle
@@ -85,11 +85,6 @@ final class ConnectionDispatcher: Sendable {
             _ = close(epollFD)
             throw .systemCallFailed(operation: "epoll_ctl", errno: code)
         }
-    }
-
-    private static func timeval(seconds: Double) -> Glibc.timeval {
-        let whole = seconds.rounded(.down)
-        return Glibc.timeval(tv_sec: Int(whole), tv_usec: Int((seconds - whole) * 1_000_000))
     }
 
     // MARK: workers' side

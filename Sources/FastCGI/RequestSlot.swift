@@ -32,7 +32,8 @@ final class RequestSlot {
         FCGX_InitRequest(request, -1, 0)
     }
 
-    private static func timeval(seconds: Double) -> Glibc.timeval {
+    /// `seconds` as a `timeval` (for `SO_RCVTIMEO`/`SO_SNDTIMEO`; the dispatcher's too).
+    static func timeval(seconds: Double) -> Glibc.timeval {
         let whole = seconds.rounded(.down)
         return Glibc.timeval(tv_sec: Int(whole), tv_usec: Int((seconds - whole) * 1_000_000))
     }
