@@ -19,11 +19,16 @@ extension LocalStore {
     func beginFullPull() throws {
         try pool.write { db in
             guard try Meta.get(db, .resyncActive) == nil else { return }
-            let generation = (Int64(try Meta.get(db, .generation) ?? "0") ?? 0) + 1
-            try Meta.set(db, .generation, String(generation))
-            try Meta.set(db, .resyncActive, String(generation))
-            try Meta.set(db, .cursor, nil)
+            try Self.openGeneration(db)
         }
+    }
+
+    /// Opens the next generation for a full pull and forgets the cursor.
+    static func openGeneration(_ db: Database) throws {
+        let generation = (Int64(try Meta.get(db, .generation) ?? "0") ?? 0) + 1
+        try Meta.set(db, .generation, String(generation))
+        try Meta.set(db, .resyncActive, String(generation))
+        try Meta.set(db, .cursor, nil)
     }
 
     /// Notes that pages are about to be pulled at schema version `version`. True when the store
@@ -93,6 +98,7 @@ extension LocalStore {
             }
             for stat in page.stats { try ServerRecords.applyStat(db, stat, generation: generation) }
             for tombstone in page.statTombstones { try ServerRecords.applyStatTombstone(db, tombstone) }
+            try Self.forgetLeft(db, todos: page.todoLeft, stats: page.statLeft)
             try whileOpen?()
             try Meta.set(db, .cursor, cursor)
             return AppliedPage(records: page.count, hasMore: hasMore)

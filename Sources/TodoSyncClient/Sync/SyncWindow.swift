@@ -1,0 +1,134 @@
+import Foundation
+import TodoSyncCore
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// The dates of an account a device holds (API.md "Windows (partial sync)"): every tag, plus the
+/// todos whose deadline falls from `from` through `to` (both inclusive; nil leaves that side
+/// open) and the daily stats of those dates. `SyncWindow.whole` (both open) is the whole account.
+public struct SyncWindow: Sendable, Hashable, CustomStringConvertible {
+    public var from: Day?
+    public var to: Day?
+
+    public init(from: Day?, to: Day?) {
+        self.from = from
+        self.to = to
+    }
+
+    /// The whole account: no window on pulls and snapshots.
+    public static let whole = SyncWindow(from: nil, to: nil)
+
+    public var isWhole: Bool { from == nil && to == nil }
+
+    /// Whether a todo due on `day` (or the stat of `day`) belongs to the window.
+    public func contains(_ day: Day) -> Bool {
+        if let from, day < from { return false }
+        if let to, to < day { return false }
+        return true
+    }
+
+    /// "from 2026-09-01", "2026-09-01 to 2026-11-30", "to 2026-01-01", "the whole account".
+    public var description: String {
+        switch (from, to) {
+        case (nil, nil): return "the whole account"
+        case (let from?, nil): return "from \(from)"
+        case (nil, let to?): return "to \(to)"
+        case (let from?, let to?): return "from \(from) to \(to)"
+        }
+    }
+
+    /// `from`/`to` for a pull or snapshot query (nothing for the whole account).
+    var queryItems: [URLQueryItem] {
+        var items: [URLQueryItem] = []
+        if let from { items.append(URLQueryItem(name: "from", value: from.description)) }
+        if let to { items.append(URLQueryItem(name: "to", value: to.description)) }
+        return items
+    }
+
+    /// How the store keeps it: `FROM..TO`, a side empty when open.
+    var stored: String { "\(from?.description ?? "")..\(to?.description ?? "")" }
+
+    init?(stored text: String) {
+        let parts = text.components(separatedBy: "..")
+        guard parts.count == 2 else { return nil }
+        func side(_ part: String) -> Day?? { part.isEmpty ? .some(nil) : Day(part).map { .some($0) } }
+        guard let from = side(parts[0]), let to = side(parts[1]) else { return nil }
+        self.init(from: from, to: to)
+    }
+}
+
+/// What a device asks to hold, as the user put it; resolved into a `SyncWindow` at each sync.
+public enum WindowSetting: Sendable, Hashable, CustomStringConvertible {
+    /// Every record of the account (the default).
+    case whole
+    /// Fixed dates (either side may be open).
+    case dates(from: Day?, to: Day?)
+    /// The last `days` days: from `days` days before today, with no end (todos due later are
+    /// held too). It moves with the date: each day's first sync pulls the moved window anew.
+    case lastDays(Int)
+
+    /// The window this setting means on `today`.
+    public func window(today: Day) -> SyncWindow {
+        switch self {
+        case .whole: return .whole
+        case .dates(let from, let to): return SyncWindow(from: from, to: to)
+        case .lastDays(let days): return SyncWindow(from: today.adding(days: -days), to: nil)
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case .whole: return "the whole account"
+        case .dates(let from, let to): return SyncWindow(from: from, to: to).description
+        case .lastDays(let days): return "the last \(days) day(s)"
+        }
+    }
+
+    /// How the store keeps it: `whole`, `dates FROM..TO`, `days N`.
+    var stored: String {
+        switch self {
+        case .whole: return "whole"
+        case .dates(let from, let to): return "dates " + SyncWindow(from: from, to: to).stored
+        case .lastDays(let days): return "days \(days)"
+        }
+    }
+
+    init?(stored text: String) {
+        if text == "whole" {
+            self = .whole
+        } else if text.hasPrefix("dates "), let window = SyncWindow(stored: String(text.dropFirst(6))) {
+            self = .dates(from: window.from, to: window.to)
+        } else if text.hasPrefix("days "), let days = Int(text.dropFirst(5)), days >= 0 {
+            self = .lastDays(days)
+        } else {
+            return nil
+        }
+    }
+}
+
+extension Day {
+    /// The date `days` days later (earlier when negative), kept within the contract's dates.
+    public func adding(days: Int) -> Day {
+        let target = daysSinceEpoch + days
+        if target <= Day.minimum.daysSinceEpoch { return .minimum }
+        if target >= Day.maximum.daysSinceEpoch { return .maximum }
+        // Howard Hinnant's civil_from_days.
+        let z = target + 719_468
+        let era = (z >= 0 ? z : z - 146_096) / 146_097
+        let doe = z - era * 146_097
+        let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365
+        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100)
+        let mp = (5 * doy + 2) / 153
+        let day = doy - (153 * mp + 2) / 5 + 1
+        let month = mp < 10 ? mp + 3 : mp - 9
+        let year = yoe + era * 400 + (month <= 2 ? 1 : 0)
+        return Day(year: year, month: month, day: day)!
+    }
+
+    /// Today in the device's time zone.
+    public static func today() -> Day {
+        let parts = Calendar(identifier: .gregorian).dateComponents(in: TimeZone.current, from: Date())
+        return Day(year: parts.year!, month: parts.month!, day: parts.day!) ?? .minimum
+    }
+}
