@@ -56,15 +56,18 @@ let package = Package(
         .target(name: "TodoSyncCore"),
         // Configuration layering (defaults < config file < environment) for `todosync config`.
         .target(name: "TodoSyncConfig"),
-        .target(name: "TodoSyncStore", dependencies: ["TodoSyncCore", "MariaDB", "Credentials", "SystemSQLite", "Deflate", coreMetrics]),
+        // The snapshot files (docs/SNAPSHOT.md): their cache, their tables and their build from a
+        // stream of records. No SQL of the database: the store reads the records and hands them in.
+        .target(name: "TodoSyncSnapshot", dependencies: ["TodoSyncCore", "SystemSQLite", "Deflate", "Credentials", coreMetrics]),
+        .target(name: "TodoSyncStore", dependencies: ["TodoSyncCore", "TodoSyncSnapshot", "MariaDB", "Credentials", "Deflate", coreMetrics]),
         .target(
             name: "TodoSyncAPI",
-            dependencies: ["TodoSyncCore", "TodoSyncStore", "Deflate", .product(name: "Logging", package: "swift-log"), coreMetrics]
+            dependencies: ["TodoSyncCore", "TodoSyncStore", "TodoSyncSnapshot", "Deflate", .product(name: "Logging", package: "swift-log"), coreMetrics]
         ),
         .executableTarget(
             name: "todosync",
             dependencies: [
-                "TodoSyncAPI", "TodoSyncStore", "FastCGI", "MariaDB", "CBuildInfo", "TodoSyncConfig",
+                "TodoSyncAPI", "TodoSyncStore", "TodoSyncSnapshot", "FastCGI", "MariaDB", "CBuildInfo", "TodoSyncConfig",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
@@ -96,13 +99,13 @@ let package = Package(
             dependencies: ["TodoSyncAPI", "TodoSyncCore", "TodoSyncStore", "MariaDB", "Deflate",
                            .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "MariaDBTests", dependencies: ["MariaDB", .product(name: "Logging", package: "swift-log")]),
-        .testTarget(name: "TodoSyncStoreTests", dependencies: ["TodoSyncStore", "TodoSyncCore", "MariaDB", "Credentials", "Deflate", "SystemSQLite"]),
+        .testTarget(name: "TodoSyncStoreTests", dependencies: ["TodoSyncStore", "TodoSyncSnapshot", "TodoSyncCore", "MariaDB", "Credentials", "Deflate", "SystemSQLite"]),
         .testTarget(name: "TodoSyncClientTests", dependencies: ["TodoSyncClient", "TodoSyncCore"]),
         // Every representation of a synced field, server and client, held to the one list in
         // TodoSyncCore (issue 35): the one test target that sees both halves (no database needed).
         .testTarget(
             name: "SyncedFieldsTests",
-            dependencies: ["TodoSyncCore", "TodoSyncStore", "TodoSyncClient", .product(name: "GRDB", package: "GRDB.swift")]),
+            dependencies: ["TodoSyncCore", "TodoSyncStore", "TodoSyncSnapshot", "TodoSyncClient", .product(name: "GRDB", package: "GRDB.swift")]),
         .testTarget(
             name: "FastCGITests", dependencies: ["FastCGI", .product(name: "Logging", package: "swift-log")]),
 

@@ -1,11 +1,6 @@
 import MariaDB
 import TodoSyncCore
 
-/// The kinds of synced records as `sync_feed.kind` stores them; also the order of a pull page.
-enum FeedKind: Int64, CaseIterable, Sendable {
-    case tag = 1, todo = 2, dailyStat = 3
-}
-
 /// One record's row of the change feed (`sync_feed`): its latest state, rendered once, at write
 /// time, by the same writers the REST responses and push results use.
 struct FeedEntry: Equatable {

@@ -1,5 +1,6 @@
 import MariaDB
 import TodoSyncCore
+import TodoSyncSnapshot
 
 /// What one purge removed.
 public struct PurgeReport: Sendable, CustomStringConvertible {

@@ -3,8 +3,8 @@ import Glibc
 #endif
 import CoreMetrics
 import MariaDB
-import SystemSQLite
 import TodoSyncCore
+import TodoSyncSnapshot
 
 extension Store {
     /// The user's snapshot file at `schemaVersion` (contract "Sync: snapshot", docs/SNAPSHOT.md):
@@ -12,7 +12,7 @@ extension Store {
     /// requests for one key build it once (`SnapshotCache.withBuildLock`); the others wait for it
     /// within their own budget. A build that does not fit the request budget is abandoned; when
     /// it had at least half the budget, the account is noted too large and answered
-    /// `SnapshotError.tooSlow` (503, `Retry-After`) without a new try until the cache's age limit
+    /// `DomainError.snapshotTooSlow` (503, `Retry-After`) without a new try until the cache's age limit
     /// has passed (with less: `busy`, 503 `Retry-After: 1`).
     ///
     /// `holdMilliseconds` (test hooks only): the build sleeps that long right after its consistent
@@ -25,101 +25,30 @@ extension Store {
         let key = SnapshotCache.Key(userID: userID, epoch: UInt64(bitPattern: state.int64(3)!), version: state.int64(0)!,
                                     schemaVersion: schemaVersion)
         if let entry = cache.lookup(key) { return entry }
-        if let wait = cache.tooSlowRetryAfter(key) { throw SnapshotError.tooSlow(retryAfterSeconds: wait) }
+        if let wait = cache.tooSlowRetryAfter(key) { throw DomainError.snapshotTooSlow(retryAfterSeconds: wait) }
         let entry = try cache.withBuildLock(key, deadline: deadline) { () throws -> SnapshotCache.Entry in
             // Built by the request that held the lock before this one.
             if let entry = cache.lookup(key) { return entry }
-            if let wait = cache.tooSlowRetryAfter(key) { throw SnapshotError.tooSlow(retryAfterSeconds: wait) }
+            if let wait = cache.tooSlowRetryAfter(key) { throw DomainError.snapshotTooSlow(retryAfterSeconds: wait) }
             // The budget this build starts with: one that waited for most of it (for the lock,
             // or in the queue) and then ran out says nothing about the account's size.
             let left = deadline.map { $0.millisecondsSinceEpoch - Timestamp.now().millisecondsSinceEpoch }
             do {
                 let built = try configuration.snapshotBuildSlots.withSlot(client: "\(userID)") {
-                    try buildSnapshot(userID: userID, schemaVersion: schemaVersion, cache: cache,
-                                      holdMilliseconds: holdMilliseconds)
+                    try cache.build(userID: userID, schemaVersion: schemaVersion, deadline: deadline) { record in
+                        try readLiveRecords(userID: userID, holdMilliseconds: holdMilliseconds, record)
+                    }
                 }
-                guard let built else { throw SnapshotError.busy }
+                guard let built else { throw DomainError.snapshotBusy }
                 return built
-            } catch SnapshotError.tooSlow {
-                guard let left, left * 2 >= configuration.requestBudgetMilliseconds else { throw SnapshotError.busy }
+            } catch DomainError.snapshotTooSlow {
+                guard let left, left * 2 >= configuration.requestBudgetMilliseconds else { throw DomainError.snapshotBusy }
                 cache.markTooSlow(key)
                 SnapshotMetrics.tooSlow.increment()
-                throw SnapshotError.tooSlow(retryAfterSeconds: cache.maximumAgeSeconds)
+                throw DomainError.snapshotTooSlow(retryAfterSeconds: cache.maximumAgeSeconds)
             }
         }
-        guard let entry else { throw SnapshotError.busy }
-        return entry
-    }
-
-    /// Builds the file: one transaction of the database (its first read fixes the InnoDB snapshot
-    /// that gives both the cursor and the records), each record written into the file as it
-    /// streams in (`SnapshotTableWriter`), then moved into the cache under its digest.
-    ///
-    /// The file is written the way `VACUUM INTO` would write it, so that no second copy is needed:
-    /// one transaction, no journal (a failed build's file is thrown away; the header still says
-    /// rollback-journal mode), 64 KiB pages (the largest: fewest pages, writes and B-tree levels;
-    /// the file within 3 % of a 4 KiB one's size, and a reader copies it sequentially anyway), rows appended in
-    /// `id` order, no index but the tables' own. The feed is read in version order, which is `id`
-    /// order only for an account whose records were never edited; when a table's rows came out of
-    /// order its pages were split on the way, and the file is compacted by `VACUUM INTO` as before.
-    private func buildSnapshot(userID: Int64, schemaVersion: Int, cache: SnapshotCache,
-                               holdMilliseconds: Int) throws -> SnapshotCache.Entry {
-        let started = Timestamp.now()
-        try cache.prepareDirectory(userID)
-        let scratch = try cache.scratchPath(userID, ".sqlite")
-        let compact = try cache.scratchPath(userID, ".vacuum")
-        defer {
-            unlink(scratch)
-            unlink(compact)
-        }
-        var records = 0
-        var finished = scratch
-        let (version, epoch) = try {
-            let file = try SQLiteDatabase(path: scratch)
-            try file.execute("""
-                PRAGMA page_size = 65536; PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF;
-                PRAGMA locking_mode = EXCLUSIVE; PRAGMA cache_size = -16384; BEGIN
-                """)
-            let tables = SnapshotTable.tables(schemaVersion: schemaVersion)
-            for table in tables { try file.execute(table.createSQL) }
-            try file.execute("CREATE TABLE snapshot_meta (key TEXT PRIMARY KEY, value TEXT)")
-            let writers = try tables.map { try SnapshotTableWriter($0, in: file) }
-            // By the feed's kind (1 tag, 2 todo, 3 daily stat): an array, read once per record.
-            var byKind = [SnapshotTableWriter?](repeating: nil, count: 4)
-            for writer in writers { byKind[Int(writer.table.kind.rawValue)] = writer }
-            let (version, epoch, readAt) = try readLiveRecords(userID: userID, holdMilliseconds: holdMilliseconds) {
-                kind, body in
-                records += 1
-                if records % 1024 == 0, let deadline, deadline.hasPassed { throw SnapshotError.tooSlow(retryAfterSeconds: 0) }
-                try byKind[Int(kind.rawValue)]!.insert(body)
-            }
-            let cursor = SyncCursor(position: version, skipTombstonesThrough: version, userID: userID, epoch: epoch)
-            let meta = try file.prepare("INSERT INTO snapshot_meta (key, value) VALUES (?1, ?2)")
-            let metaRows: [(String, String)] = [
-                ("format", "todosync-snapshot"), ("userId", "\(userID)"), ("cursor", cursor.encoded),
-                ("schemaVersion", "\(schemaVersion)"), ("createdAt", readAt.rfc3339), ("recordCount", "\(records)"),
-            ]
-            for (name, value) in metaRows {
-                var name = name, value = value
-                try name.withUTF8 { n in try value.withUTF8 { v in
-                    try meta.run(text: [UnsafeRawBufferPointer(n), UnsafeRawBufferPointer(v)])
-                } }
-            }
-            try file.execute("PRAGMA user_version = \(schemaVersion); COMMIT")
-            if let deadline, deadline.hasPassed { throw SnapshotError.tooSlow(retryAfterSeconds: 0) }
-            if !writers.allSatisfy(\.inIDOrder) {
-                // The copy is compact and in rollback-journal mode (journal_mode=DELETE: VACUUM INTO
-                // writes the header of a rollback-journal database whatever the scratch file's mode).
-                try file.execute("VACUUM INTO '\(compact.replacingOccurrences(of: "'", with: "''"))'")
-                finished = compact
-                SnapshotMetrics.compacted.increment()
-            }
-            return (version, epoch)
-        }()  // the file is closed here, before its bytes are digested
-        let key = SnapshotCache.Key(userID: userID, epoch: epoch, version: version, schemaVersion: schemaVersion)
-        let entry = try cache.install(finished, key: key)
-        SnapshotMetrics.built(records: records, seconds: Double(Timestamp.now().millisecondsSinceEpoch
-            - started.millisecondsSinceEpoch) / 1000)
+        guard let entry else { throw DomainError.snapshotBusy }
         return entry
     }
 
@@ -163,17 +92,17 @@ extension Store {
     }
 }
 
-/// Snapshot builds, as metrics.
-enum SnapshotMetrics {
-    static let builds = Counter(label: "todosync_snapshot_builds_total")
-    static let buildRecords = Counter(label: "todosync_snapshot_build_records_total")
-    static let buildSeconds = FloatingPointCounter(label: "todosync_snapshot_build_seconds_total")
-    static let tooSlow = Counter(label: "todosync_snapshot_builds_too_slow_total")
-    static let compacted = Counter(label: "todosync_snapshot_builds_compacted_total")
+extension Store {
+    /// The size in bytes of a cache file (`relativePath` of an entry or companion); nil when gone.
+    public func snapshotFileSize(_ relativePath: String) -> Int64? {
+        guard let cache = configuration.snapshotCache else { return nil }
+        var info = stat()
+        return stat("\(cache.directory)/\(relativePath)", &info) == 0 ? Int64(info.st_size) : nil
+    }
 
-    static func built(records: Int, seconds: Double) {
-        builds.increment()
-        buildRecords.increment(by: records)
-        buildSeconds.increment(by: seconds)
+    /// The gzip companion of `entry` (`SnapshotCache.makeCompanion`), within this request's
+    /// budget; nil when it could not be made in time (serve the file itself).
+    public func snapshotGzip(_ entry: SnapshotCache.Entry) throws -> SnapshotCache.Companion? {
+        try configuration.snapshotCache?.makeCompanion(of: entry, deadline: deadline)
     }
 }

@@ -257,3 +257,16 @@ extension Store {
         _ = decoy
     }
 }
+
+extension Store {
+    /// `unavailable` (503, nothing applied) once the current request's deadline has passed.
+    /// `Store.write` calls it before it starts (each attempt) and right before COMMIT.
+    func checkDeadline() throws {
+        if let deadline, deadline.hasPassed { throw DomainError.unavailable }
+    }
+}
+
+extension Store {
+    /// `StoreConfiguration.requestBudgetMilliseconds`.
+    public var requestBudgetMilliseconds: Int64 { configuration.requestBudgetMilliseconds }
+}

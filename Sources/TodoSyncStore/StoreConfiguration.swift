@@ -1,5 +1,6 @@
 import TodoSyncCore
 import Credentials
+import TodoSyncSnapshot
 
 /// Tunables of the store; defaults follow the contract.
 public struct StoreConfiguration: Sendable {

@@ -3,6 +3,7 @@ import Foundation
 import MariaDB
 import TodoSyncConfig
 import TodoSyncCore
+import TodoSyncSnapshot
 import TodoSyncStore
 
 /// The configuration every command reads: the defaults in ``Settings``, then the config file

@@ -4,6 +4,7 @@ import XCTest
 
 @testable import TodoSyncClient
 @testable import TodoSyncCore
+@testable import TodoSyncSnapshot
 @testable import TodoSyncStore
 
 /// Every representation of a synced field, server and client, held to the one list (`TodoField`,

@@ -5,6 +5,7 @@ import SystemSQLite
 import XCTest
 
 @testable import TodoSyncCore
+@testable import TodoSyncSnapshot
 @testable import TodoSyncStore
 
 /// The snapshot file's tables come from the record writers (docs/SNAPSHOT.md), and the cache finds

@@ -107,6 +107,12 @@ public struct APIError: Error, Sendable, Equatable {
             // Nothing was applied; retry after a second (the contract: 503 carries `Retry-After`).
             status = 503
             headers = [HTTPHeader("Retry-After", "1")]
+        case .snapshotTooSlow(let retryAfterSeconds):
+            status = 503
+            headers = [HTTPHeader("Retry-After", "\(max(retryAfterSeconds, 1))")]
+        case .snapshotBusy:
+            status = 503
+            headers = [HTTPHeader("Retry-After", "1")]
         case .outcomeUnknown:
             status = 504
         }

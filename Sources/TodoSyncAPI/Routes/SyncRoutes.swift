@@ -1,4 +1,5 @@
 import TodoSyncCore
+import TodoSyncSnapshot
 import TodoSyncStore
 
 extension Application {
@@ -62,13 +63,7 @@ extension Application {
                 }
                 hold = value
             }
-            let entry: SnapshotCache.Entry
-            do {
-                entry = try context.store.snapshot(userID: userID, schemaVersion: schemaVersion, holdMilliseconds: hold)
-            } catch let error as SnapshotError {
-                guard let refusal = APIError(snapshot: error) else { throw error }
-                throw refusal
-            }
+            let entry = try context.store.snapshot(userID: userID, schemaVersion: schemaVersion, holdMilliseconds: hold)
             // gzip when the request accepts it (q-values: `gzip;q=0` refuses): the file's companion,
             // with its own ETag and Repr-Digest (of the encoded bytes); ranges are of those bytes.
             // `Vary: Accept-Encoding` on both variants, 304 included. `If-None-Match` is compared
@@ -186,23 +181,6 @@ extension Application {
             var tag = String(candidate).trimmingWhitespace()
             if tag.hasPrefix("W/") { tag.removeFirst(2) }
             return tag == "*" || tag == etag
-        }
-    }
-}
-
-extension APIError {
-    /// A snapshot that cannot be served now: 503 with `Retry-After` (nil: a server fault, 500).
-    init?(snapshot error: SnapshotError) {
-        switch error {
-        case .tooSlow(let seconds):
-            self.init(status: 503, code: "unavailable",
-                      message: "This account's snapshot cannot be built within the request budget; sync by paged pull.",
-                      headers: [HTTPHeader("Retry-After", "\(max(seconds, 1))")])
-        case .busy:
-            self.init(status: 503, code: "unavailable", message: "The snapshot is still being built; retry shortly.",
-                      headers: [HTTPHeader("Retry-After", "1")])
-        case .cache:
-            return nil
         }
     }
 }

@@ -39,6 +39,11 @@ public enum DomainError: Error, Sendable, Equatable {
     case throttled(message: String, retryAfterSeconds: Int64)
     /// The database is unreachable or busy; nothing was applied.
     case unavailable
+    /// The account's snapshot cannot be built within the request budget (now, or within the
+    /// snapshot cache's age limit): retry after that many seconds, or sync by paged pull.
+    case snapshotTooSlow(retryAfterSeconds: Int64)
+    /// Another request is building the snapshot and did not finish within this request's budget.
+    case snapshotBusy
     /// The connection to the database was lost while it committed: the write may or may not have
     /// been applied. Safe to retry only with the same `clientId`, `opId` or `Idempotency-Key`.
     case outcomeUnknown
@@ -61,7 +66,7 @@ public enum DomainError: Error, Sendable, Equatable {
         switch self {
         case .validation, .notFound, .versionMismatch, .emailTaken: true
         case .unauthenticated, .badCredentials, .wrongPassword, .cursorExpired, .cursorFromAnotherHistory, .throttled,
-             .unavailable, .outcomeUnknown:
+             .unavailable, .snapshotTooSlow, .snapshotBusy, .outcomeUnknown:
             false
         }
     }
@@ -76,7 +81,7 @@ public enum DomainError: Error, Sendable, Equatable {
         case .emailTaken: "email_taken"
         case .cursorExpired, .cursorFromAnotherHistory: "cursor_expired"
         case .throttled: "rate_limited"
-        case .unavailable: "unavailable"
+        case .unavailable, .snapshotTooSlow, .snapshotBusy: "unavailable"
         case .outcomeUnknown: "outcome_unknown"
         }
     }
@@ -98,6 +103,9 @@ public enum DomainError: Error, Sendable, Equatable {
                 + "pull again without a cursor."
         case .throttled(let message, _): message
         case .unavailable: "The service is temporarily unavailable; try again shortly."
+        case .snapshotTooSlow:
+            "This account's snapshot cannot be built within the request budget; sync by paged pull."
+        case .snapshotBusy: "The snapshot is still being built; retry shortly."
         case .outcomeUnknown:
             "The server cannot tell whether this write was applied; retry it with the same clientId, opId or "
                 + "Idempotency-Key."

@@ -1,7 +1,5 @@
-import TodoSyncCore
-
 /// When a request must be finished: the moment nginx handed it to the responders plus the
-/// configured budget (`StoreConfiguration.requestBudgetMilliseconds`), on the wall clock.
+/// configured budget (TodoSyncStore's `StoreConfiguration.requestBudgetMilliseconds`), on the wall clock.
 ///
 /// nginx stops waiting `fastcgi_read_timeout` (30 s) after handing a request over and then
 /// answers 504 `outcome_unknown`. A request whose work is not started and whose transaction is
@@ -52,17 +50,4 @@ public struct RequestDeadline: Sendable, Equatable {
         }
         return Timestamp(millisecondsSinceEpoch: seconds * 1000 + milliseconds)
     }
-}
-
-extension Store {
-    /// `unavailable` (503, nothing applied) once the current request's deadline has passed.
-    /// `Store.write` calls it before it starts (each attempt) and right before COMMIT.
-    func checkDeadline() throws {
-        if let deadline, deadline.hasPassed { throw DomainError.unavailable }
-    }
-}
-
-extension Store {
-    /// `StoreConfiguration.requestBudgetMilliseconds`.
-    public var requestBudgetMilliseconds: Int64 { configuration.requestBudgetMilliseconds }
 }

@@ -41,6 +41,13 @@ public final class SnapshotCache: Sendable {
         public let version: Int64
         public let schemaVersion: Int
 
+        public init(userID: Int64, epoch: UInt64, version: Int64, schemaVersion: Int) {
+            self.userID = userID
+            self.epoch = epoch
+            self.version = version
+            self.schemaVersion = schemaVersion
+        }
+
         var stem: String { "\(String(epoch, radix: 16))-\(version)-\(schemaVersion)" }
     }
 
@@ -146,7 +153,7 @@ public final class SnapshotCache: Sendable {
             // The file may have been superseded or swept meanwhile: its companion would be an orphan.
             guard access(source, F_OK) == 0 else { return nil }
             guard rename(scratch, "\(userDirectory(entry.key.userID))/\(companion.fileName)") == 0 else {
-                throw SnapshotError.cache("cannot rename \(scratch): errno \(errno)")
+                throw SnapshotCacheError("cannot rename \(scratch): errno \(errno)")
             }
             return companion
         }
@@ -158,10 +165,10 @@ public final class SnapshotCache: Sendable {
     /// gzip of the file at `source` into `target`, streamed; false when `deadline` passed first.
     static func gzip(_ source: String, into target: String, deadline: RequestDeadline?) throws -> Bool {
         let input = open(source, O_RDONLY | O_CLOEXEC)
-        guard input >= 0 else { throw SnapshotError.cache("cannot open \(source): errno \(errno)") }
+        guard input >= 0 else { throw SnapshotCacheError("cannot open \(source): errno \(errno)") }
         defer { close(input) }
         let output = open(target, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o640)
-        guard output >= 0 else { throw SnapshotError.cache("cannot open \(target): errno \(errno)") }
+        guard output >= 0 else { throw SnapshotCacheError("cannot open \(target): errno \(errno)") }
         defer { close(output) }
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
         defer { buffer.deallocate() }
@@ -184,15 +191,15 @@ public final class SnapshotCache: Sendable {
             let count = read(input, buffer.baseAddress, buffer.count)
             if count < 0 {
                 if errno == EINTR { continue }
-                throw SnapshotError.cache("cannot read \(source): errno \(errno)")
+                throw SnapshotCacheError("cannot read \(source): errno \(errno)")
             }
             if count == 0 { break }
             if let deadline, deadline.hasPassed { return false }
             guard stream.compress(UnsafeRawBufferPointer(rebasing: buffer[0..<count]), emit: emit) else {
-                throw SnapshotError.cache("cannot write \(target): errno \(writeError)")
+                throw SnapshotCacheError("cannot write \(target): errno \(writeError)")
             }
         }
-        guard stream.finish(emit: emit) else { throw SnapshotError.cache("cannot write \(target): errno \(writeError)") }
+        guard stream.finish(emit: emit) else { throw SnapshotCacheError("cannot write \(target): errno \(writeError)") }
         return true
     }
 
@@ -204,21 +211,21 @@ public final class SnapshotCache: Sendable {
             if mkdir(path, 0o2750) == 0 {
                 chmod(path, 0o2750)  // whatever the umask: nginx's group enters it
             } else if errno != EEXIST {
-                throw SnapshotError.cache("cannot create \(path): errno \(errno)")
+                throw SnapshotCacheError("cannot create \(path): errno \(errno)")
             }
         }
     }
 
     /// Runs `body` holding the build lock of `key` (an exclusive `flock`, waited for by polling
     /// until `deadline`): nil when the deadline came first.
-    func withBuildLock<T>(_ key: Key, deadline: RequestDeadline?, _ body: () throws -> T) throws -> T? {
+    public func withBuildLock<T>(_ key: Key, deadline: RequestDeadline?, _ body: () throws -> T) throws -> T? {
         try prepareDirectory(key.userID)
         let path = "\(userDirectory(key.userID))/.lock-\(String(key.epoch, radix: 16))-\(key.schemaVersion)"
         let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o640)
-        guard fd >= 0 else { throw SnapshotError.cache("cannot open \(path): errno \(errno)") }
+        guard fd >= 0 else { throw SnapshotCacheError("cannot open \(path): errno \(errno)") }
         defer { close(fd) }
         while flock(fd, LOCK_EX | LOCK_NB) != 0 {
-            guard errno == EWOULDBLOCK || errno == EINTR else { throw SnapshotError.cache("flock: errno \(errno)") }
+            guard errno == EWOULDBLOCK || errno == EINTR else { throw SnapshotCacheError("flock: errno \(errno)") }
             if let deadline, deadline.hasPassed { return nil }
             usleep(20_000)
         }
@@ -240,7 +247,7 @@ public final class SnapshotCache: Sendable {
         let name = "\(key.stem)-\(SnapshotCache.hex(digest)).sqlite"
         let entry = Entry(key: key, digest: digest, fileName: name)
         guard rename(path, "\(userDirectory(key.userID))/\(name)") == 0 else {
-            throw SnapshotError.cache("cannot rename \(path): errno \(errno)")
+            throw SnapshotCacheError("cannot rename \(path): errno \(errno)")
         }
         for other in names(in: userDirectory(key.userID)) {
             // A companion goes with the file it compresses.
@@ -263,13 +270,13 @@ public final class SnapshotCache: Sendable {
     }
 
     /// Notes that a build of `key`'s account ran out of the request budget.
-    func markTooSlow(_ key: Key) {
+    public func markTooSlow(_ key: Key) {
         let fd = open(tooSlowMark(key), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o640)
         if fd >= 0 { close(fd) }
     }
 
     /// Seconds left before a build of `key`'s account is tried again; nil when it may be tried now.
-    func tooSlowRetryAfter(_ key: Key, now: Int64 = Int64(time(nil))) -> Int64? {
+    public func tooSlowRetryAfter(_ key: Key, now: Int64 = Int64(time(nil))) -> Int64? {
         guard let marked = modificationTime(tooSlowMark(key)) else { return nil }
         let left = marked + maximumAgeSeconds - now
         return left > 0 ? left : nil
@@ -391,28 +398,13 @@ enum SnapshotGzipMetrics {
     static let seconds = FloatingPointCounter(label: "todosync_snapshot_gzip_seconds_total")
 }
 
-extension Store {
-    /// The size in bytes of a cache file (`relativePath` of an entry or companion); nil when gone.
-    public func snapshotFileSize(_ relativePath: String) -> Int64? {
-        guard let cache = configuration.snapshotCache else { return nil }
-        var info = stat()
-        return stat("\(cache.directory)/\(relativePath)", &info) == 0 ? Int64(info.st_size) : nil
-    }
+/// The cache directory failed (a server fault: 500). The snapshot's refusals, a build that does not
+/// fit the request budget or one another request is still making, are `DomainError`'s
+/// `snapshotTooSlow` and `snapshotBusy`.
+public struct SnapshotCacheError: Error, Sendable, CustomStringConvertible {
+    public let description: String
 
-    /// The gzip companion of `entry` (`SnapshotCache.makeCompanion`), within this request's
-    /// budget; nil when it could not be made in time (serve the file itself).
-    public func snapshotGzip(_ entry: SnapshotCache.Entry) throws -> SnapshotCache.Companion? {
-        try configuration.snapshotCache?.makeCompanion(of: entry, deadline: deadline)
+    init(_ description: String) {
+        self.description = description
     }
-}
-
-/// Why a snapshot could not be served.
-public enum SnapshotError: Error, Sendable {
-    /// The build did not fit the request budget (now, or within the cache's age limit): retry
-    /// after that many seconds, or sync by paged pull.
-    case tooSlow(retryAfterSeconds: Int64)
-    /// Another request is building it and did not finish within this request's budget.
-    case busy
-    /// The cache directory failed (a server fault).
-    case cache(String)
 }
