@@ -65,7 +65,7 @@ struct Sync: AsyncParsableCommand {
         }
         let seconds = Date().timeIntervalSince(started)
         if timing {
-            out.say(String(format: "sync_seconds=%.4f", seconds))
+            out.say(String(format: "sync_seconds=%.4f", seconds) + " pull_bytes=\(report.bytesPulled)")
             if !report.snapshotPhases.isEmpty {
                 out.say("snapshot_phases " + report.snapshotPhases.map { "\($0.name)=" + String(format: "%.3f", $0.seconds) }.joined(separator: " "))
             }

@@ -30,6 +30,12 @@ final class WindowStackTests: StackTestCase {
         })
     }
 
+    /// The device holds exactly the server's todos of `window`.
+    func assertHolds(_ device: Device, _ window: SyncWindow, _ message: String = "", line: UInt = #line) async throws {
+        let server = try await serverTodos(window, token: device.token)
+        XCTAssertEqual(try held(device), server, message, line: line)
+    }
+
     func held(_ device: Device) throws -> Set<String> {
         Set(try device.store.allTodos().map { "\($0.serverID ?? 0) \($0.title) \($0.deadline)" })
     }
@@ -45,7 +51,7 @@ final class WindowStackTests: StackTestCase {
         try phone.store.setWindowSetting(.dates(from: window.from, to: window.to))
         let first = try await phone.client.sync()
         XCTAssertEqual(first.window, window)
-        XCTAssertEqual(try held(phone), try await serverTodos(window, token: phone.token))
+        try await assertHolds(phone, window)
         XCTAssertTrue(try statDates(phone).allSatisfy { window.contains(Day($0)!) })
         XCTAssertEqual(try phone.store.tags().count, try laptop.store.tags().count, "every tag")
 
@@ -60,7 +66,7 @@ final class WindowStackTests: StackTestCase {
         try await laptop.client.sync()
 
         try await phone.client.sync()
-        XCTAssertEqual(try held(phone), try await serverTodos(window, token: phone.token))
+        try await assertHolds(phone, window)
         let stats = try await serverItems("/api/v1/daily-stats?month=2026-07", token: phone.token)
         XCTAssertTrue(try statDates(phone).isSuperset(of: stats.compactMap { $0["date"]?.stringValue }))
         XCTAssertTrue(try statDates(phone).allSatisfy { window.contains(Day($0)!) }, "no stat outside the window")
@@ -70,7 +76,7 @@ final class WindowStackTests: StackTestCase {
         try phone.store.updateTodo(mine.localID, TodoChanges(deadline: Day("2026-10-10")!))
         try await phone.client.sync()
         XCTAssertNil(try phone.store.todo(mine.localID))
-        XCTAssertEqual(try held(phone), try await serverTodos(window, token: phone.token))
+        try await assertHolds(phone, window)
     }
 
     /// Widen, move, narrow, each with changes queued on the phone: nothing is lost.
@@ -94,7 +100,7 @@ final class WindowStackTests: StackTestCase {
             let report = try await phone.client.sync()
             XCTAssertTrue(report.windowChanged, "step \(index)")
             XCTAssertEqual(try phone.store.pendingCount(), 0)
-            XCTAssertEqual(try held(phone), try await serverTodos(window, token: phone.token), "step \(index)")
+            try await assertHolds(phone, window, "step \(index)")
         }
         let all = try await serverTodos(.whole, token: phone.token)
         for title in edited { XCTAssertTrue(all.contains { $0.contains(" \(title) ") }, "\(title) reached the server") }
@@ -122,7 +128,7 @@ final class WindowStackTests: StackTestCase {
         XCTAssertEqual(again.status, 0, again.output)
         let window = SyncWindow(from: Day("2026-06-01")!, to: nil)
         XCTAssertEqual(try store.heldWindow(), window)
-        XCTAssertEqual(try held(phone), try await serverTodos(window, token: phone.token))
+        try await assertHolds(phone, window)
         XCTAssertEqual(try store.pendingCount(), 0)
         let all = try await serverTodos(.whole, token: phone.token)
         XCTAssertTrue(all.contains { $0.contains(" Queued before the kill ") })
@@ -161,8 +167,7 @@ final class WindowStackTests: StackTestCase {
         let after = try cli(["sync", "--json"], path: phone.path)
         XCTAssertEqual(after.status, 0, after.output)
         XCTAssertTrue(try phone.store.allTodos().allSatisfy { $0.deadline >= Day("2026-07-01")! }, "the purge stays purged")
-        XCTAssertEqual(try held(phone), try await serverTodos(SyncWindow(from: Day("2026-07-01")!, to: Day("2026-09-30")!),
-                                                             token: phone.token))
+        try await assertHolds(phone, SyncWindow(from: Day("2026-07-01")!, to: Day("2026-09-30")!))
         let server = try await serverItems("/api/v1/todos?date=\(early.deadline)", token: phone.token)
         XCTAssertEqual(server.first { $0["id"]?.int64Value == early.serverID }?["isCompleted"], .bool(false), "the dropped change never went")
 
@@ -183,7 +188,7 @@ final class WindowStackTests: StackTestCase {
         let report = try await phone.client.sync()
         guard case .installed(let records, _) = report.snapshot else { return XCTFail("\(String(describing: report.snapshot))") }
         XCTAssertEqual(records, try phone.store.allTodos().count + phone.store.tags().count + phone.store.dailyStats().count)
-        XCTAssertEqual(try held(phone), try await serverTodos(window, token: phone.token))
+        try await assertHolds(phone, window)
         XCTAssertEqual(try phone.store.heldWindow(), window)
     }
 }

@@ -45,6 +45,8 @@ public struct SyncReport: Sendable, Equatable {
     /// The window differed from the one the cursor belonged to: the new window was pulled
     /// without a cursor, and what fell outside it was forgotten.
     public var windowChanged = false
+    /// Bytes of pull answers received (bodies as decoded, after any gzip; a snapshot not counted).
+    public var bytesPulled = 0
 }
 
 /// One step of a sync and its duration in seconds (for `todosync-client sync --timing`).
@@ -354,6 +356,7 @@ public final class TodoSyncClient: Sendable {
                 continue
             }
             guard response.status == 200 else { throw Self.failure(response) }
+            report.bytesPulled += response.body.count
             let page: DecodedPage
             do {
                 page = try PageDecoder.decode(Array(response.body))
