@@ -62,7 +62,8 @@ extension LocalStore {
         try pool.write { db in
             guard let text = try Meta.get(db, .resyncActive), let generation = Int64(text) else { return }
             for entity in [EntityKind.todo, .tag] {
-                let queued = try OutboxOperation.recordLocalIDs(db, entity)
+                // Nor a record with a conflict waiting for the app (a window change makes this common).
+                let queued = try Self.unsettledIDs(db, entity)
                 try SyncedRecords.table(entity)
                     .filter(SyncState.Columns.serverID != nil && SyncState.Columns.seenGeneration < generation
                             && !queued.contains(SyncState.Columns.localID))

@@ -141,10 +141,12 @@ extension LocalStore {
         return sides
     }
 
-    /// Todos with an operation in the outbox (any state) or a conflict waiting for the app.
-    private static func unsettledTodoIDs(_ db: Database) throws -> Set<Int64> {
-        try OutboxOperation.recordLocalIDs(db, .todo).union(
-            ConflictRecord.filter(ConflictRecord.Columns.entity == EntityKind.todo.rawValue)
+    private static func unsettledTodoIDs(_ db: Database) throws -> Set<Int64> { try unsettledIDs(db, .todo) }
+
+    /// Records of `entity` with an operation in the outbox (any state) or a conflict waiting for the app.
+    static func unsettledIDs(_ db: Database, _ entity: EntityKind) throws -> Set<Int64> {
+        try OutboxOperation.recordLocalIDs(db, entity).union(
+            ConflictRecord.filter(ConflictRecord.Columns.entity == entity.rawValue)
                 .select(ConflictRecord.Columns.recordLocalID, as: Int64.self).fetchAll(db))
     }
 
