@@ -11,6 +11,7 @@ let package = Package(
     platforms: [.macOS(.v13), .iOS(.v16)],
     products: [
         .executable(name: "todosync", targets: ["todosync"]),
+        .executable(name: "todosync-test", targets: ["todosync-test"]),
         // The device side: offline-first sync over SQLite, and a terminal client built on it.
         .library(name: "TodoSyncClient", targets: ["TodoSyncClient"]),
         .executable(name: "todosync-client", targets: ["todosync-client"]),
@@ -64,8 +65,9 @@ let package = Package(
             name: "TodoSyncAPI",
             dependencies: ["TodoSyncCore", "TodoSyncStore", "TodoSyncSnapshot", "Deflate", .product(name: "Logging", package: "swift-log"), coreMetrics]
         ),
-        .executableTarget(
-            name: "todosync",
+        // The responder's commands (serve, migrate, purge, …), shared by the two executables below.
+        .target(
+            name: "TodoSyncServer",
             dependencies: [
                 "TodoSyncAPI", "TodoSyncStore", "TodoSyncSnapshot", "FastCGI", "MariaDB", "CBuildInfo", "TodoSyncConfig",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -73,6 +75,14 @@ let package = Package(
                 .product(name: "Prometheus", package: "swift-prometheus"),
             ]
         ),
+        // What ships: no test hooks linked in (Tests/integration/test_release_binary.py checks).
+        .executableTarget(name: "todosync", dependencies: ["TodoSyncServer"]),
+        // The test hooks (routes and waits for the lifecycle, deadline, idempotency and snapshot
+        // tests, the benchmark's ceilings), and the test build that has them: the same release
+        // modules plus this one, so building it after `todosync` costs a compile of one file and
+        // a link (scripts/stack.sh build, with TODOSYNC_ENABLE_TEST_HOOKS=1).
+        .target(name: "TodoSyncTestHooks", dependencies: ["TodoSyncAPI", "TodoSyncStore", "TodoSyncCore"]),
+        .executableTarget(name: "todosync-test", dependencies: ["TodoSyncServer", "TodoSyncTestHooks"]),
 
         // The client: the shared domain module, SQLite through GRDB, HTTP through URLSession.
         // Nothing of the server (store, API, MariaDB, FastCGI) is linked into it, nor it into the server;
@@ -96,10 +106,10 @@ let package = Package(
         .testTarget(name: "TodoSyncConfigTests", dependencies: ["TodoSyncConfig"]),
         .testTarget(
             name: "TodoSyncAPITests",
-            dependencies: ["TodoSyncAPI", "TodoSyncCore", "TodoSyncStore", "MariaDB", "Deflate",
+            dependencies: ["TodoSyncAPI", "TodoSyncCore", "TodoSyncStore", "TodoSyncTestHooks", "MariaDB", "Deflate",
                            .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "MariaDBTests", dependencies: ["MariaDB", .product(name: "Logging", package: "swift-log")]),
-        .testTarget(name: "TodoSyncStoreTests", dependencies: ["TodoSyncStore", "TodoSyncSnapshot", "TodoSyncCore", "MariaDB", "Credentials", "Deflate", "SystemSQLite"]),
+        .testTarget(name: "TodoSyncStoreTests", dependencies: ["TodoSyncStore", "TodoSyncSnapshot", "TodoSyncTestHooks", "TodoSyncCore", "MariaDB", "Credentials", "Deflate", "SystemSQLite"]),
         .testTarget(name: "TodoSyncClientTests", dependencies: ["TodoSyncClient", "TodoSyncCore"]),
         // Every representation of a synced field, server and client, held to the one list in
         // TodoSyncCore (issue 35): the one test target that sees both halves (no database needed).

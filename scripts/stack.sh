@@ -3,7 +3,8 @@
 #
 # Usage: scripts/stack.sh COMMAND
 #   deps            install missing Debian packages (apt-get; fast no-op when all are present)
-#   build           swift build -c release --static-swift-stdlib --product todosync
+#   build           swift build -c release --static-swift-stdlib --product todosync (and todosync-test
+#                   with TODOSYNC_ENABLE_TEST_HOOKS=1)
 #   up              start MariaDB, migrate, responders (under runsv) and nginx; wait for /healthz
 #   down            stop nginx, responders and MariaDB (idempotent)
 #   run             deps + build + up, then stay in the foreground until SIGINT/SIGTERM, then down
@@ -81,7 +82,7 @@ unset _config_file _saved_env
 load_limit_defaults
 : "${TODOSYNC_REAL_IP_FROM:=}"                   # nginx: trusted proxies (CIDRs, comma-separated); empty: off
 : "${TODOSYNC_REAL_IP_HEADER:=X-Forwarded-For}"  # nginx: where those proxies put the client's address
-: "${TODOSYNC_ENABLE_TEST_HOOKS:=0}"             # 1: `serve --enable-test-hooks`
+: "${TODOSYNC_ENABLE_TEST_HOOKS:=0}"             # 1: todosync-test `serve --enable-test-hooks`
 : "${TODOSYNC_BENCH_LOCATIONS:=0}"               # 1: nginx's /__bench/ locations
 : "${TODOSYNC_DB_PORT:=}"                        # set: MariaDB also listens on 127.0.0.1:PORT
 : "${TODOSYNC_MARIADB_ARGS:=}"                   # extra mariadbd options, split on whitespace
@@ -306,6 +307,11 @@ cmd_build() {
     [[ -z $commit_obj ]] || link=(-Xlinker "$commit_obj")
     log "build: swift build -c release --static-swift-stdlib --product todosync ${link[*]}"
     swift build -c release --static-swift-stdlib --product todosync "${link[@]}" --quiet || die "swift build failed"
+    if [[ $TODOSYNC_ENABLE_TEST_HOOKS == 1 ]]; then # the same modules plus the hooks: one file and a link
+        log "build: swift build -c release --static-swift-stdlib --product todosync-test ${link[*]}"
+        swift build -c release --static-swift-stdlib --product todosync-test "${link[@]}" --quiet ||
+            die "swift build failed"
+    fi
     resolve_bin
     log "build: done in $((SECONDS - start)) s -> $TODOSYNC_BIN"
 }

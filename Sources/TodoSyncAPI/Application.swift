@@ -7,11 +7,11 @@ import TodoSyncStore
 
 /// Options of the HTTP application.
 public struct ApplicationOptions: Sendable {
-    /// Registers the test and benchmark routes: `GET /healthz?delay_ms=N` and `?die_mid_body_ms=N`
-    /// for lifecycle tests, `GET /__bench/fastcgi`, `/__bench/db` and `GET`/`PUT /__bench/page` for
-    /// the benchmark's ceilings. Never on in production;
-    /// off, those paths do not exist (404) and `/healthz` ignores the hooks' parameters.
-    public var enableTestHooks = false
+    /// The test hooks (`TodoSyncTestHooks`, linked only into the `todosync-test` executable, never
+    /// into the shipping `todosync`): the test and benchmark routes, and the waits the lifecycle,
+    /// deadline and idempotency tests need. nil: those paths do not exist (404) and `/healthz`,
+    /// the snapshot and keyed requests ignore the hooks' parameters and headers.
+    public var testHooks: (any ApplicationTestHooks)?
     /// Requests in flight per account in this process, shared by every worker's application
     /// (`TODOSYNC_ACCOUNT_IN_FLIGHT`); nil: not counted.
     public var accountInFlight: AccountInFlight?
@@ -19,12 +19,23 @@ public struct ApplicationOptions: Sendable {
     /// nil: no pokes (clients still catch up by pulling).
     public var livePublisher: LivePublisher?
 
-    public init(enableTestHooks: Bool = false, accountInFlight: AccountInFlight? = nil,
+    public init(testHooks: (any ApplicationTestHooks)? = nil, accountInFlight: AccountInFlight? = nil,
                 livePublisher: LivePublisher? = nil) {
-        self.enableTestHooks = enableTestHooks
+        self.testHooks = testHooks
         self.accountInFlight = accountInFlight
         self.livePublisher = livePublisher
     }
+}
+
+/// What a test build adds to the application. The one implementation (`TestHooks` in
+/// `TodoSyncTestHooks`) is linked only into `todosync-test`; the shipping binary has none of it.
+public protocol ApplicationTestHooks: Sendable {
+    /// Registers `/healthz` (`health` plus the hooks' parameters) and the test and benchmark routes.
+    func registerRoutes(on application: Application, health: @escaping RouteHandler)
+    /// Runs after a keyed (`Idempotency-Key`) request's handler, inside its transaction.
+    func afterIdempotentHandler(_ request: HTTPRequest)
+    /// What a snapshot build runs right after its consistent read began (nil: nothing).
+    func snapshotPause(_ request: HTTPRequest) throws -> (() -> Void)?
 }
 
 /// The TodoSync HTTP API of one worker: routes requests to handlers over that worker's store and
@@ -33,7 +44,7 @@ public final class Application {
     let store: Store
     let logger: Logger
     let options: ApplicationOptions
-    let router = Router()
+    package let router = Router()
     /// Compresses this worker's responses (the server runs every response through it); routes
     /// that send bytes compressed at write time ask it whether the client accepts gzip.
     public let encoder = ResponseEncoder()

@@ -82,7 +82,7 @@ extension Application {
             do {
                 let response = try store.runIdempotent(ticket, {
                     let response = try handler(context)
-                    holdForTest(request)
+                    options.testHooks?.afterIdempotentHandler(request)
                     return response
                 }, answer: { response in
                     guard (200..<300).contains(response.status) else { return nil }
@@ -99,14 +99,5 @@ extension Application {
                 throw error
             }
         }
-    }
-
-    /// Test hook (test hooks on only): `X-TodoSync-Test-Hold-Ms: N` keeps an `Idempotency-Key`
-    /// request's transaction open N ms (1–60000) after its handler ran, holding its key and the
-    /// user's row lock: the "first request still running" of the 409 test.
-    private func holdForTest(_ request: HTTPRequest) {
-        guard options.enableTestHooks, let hold = request.header("x-todosync-test-hold-ms").flatMap(Int.init),
-              (1...60_000).contains(hold) else { return }
-        usleep(useconds_t(hold * 1000))
     }
 }

@@ -5,7 +5,7 @@ public typealias RouteHandler = (RequestContext) throws -> HTTPResponse
 
 /// Matches `METHOD /path/with/:params` to handlers. Unknown paths are 404; known paths with
 /// another method are 405 with an `Allow` header.
-final class Router {
+package final class Router {
     private enum Segment: Equatable {
         case literal(String)
         case parameter
@@ -50,7 +50,7 @@ final class Router {
     /// per-account limit its requests count against (every authenticated route: requests in flight).
     /// `takesBody`: whether the handler reads a body; by default POST, PUT and PATCH do, GET and
     /// DELETE do not (a POST without one, such as logout, says so).
-    func add(_ method: String, _ pattern: String, limit: AccountLimit = .requestsInFlight, takesBody: Bool? = nil,
+    package func add(_ method: String, _ pattern: String, limit: AccountLimit = .requestsInFlight, takesBody: Bool? = nil,
              _ handler: @escaping RouteHandler) {
         let takesBody = takesBody ?? ["POST", "PUT", "PATCH"].contains(method)
         let segments = pattern.split(separator: "/").map { part -> Segment in

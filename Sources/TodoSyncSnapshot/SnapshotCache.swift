@@ -41,14 +41,12 @@ public final class SnapshotCache: Sendable {
         public let version: Int64
         public let schemaVersion: Int
 
-        public init(userID: Int64, epoch: UInt64, version: Int64, schemaVersion: Int) {
-            self.userID = userID
-            self.epoch = epoch
-            self.version = version
-            self.schemaVersion = schemaVersion
-        }
-
         var stem: String { "\(String(epoch, radix: 16))-\(version)-\(schemaVersion)" }
+    }
+
+    /// The key of the user's snapshot at `version` of history `epoch` in `schemaVersion`.
+    public static func key(userID: Int64, epoch: UInt64, version: Int64, schemaVersion: Int) -> Key {
+        Key(userID: userID, epoch: epoch, version: version, schemaVersion: schemaVersion)
     }
 
     /// A finished snapshot file in the cache.

@@ -29,7 +29,7 @@ struct DailyStatsRecomputer {
         var days = Set(deltas.lazy.filter { $0.value != .zero }.map(\.key)).union(transaction.rebuiltDays)
         for tagID in transaction.changedTags {
             for row in try db.query(SQL.DailyStats.daysWithCompletedTag, [.int(transaction.userID), .int(tagID)]) {
-                days.insert(Day(row.string(0)!)!)
+                days.insert(Day(row.string(OnlyColumn.value)!)!)
             }
         }
         let sorted = days.sorted()
@@ -46,9 +46,11 @@ struct DailyStatsRecomputer {
             var fromTodos: [Day: DailyAggregate] = [:]
             if !rebuilt.isEmpty {
                 for row in try db.query(SQL.DailyStats.inputsForDays, parameters(rebuilt)) {
-                    fromTodos[Day(row.string(0)!)!, default: .zero].add(StatInput(
-                        isCompleted: row.bool(1)!, isLife: row.bool(2)!, difficulty: row.int(3)!,
-                        estimatedTime: row.int(4)!, tagID: row.int64(5)))
+                    typealias C = SQL.DailyStats.InputColumn
+                    fromTodos[Day(row.string(C.deadline)!)!, default: .zero].add(StatInput(
+                        isCompleted: row.bool(C.isCompleted)!, isLife: row.bool(C.isLife)!,
+                        difficulty: row.int(C.difficulty)!, estimatedTime: row.int(C.estimatedTime)!,
+                        tagID: row.int64(C.tagID)))
                 }
             }
             var aggregates: [Day: DailyAggregate] = [:]
@@ -163,7 +165,8 @@ private struct TagLookup {
             let parameters = [DatabaseValue.int(transaction.userID)]
                 + (0..<batch).map { DatabaseValue.int(chunk[min($0, chunk.count - 1)]) }
             for row in try transaction.db.query(SQL.DailyStats.tagsByIDs, parameters) {
-                known[row.int64(0)!] = (row.string(1) ?? "", row.string(2) ?? "")
+                typealias C = SQL.DailyStats.TagNameColumn
+                known[row.int64(C.id)!] = (row.string(C.name) ?? "", row.string(C.color) ?? "")
             }
         }
         looked.formUnion(missing)
@@ -208,5 +211,88 @@ extension DailyStat {
             createdAt: Timestamp.rfc3339(fromDatabaseText: row.string(C.createdAt.index)!),
             updatedAt: Timestamp.rfc3339(fromDatabaseText: row.string(C.updatedAt.index)!),
             deletedAt: row.string(C.deletedAt.index).map(Timestamp.rfc3339(fromDatabaseText:)))
+    }
+}
+
+extension SQL {
+    enum DailyStats {
+        /// `DailyStatColumn`'s columns, in its order (what `DailyStat(row:)` decodes).
+        static let columns = DailyStatColumn.selectList
+        /// Recomputation loads `dayBatch` dates per query (unused slots repeat a date).
+        static let dayBatch = 16
+        private static let daySlots = Array(repeating: "?", count: dayBatch).joined(separator: ", ")
+        /// The full recompute's inputs for a batch of dates, with the date first: every live todo.
+        static let inputsForDays = """
+            SELECT deadline, is_completed, is_life, difficulty, estimated_time, tag_id
+              FROM todos FORCE INDEX (todos_user_day)
+             WHERE user_id = ? AND deleted_at IS NULL AND deadline IN (\(daySlots))
+            """
+        enum InputColumn: Int, ResultColumns { case deadline, isCompleted, isLife, difficulty, estimatedTime, tagID }
+        /// A batch of dates' stats (live or tombstones), each followed by its aggregate's columns.
+        static let byDays = """
+            SELECT \(columns), \(DailyAggregateColumn.selectList) FROM daily_stats WHERE user_id = ? AND day IN (\(daySlots))
+            """
+        /// Rendering looks tags up `tagBatch` at a time (unused slots repeat an id). Tombstones
+        /// included, as the stat of a todo whose tag is being deleted in the same write needs.
+        static let tagBatch = 32
+        static let tagsByIDs = """
+            SELECT id, name, color FROM tags WHERE user_id = ? AND id IN (\(Array(repeating: "?", count: tagBatch).joined(separator: ", ")))
+            """
+        enum TagNameColumn: Int, ResultColumns { case id, name, color }
+        static let liveByDay = """
+            SELECT \(columns) FROM daily_stats WHERE user_id = ? AND day = ? AND deleted_at IS NULL
+            """
+        /// Live stats of the owner's user from `from` to `to`, by day: a range read of the primary
+        /// key (user_id, day), no lookup per row, no filesort. Parameters: the owner's, from, to.
+        static func liveInRange(_ owner: ReadOwner) -> String {
+            """
+            SELECT \(qualified(columns, "s")), \(owner.userID(alias: "s"))
+              FROM \(owner.from("daily_stats s FORCE INDEX (PRIMARY)", alias: "s"))
+             WHERE \(owner.condition(alias: "s")) AND s.day BETWEEN ? AND ? AND s.deleted_at IS NULL
+             ORDER BY s.day
+            """
+        }
+        static let liveInRangeForUser = liveInRange(.user)
+        static let liveInRangeForToken = liveInRange(.token)
+        static let insert = """
+            INSERT INTO daily_stats (user_id, day, todo_count, completed_count, productivity_hundredths, balance_num,
+                                     center_x_hundredths, center_y_hundredths, tag_stats, version, created_at,
+                                     updated_at, \(DailyAggregateColumn.selectList))
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, \(aggregateSlots))
+            """
+        /// Writes new content into `dayBatch` existing stats at once (by id; unused rows repeat
+        /// one); also brings a tombstone back to life (deleted_at cleared). Each row: id, user id,
+        /// day, the content, version, created (never written: the row exists), updated, the
+        /// aggregate. One statement instead of one UPDATE per date.
+        static let updateBatch = """
+            INSERT INTO daily_stats (id, user_id, day, todo_count, completed_count, productivity_hundredths, balance_num,
+                                     center_x_hundredths, center_y_hundredths, tag_stats, version, created_at,
+                                     updated_at, \(DailyAggregateColumn.selectList))
+            VALUES \(Array(repeating: "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, \(aggregateSlots))", count: dayBatch)
+                .joined(separator: ", "))
+            ON DUPLICATE KEY UPDATE todo_count = VALUES(todo_count), completed_count = VALUES(completed_count),
+                productivity_hundredths = VALUES(productivity_hundredths), balance_num = VALUES(balance_num),
+                center_x_hundredths = VALUES(center_x_hundredths), center_y_hundredths = VALUES(center_y_hundredths),
+                tag_stats = VALUES(tag_stats), version = VALUES(version), updated_at = VALUES(updated_at),
+                deleted_at = NULL, \(DailyAggregateColumn.allCases.map { "\($0.sqlName) = VALUES(\($0.sqlName))" }
+                .joined(separator: ", "))
+            """
+        /// A date that lost its last live todo: its aggregate is all zeros again.
+        static let softDelete = """
+            UPDATE daily_stats SET deleted_at = ?, updated_at = ?, version = ?, \(aggregateAssignments) WHERE id = ?
+            """
+        /// New inputs whose rendering did not change (no new version): `todo_count` and
+        /// `completed_count` are part of the stat, so they cannot have changed either.
+        static let saveAggregate = """
+            UPDATE daily_stats SET \(aggregateAssignments) WHERE id = ?
+            """
+        private static let aggregateSlots = DailyAggregateColumn.allCases.map { _ in "?" }.joined(separator: ", ")
+        private static let aggregateAssignments = DailyAggregateColumn.allCases.map { "\($0.sqlName) = ?" }
+            .joined(separator: ", ")
+        /// Dates whose stat lists this tag (completed live todos carry it).
+        static let daysWithCompletedTag = """
+            SELECT DISTINCT deadline FROM todos
+             WHERE user_id = ? AND tag_id = ? AND deleted_at IS NULL AND is_completed = 1
+            """
     }
 }

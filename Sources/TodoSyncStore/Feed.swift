@@ -143,7 +143,7 @@ struct FeedBatch {
             let replaced = todoOrder.filter { !created.contains(Key(kind: .todo, id: $0)) }.map(DatabaseValue.int)
             for list in SQL.TodoList.delete.lists(replaced) {
                 for row in try db.query(SQL.TodoList.delete.sql, [.int(userID)] + list) {
-                    days.insert(Day(row.string(0)!)!)  // a NOT NULL DATE column
+                    days.insert(Day(row.string(OnlyColumn.value)!)!)  // `RETURNING deadline`, a NOT NULL DATE
                 }
             }
         }
@@ -258,5 +258,44 @@ extension Timestamp {
     /// `2026-11-21T10:00:00.000Z` → `2026-11-21 10:00:00.000` (the DATETIME(3) text form).
     static func databaseText(fromRFC3339 text: String) -> String {
         String(text.dropLast(text.hasSuffix("Z") ? 1 : 0).map { $0 == "T" ? " " : $0 })
+    }
+}
+
+extension SQL {
+    /// The rendered live todos in the contract's list order (Sql/008_todo_list.sql).
+    enum TodoList {
+        /// Inserts todos' list rows (`FeedBatch.write` deleted their previous ones). Parameters per
+        /// row: user, deadline, important, created, title key, id, body.
+        static let insert = MultiRowStatement(columns: 7) { rows in
+            "INSERT INTO todo_list (user_id, deadline, is_important, created_at, title_key, id, body) VALUES \(rows)"
+        }
+        /// Removes todos' list rows (deleted todos', and the previous rows of changed ones) and
+        /// answers each removed row's date (its stored day list is rebuilt, `TodoDays`).
+        /// Parameters: user, then the ids.
+        static let delete = InListStatement(size: 128) { ids in
+            "DELETE FROM todo_list WHERE user_id = ? AND id IN (\(ids)) RETURNING deadline"
+        }
+        static let deleteOfUser = "DELETE FROM todo_list WHERE user_id = ?"
+        /// The owner's list rows with deadlines from `from` to `to`, in the contract's order: the
+        /// primary key's order, one range read. Parameters: the owner's, from, to.
+        static func bodiesInRange(_ owner: ReadOwner) -> String {
+            """
+            SELECT l.body, \(owner.userID(alias: "l")) FROM \(owner.from("todo_list l", alias: "l"))
+             WHERE \(owner.condition(alias: "l")) AND l.deadline BETWEEN ? AND ?
+             ORDER BY \(order)
+            """
+        }
+        /// The contract's list order, the primary key's (after user_id).
+        static let order = "l.deadline, \(dayOrder)"
+        /// The same within one date.
+        static let dayOrder = "l.is_important DESC, l.created_at DESC, l.title_key, l.id"
+        static let bodiesInRangeForUser = bodiesInRange(.user)
+        static let bodiesInRangeForToken = bodiesInRange(.token)
+        /// Every list row of a user (check-feed). Columns: id, deadline, is_important,
+        /// created_at, title_key, body.
+        static let ofUser = """
+            SELECT id, deadline, is_important, created_at, title_key, body FROM todo_list WHERE user_id = ?
+            """
+        enum RowColumn: Int, ResultColumns { case id, deadline, isImportant, createdAt, titleKey, body }
     }
 }

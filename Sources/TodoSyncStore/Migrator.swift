@@ -9,6 +9,9 @@ import MariaDB
 /// otherwise differ from what the files say, silently. A row recorded before checksums existed
 /// takes the file's checksum the first time it is seen.
 public struct Migrator {
+    /// The columns of `schema_migrations` as both readers select them.
+    enum AppliedColumn: Int, ResultColumns { case version, name, appliedAt, checksum }
+
     public struct Migration: Sendable, Equatable {
         public let version: Int
         public let name: String
@@ -66,13 +69,13 @@ public struct Migrator {
             ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4
             """)
         try db.execute("ALTER TABLE schema_migrations ADD COLUMN IF NOT EXISTS checksum CHAR(64) CHARACTER SET ascii NULL")
-        guard try db.queryOne("SELECT GET_LOCK('todosync_migrate', 60)")?.int(0) == 1 else {
+        guard try db.queryOne("SELECT GET_LOCK('todosync_migrate', 60)")?.int(OnlyColumn.value) == 1 else {
             throw Failure(description: "another migrator holds the lock for over 60 s")
         }
         defer { _ = try? db.query("SELECT RELEASE_LOCK('todosync_migrate')") }
         let files = Dictionary(migrations.map { ($0.version, $0) }, uniquingKeysWith: { first, _ in first })
-        let recorded = try db.query("SELECT version, checksum FROM schema_migrations").compactMap { row in
-            row.int(0).map { (version: $0, checksum: row.string(1)) }
+        let recorded = try db.query("SELECT version, name, applied_at, checksum FROM schema_migrations").compactMap { row in
+            row.int(AppliedColumn.version).map { (version: $0, checksum: row.string(AppliedColumn.checksum)) }
         }
         if let edit = Self.edits(recorded: recorded, files: migrations).first { throw edit }
         let applied = Set(recorded.map(\.version))
@@ -136,8 +139,10 @@ public struct Migrator {
                 rows = try db.query("SELECT version, name, applied_at, NULL FROM schema_migrations ORDER BY version")
             }
             for row in rows {
-                applied.append((version: row.int(0) ?? 0, name: row.string(1) ?? "", appliedAt: row.string(2) ?? ""))
-                recorded.append((version: row.int(0) ?? 0, checksum: row.string(3)))
+                typealias C = AppliedColumn
+                applied.append((version: row.int(C.version) ?? 0, name: row.string(C.name) ?? "",
+                                appliedAt: row.string(C.appliedAt) ?? ""))
+                recorded.append((version: row.int(C.version) ?? 0, checksum: row.string(C.checksum)))
             }
         } catch let error as DatabaseError where error.code == 1146 {
             // ER_NO_SUCH_TABLE: nothing applied yet.

@@ -40,3 +40,30 @@ extension DatabaseValue {
     static func timestamp(_ time: Timestamp) -> DatabaseValue { .text(time.databaseText) }
     static func day(_ day: Day) -> DatabaseValue { .text(day.description) }
 }
+
+/// The columns of one statement's result rows, as an enum whose cases are in SELECT order,
+/// declared beside the statement (`SQL.Account.SessionColumn`, …): a row is read by a case, never
+/// by a literal position, so a column added to or moved in the SELECT list is one edit in one place.
+protocol ResultColumns: RawRepresentable<Int> {}
+
+/// The one column of a single-column result (`SELECT id …`, `SELECT COUNT(*) …`).
+enum OnlyColumn: Int, ResultColumns {
+    case value
+}
+
+extension Row {
+    func int64(_ column: some ResultColumns) -> Int64? { int64(column.rawValue) }
+    func int(_ column: some ResultColumns) -> Int? { int(column.rawValue) }
+    func bool(_ column: some ResultColumns) -> Bool? { bool(column.rawValue) }
+    func string(_ column: some ResultColumns) -> String? { string(column.rawValue) }
+    func bytes(_ column: some ResultColumns) -> [UInt8]? { bytes(column.rawValue) }
+}
+
+extension RowCursor {
+    func isNull(_ column: some ResultColumns) -> Bool { isNull(column.rawValue) }
+    func int64(_ column: some ResultColumns) throws(DatabaseError) -> Int64? { try int64(column.rawValue) }
+    func bool(_ column: some ResultColumns) throws(DatabaseError) -> Bool? { try bool(column.rawValue) }
+    func withBytes(_ column: some ResultColumns, _ body: (UnsafeRawBufferPointer) -> Void) throws(DatabaseError) -> Bool {
+        try withBytes(column.rawValue, body)
+    }
+}

@@ -114,7 +114,7 @@ final class StagedTodos {
                     + TodoColumn.contentValues(of: todo)
                     + [.int(todo.version), .timestamp(now), .timestamp(now), deletedAt(todo), device]
             }
-            let ids = try db.query(chunk.sql, values).map { $0.int64(0)! }
+            let ids = try db.query(chunk.sql, values).map { $0.int64(OnlyColumn.value)! }  // `RETURNING id`
             guard ids.count == chunk.rows.count else {
                 throw DatabaseError(code: 0, message: "INSERT … RETURNING answered \(ids.count) ids for \(chunk.rows.count) rows",
                                     sql: chunk.sql)

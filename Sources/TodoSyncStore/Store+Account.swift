@@ -55,9 +55,11 @@ extension Store {
         try guarded {
             try db.query(SQL.Account.sessions, [.blob(tokenHash(token)), .int(userID), .timestamp(Timestamp.now())])
                 .map { row in
-                    AccountSession(
-                        id: row.string(0)!, createdAt: Timestamp.rfc3339(fromDatabaseText: row.string(1)!),
-                        lastUsedAt: Timestamp.rfc3339(fromDatabaseText: row.string(2)!), current: row.int64(3) == 1)
+                    typealias C = SQL.Account.SessionColumn
+                    return AccountSession(
+                        id: row.string(C.publicID)!, createdAt: Timestamp.rfc3339(fromDatabaseText: row.string(C.createdAt)!),
+                        lastUsedAt: Timestamp.rfc3339(fromDatabaseText: row.string(C.lastUsed)!),
+                        current: row.int64(C.isCurrent) == 1)
                 }
         }
     }
@@ -81,7 +83,7 @@ extension Store {
                 let now = Timestamp.now()
                 guard try db.queryOne(SQL.Account.lockToken, [.blob(tokenHash), .int(userID), .timestamp(now)]) != nil
                 else { throw DomainError.unauthenticated }
-                guard try db.queryOne(SQL.Account.credentials, [.int(userID)])?.string(1) == checkedHash else {
+                guard try db.queryOne(SQL.Account.credentials, [.int(userID)])?.string(SQL.Account.CredentialsColumn.passwordHash) == checkedHash else {
                     throw DomainError.wrongPassword(field: "password")
                 }
                 guard try db.execute(SQL.Account.markDeleted, [.timestamp(now), .int(userID)]).affectedRows == 1 else {
@@ -103,8 +105,8 @@ extension Store {
         guard let row = try guarded({ try db.queryOne(SQL.Account.credentials, [.int(userID)]) }) else {
             throw DomainError.unauthenticated
         }
-        let emailHash = BearerToken.sha256(Array(row.string(0)!.utf8))
-        let passwordHash = row.string(1)!
+        let emailHash = BearerToken.sha256(Array(row.string(SQL.Account.CredentialsColumn.emailKey)!.utf8))
+        let passwordHash = row.string(SQL.Account.CredentialsColumn.passwordHash)!
         try withHashSlot {
             try reserveLoginAttempt(emailHash: emailHash, now: Timestamp.now())
             guard configuration.passwordHasher.verify(password, against: passwordHash) else {
@@ -150,9 +152,10 @@ extension Store {
                 out.beginObject()
                 out.key("user")
                 out.beginObject()
-                out.field("id", user.int64(0)!)
-                out.field("email", user.string(1)!)
-                out.field("createdAt", Timestamp.rfc3339(fromDatabaseText: user.string(2)!))
+                typealias U = SQL.Account.ExportUserColumn
+                out.field("id", user.int64(U.id)!)
+                out.field("email", user.string(U.email)!)
+                out.field("createdAt", Timestamp.rfc3339(fromDatabaseText: user.string(U.createdAt)!))
                 out.endObject()
 
                 out.key("tags")
@@ -232,10 +235,10 @@ extension Store {
     public func eraseDeletedAccounts() throws -> AccountEraseReport {
         var report = AccountEraseReport()
         try guarded {
-            let present = Set(try db.query(SQL.Erase.existingTables).compactMap { $0.string(0) })
+            let present = Set(try db.query(SQL.Erase.existingTables).compactMap { $0.string(OnlyColumn.value) })
             let tables = SQL.Erase.tables + SQL.Erase.optionalTables.filter(present.contains)
             while true {
-                let users = try db.query(SQL.Erase.deletedUsers).compactMap { $0.int64(0) }
+                let users = try db.query(SQL.Erase.deletedUsers).compactMap { $0.int64(OnlyColumn.value) }
                 for userID in users {
                     for table in tables {
                         while true {
@@ -254,5 +257,128 @@ extension Store {
             }
         }
         return report
+    }
+}
+
+extension SQL {
+    /// The routes under `/account/` (Store+Account.swift, Sql/022).
+    enum Account {
+        /// What re-checking a signed-in user's password needs: the email key (its hash keys the
+        /// failed-login counter, as at login) and the password hash.
+        static let credentials = "SELECT email_key, password_hash FROM users WHERE id = ? AND deleted_at IS NULL"
+        enum CredentialsColumn: Int, ResultColumns { case emailKey, passwordHash }
+        /// The presented token, locked for the transaction that changes the account: it must still
+        /// be valid when the change commits. Parameters: token hash, user, now.
+        static let lockToken = """
+            SELECT 1 FROM auth_tokens WHERE token_hash = ? AND user_id = ? AND expires_at > ? FOR UPDATE
+            """
+        /// Stores a new password hash, only if the one that was checked is still current (a
+        /// concurrent change wins; this one is then a wrong password). Parameters: new, user, checked.
+        static let setPassword = "UPDATE users SET password_hash = ? WHERE id = ? AND password_hash = ?"
+        /// Every token of the user but the presented one. Parameters: user, token hash.
+        static let revokeOtherTokens = "DELETE FROM auth_tokens WHERE user_id = ? AND token_hash <> ?"
+        static let revokeAllTokens = "DELETE FROM auth_tokens WHERE user_id = ?"
+        /// The user's valid tokens, newest first. Parameters: presented token hash, user, now.
+        static let sessions = """
+            SELECT public_id, created_at, \(Tokens.lastUsed()), token_hash = ? FROM auth_tokens
+             WHERE user_id = ? AND expires_at > ? ORDER BY created_at DESC, public_id
+            """
+        enum SessionColumn: Int, ResultColumns { case publicID, createdAt, lastUsed, isCurrent }
+        /// Parameters: user, public id.
+        static let revokeSession = "DELETE FROM auth_tokens WHERE user_id = ? AND public_id = ?"
+        /// Marks the account deleted and frees its email at once: the email key becomes
+        /// `deleted:<id>`, which has no `@` and so is no email's key; the email and password
+        /// hash are blanked. Parameters: now, user.
+        static let markDeleted = """
+            UPDATE users SET deleted_at = ?, email = '', email_key = CONCAT('deleted:', id), password_hash = ''
+             WHERE id = ? AND deleted_at IS NULL
+            """
+        /// The deletion's line in the journal (Sql/029) that a restore re-applies, in the
+        /// transaction that marked the account: the id, its creation time and the deletion time,
+        /// nothing of its data. The purge never erases it. Parameter: user.
+        static let journalDeletion = """
+            INSERT IGNORE INTO account_deletions (account_id, account_created_at, deleted_at)
+            SELECT id, created_at, deleted_at FROM users WHERE id = ? AND deleted_at IS NOT NULL
+            """
+        /// The export's `user`. Columns: id, email, created_at.
+        static let exportUser = "SELECT id, email, created_at FROM users WHERE id = ? AND deleted_at IS NULL"
+        enum ExportUserColumn: Int, ResultColumns { case id, email, createdAt }
+    }
+
+    /// Erasing deleted accounts (`todosync purge`): every row of the user, table by table in
+    /// batches of at most `batch` rows per statement (each its own commit, so no statement holds a
+    /// big write set on a Galera cluster), the users row last (until then the account stays marked
+    /// and the next purge goes on). Every table with a `user_id` column must be listed here: an
+    /// integration test reads the schema and fails for one that keeps rows of an erased account.
+    enum Erase {
+        static let batch = 1000
+        /// Deleted accounts are taken `userBatch` at a time.
+        static let userBatch = 1000
+        static let deletedUsers = "SELECT id FROM users WHERE deleted_at IS NOT NULL ORDER BY id LIMIT \(userBatch)"
+        /// Children first (feed and list copies, then todos before the tags they name).
+        static let tables = [
+            "auth_tokens", "idempotency_keys", "sync_operations", "sync_feed", "sync_feed_backfill", "todo_list", "todo_days",
+            "daily_stats", "todos", "tags", "sync_devices", "account_usage",
+        ]
+        /// Tables that another branch's migration adds (Sql/019 push result records): erased when
+        /// present, skipped when this database does not have them yet.
+        static let optionalTables = ["sync_result_records"]
+        static let existingTables = """
+            SELECT table_name FROM information_schema.tables WHERE table_schema = DATABASE()
+            """
+        /// Parameters: user, batch.
+        static func deleteBatch(_ table: String) -> String { "DELETE FROM \(table) WHERE user_id = ? LIMIT ?" }
+        static let user = "DELETE FROM users WHERE id = ? AND deleted_at IS NOT NULL"
+    }
+
+    /// The account export (`Store.exportAccount`): every live record of a user, page by page in
+    /// key order, each page starting after the last row of the one before (keyset), all in one
+    /// transaction. Each page is a range read of an index in its order: no filesort, no offset.
+    enum Export {
+        static let pageRows = 1000
+        /// Live tags by id. Parameters: user id, the last id of the page before (0: none).
+        static let tags = """
+            SELECT \(Tags.columns) FROM tags FORCE INDEX (tags_user_live)
+             WHERE user_id = ? AND deleted_at IS NULL AND id > ? ORDER BY id LIMIT \(pageRows)
+            """
+        /// Bodies of the live todos in the list's order (`todo_list`), then each row's list key.
+        /// Parameters: user id.
+        static let firstTodos = todos(afterKey: false)
+        /// The page after a list key. Parameters: user id, then the key of the last row of the
+        /// page before (`todoKeyColumns`) in the order `afterListKeyParameters` gives.
+        static let nextTodos = todos(afterKey: true)
+        /// Where the list key (deadline, is_important, created_at, title_key, id) lies in the rows
+        /// of `firstTodos` and `nextTodos`.
+        static let todoKeyColumns = 1...5
+        /// Which key value each parameter of `afterListKey` takes.
+        static let afterListKeyParameters = [0, 0, 1, 1, 2, 2, 3, 3, 4]
+        private static func todos(afterKey: Bool) -> String {
+            """
+            SELECT l.body, l.deadline, l.is_important, l.created_at, l.title_key, l.id
+              FROM todo_list l FORCE INDEX (PRIMARY)
+             WHERE l.user_id = ?\(afterKey ? " AND \(afterListKey)" : "")
+             ORDER BY \(TodoList.order) LIMIT \(pageRows)
+            """
+        }
+        /// Rows after a key in `TodoList.order` (deadline, is_important DESC, created_at DESC,
+        /// title_key, id), spelled out as nested conditions, which the range optimizer reads as
+        /// ranges of the primary key (a row constructor comparison cannot mix directions).
+        private static let afterListKey = """
+            (l.deadline > ? OR (l.deadline = ? AND (l.is_important < ? OR (l.is_important = ? AND \
+            (l.created_at < ? OR (l.created_at = ? AND (l.title_key > ? OR (l.title_key = ? AND l.id > ?))))))))
+            """
+        /// Live stats by day. Parameters: user id.
+        static let firstStats = stats(afterDay: false)
+        /// Parameters: user id, the last day of the page before.
+        static let nextStats = stats(afterDay: true)
+        /// Where the day lies in the rows of `firstStats` and `nextStats`.
+        static let statDayColumn = DailyStatColumn.day.index
+        private static func stats(afterDay: Bool) -> String {
+            """
+            SELECT \(qualified(DailyStats.columns, "s")) FROM daily_stats s FORCE INDEX (PRIMARY)
+             WHERE s.user_id = ?\(afterDay ? " AND s.day > ?" : "") AND s.deleted_at IS NULL
+             ORDER BY s.day LIMIT \(pageRows)
+            """
+        }
     }
 }

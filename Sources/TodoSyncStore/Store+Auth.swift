@@ -46,7 +46,7 @@ extension Store {
                     _ = configuration.passwordHasher.verify(input.password, against: decoyPasswordHash)
                     throw DomainError.badCredentials
                 }
-                guard configuration.passwordHasher.verify(input.password, against: row.string(2)!) else {
+                guard configuration.passwordHasher.verify(input.password, against: row.string(SQL.Users.CredentialsColumn.passwordHash)!) else {
                     throw DomainError.badCredentials
                 }
                 return row
@@ -59,7 +59,7 @@ extension Store {
                 throw error
             }
         }
-        let userID = row.int64(0)!
+        let userID = row.int64(SQL.Users.CredentialsColumn.id)!
         let token = try BearerToken.generate()
         try guarded {
             try db.inTransaction {
@@ -67,7 +67,7 @@ extension Store {
                 try insertToken(token, userID: userID, now: now)
             }
         }
-        return Session(user: User(id: userID, email: row.string(1)!), token: token)
+        return Session(user: User(id: userID, email: row.string(SQL.Users.CredentialsColumn.email)!), token: token)
     }
 
     /// Runs a password hash in one of the process's hash slots, after a short fair wait when they
@@ -92,7 +92,7 @@ extension Store {
         }
         guard reserved.affectedRows == 0 else { return }
         let offset = try guarded {
-            try db.queryOne(SQL.Logins.windowOffset, [.timestamp(now), .blob(emailHash)])?.int64(0)
+            try db.queryOne(SQL.Logins.windowOffset, [.timestamp(now), .blob(emailHash)])?.int64(OnlyColumn.value)
         }
         // offset is minus the window's age: what is left of it is lockout + offset (+1 for the
         // milliseconds that TIMESTAMPDIFF truncated).
@@ -114,8 +114,8 @@ extension Store {
             guard let row = try db.queryOne(SQL.Tokens.userForToken, [
                 Self.tokenUseStaleBefore(now), .blob(tokenHash), .timestamp(now),
             ]) else { return nil }
-            if row.int64(1) == 1 { touchToken(hash: tokenHash, now: now) }
-            return row.int64(0)
+            if row.int64(SQL.Tokens.UserColumn.useIsStale) == 1 { touchToken(hash: tokenHash, now: now) }
+            return row.int64(SQL.Tokens.UserColumn.userID)
         }
     }
 
@@ -140,5 +140,57 @@ extension Store {
             .blob(tokenHash(token)), .int(userID), .timestamp(now),
             .timestamp(now.adding(seconds: configuration.tokenLifetimeSeconds)),
         ])
+    }
+}
+
+extension SQL {
+    /// The failed-login throttle, one row per email key (SHA-256 of the NFC lower-cased email),
+    /// whether or not an account has that email, so both answer alike (Sql/011).
+    enum Logins {
+        /// Makes sure the key has a row for `reserveAttempt` to lock and update.
+        static let ensureRow = "INSERT IGNORE INTO login_throttle (email_hash, failures, window_start) VALUES (?, 0, NULL)"
+        /// Reserves one attempt before the password is checked, unless the key is throttled (then
+        /// no row changes): counts it as a failure, restarting the count when the previous window
+        /// has passed. Atomic under the row lock, so concurrent guesses cannot all slip past the
+        /// limit. A correct password deletes the row afterwards.
+        /// Parameters: window start ×2, now, email hash, max failures, window start.
+        static let reserveAttempt = """
+            UPDATE login_throttle
+               SET failures = IF(window_start IS NULL OR window_start < ?, 1, failures + 1),
+                   window_start = IF(window_start IS NULL OR window_start < ?, ?, window_start)
+             WHERE email_hash = ?
+               AND NOT (failures >= ? AND window_start IS NOT NULL AND window_start >= ?)
+            """
+        /// Seconds from now (parameter 1) to the start of the key's window: minus its age.
+        static let windowOffset = "SELECT TIMESTAMPDIFF(SECOND, ?, window_start) FROM login_throttle WHERE email_hash = ?"
+        static let clear = "DELETE FROM login_throttle WHERE email_hash = ?"
+        /// Purge: rows whose window has passed carry nothing worth keeping.
+        static let deleteExpired = "DELETE FROM login_throttle WHERE window_start < ?"
+    }
+
+    enum Tokens {
+        /// `public_id` comes from the column's default (Sql/022); `last_used_at` stays NULL until
+        /// the first use a minute or more later (`lastUsed`).
+        static let insert = """
+            INSERT INTO auth_tokens (token_hash, user_id, created_at, expires_at) VALUES (?, ?, ?, ?)
+            """
+        /// When a token was last used, as stored (NULL means when it was issued); `alias`: the
+        /// table's alias in the statement, if any.
+        static func lastUsed(_ alias: String? = nil) -> String {
+            let prefix = alias.map { "\($0)." } ?? ""
+            return "COALESCE(\(prefix)last_used_at, \(prefix)created_at)"
+        }
+        /// The token's user, and whether its last use is older than the first parameter (so
+        /// `touch` is due). Parameters: stale-before, token hash, now.
+        static let userForToken = """
+            SELECT user_id, \(lastUsed()) < ? FROM auth_tokens WHERE token_hash = ? AND expires_at > ?
+            """
+        enum UserColumn: Int, ResultColumns { case userID, useIsStale }
+        /// Records a use of the token, unless another request of it already did in the last
+        /// minute: at most one write per token per minute. Parameters: now, token hash, stale-before.
+        static let touch = """
+            UPDATE auth_tokens SET last_used_at = ? WHERE token_hash = ? AND \(lastUsed()) < ?
+            """
+        static let delete = "DELETE FROM auth_tokens WHERE token_hash = ?"
     }
 }

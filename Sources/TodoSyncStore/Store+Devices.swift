@@ -9,3 +9,13 @@ extension Store {
         return Int64(result.lastInsertID)
     }
 }
+
+extension SQL {
+    enum Devices {
+        /// Registers a device of a user, or finds it: either way LAST_INSERT_ID() is its number.
+        static let register = """
+            INSERT INTO sync_devices (user_id, device_key, created_at) VALUES (?, ?, ?)
+                ON DUPLICATE KEY UPDATE id = LAST_INSERT_ID(id)
+            """
+    }
+}

@@ -50,7 +50,7 @@ extension Store {
             let page = try guarded {
                 try db.query(SQL.TodoDays.unstoredAfter, [.int(after.user), .int(after.user), .text(after.day),
                                                             .int(Int64(pageRows))])
-                    .map { (user: $0.int64(0)!, day: $0.string(1)!) }
+                    .map { (user: $0.int64(SQL.TodoDays.UnstoredColumn.userID)!, day: $0.string(SQL.TodoDays.UnstoredColumn.deadline)!) }
             }
             guard let last = page.last else { break }
             after = last
@@ -76,7 +76,7 @@ extension Store {
                 }
             }
         }
-        report.unstored = try guarded { try db.queryOne(SQL.TodoDays.countUnstored)?.int64(0) ?? 0 }
+        report.unstored = try guarded { try db.queryOne(SQL.TodoDays.countUnstored)?.int64(OnlyColumn.value) ?? 0 }
         return report
     }
 
@@ -87,7 +87,7 @@ extension Store {
     public func backfillQueuedFeeds() throws -> Int {
         var done = 0
         while true {
-            let queued = try guarded { try db.query(SQL.Feed.backfillQueue).compactMap { $0.int64(0) } }
+            let queued = try guarded { try db.query(SQL.Feed.backfillQueue).compactMap { $0.int64(OnlyColumn.value) } }
             if queued.isEmpty { return done }
             for userID in queued {
                 try write(userID: userID, operations: 0) { transaction in
@@ -112,18 +112,19 @@ extension Store {
                 var problems: [FeedProblem] = []
                 func problem(_ text: String) { problems.append(FeedProblem(userID: userID, description: text)) }
                 for row in try db.query(SQL.Feed.ofUser, [.int(userID)]) {
-                    guard let kind = row.int64(0).flatMap(FeedKind.init(rawValue:)) else {
-                        problem("feed row of unknown kind \(row.int64(0) ?? -1)")
+                    typealias C = SQL.Feed.RowColumn
+                    guard let kind = row.int64(C.kind).flatMap(FeedKind.init(rawValue:)) else {
+                        problem("feed row of unknown kind \(row.int64(C.kind) ?? -1)")
                         continue
                     }
-                    let name = key(kind, row.int64(1)!)
+                    let name = key(kind, row.int64(C.recordID)!)
                     guard let want = expected.removeValue(forKey: name) else {
                         problem("\(name): in the feed but not in the tables")
                         continue
                     }
-                    let have = FeedEntry(stored: kind, recordID: row.int64(1)!, version: row.int64(2)!,
-                                         deletedAt: row.string(3), device: row.int64(4), parentTags: row.string(5)!,
-                                         body: row.bytes(6)!)
+                    let have = FeedEntry(stored: kind, recordID: row.int64(C.recordID)!, version: row.int64(C.version)!,
+                                         deletedAt: row.string(C.deletedAt), device: row.int64(C.device),
+                                         parentTags: row.string(C.parentTags)!, body: row.bytes(C.body)!)
                     if have != want {
                         problem("\(name): feed has version \(have.version) deleted \(have.deletedAt ?? "no") "
                                 + "device \(have.device.map(String.init) ?? "none") parents [\(have.parentTags)] "
@@ -135,7 +136,7 @@ extension Store {
                 for name in expected.keys.sorted() { problem("\(name): in the tables but not in the feed") }
 
                 // A pull page skips its parent-tag lookup at or above users.tag_seq (Sql/024).
-                let tagSequence = try db.queryOne(SQL.Feed.tagSequence, [.int(userID)])?.int64(0) ?? 0
+                let tagSequence = try db.queryOne(SQL.Feed.tagSequence, [.int(userID)])?.int64(OnlyColumn.value) ?? 0
                 if let latest = fromTables.entries.filter({ $0.kind == .tag }).max(by: { $0.version < $1.version }),
                    latest.version > tagSequence {
                     problem("users.tag_seq \(tagSequence) is below \(key(.tag, latest.recordID))'s version "
@@ -144,8 +145,10 @@ extension Store {
 
                 var listed = Dictionary(uniqueKeysWithValues: fromTables.listRows.map { ($0.id, $0) })
                 for row in try db.query(SQL.TodoList.ofUser, [.int(userID)]) {
-                    let have = TodoListRow(id: row.int64(0)!, deadline: Day(row.string(1)!)!, isImportant: row.bool(2)!,
-                                           createdAt: row.string(3)!, titleKey: row.bytes(4)!, body: row.bytes(5)!)
+                    typealias C = SQL.TodoList.RowColumn
+                    let have = TodoListRow(id: row.int64(C.id)!, deadline: Day(row.string(C.deadline)!)!,
+                                           isImportant: row.bool(C.isImportant)!, createdAt: row.string(C.createdAt)!,
+                                           titleKey: row.bytes(C.titleKey)!, body: row.bytes(C.body)!)
                     guard let want = listed.removeValue(forKey: have.id) else {
                         problem("todo \(have.id): listed but not a live todo")
                         continue
@@ -164,9 +167,10 @@ extension Store {
                 // NULL one (not stored) is read from the list rows, always right.
                 var days = TodoDayRows.expected(fromTables.listRows)
                 for row in try db.query(SQL.TodoDays.ofUser, [.int(userID)]) {
-                    let day = Day(row.string(0)!)!  // a NOT NULL DATE column
+                    typealias C = SQL.TodoDays.RowColumn
+                    let day = Day(row.string(C.deadline)!)!  // a NOT NULL DATE column
                     let want = days.removeValue(forKey: day)
-                    guard let have = row.bytes(1) else { continue }
+                    guard let have = row.bytes(C.body) else { continue }
                     switch want {
                     case nil:
                         problem("day \(day): stored list but no live todo that day")
@@ -180,8 +184,8 @@ extension Store {
                     }
                     // Its compressed response (Sql/026), which gzip clients get instead, says the
                     // same. A stored body without one is right: compressed per request.
-                    guard let compressed = row.bytes(2) else { continue }
-                    let sent = row.int64(3).flatMap { crc in
+                    guard let compressed = row.bytes(C.compressed) else { continue }
+                    let sent = row.int64(C.crc).flatMap { crc in
                         compressed.withUnsafeBytes { GzipMember.fromCompress($0, crc32: UInt32(truncatingIfNeeded: crc)) }
                     }
                     if sent.flatMap({ gunzip($0) }) != SQL.TodoDays.responsePrefix + have + SQL.TodoDays.responseSuffix {
@@ -223,5 +227,169 @@ extension Store {
             batch.add(FeedEntry(DailyStat(row: row)))
         }
         return batch
+    }
+}
+
+extension SQL {
+    /// Each date's GET /todos?date= list stored as one row (Sql/025_todo_days.sql): the bodies of
+    /// the date's `todo_list` rows in list order joined by commas, so that the read is one
+    /// primary-key lookup. Every date with live todos has a row (what lets a date without one
+    /// answer `[]` in that lookup); its body is NULL when the list is not stored (longer than
+    /// `maxBodyBytes`, touched by a write of many dates, or back-filled), and the read then takes
+    /// the range read of `todo_list`.
+    enum TodoDays {
+        /// The longest body stored: the session's `GROUP_CONCAT` bound, which `rebuild` relies on.
+        static let maxBodyBytes = Connection.groupConcatMaxLength
+        /// A write that touched at most this many dates rebuilds their rows from `todo_list`
+        /// (`rebuild`); one that touched more only marks them not stored (`unstore`), so that no
+        /// write rebuilds more lists than this (each costs about a read of its rows).
+        static let rebuildLimit = 8
+        /// Parameters: user, then the dates. Lists of `rebuildLimit` dates: a write rebuilds at
+        /// most that many, so its statements bind no padding (`rebuild-feed`, which rebuilds every
+        /// date of a user, takes several).
+        static let delete = InListStatement(size: rebuildLimit) { days in
+            "DELETE FROM todo_days WHERE user_id = ? AND deadline IN (\(days))"
+        }
+        static let deleteOfUser = "DELETE FROM todo_days WHERE user_id = ?"
+        /// The rows of the given dates (deleted first by `delete`) from `todo_list`: a date
+        /// without live todos gets none. A list longer than `maxBodyBytes` gets a NULL body:
+        /// GROUP_CONCAT cuts it, which IGNORE makes a warning instead of strict mode's error 1260,
+        /// and the IF drops it. Every row is left alone by `store-days` (`unstored` NULL, Sql/027).
+        /// (MariaDB computes the row's compressed response from the body: Sql/026.) Parameters:
+        /// user, then the dates.
+        static let rebuild = InListStatement(size: rebuildLimit) { days in
+            """
+            INSERT IGNORE INTO todo_days (user_id, deadline, body, unstored)
+            SELECT l.user_id, l.deadline,
+                   IF(SUM(LENGTH(l.body)) + COUNT(*) - 1 <= \(maxBodyBytes),
+                      GROUP_CONCAT(l.body ORDER BY \(TodoList.dayOrder) SEPARATOR ','), NULL),
+                   NULL
+              FROM todo_list l
+             WHERE l.user_id = ? AND l.deadline IN (\(days))
+             GROUP BY l.deadline
+            """
+        }
+        /// What a stored body answers GET /todos?date= with, around it: `{"items":[` body `]}`,
+        /// the bytes `HTTPResponse.json(_:member:_:)` makes of the list, and that Sql/026's
+        /// generated columns compress (check-feed and `TodoDaysTests` hold the three together).
+        static let responsePrefix = Array(#"{"items":["#.utf8), responseSuffix = Array("]}".utf8)
+        /// Marks dates not stored: a row with a NULL body, whether the date has live todos or not
+        /// (either way its read takes the range read), for `store-days` to store again (`unstored`
+        /// 1: a new row by the column's default). Parameters per row: user, date.
+        static let unstore = MultiRowStatement(columns: 2) { rows in
+            "INSERT INTO todo_days (user_id, deadline) VALUES \(rows) ON DUPLICATE KEY UPDATE body = NULL, unstored = 1"
+        }
+        /// One date of an authenticated user. Columns (`DayColumn`): the list, whether it is the
+        /// compressed response, its CRC, not stored (1: read `todo_list`). No row: no live todos
+        /// that date. Parameters: user, date. (Built once: the hottest read.)
+        static func dayForUser(gzip: Bool) -> String { gzip ? dayForUserGzip : dayForUserPlain }
+        private static let dayForUserPlain = dayForUser(dayColumns(gzip: false))
+        private static let dayForUserGzip = dayForUser(dayColumns(gzip: true))
+        private static func dayForUser(_ columns: String) -> String {
+            "SELECT \(columns) FROM todo_days d WHERE d.user_id = ? AND d.deadline = ?"
+        }
+        /// The same, the token checked in the statement (`ReadOwner.token`): a row whenever the
+        /// token is good (a LEFT JOIN), its list NULL when the date has no row. Columns: those of
+        /// `dayForUser`, then the owner's (last use stale, user id). Parameters: stale-before,
+        /// date, token hash, now.
+        static func dayForToken(gzip: Bool) -> String { gzip ? dayForTokenGzip : dayForTokenPlain }
+        private static let dayForTokenPlain = dayForToken(dayColumns(gzip: false))
+        private static let dayForTokenGzip = dayForToken(dayColumns(gzip: true))
+        private static func dayForToken(_ columns: String) -> String {
+            """
+            SELECT \(columns), \(ReadOwner.token.userID(alias: "d"))
+              FROM auth_tokens a LEFT JOIN todo_days d ON d.user_id = a.user_id AND d.deadline = ?
+             WHERE \(ReadOwner.token.condition(alias: "d"))
+            """
+        }
+        /// The columns of `dayForUser` and `dayForToken` (the last two `dayForToken`'s alone).
+        enum DayColumn: Int { case list, isCompressed, crc, notStored, tokenUseStale, tokenUserID }
+        /// With `gzip`, the compressed response instead of the body when it is long enough to be
+        /// worth it (`GzipMember.worthwhileLength`). Without, the statement names no other column
+        /// of the row, whatever MariaDB does with a column named in a branch it never takes.
+        private static func dayColumns(gzip: Bool) -> String {
+            let notStored = "d.user_id IS NOT NULL AND d.body IS NULL"
+            guard gzip else { return "d.body, FALSE, NULL, \(notStored)" }
+            let compressed = "d.compressed IS NOT NULL AND UNCOMPRESSED_LENGTH(d.compressed) >= \(GzipMember.worthwhileLength)"
+            return "IF(\(compressed), d.compressed, d.body), \(compressed), d.crc, \(notStored)"
+        }
+        /// The rows marked for `store-days` (`unstored`, Sql/027: not those too long to store) after
+        /// a key, in key order: a page of the `store-days` pass, a range read of
+        /// `todo_days_unstored`. Columns: user, date.
+        /// Parameters: the last row of the page before, as user, user, date (user 0: from the
+        /// start); then the page's rows (`unstoredPage`).
+        static let unstoredAfter = """
+            SELECT user_id, deadline FROM todo_days FORCE INDEX (todo_days_unstored)
+             WHERE unstored = 1 AND (user_id > ? OR (user_id = ? AND deadline > ?))
+             ORDER BY user_id, deadline LIMIT ?
+            """
+        enum UnstoredColumn: Int, ResultColumns { case userID, deadline }
+        static let unstoredPage = 1000
+        static let countUnstored = "SELECT COUNT(*) FROM todo_days FORCE INDEX (todo_days_unstored) WHERE unstored = 1"
+        /// Every row of a user (`check-feed`).
+        static let ofUser = "SELECT deadline, body, compressed, crc FROM todo_days WHERE user_id = ? ORDER BY deadline"
+        enum RowColumn: Int, ResultColumns { case deadline, body, compressed, crc }
+    }
+
+    /// The change feed (`sync_feed`): see Sql/007_sync_feed.sql.
+    enum Feed {
+        /// Inserts records' rows (`FeedBatch.write` deleted their previous ones). Parameters per
+        /// row: `FeedEntry.values`.
+        static let insert = MultiRowStatement(columns: FeedColumn.allCases.count) { rows in
+            "INSERT INTO sync_feed (\(FeedColumn.selectList)) VALUES \(rows)"
+        }
+        /// Removes records' rows, by the record key. Parameters: user, kind, then the record ids.
+        static let delete = InListStatement(size: 128) { ids in
+            "DELETE FROM sync_feed WHERE user_id = ? AND kind = ? AND record_id IN (\(ids))"
+        }
+
+        /// A pull page: the next `limit + 1` rows after the cursor's position, by version (one
+        /// range read of the clustered index). Tombstones at or below the third parameter are
+        /// skipped (a first pull does not send deletions of records the client never had).
+        /// Columns: version, kind, record_id, device, deleted_at (read only as NULL or not),
+        /// parent_tags, body. Columns as stored, no expression: an expression is evaluated per
+        /// row by MariaDB (measured: `deleted_at IS NOT NULL`, or the row's facts packed into one
+        /// integer, cost it more than the columns they replace cost both sides).
+        static let page = """
+            SELECT version, kind, record_id, device, deleted_at, parent_tags, body FROM sync_feed
+             WHERE user_id = ? AND version > ? AND (deleted_at IS NULL OR version > ?)
+             ORDER BY version LIMIT ?
+            """
+        enum PageColumn: Int, ResultColumns { case version, kind, recordID, device, deletedAt, parentTags, body }
+
+        /// Live parent tags by id that changed after the page's start and that the pulling device
+        /// did not change itself, `Pull.parentTagBatch` ids per query (unused slots repeat an id).
+        /// Parameters: user, position, device (0 for none), ids. By the
+        /// record key: left to itself the optimizer walks the user's whole feed after the position
+        /// on the primary key (measured: 5,440 rows read per page instead of 64 lookups).
+        static let parentTags = """
+            SELECT version, body FROM sync_feed FORCE INDEX (sync_feed_record)
+             WHERE user_id = ? AND kind = 1 AND version > ? AND deleted_at IS NULL
+               AND (device IS NULL OR device <> ?)
+               AND record_id IN (\(Array(repeating: "?", count: Pull.parentTagBatch).joined(separator: ", ")))
+            """
+        enum ParentTagColumn: Int, ResultColumns { case version, body }
+
+        /// Every feed row of a user (check-feed).
+        static let ofUser = """
+            SELECT kind, record_id, version, deleted_at, device, parent_tags, body FROM sync_feed WHERE user_id = ?
+            """
+        enum RowColumn: Int, ResultColumns { case kind, recordID, version, deletedAt, device, parentTags, body }
+        static let deleteOfUser = "DELETE FROM sync_feed WHERE user_id = ?"
+        /// The user's latest tag version as the write path keeps it (check-feed, Sql/024).
+        static let tagSequence = "SELECT tag_seq FROM users WHERE id = ?"
+        static let purgeTombstones = "DELETE FROM sync_feed WHERE deleted_at IS NOT NULL AND deleted_at < ?"
+
+        /// Every record of a user as the tables hold it, for rebuilding and checking the feed.
+        static let tagsOfUser = "SELECT \(Tags.columns), changed_by_device FROM tags WHERE user_id = ?"
+        static let todosOfUser = "SELECT \(Todos.columns), changed_by_device FROM todos WHERE user_id = ?"
+        static let dailyStatsOfUser = "SELECT \(DailyStats.columns) FROM daily_stats WHERE user_id = ?"
+
+        /// Deleted accounts are left to the erase (their writes fail, `Users.lockForWrite`).
+        static let backfillQueue = """
+            SELECT b.user_id FROM sync_feed_backfill b JOIN users u ON u.id = b.user_id AND u.deleted_at IS NULL
+             ORDER BY b.user_id LIMIT 1000
+            """
+        static let backfillDone = "DELETE FROM sync_feed_backfill WHERE user_id = ?"
     }
 }

@@ -100,14 +100,15 @@ extension Store {
                 guard let row = try db.queryOne(SQL.Idempotency.byKey, [
                     .timestamp(abandonedBefore), .int(userID), .blob(Array(key.utf8)),
                 ]) else { continue }  // released meanwhile: claim again
-                guard row.bytes(0) == fingerprint else { return .reused }
-                let status = Int(row.int64(1)!)
+                typealias C = SQL.Idempotency.KeyColumn
+                guard row.bytes(C.fingerprint) == fingerprint else { return .reused }
+                let status = Int(row.int64(C.status)!)
                 if status != 0 {
                     return .completed(StoredResponse(
-                        status: status, headers: StoredResponse.headers(fromText: row.string(4) ?? ""),
-                        body: row.bytes(5) ?? [], replay: row.bool(6) == true))
+                        status: status, headers: StoredResponse.headers(fromText: row.string(C.responseHeaders) ?? ""),
+                        body: row.bytes(C.responseBody) ?? [], replay: row.bool(C.replay) == true))
                 }
-                let secondsUntilAbandoned = row.int64(3) ?? 0
+                let secondsUntilAbandoned = row.int64(C.secondsUntilAbandoned) ?? 0
                 if secondsUntilAbandoned > 0 {
                     guard let gone = try claimHolderIsGone(userID: userID) else {
                         return .inProgress(retryAfterSeconds: secondsUntilAbandoned)  // Galera: only time tells
@@ -115,7 +116,7 @@ extension Store {
                     guard gone else { return .inProgress(retryAfterSeconds: 1) }
                 }
                 let taken = try db.execute(SQL.Idempotency.takeOver, [
-                    .int(claim), .timestamp(now), .int(userID), .blob(Array(key.utf8)), .int(row.int64(2)!),
+                    .int(claim), .timestamp(now), .int(userID), .blob(Array(key.utf8)), .int(row.int64(C.claim)!),
                 ])
                 if taken.affectedRows > 0 { return .claimed(IdempotencyTicket(userID: userID, key: key, claim: claim)) }
             }
@@ -131,7 +132,7 @@ extension Store {
     /// holds the user's row lock on this server, false when one does, nil on a Galera node
     /// (where a request on another node holds its locks there, unseen here).
     private func claimHolderIsGone(userID: Int64) throws -> Bool? {
-        if let galera = try db.queryOne(SQL.Idempotency.isGaleraNode)?.int64(0), galera != 0 { return nil }
+        if let galera = try db.queryOne(SQL.Idempotency.isGaleraNode)?.int64(OnlyColumn.value), galera != 0 { return nil }
         return try db.queryOne(SQL.Idempotency.userUnlocked, [.int(userID)]) != nil
     }
 
@@ -164,8 +165,10 @@ extension Store {
                 let result = try body()
                 if let stored = answer(result) {
                     let bytes = stored.storedBytes(key: ticket.key)
-                    try admitAnswer(stored, bytes: bytes, userID: ticket.userID, storedBytesQuota: user.int64(0)!,
-                                    keysCeiling: user.int64(1)!, bytesCeiling: user.int64(2)!)
+                    typealias C = SQL.Idempotency.LockUserColumn
+                    try admitAnswer(stored, bytes: bytes, userID: ticket.userID,
+                                    storedBytesQuota: user.int64(C.storedBytesQuota)!,
+                                    keysCeiling: user.int64(C.keysCeiling)!, bytesCeiling: user.int64(C.bytesCeiling)!)
                     let saved = try db.execute(SQL.Idempotency.complete, [
                         .int(Int64(stored.status)), .text(stored.headerText), stored.replay ? .null : .blob(stored.body),
                         .int(stored.replay ? 1 : 0), .int(bytes),
@@ -202,7 +205,8 @@ extension Store {
         let horizon = DatabaseValue.timestamp(Timestamp.now().adding(seconds: -configuration.idempotencyRetentionSeconds))
         func usage() throws -> (rows: Int64, bytes: Int64, secondsToExpiry: Int64) {
             let row = try db.queryOne(SQL.Idempotency.usage, [horizon, .int(userID)])!
-            return (row.int64(0) ?? 0, row.int64(1) ?? 0, row.int64(2) ?? 0)
+            typealias C = SQL.Idempotency.UsageColumn
+            return (row.int64(C.rows) ?? 0, row.int64(C.bytes) ?? 0, row.int64(C.secondsToExpiry) ?? 0)
         }
         // The rows counted include this request's own claim.
         var used = try usage()
@@ -226,5 +230,73 @@ extension Store {
         _ = try? db.execute(SQL.Idempotency.release, [
             .int(ticket.userID), .blob(Array(ticket.key.utf8)), .int(ticket.claim),
         ])
+    }
+}
+
+extension SQL {
+    /// `Idempotency-Key` records (Store+Idempotency.swift, Sql/013).
+    enum Idempotency {
+        /// Claims a new key (status 0 = running); 0 rows affected when the key exists.
+        static let claim = """
+            INSERT INTO idempotency_keys (user_id, idem_key, fingerprint, claim, status, created_at)
+            VALUES (?, ?, ?, ?, 0, ?) ON DUPLICATE KEY UPDATE user_id = user_id
+            """
+        /// An existing key: its request, whether it is still running, the seconds until its run
+        /// counts as abandoned (parameter: the instant before which a claim is abandoned; 0 or
+        /// less: abandoned now), and the stored answer.
+        static let byKey = """
+            SELECT fingerprint, status, claim, CEILING(TIMESTAMPDIFF(MICROSECOND, ?, created_at) / 1000000),
+                   response_headers, response_body, replay
+              FROM idempotency_keys WHERE user_id = ? AND idem_key = ?
+            """
+        enum KeyColumn: Int, ResultColumns {
+            case fingerprint, status, claim, secondsUntilAbandoned, responseHeaders, responseBody, replay
+        }
+        /// Whether this server is a Galera node (its row locks are its own, not the cluster's).
+        static let isGaleraNode = "SELECT @@wsrep_on"
+        /// The user's row if no transaction holds its lock: a keyed request holds it from the start
+        /// of its transaction to its commit (`lockUser`), so a running claim whose user row is
+        /// free belongs to a request that is not running (its responder died, and the database
+        /// rolled its transaction back when the connection dropped).
+        static let userUnlocked = "SELECT id FROM users WHERE id = ? FOR UPDATE SKIP LOCKED"
+        /// Takes over an abandoned claim (compare-and-set on the old claim).
+        static let takeOver = """
+            UPDATE idempotency_keys SET claim = ?, created_at = ?
+             WHERE user_id = ? AND idem_key = ? AND claim = ? AND status = 0
+            """
+        /// Stores the answer, in the transaction of the write; 0 rows when the claim was lost.
+        static let complete = """
+            UPDATE idempotency_keys SET status = ?, response_headers = ?, response_body = ?, replay = ?, stored_bytes = ?
+             WHERE user_id = ? AND idem_key = ? AND claim = ? AND status = 0
+            """
+        /// The account's records (claims included), the bytes they store, and the seconds until
+        /// the oldest passes the retention horizon (the first parameter): a range read of
+        /// `idempotency_keys_user_usage` (Sql/028). Parameters: horizon, user.
+        static let usage = """
+            SELECT COUNT(*), COALESCE(SUM(stored_bytes), 0),
+                   CEILING(TIMESTAMPDIFF(MICROSECOND, ?, MIN(created_at)) / 1000000)
+              FROM idempotency_keys WHERE user_id = ?
+            """
+        enum UsageColumn: Int, ResultColumns { case rows, bytes, secondsToExpiry }
+        /// The account's completed records past the retention horizon. Parameters: user, horizon.
+        static let purgeUser = "DELETE FROM idempotency_keys WHERE user_id = ? AND created_at < ? AND status <> 0"
+        /// Drops a claim whose request applied nothing (the key can be used again).
+        static let release = """
+            DELETE FROM idempotency_keys WHERE user_id = ? AND idem_key = ? AND claim = ? AND status = 0
+            """
+        /// The user's row lock, taken first by a keyed request's transaction, so that its reads see
+        /// every earlier write of the user (the route's own `write` takes it again, a no-op).
+        /// Answers the account's stored bytes per hour quota and its Idempotency-Key ceilings
+        /// (Sql/020, Sql/028). Parameters: the defaults of the three, user.
+        static let lockUser = """
+            SELECT COALESCE(quota_stored_bytes_per_hour, ?), COALESCE(quota_idempotency_keys, ?),
+                   COALESCE(quota_idempotency_bytes, ?)
+              FROM users WHERE id = ? AND deleted_at IS NULL FOR UPDATE
+            """
+        enum LockUserColumn: Int, ResultColumns { case storedBytesQuota, keysCeiling, bytesCeiling }
+        static let purge = "DELETE FROM idempotency_keys WHERE created_at < ?"
+        /// Records whose answer is rebuilt from stored push results, past the horizon of those
+        /// results (the shorter of the two retentions): they must not outlive what rebuilds them.
+        static let purgeReplays = "DELETE FROM idempotency_keys WHERE replay = 1 AND created_at < ?"
     }
 }

@@ -117,11 +117,12 @@ extension Store {
                     throw DomainError.unauthenticated
                 }
                 // The user's feed is still being back-filled by `todosync migrate`.
-                if state.bool(4) == true { throw DomainError.unavailable }
-                let snapshotVersion = state.int64(0)!
+                typealias S = SQL.Pull.SyncStateColumn
+                if state.bool(S.backfilling) == true { throw DomainError.unavailable }
+                let snapshotVersion = state.int64(S.changeSequence)!
                 // Device numbers start at 1, so 0 matches no record's device.
-                let device = deviceID == nil ? 0 : state.int64(2) ?? 0
-                let epoch = UInt64(bitPattern: state.int64(3)!)
+                let device = deviceID == nil ? 0 : state.int64(S.device) ?? 0
+                let epoch = UInt64(bitPattern: state.int64(S.epoch)!)
                 if let cursor {
                     // Another history of the database (a restore, another installation, or a
                     // cursor from before epochs), or a position this history never reached (a
@@ -133,7 +134,7 @@ extension Store {
                     }
                     // Expired if a purged tombstone is one this client is still owed: tombstones
                     // up to `skipTombstonesThrough` are never sent on this cursor anyway.
-                    if max(cursor.position, cursor.skipTombstonesThrough) < state.int64(1)! {
+                    if max(cursor.position, cursor.skipTombstonesThrough) < state.int64(S.purgedThrough)! {
                         throw DomainError.cursorExpired
                     }
                 }
@@ -151,14 +152,15 @@ extension Store {
                     row throws(DatabaseError) in
                     rows += 1
                     guard rows <= limit else { return page.hasMore = true }
-                    lastVersion = try row.int64(0)!
-                    let kind = FeedKind(rawValue: try row.int64(1)!)!
-                    let deleted = !row.isNull(4)
-                    if kind == .tag { parents.held(try row.int64(2)!) }
+                    typealias C = SQL.Feed.PageColumn
+                    lastVersion = try row.int64(C.version)!
+                    let kind = FeedKind(rawValue: try row.int64(C.kind)!)!
+                    let deleted = !row.isNull(C.deletedAt)
+                    if kind == .tag { parents.held(try row.int64(C.recordID)!) }
                     // Left out: the pulling device made this version itself.
-                    if device != 0, try row.int64(3) == device { return }
-                    _ = try row.withBytes(6) { page.append(kind, deleted: deleted, $0) }
-                    if !deleted { _ = try row.withBytes(5) { parents.referenced($0) } }
+                    if device != 0, try row.int64(C.device) == device { return }
+                    _ = try row.withBytes(C.body) { page.append(kind, deleted: deleted, $0) }
+                    if !deleted { _ = try row.withBytes(C.parentTags) { parents.referenced($0) } }
                 }
                 // At the end, jump to the snapshot: what lies between is only skipped tombstones.
                 page.cursor = SyncCursor(
@@ -166,7 +168,7 @@ extension Store {
                     skipTombstonesThrough: skipThrough, userID: userID, epoch: epoch)
                 // No tag of the user has a version above the page's start (`users.tag_seq`, read
                 // in the same snapshot): the lookup could find nothing.
-                if state.int64(5)! > position {
+                if state.int64(S.tagSequence)! > position {
                     try addParentTags(parents.missing, to: &page, after: position, userID: userID, device: device)
                 }
                 return page
@@ -191,7 +193,7 @@ extension Store {
             let chunk = ids[start..<min(start + batch, ids.count)]
             let slots = (0..<batch).map { DatabaseValue.int(chunk[chunk.startIndex + min($0, chunk.count - 1)]) }
             for row in try db.query(SQL.Feed.parentTags, [.int(userID), .int(position), .int(device)] + slots) {
-                found.append((row.int64(0)!, row.bytes(1)!))
+                found.append((row.int64(SQL.Feed.ParentTagColumn.version)!, row.bytes(SQL.Feed.ParentTagColumn.body)!))
             }
         }
         found.sort { $0.version < $1.version }
@@ -259,5 +261,29 @@ struct IDSet {
         count = 0
         shift -= 1
         for id in old where id != 0 { _ = insert(id) }
+    }
+}
+
+extension SQL {
+    /// Pull reads the change feed (`Feed`); this is its per-user state.
+    enum Pull {
+        /// The user's sync state, the number of the pulling device (NULL: none, or a device that
+        /// never pushed), the database's epoch, whether the user's feed still waits for its
+        /// back-fill, and the user's latest tag version (a page starting at or above it needs no
+        /// parent-tag lookup, Sql/024). Parameters: device key ('' without a deviceId), user id.
+        static let syncState = """
+            SELECT u.change_seq, u.purged_through, d.id, e.epoch, q.user_id IS NOT NULL, u.tag_seq
+              FROM users u JOIN sync_epoch e ON e.id = 1
+              LEFT JOIN sync_devices d ON d.user_id = u.id AND d.device_key = ?
+              LEFT JOIN sync_feed_backfill q ON q.user_id = u.id
+             WHERE u.id = ?
+            """
+        enum SyncStateColumn: Int, ResultColumns {
+            case changeSequence, purgedThrough, device, epoch, backfilling, tagSequence
+        }
+
+        /// Parent tags are looked up 64 ids per query, so that a page referring to a typical
+        /// user's tags (tens) costs one round trip.
+        static let parentTagBatch = 64
     }
 }

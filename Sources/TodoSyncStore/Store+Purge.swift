@@ -65,3 +65,25 @@ extension Store {
         return report
     }
 }
+
+extension SQL {
+    /// Retention: tombstones, push results and expired tokens older than the horizon.
+    enum Purge {
+        static func recordPurgedThrough(_ table: String) -> String {
+            """
+            UPDATE users u JOIN (SELECT user_id, MAX(version) AS purged FROM \(table)
+                                  WHERE deleted_at IS NOT NULL AND deleted_at < ? GROUP BY user_id) p
+                ON p.user_id = u.id
+               SET u.purged_through = GREATEST(u.purged_through, p.purged)
+            """
+        }
+        static func deleteTombstones(_ table: String) -> String {
+            "DELETE FROM \(table) WHERE deleted_at IS NOT NULL AND deleted_at < ?"
+        }
+        static let tables = ["tags", "todos", "daily_stats"]
+        static let deleteOperations = "DELETE FROM sync_operations WHERE created_at < ?"
+        /// Records no stored result has named since the horizon (results are purged first).
+        static let deleteResultRecords = "DELETE FROM sync_result_records WHERE last_used < ?"
+        static let deleteExpiredTokens = "DELETE FROM auth_tokens WHERE expires_at < ?"
+    }
+}

@@ -137,10 +137,11 @@ extension Store {
         var legacy: [OpKey: [UInt8]] = [:]
         for list in SQL.Push.storedResults.lists(lookups.map { DatabaseValue.text($0) }) {
             for row in try db.query(SQL.Push.storedResults.sql, [.int(userID), .int(userID)] + list) {
-                let key = OpKey(row.string(0)!)
-                let json = PushResult.Stored(json: Array(row.string(1)!.utf8), record: row.bytes(4),
-                                             recordOffset: row.int64(3).map(Int.init)).answer
-                if row.bool(2) == true { legacy[key] = json } else { exact[key] = json }
+                typealias C = SQL.Push.StoredResultColumn
+                let key = OpKey(row.string(C.opKey)!)
+                let json = PushResult.Stored(json: Array(row.string(C.result)!.utf8), record: row.bytes(C.record),
+                                             recordOffset: row.int64(C.recordOffset).map(Int.init)).answer
+                if row.bool(C.lowercasedKey) == true { legacy[key] = json } else { exact[key] = json }
             }
         }
         var found: [OpKey: [UInt8]] = [:]
@@ -437,5 +438,69 @@ extension PushOperation {
     var clientIDText: String? {
         if case .string(let text)? = fields["clientId"] { return text }
         return nil
+    }
+}
+
+extension SQL {
+    enum Push {
+        /// Stored results are looked up 128 opIds per statement: a 100-operation push, with the
+        /// lower-cased forms of its opIds, in one.
+        static let storedResults = InListStatement(size: 128) { keys in
+            """
+            SELECT o.op_key, o.result, o.lowercased_key, o.record_offset, r.record
+              FROM sync_operations o
+              LEFT JOIN sync_result_records r ON r.user_id = ? AND r.digest = o.record_digest
+             WHERE o.user_id = ? AND o.op_key IN (\(keys))
+            """
+        }
+        enum StoredResultColumn: Int, ResultColumns { case opKey, result, lowercasedKey, recordOffset, record }
+        /// Restarts the retention of stored results (and their records) that a keyed push
+        /// replays. Parameters: now, now, user, then the opIds as `storedResults` looks them up.
+        static let keepResults = InListStatement(size: 128) { keys in
+            """
+            UPDATE sync_operations o
+              LEFT JOIN sync_result_records r ON r.user_id = o.user_id AND r.digest = o.record_digest
+               SET o.created_at = ?, r.last_used = ?
+             WHERE o.user_id = ? AND o.op_key IN (\(keys))
+            """
+        }
+        /// The records stored results name, each kept once per (user, SHA-256 of its bytes); a
+        /// second use refreshes its `last_used`, which purge goes by. Parameters per row: user,
+        /// digest, record, now.
+        static let storeRecords = MultiRowStatement(columns: 4) { rows in
+            "INSERT INTO sync_result_records (user_id, digest, record, last_used) VALUES \(rows)"
+                + " ON DUPLICATE KEY UPDATE last_used = VALUES(last_used)"
+        }
+        /// Parameters per row: user, opId, device, result, now, record digest, record offset.
+        static let storeResults = MultiRowStatement(columns: 7) { rows in
+            "INSERT INTO sync_operations (user_id, op_key, device_id, result, created_at, record_digest, record_offset) VALUES "
+                + rows
+        }
+        static let tagByID = "SELECT \(Tags.columns) FROM tags WHERE id = ? AND user_id = ?"
+        /// The todos a push names, read up front 64 per statement, by id and by client key.
+        /// Parameters: user, then the ids or keys.
+        static let todosByIDs = InListStatement(size: 64) { ids in
+            "SELECT \(Todos.columns) FROM todos WHERE user_id = ? AND id IN (\(ids))"
+        }
+        static let todosByClientKeys = InListStatement(size: 64) { keys in
+            "SELECT \(Todos.columns) FROM todos WHERE user_id = ? AND client_key IN (\(keys))"
+        }
+        /// The todos a push creates, answering each row's new id in the rows' order. Parameters
+        /// per row: user, clientId, client key, `TodoColumn.contentValues`, version, created,
+        /// updated, deleted, device.
+        static let insertTodos = MultiRowStatement(columns: TodoColumn.content.count + 8) { rows in
+            "INSERT INTO todos (user_id, client_id, client_key, \(TodoColumn.contentNames), version, created_at, "
+                + "updated_at, deleted_at, changed_by_device) VALUES \(rows) RETURNING id"
+        }
+        /// The push's changes to existing todos, by id (every row names one of the user's todos,
+        /// read in this transaction under the user's lock: each one is a duplicate, updated).
+        /// Parameters per row: id, user, `TodoColumn.contentValues`, version, created, updated,
+        /// deleted, device.
+        static let updateTodos = MultiRowStatement(columns: TodoColumn.content.count + 7) { rows in
+            "INSERT INTO todos (id, user_id, \(TodoColumn.contentNames), version, created_at, updated_at, deleted_at, "
+                + "changed_by_device) VALUES \(rows) ON DUPLICATE KEY UPDATE "
+                + (TodoColumn.content.map(\.column.sqlName) + ["version", "updated_at", "deleted_at", "changed_by_device"])
+                    .map { "\($0) = VALUES(\($0))" }.joined(separator: ", ")
+        }
     }
 }

@@ -49,7 +49,7 @@ extension Store {
     /// corrected, so a counter that drifted never refuses a write that fits.
     func checkRecordQuota(userID: Int64, live: Int64, adding delta: Int64, quota: Int64) throws {
         guard delta > 0, live + delta > quota else { return }
-        let exact = try db.queryOne(SQL.Quotas.liveRecords, [.int(userID), .int(userID)])?.int64(0) ?? 0
+        let exact = try db.queryOne(SQL.Quotas.liveRecords, [.int(userID), .int(userID)])?.int64(OnlyColumn.value) ?? 0
         if exact > quota {
             throw DomainError.throttled(
                 message: "This account has reached its quota of \(quota) records; delete some first.",
@@ -57,5 +57,33 @@ extension Store {
         }
         // `finish()` adds `delta` to the stored counter.
         if exact - delta != live { try db.execute(SQL.Quotas.setLiveRecords, [.int(exact - delta), .int(userID)]) }
+    }
+}
+
+extension SQL {
+    /// Per-account quotas (Sql/012, Sql/017): live records, and write operations per clock hour.
+    /// Charged inside the write transaction, under the user's row lock (`Store.write`).
+    enum Quotas {
+        /// The exact live-record count, to reconcile `users.live_records` when it says the
+        /// record quota would be passed (rows written by older responders or by hand).
+        static let liveRecords = """
+            SELECT (SELECT COUNT(*) FROM todos WHERE user_id = ? AND deleted_at IS NULL)
+                 + (SELECT COUNT(*) FROM tags WHERE user_id = ? AND deleted_at IS NULL)
+            """
+        static let setLiveRecords = "UPDATE users SET live_records = ? WHERE id = ?"
+        /// Charges an amount to one of `account_usage`'s per-hour counters unless that would pass
+        /// its quota: the affected-row count is 1 (new hour row), 2 (charged) or 0 (quota reached,
+        /// unchanged). Parameters: user, hour, amount, amount, quota, amount.
+        private static func chargeHour(_ column: String) -> String {
+            """
+            INSERT INTO account_usage (user_id, hour_start, \(column)) VALUES (?, ?, ?)
+                ON DUPLICATE KEY UPDATE \(column) = IF(\(column) + ? <= ?, \(column) + ?, \(column))
+            """
+        }
+        /// Write operations (Sql/012).
+        static let chargeOperations = chargeHour("operations")
+        /// Bytes of push results and their records (Sql/020).
+        static let chargeStoredBytes = chargeHour("stored_bytes")
+        static let deletePastHours = "DELETE FROM account_usage WHERE hour_start < ?"
     }
 }

@@ -180,3 +180,51 @@ extension Store {
         }
     }
 }
+
+extension SQL {
+    /// `columns` with each name qualified by `alias` (for joins).
+    static func qualified(_ columns: String, _ alias: String) -> String {
+        columns.split(separator: ",").map { "\(alias).\($0.trimmingWhitespace())" }
+            .joined(separator: ", ")
+    }
+
+    /// How a hot list read names its user (`Authentication`): by id, or by a bearer token checked
+    /// in the same statement, `auth_tokens` read as a constant table (primary-key lookup on the
+    /// hash) joined to the user's rows, which saves the separate token round trip. With a token,
+    /// no rows means no records *or* a bad token; only then is the token checked on its own.
+    ///
+    /// With a token, each row also says whether the token's last use is older than the first
+    /// parameter (the column before the user id), so the read can keep `last_used_at` (at most
+    /// one write a minute, `Tokens.touch`) without a round trip of its own.
+    enum ReadOwner {
+        /// Parameters start with the user id.
+        case user
+        /// Parameters start with stale-before, token hash, now.
+        case token
+
+        /// The FROM clause over `table` (with its alias and hints), `alias` being its alias.
+        func from(_ table: String, alias: String) -> String {
+            switch self {
+            case .user: table
+            case .token: "auth_tokens a JOIN \(table) ON \(alias).user_id = a.user_id"
+            }
+        }
+
+        /// The owner's user id, selected as each row's last column (the request log names the
+        /// user even when the read checked the token).
+        func userID(alias: String) -> String {
+            switch self {
+            case .user: "\(alias).user_id"
+            case .token: "\(Tokens.lastUsed("a")) < ?, a.user_id"
+            }
+        }
+
+        /// The WHERE condition that picks the owner's rows.
+        func condition(alias: String) -> String {
+            switch self {
+            case .user: "\(alias).user_id = ?"
+            case .token: "a.token_hash = ? AND a.expires_at > ?"
+            }
+        }
+    }
+}

@@ -15,15 +15,16 @@ extension Store {
     /// `DomainError.snapshotTooSlow` (503, `Retry-After`) without a new try until the cache's age limit
     /// has passed (with less: `busy`, 503 `Retry-After: 1`).
     ///
-    /// `holdMilliseconds` (test hooks only): the build sleeps that long right after its consistent
-    /// read began, so writes can commit while it runs.
-    public func snapshot(userID: Int64, schemaVersion: Int, holdMilliseconds: Int = 0) throws -> SnapshotCache.Entry {
+    /// `afterRead` (the test hooks' pause): run by a build right after its consistent read began,
+    /// so that writes can commit while it runs.
+    public func snapshot(userID: Int64, schemaVersion: Int, afterRead: (() -> Void)? = nil) throws -> SnapshotCache.Entry {
         guard let cache = configuration.snapshotCache else { throw DomainError.notFound }
         let state = try guarded { try db.queryOne(SQL.Pull.syncState, [.text(""), .int(userID)]) }
         guard let state else { throw DomainError.unauthenticated }
-        if state.bool(4) == true { throw DomainError.unavailable }  // feed still being back-filled
-        let key = SnapshotCache.Key(userID: userID, epoch: UInt64(bitPattern: state.int64(3)!), version: state.int64(0)!,
-                                    schemaVersion: schemaVersion)
+        typealias S = SQL.Pull.SyncStateColumn
+        if state.bool(S.backfilling) == true { throw DomainError.unavailable }  // feed still being back-filled
+        let key = SnapshotCache.key(userID: userID, epoch: UInt64(bitPattern: state.int64(S.epoch)!),
+                                    version: state.int64(S.changeSequence)!, schemaVersion: schemaVersion)
         if let entry = cache.lookup(key) { return entry }
         if let wait = cache.tooSlowRetryAfter(key) { throw DomainError.snapshotTooSlow(retryAfterSeconds: wait) }
         let entry = try cache.withBuildLock(key, deadline: deadline) { () throws -> SnapshotCache.Entry in
@@ -36,7 +37,7 @@ extension Store {
             do {
                 let built = try configuration.snapshotBuildSlots.withSlot(client: "\(userID)") {
                     try cache.build(userID: userID, schemaVersion: schemaVersion, deadline: deadline) { record in
-                        try readLiveRecords(userID: userID, holdMilliseconds: holdMilliseconds, record)
+                        try readLiveRecords(userID: userID, afterRead: afterRead, record)
                     }
                 }
                 guard let built else { throw DomainError.snapshotBusy }
@@ -56,7 +57,7 @@ extension Store {
     /// read fixes the InnoDB snapshot; returns the user's version and epoch at that snapshot and
     /// when it was taken. `body` sees each record's bytes where they lie; what it throws ends the
     /// read and is rethrown.
-    private func readLiveRecords(userID: Int64, holdMilliseconds: Int,
+    private func readLiveRecords(userID: Int64, afterRead: (() -> Void)?,
                                  _ body: (FeedKind, UnsafeRawBufferPointer) throws -> Void) throws
         -> (version: Int64, epoch: UInt64, readAt: Timestamp) {
         var stopped: Error?
@@ -67,13 +68,13 @@ extension Store {
                 guard let state = try db.queryOne(SQL.Pull.syncState, [.text(""), .int(userID)]) else {
                     throw DomainError.unauthenticated
                 }
-                if holdMilliseconds > 0 { usleep(useconds_t(holdMilliseconds) * 1000) }
+                afterRead?()
                 do {
                     try db.forEachRow(SQL.Snapshot.liveRecords, [.int(userID)]) { row throws(DatabaseError) in
                         do {
-                            let kind = FeedKind(rawValue: try row.int64(0)!)!
+                            let kind = FeedKind(rawValue: try row.int64(SQL.Snapshot.LiveRecordColumn.kind)!)!
                             var failure: Error?
-                            _ = try row.withBytes(1) { bytes in
+                            _ = try row.withBytes(SQL.Snapshot.LiveRecordColumn.body) { bytes in
                                 do { try body(kind, bytes) } catch { failure = error }
                             }
                             if let failure { throw failure }
@@ -86,7 +87,8 @@ extension Store {
                     if let stopped { throw stopped }
                     throw error
                 }
-                return (state.int64(0)!, UInt64(bitPattern: state.int64(3)!), readAt)
+                typealias S = SQL.Pull.SyncStateColumn
+                return (state.int64(S.changeSequence)!, UInt64(bitPattern: state.int64(S.epoch)!), readAt)
             }
         }
     }
@@ -104,5 +106,14 @@ extension Store {
     /// budget; nil when it could not be made in time (serve the file itself).
     public func snapshotGzip(_ entry: SnapshotCache.Entry) throws -> SnapshotCache.Companion? {
         try configuration.snapshotCache?.makeCompanion(of: entry, deadline: deadline)
+    }
+}
+
+extension SQL {
+    /// A snapshot's records (Store+Snapshot.swift): every live record of the user as the change
+    /// feed holds it rendered, read in the snapshot's one transaction. Columns: kind, body.
+    enum Snapshot {
+        static let liveRecords = "SELECT kind, body FROM sync_feed WHERE user_id = ? AND deleted_at IS NULL"
+        enum LiveRecordColumn: Int, ResultColumns { case kind, body }
     }
 }

@@ -125,3 +125,36 @@ public struct Created<Record: Sendable>: Sendable {
     /// False when a record with the same clientId already existed (the contract's 200 case).
     public let isNew: Bool
 }
+
+extension SQL {
+    enum Tags {
+        /// `TagColumn`'s columns, in its order (what `Tag(row:)` decodes).
+        static let columns = TagColumn.selectList
+        static let listLive = """
+            SELECT \(columns) FROM tags WHERE user_id = ? AND deleted_at IS NULL ORDER BY id
+            """
+        static let liveByID = """
+            SELECT \(columns) FROM tags WHERE id = ? AND user_id = ? AND deleted_at IS NULL
+            """
+        static let byClientKey = """
+            SELECT \(columns) FROM tags WHERE user_id = ? AND client_key = ?
+            """
+        static let isLive = "SELECT 1 FROM tags WHERE id = ? AND user_id = ? AND deleted_at IS NULL"
+        /// Parameters: user id, clientId, client key, `TagColumn.contentValues`, version, created,
+        /// updated, device.
+        static let insert = """
+            INSERT INTO tags (user_id, client_id, client_key, \(TagColumn.contentNames), version, created_at,
+                              updated_at, changed_by_device)
+            VALUES (\(TagColumn.placeholders(contentPlus: 7)))
+            """
+        /// Parameters: `TagColumn.contentValues`, version, updated, device, id, user id.
+        static let update = """
+            UPDATE tags SET \(TagColumn.contentAssignments),
+                            version = ?, updated_at = ?, deleted_at = NULL, changed_by_device = ?
+             WHERE id = ? AND user_id = ?
+            """
+        static let softDelete = """
+            UPDATE tags SET deleted_at = ?, updated_at = ?, version = ?, changed_by_device = ? WHERE id = ? AND user_id = ?
+            """
+    }
+}

@@ -12,7 +12,7 @@ extension Store {
         try write(userID: userID, operations: 1) { transaction in try createTodo(draft, in: transaction) }
     }
 
-    func createTodo(_ draft: TodoDraft, in transaction: WriteTransaction) throws -> Created<Todo> {
+    package func createTodo(_ draft: TodoDraft, in transaction: WriteTransaction) throws -> Created<Todo> {
         let userID = transaction.userID
         let clientKey = draft.clientID.map(ClientID.key)
         if let clientKey, let existing = try db.queryOne(SQL.Todos.byClientKey, [.int(userID), .text(clientKey)]) {
@@ -127,5 +127,45 @@ extension Todo {
     var statInput: StatInput {
         StatInput(isCompleted: isCompleted, isLife: isLife, difficulty: difficulty, estimatedTime: estimatedTime,
                   tagID: tagID)
+    }
+}
+
+extension SQL {
+    enum Todos {
+        /// `TodoColumn`'s columns, in its order (what `Todo(row:)` decodes).
+        static let columns = TodoColumn.selectList
+        static let liveByID = """
+            SELECT \(columns) FROM todos WHERE id = ? AND user_id = ? AND deleted_at IS NULL
+            """
+        static let byClientKey = """
+            SELECT \(columns) FROM todos WHERE user_id = ? AND client_key = ?
+            """
+        /// Parameters: user id, clientId, client key, `TodoColumn.contentValues`, version, created,
+        /// updated, device.
+        static let insert = """
+            INSERT INTO todos (user_id, client_id, client_key, \(TodoColumn.contentNames), version, created_at,
+                               updated_at, changed_by_device)
+            VALUES (\(TodoColumn.placeholders(contentPlus: 7)))
+            """
+        /// Parameters: `TodoColumn.contentValues`, version, updated, device, id, user id.
+        static let update = """
+            UPDATE todos SET \(TodoColumn.contentAssignments),
+                             version = ?, updated_at = ?, deleted_at = NULL, changed_by_device = ?
+             WHERE id = ? AND user_id = ?
+            """
+        static let softDelete = """
+            UPDATE todos SET deleted_at = ?, updated_at = ?, version = ?, changed_by_device = ? WHERE id = ? AND user_id = ?
+            """
+        static let liveWithTag = """
+            SELECT \(columns) FROM todos WHERE user_id = ? AND tag_id = ? AND deleted_at IS NULL ORDER BY id
+            """
+        static let clearTag = """
+            UPDATE todos SET tag_id = NULL, version = ?, updated_at = ?, changed_by_device = NULL
+             WHERE id = ? AND user_id = ?
+            """
+        /// Tombstones keep no tag reference either (no version bump: a tombstone's payload has no tagId).
+        static let clearTagOnTombstones = """
+            UPDATE todos SET tag_id = NULL WHERE user_id = ? AND tag_id = ? AND deleted_at IS NOT NULL
+            """
     }
 }

@@ -75,7 +75,7 @@ public final class Store {
     /// replaying stored results costs no quota). Nothing is started, and nothing
     /// committed, past the request's deadline (`unavailable`, 503). Inside an `Idempotency-Key`
     /// request's transaction (`runIdempotent`) it is a savepoint of that one.
-    func write<T>(userID: Int64, operations: Int, _ body: (WriteTransaction) throws -> T) throws -> T {
+    package func write<T>(userID: Int64, operations: Int, _ body: (WriteTransaction) throws -> T) throws -> T {
         try guarded {
             try db.inSavepoint {
                 try checkDeadline()
@@ -87,13 +87,16 @@ public final class Store {
                     throw DomainError.unauthenticated
                 }
                 let now = Timestamp.now()
-                let refusal = try chargeOperations(userID: userID, operations, quota: locked.int64(3)!, at: now)
-                let transaction = WriteTransaction(db: db, userID: userID, now: now, changeSequence: locked.int64(0)!,
-                                                   quotaRefusal: refusal, operationsQuota: locked.int64(3)!,
-                                                   storedBytesQuota: locked.int64(4)!)
+                typealias C = SQL.Users.LockColumn
+                let refusal = try chargeOperations(userID: userID, operations, quota: locked.int64(C.operationsQuota)!,
+                                                   at: now)
+                let transaction = WriteTransaction(db: db, userID: userID, now: now,
+                                                   changeSequence: locked.int64(C.changeSequence)!,
+                                                   quotaRefusal: refusal, operationsQuota: locked.int64(C.operationsQuota)!,
+                                                   storedBytesQuota: locked.int64(C.storedBytesQuota)!)
                 let result = try body(transaction)
-                try checkRecordQuota(userID: userID, live: locked.int64(1)!, adding: transaction.liveRecordsDelta,
-                                     quota: locked.int64(2)!)
+                try checkRecordQuota(userID: userID, live: locked.int64(C.liveRecords)!,
+                                     adding: transaction.liveRecordsDelta, quota: locked.int64(C.recordsQuota)!)
                 try transaction.finish()
                 try checkDeadline()
                 if let advanced = transaction.advancedSequence { changedVersion = advanced }
@@ -104,7 +107,7 @@ public final class Store {
 }
 
 /// The context of one write: the locked user, the transaction's clock, and the version allocator.
-final class WriteTransaction {
+package final class WriteTransaction {
     let db: Connection
     let userID: Int64
     /// One timestamp for everything this transaction writes.
@@ -269,4 +272,46 @@ extension Store {
 extension Store {
     /// `StoreConfiguration.requestBudgetMilliseconds`.
     public var requestBudgetMilliseconds: Int64 { configuration.requestBudgetMilliseconds }
+}
+
+/// The namespace of the store's SQL statements. Each lives beside the code that binds it and
+/// decodes its rows (`extension SQL { enum … }` at the end of that file), and rows are read
+/// through a column enum, never by a literal position. Parameters are always bound (`?`);
+/// nothing is ever spliced into the text.
+enum SQL {}
+
+extension SQL {
+    enum Health {
+        static let ping = "SELECT 1"
+    }
+
+    enum Users {
+        static let insert = """
+            INSERT INTO users (email, email_key, password_hash, created_at) VALUES (?, ?, ?, ?)
+            """
+        static let byEmailKey = """
+            SELECT id, email, password_hash FROM users WHERE email_key = ?
+            """
+        enum CredentialsColumn: Int, ResultColumns { case id, email, passwordHash }
+        /// Takes the per-user write lock: every write transaction of a user starts here, so a
+        /// user's writes are serialised and their versions are allocated in commit order.
+        /// With the lock come the account's live-record count and its quotas (its own or the
+        /// defaults, parameters 1 to 3), so charging a write costs no extra round trip.
+        /// A deleted account has no row here (`DomainError.unauthenticated`): a request that
+        /// authenticated just before the delete committed writes nothing after it.
+        static let lockForWrite = """
+            SELECT change_seq, live_records, COALESCE(quota_records, ?), COALESCE(quota_operations_per_hour, ?),
+                   COALESCE(quota_stored_bytes_per_hour, ?)
+              FROM users WHERE id = ? AND deleted_at IS NULL FOR UPDATE
+            """
+        enum LockColumn: Int, ResultColumns {
+            case changeSequence, liveRecords, recordsQuota, operationsQuota, storedBytesQuota
+        }
+        /// Stores the last version the transaction handed out, the change in live records and the
+        /// highest version it gave a tag (0: none; `tag_seq` never goes down, Sql/024), while still
+        /// holding the lock. Parameters: sequence, live-record delta, tag version, user.
+        static let saveChangeSequence = """
+            UPDATE users SET change_seq = ?, live_records = live_records + ?, tag_seq = GREATEST(tag_seq, ?) WHERE id = ?
+            """
+    }
 }

@@ -4,6 +4,7 @@ import MariaDB
 @testable import TodoSyncAPI
 import TodoSyncCore
 import TodoSyncStore
+import TodoSyncTestHooks
 import XCTest
 
 /// `APIError.init(_: DomainError)` is the one place where domain errors get their HTTP meaning:
@@ -96,7 +97,7 @@ final class ErrorMappingTests: XCTestCase {
     }
 }
 
-/// Test and benchmark routes exist only with test hooks on (`ApplicationOptions.enableTestHooks`).
+/// Test and benchmark routes exist only with test hooks on (`ApplicationOptions.testHooks`, `TodoSyncTestHooks`).
 final class TestHookRouteTests: XCTestCase {
     /// An application over a store whose database does not exist: the routes below either touch no
     /// database or answer 503 at once.
@@ -105,7 +106,7 @@ final class TestHookRouteTests: XCTestCase {
             unixSocket: "/nonexistent/todosync-test.sock", user: "nobody", password: "", database: "none",
             connectTimeoutSeconds: 1))
         return Application(store: Store(connection: connection), logger: Logger(label: "test"),
-                           options: ApplicationOptions(enableTestHooks: hooks))
+                           options: ApplicationOptions(testHooks: hooks ? TestHooks() : nil))
     }
 
     private func get(_ app: Application, _ path: String, query: String = "") -> HTTPResponse {

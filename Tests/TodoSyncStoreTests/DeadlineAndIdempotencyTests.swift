@@ -4,6 +4,7 @@ import XCTest
 
 @testable import TodoSyncCore
 @testable import TodoSyncStore
+import TodoSyncTestHooks
 
 /// `RequestDeadline` (nginx's `$msec`), the store's deadline checks in `Store.write`, and the
 /// `Idempotency-Key` records, against the real schema.

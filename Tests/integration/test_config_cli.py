@@ -11,7 +11,7 @@
 - every TODOSYNC_* variable the server's sources read is one `todosync config` knows (one place
   for defaults), and the stack's effective worker count is the binary's, not a script's copy.
 - issue 34, item 8: `config --check` opens a database session and compares the migration state,
-  with one exit code per cause (read from Sources/todosync/ExitStatus.swift, the one place they
+  with one exit code per cause (read from Sources/TodoSyncServer/ExitStatus.swift, the one place they
   are defined): a misspelt TODOSYNC_* name or a missing password file 78, a wrong password 77, an
   unreachable socket 75, a pending or edited migration 65; `migrate --status` reports an edited
   migration as `migrate` refuses it (item 11); and `serve` tells systemd READY=1 (a fake
@@ -39,7 +39,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 
 def exit_statuses() -> dict[str, int]:
     """`case name = code` of ExitStatus.swift: the codes are defined there and nowhere else."""
-    text = (REPO_ROOT / "Sources/todosync/ExitStatus.swift").read_text()
+    text = (REPO_ROOT / "Sources/TodoSyncServer/ExitStatus.swift").read_text()
     codes = {m.group(1): int(m.group(2)) for m in re.finditer(r"^\s*case (\w+) = (\d+)\s*$", text, re.M)}
     assert len(set(codes.values())) == len(codes), f"two causes share an exit code: {codes}"
     return codes
@@ -419,7 +419,7 @@ def test_serve_waits_for_an_unreachable_database_answering_503(responder, tmp_pa
 
 
 def fault_hold_seconds() -> float:
-    text = (REPO_ROOT / "Sources/todosync/FaultHold.swift").read_text()
+    text = (REPO_ROOT / "Sources/TodoSyncServer/FaultHold.swift").read_text()
     return float(re.search(r"static let seconds: Double = ([\d.]+)", text).group(1))
 
 

@@ -237,7 +237,7 @@ def test_dashboard_and_docs_name_only_metrics_the_responder_defines():
     for source in (root / "Sources").rglob("*.swift"):
         defined |= set(re.findall(r'(?:Counter|Timer|Meter|Recorder)\(\s*label: "(todosync_[a-z0-9_]+)"', source.read_text()))
     # series the exposition writes itself (build info)
-    exposition = (root / "Sources/todosync/Observability/MetricsExposition.swift").read_text()
+    exposition = (root / "Sources/TodoSyncServer/Observability/MetricsExposition.swift").read_text()
     defined |= {name for name in re.findall(r'"(todosync_[a-z0-9_]+)":', exposition)}
     # nginx's own counts: mtail's program over the access log (docs/OPERATIONS.md, "nginx's own counts")
     for program in (root / "scripts/mtail").glob("*.mtail"):

@@ -6,10 +6,14 @@
 - with the toolchain hidden (a private mount namespace with an empty tmpfs over it; needs root
   and util-linux's unshare), the binary prints its version, lists the migrations and answers a
   FastCGI request for /healthz from the stack's database;
-- `todosync --version` prints the version written in Sources/todosync/Version.swift, with the
+- `todosync --version` prints the version written in Sources/TodoSyncServer/Version.swift, with the
   git commit it was built from when the build recorded one (`scripts/stack.sh build` does);
 - `todosync migrate --status` lists every Sql/ migration as applied on the test stack, none
-  pending, and changes nothing.
+  pending, and changes nothing;
+- the test hooks are not in it: the stack runs `todosync-test` (the same commands with
+  `TodoSyncTestHooks` linked in), and these tests check the shipping `todosync` beside it, whose
+  bytes hold none of the hooks' routes, headers or symbols (the test build's do, so the check can
+  fail) and whose `serve --enable-test-hooks` refuses to start (78).
 """
 
 from __future__ import annotations
@@ -45,9 +49,42 @@ def conf() -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def binary(conf) -> str:
+    """The shipping binary: the stack's own, or `todosync` beside the test build it runs."""
     path = conf["TODOSYNC_BIN"]
+    if Path(path).name == "todosync-test":
+        path = str(Path(path).with_name("todosync"))
     assert os.access(path, os.X_OK), f"no executable at {path}"
     return path
+
+
+# What only the test hooks (Sources/TodoSyncTestHooks) put into a binary: their routes, a query
+# parameter's refusal, the hold header, the store's slow write and the module (symbol names). Only
+# strings longer than 15 bytes: Swift keeps shorter literals inside the instructions (small
+# strings), where no byte search finds them (`/__bench/page`, `die_mid_body_ms`).
+TEST_HOOK_MARKS = [b"/__bench/fastcgi", b"/api/v1/__test/slow-todo", b"`__test_hold_ms` must be",
+                   b"x-todosync-test-hold-ms", b"createTodoHoldingLock", b"TodoSyncTestHooks"]
+
+
+def hook_marks(path: str) -> list[bytes]:
+    data = Path(path).read_bytes()
+    return [mark for mark in TEST_HOOK_MARKS if mark in data]
+
+
+def test_the_release_binary_has_no_test_hooks(binary, conf):
+    assert Path(binary).name == "todosync", binary
+    assert hook_marks(binary) == [], f"{binary} contains test hooks: {hook_marks(binary)}"
+    test_build = Path(binary).with_name("todosync-test")
+    if conf["TODOSYNC_BIN"] == str(test_build) or test_build.exists():
+        # The same check finds every mark in the test build, so it is not vacuous.
+        assert hook_marks(str(test_build)) == TEST_HOOK_MARKS, hook_marks(str(test_build))
+
+
+def test_the_release_binary_refuses_to_enable_test_hooks(binary, conf, tmp_path):
+    out = subprocess.run([binary, "serve", "--enable-test-hooks", "--socket", str(tmp_path / "s.sock")],
+                         env=db_env(conf), capture_output=True, text=True, timeout=60)
+    assert out.returncode == 78, out.stdout + out.stderr
+    assert "this build has no test hooks" in out.stderr, out.stderr
+    assert not (tmp_path / "s.sock").exists()
 
 
 def toolchain_root() -> Path:
@@ -88,7 +125,7 @@ def test_ldd_names_nothing_under_the_toolchain(binary):
 
 
 def test_version_names_the_release_and_the_commit(binary):
-    source = (REPO_ROOT / "Sources/todosync/Version.swift").read_text()
+    source = (REPO_ROOT / "Sources/TodoSyncServer/Version.swift").read_text()
     version = re.search(r'let todosyncVersion = "([^"]+)"', source).group(1)
     out = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=30)
     assert out.returncode == 0, out.stderr

@@ -41,13 +41,16 @@ show_tail() { # show_tail FILE [LINES]
 
 # --- the responder binary ------------------------------------------------------------------------
 
+# The release build's responder: `todosync`, or with TODOSYNC_ENABLE_TEST_HOOKS=1 `todosync-test`
+# (the same commands with the test hooks linked in; the shipping binary has none).
 resolve_bin() {
     if [[ -z $TODOSYNC_BIN ]]; then
-        local bin_dir=""
+        local bin_dir="" name=todosync
         if command -v swift >/dev/null 2>&1; then
             bin_dir=$(swift build -c release --show-bin-path 2>/dev/null || true)
         fi
-        TODOSYNC_BIN=${bin_dir:-$REPO_ROOT/.build/release}/todosync
+        [[ ${TODOSYNC_ENABLE_TEST_HOOKS:-0} == 1 ]] && name=todosync-test
+        TODOSYNC_BIN=${bin_dir:-$REPO_ROOT/.build/release}/$name
     fi
     TODOSYNC_BIN=$(abspath "$TODOSYNC_BIN")
     export TODOSYNC_BIN

@@ -6,7 +6,7 @@ import TodoSyncStore
 public final class RequestContext {
     public let request: HTTPRequest
     public let pathParameters: [String]
-    let store: Store
+    package let store: Store
     private let encoder: ResponseEncoder
     /// The user whose token ``requireUser()`` accepted (for the request log; nil before).
     public private(set) var userID: Int64?
@@ -34,7 +34,7 @@ public final class RequestContext {
 
     /// Authentication, the step every route but register and login takes: the bearer token's
     /// user, or `unauthenticated` (401).
-    func requireUser() throws -> Int64 {
+    package func requireUser() throws -> Int64 {
         if let verifiedUserID {
             userID = verifiedUserID
             return verifiedUserID
@@ -151,7 +151,7 @@ public final class RequestContext {
     }
 
     /// A reader over the JSON body's object.
-    func bodyReader() throws -> FieldReader {
+    package func bodyReader() throws -> FieldReader {
         try FieldReader(try jsonBody())
     }
 

@@ -52,18 +52,12 @@ extension Application {
         // gzip is accepted), answers 304 itself, and hands every other answer to nginx's internal
         // /__snapshot/ location, which sends the file from disk (Content-Length, Range → 206) with
         // the ETag, Repr-Digest and Content-Encoding passed here.
-        let testHooks = options.enableTestHooks
+        let testHooks = options.testHooks
         router.add("GET", "/api/v1/sync/snapshot") { context in
             let userID = try context.requireUser()
             let schemaVersion = try context.syncSchemaVersion(.query(context.request.query["schemaVersion"]))
-            var hold = 0
-            if testHooks, let text = context.request.query["__test_hold_ms"] {
-                guard let value = Int(text), (0...120_000).contains(value) else {
-                    throw APIError.badRequest("`__test_hold_ms` must be 0 to 120000.")
-                }
-                hold = value
-            }
-            let entry = try context.store.snapshot(userID: userID, schemaVersion: schemaVersion, holdMilliseconds: hold)
+            let pause = try testHooks?.snapshotPause(context.request)
+            let entry = try context.store.snapshot(userID: userID, schemaVersion: schemaVersion, afterRead: pause)
             // gzip when the request accepts it (q-values: `gzip;q=0` refuses): the file's companion,
             // with its own ETag and Repr-Digest (of the encoded bytes); ranges are of those bytes.
             // `Vary: Accept-Encoding` on both variants, 304 included. `If-None-Match` is compared

@@ -35,7 +35,7 @@ struct Serve: ParsableCommand {
     @Option(help: "Group given to the socket file (default: $TODOSYNC_SOCKET_GROUP, else the process's); the socket is 0660.")
     var socketGroup: String?
 
-    @Flag(help: "Enable test-only hooks (GET /healthz?delay_ms=N). Never in production.")
+    @Flag(help: "Enable test-only hooks (GET /healthz?delay_ms=N): the todosync-test build only; the shipping binary has none and refuses the flag.")
     var enableTestHooks = false
 
     /// A configuration problem found before serving (a bad value, a password file that cannot
@@ -43,6 +43,16 @@ struct Serve: ParsableCommand {
     /// the unit does not restart (`RestartPreventExitStatus=78`); a database that refuses the
     /// account ends it with 77 or 78 once listening (``DatabaseReadiness``). Started by its
     /// socket, the responder answers 503 for a few seconds first (``FaultHold``).
+    /// The hooks `--enable-test-hooks` asks for: those `todosync-test` linked in; the shipping
+    /// binary has none, and the flag is a configuration error there (78).
+    private func testHooks() throws -> (any ApplicationTestHooks)? {
+        guard enableTestHooks else { return nil }
+        guard let hooks = TodoSyncCommand.testHooks else {
+            throw ValidationError("--enable-test-hooks: this build has no test hooks (they are in todosync-test)")
+        }
+        return hooks
+    }
+
     func run() throws {
         // Its stderr is the JSON log: a fatal message is a line of it too (TODOSYNC_LOG_FORMAT).
         ExitStatus.reportsAsJSON = ProcessInfo.processInfo.environment["TODOSYNC_LOG_FORMAT"] != "text"
@@ -80,7 +90,7 @@ struct Serve: ParsableCommand {
         }
         let share = cpuShareMilliseconds == 0 ? nil : AccountInFlight.Share(coreSeconds: Double(cpuShareMilliseconds) / 1000)
         let options = ApplicationOptions(
-            enableTestHooks: enableTestHooks, accountInFlight: AccountInFlight(limit: accountInFlight, share: share),
+            testHooks: try testHooks(), accountInFlight: AccountInFlight(limit: accountInFlight, share: share),
             livePublisher: livePublisher)
         var configuration = FastCGIServerConfiguration(
             socketPath: socket ?? environment.string("TODOSYNC_SOCKET"))

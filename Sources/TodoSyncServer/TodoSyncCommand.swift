@@ -2,12 +2,20 @@ import ArgumentParser
 import Foundation
 import Logging
 import MariaDB
+import TodoSyncAPI
 import TodoSyncStore
 
-/// `todosync`: the TodoSync FastCGI responder and its maintenance commands.
-@main
-struct TodoSyncCommand: ParsableCommand {
-    static let configuration = CommandConfiguration(
+/// `todosync`: the TodoSync FastCGI responder and its maintenance commands. A library, so that two
+/// executables share it: `todosync` (what ships) and `todosync-test`, the same commands with the
+/// test hooks (`TodoSyncTestHooks`) linked in, for the test stack and the benchmarks.
+public struct TodoSyncCommand: ParsableCommand {
+    public init() {}
+
+    /// The test hooks `serve --enable-test-hooks` installs; nil in the shipping binary, which
+    /// links none (`todosync-test` sets it before `main()`, while the process has one thread).
+    nonisolated(unsafe) public static var testHooks: (any ApplicationTestHooks)?
+
+    public static let configuration = CommandConfiguration(
         commandName: "todosync",
         abstract: "TodoSync server: FastCGI responder for the TodoSync HTTP API.",
         version: todosyncVersionDescription,

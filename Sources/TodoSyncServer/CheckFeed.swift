@@ -9,14 +9,13 @@ struct CheckFeed: ParsableCommand {
         commandName: "check-feed",
         abstract: "Verify that the sync change feed equals the tables (exit status 1 if not).")
 
-    @Option(help: "Only this user (default: every user).")
-    var user: Int64?
+    @OptionGroup var scope: UserScope
 
     @Option(help: "Print at most this many differences.")
     var show: Int = 20
 
     func run() throws {
-        let run = try MaintenanceRun(user: user)
+        let run = try MaintenanceRun(user: scope.user)
         let (logger, store, users) = (run.logger, run.store, run.users)
         var problems = 0
         for userID in users {
@@ -32,21 +31,11 @@ struct CheckFeed: ParsableCommand {
 }
 
 /// `todosync rebuild-feed`: render the feed afresh from the tables (after loading data by SQL).
-struct RebuildFeed: ParsableCommand {
-    static let configuration = CommandConfiguration(
-        commandName: "rebuild-feed",
-        abstract: "Render the sync change feed afresh from the tables (after a bulk load by SQL).")
-
-    @Option(help: "Only this user (default: every user).")
-    var user: Int64?
-
-    func run() throws {
-        let run = try MaintenanceRun(user: user)
-        let (logger, store, users) = (run.logger, run.store, run.users)
-        var rows = 0
-        for userID in users { rows += try store.rebuildFeed(userID: userID) }
-        logger.info("feed rebuilt", metadata: ["users": "\(users.count)", "rows": "\(rows)"])
-    }
+struct RebuildFeed: PerUserMaintenance {
+    static let configuration = CommandConfiguration(commandName: "rebuild-feed", abstract: "Render the sync change feed afresh from the tables (after a bulk load by SQL).")
+    static let logged = (message: "feed rebuilt", counted: "rows")
+    @OptionGroup var scope: UserScope
+    static func count(_ store: Store, userID: Int64) throws -> Int { try store.rebuildFeed(userID: userID) }
 }
 
 /// `todosync store-days`: store again the day lists that writes of many dates left not stored
