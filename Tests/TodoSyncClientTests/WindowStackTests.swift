@@ -47,7 +47,7 @@ final class WindowStackTests: StackTestCase {
     func testAWindowDeviceFollowsMovesAcrossItsEdges() async throws {
         let laptop = try await seededLaptop(perDate: 1)
         let phone = try await device("phone")
-        let window = SyncWindow(from: Day("2026-06-01")!, to: Day("2026-08-31")!)
+        let window = SyncWindow(from: Day("2026-06-01")!, to: Day("2026-08-31")!)!
         try phone.store.setWindowSetting(.dates(from: window.from, to: window.to))
         let first = try await phone.client.sync()
         XCTAssertEqual(first.window, window)
@@ -85,9 +85,9 @@ final class WindowStackTests: StackTestCase {
         let phone = try await device("phone")
         try phone.store.setWindowSetting(.dates(from: Day("2026-09-01")!, to: nil))
         try await phone.client.sync()
-        let windows = [SyncWindow(from: Day("2026-05-01")!, to: nil),                          // widen
-                       SyncWindow(from: Day("2026-02-01")!, to: Day("2026-06-30")!),           // move
-                       SyncWindow(from: Day("2026-03-01")!, to: Day("2026-03-31")!)]           // narrow
+        let windows = [SyncWindow(from: Day("2026-05-01")!, to: nil)!,                          // widen
+                       SyncWindow(from: Day("2026-02-01")!, to: Day("2026-06-30")!)!,           // move
+                       SyncWindow(from: Day("2026-03-01")!, to: Day("2026-03-31")!)!]           // narrow
         var edited: [String] = []
         for (index, window) in windows.enumerated() {
             // Queued: an edit of a held todo, a new todo outside the new window, one inside.
@@ -126,7 +126,7 @@ final class WindowStackTests: StackTestCase {
 
         let again = try cli(["sync", "--page-size", "100", "--quiet", "--json"], path: phone.path)
         XCTAssertEqual(again.status, 0, again.output)
-        let window = SyncWindow(from: Day("2026-06-01")!, to: nil)
+        let window = SyncWindow(from: Day("2026-06-01")!, to: nil)!
         XCTAssertEqual(try store.heldWindow(), window)
         try await assertHolds(phone, window)
         XCTAssertEqual(try store.pendingCount(), 0)
@@ -167,7 +167,7 @@ final class WindowStackTests: StackTestCase {
         let after = try cli(["sync", "--json"], path: phone.path)
         XCTAssertEqual(after.status, 0, after.output)
         XCTAssertTrue(try phone.store.allTodos().allSatisfy { $0.deadline >= Day("2026-07-01")! }, "the purge stays purged")
-        try await assertHolds(phone, SyncWindow(from: Day("2026-07-01")!, to: Day("2026-09-30")!))
+        try await assertHolds(phone, SyncWindow(from: Day("2026-07-01")!, to: Day("2026-09-30")!)!)
         let server = try await serverItems("/api/v1/todos?date=\(early.deadline)", token: phone.token)
         XCTAssertEqual(server.first { $0["id"]?.int64Value == early.serverID }?["isCompleted"], .bool(false), "the dropped change never went")
 
@@ -183,7 +183,7 @@ final class WindowStackTests: StackTestCase {
     func testANewWindowDeviceStartsFromTheWindowsSnapshot() async throws {
         _ = try await seededLaptop(perDate: 2)
         let phone = try await device("phone")
-        let window = SyncWindow(from: Day("2026-10-01")!, to: nil)
+        let window = SyncWindow(from: Day("2026-10-01")!, to: nil)!
         try phone.store.setWindowSetting(.dates(from: window.from, to: nil))
         let report = try await phone.client.sync()
         guard case .installed(let records, _) = report.snapshot else { return XCTFail("\(String(describing: report.snapshot))") }

@@ -59,7 +59,7 @@ final class WindowTests: XCTestCase {
         let old = server.createTodo("Tax return 2019", deadline: "2019-04-30")
         let near = server.createTodo("Dentist", deadline: "2026-11-20")
         server.createTodo("Call mum", deadline: "2026-11-24")
-        let window = SyncWindow(from: day("2026-11-01"), to: nil)
+        let window = SyncWindow(from: day("2026-11-01"), to: nil)!
         let phone = try device(server, window: .dates(from: window.from, to: nil))
 
         let first = try await phone.sync()
@@ -113,9 +113,9 @@ final class WindowTests: XCTestCase {
         // (window, the held todo edited during the sync, what the device holds after that sync,
         // and after the next one, which sends the edit)
         let steps: [(SyncWindow, String, Set<String>, Set<String>)] = [
-            (SyncWindow(from: day("2026-06-01"), to: nil), "D", ["B", "C", "D0"], ["B", "C", "D0"]),            // widen
-            (SyncWindow(from: day("2026-01-01"), to: day("2026-06-30")), "C", ["A", "B", "C1"], ["A", "B"]),    // move
-            (SyncWindow(from: day("2026-06-10"), to: day("2026-06-20")), "A", ["B", "A2"], ["B"]),               // narrow
+            (SyncWindow(from: day("2026-06-01"), to: nil)!, "D", ["B", "C", "D0"], ["B", "C", "D0"]),            // widen
+            (SyncWindow(from: day("2026-01-01"), to: day("2026-06-30"))!, "C", ["A", "B", "C1"], ["A", "B"]),    // move
+            (SyncWindow(from: day("2026-06-10"), to: day("2026-06-20"))!, "A", ["B", "A2"], ["B"]),               // narrow
         ]
         for (index, (window, target, during, after)) in steps.enumerated() {
             let todo = try XCTUnwrap(phone.store.allTodos().first { $0.title == target }, "step \(index)")
@@ -192,7 +192,7 @@ final class WindowTests: XCTestCase {
         let report = try phone.purge(before: day("2026-01-01"), force: true)
         XCTAssertEqual(report.changesDropped, 2)
         XCTAssertEqual(report.todosRemoved, 3)
-        XCTAssertEqual(report.window, SyncWindow(from: day("2026-01-01"), to: nil))
+        XCTAssertEqual(report.window, SyncWindow(from: day("2026-01-01"), to: nil)!)
         XCTAssertEqual(try phone.store.allTodos().map(\.title), ["Now"])
         XCTAssertEqual(try statDates(phone), ["2026-11-24"])
         XCTAssertEqual(try phone.store.pendingCount(), 0)
@@ -226,6 +226,32 @@ final class WindowTests: XCTestCase {
         XCTAssertEqual(try phone.store.allTodos().map(\.title), ["Now"])
     }
 
+    /// The live engine keeps the window: its first sync pulls the window, and a poke for another
+    /// device's change that moves a todo out leads to a pull whose `left` forgets it.
+    func testTheSyncEngineFollowsTheWindowThroughPokes() async throws {
+        let server = WindowServer()
+        server.createTodo("Old", deadline: "2020-01-01")
+        let now = server.createTodo("Now", deadline: "2026-11-24")
+        let phone = try device(server, window: .lastDays(30))
+        let live = FakeLiveStream()
+        let engine = SyncEngine(client: phone, live: live, clock: ManualClock())
+        let log = EventLog(engine)
+        await engine.start()
+        await waitFor("the first sync") { log.synced.count >= 1 }
+        await settle(engine)
+        XCTAssertEqual(try phone.store.allTodos().map(\.title), ["Now"])
+        XCTAssertEqual(server.pulls.first?["from"], "2026-10-25")
+
+        server.editTodo(now, ["deadline": .string("2019-01-01")])
+        live.send(.poke(version: 99, deviceID: nil))
+        await waitFor("the poke's sync") { log.synced.count >= 2 }
+        await settle(engine)
+        XCTAssertEqual(try phone.store.allTodos(), [], "left: forgotten")
+        XCTAssertNotNil(server.pulls.last?["cursor"])
+        XCTAssertEqual(server.pulls.last?["from"], "2026-10-25")
+        await engine.stop()
+    }
+
     func testTheWindowIsStoredAndResolved() throws {
         for setting in [WindowSetting.whole, .lastDays(90), .dates(from: day("2026-01-01"), to: nil),
                         .dates(from: nil, to: day("2026-12-31")), .dates(from: day("2026-01-01"), to: day("2026-03-31"))] {
@@ -234,6 +260,6 @@ final class WindowTests: XCTestCase {
         XCTAssertEqual(WindowSetting.lastDays(90).window(today: day("2026-03-01")).from, day("2025-12-01"))
         XCTAssertEqual(day("2024-03-01").adding(days: -1), day("2024-02-29"))
         XCTAssertEqual(day("2000-01-05").adding(days: -30), Day.minimum)
-        XCTAssertFalse(SyncWindow(from: day("2026-01-01"), to: day("2026-01-31")).contains(day("2026-02-01")))
+        XCTAssertFalse(SyncWindow(from: day("2026-01-01"), to: day("2026-01-31"))!.contains(day("2026-02-01")))
     }
 }

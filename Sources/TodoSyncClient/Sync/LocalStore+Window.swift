@@ -52,6 +52,8 @@ extension LocalStore {
     /// Remembers the window to hold from the next sync on. Setting another window than the one
     /// remembered also lifts a purge's floor (the user asked for those dates again).
     public func setWindowSetting(_ setting: WindowSetting) throws {
+        if case .dates(let from?, let to?) = setting, to < from { throw LocalStoreError.validation(field: "to", problem: "is before from") }
+        if case .lastDays(let days) = setting, days < 0 { throw LocalStoreError.validation(field: "days", problem: "is negative") }
         try pool.write { db in
             let current = try Meta.get(db, .windowSetting).flatMap(WindowSetting.init(stored:)) ?? .whole
             guard current != setting else { return }
@@ -70,12 +72,9 @@ extension LocalStore {
     func resolvedWindow(today: Day) throws -> SyncWindow {
         try pool.read { db in
             let setting = try Meta.get(db, .windowSetting).flatMap(WindowSetting.init(stored:)) ?? .whole
-            var window = setting.window(today: today)
-            if let floor = try Meta.get(db, .purgedBefore).flatMap(Day.init), window.from.map({ $0 < floor }) ?? true {
-                window.from = floor
-            }
-            if let from = window.from, let to = window.to, to < from { window.to = from }
-            return window
+            let window = setting.window(today: today)
+            guard let floor = try Meta.get(db, .purgedBefore).flatMap(Day.init) else { return window }
+            return window.starting(noEarlierThan: floor)
         }
     }
 
@@ -185,13 +184,11 @@ extension LocalStore {
             let stats = try DailyStatRecord.filter(DailyStatRecord.Columns.date < before.description).deleteAll(db)
             let floor = try Meta.get(db, .purgedBefore).flatMap(Day.init)
             if floor.map({ $0 < before }) ?? true { try Meta.set(db, .purgedBefore, before.description) }
-            if var held = try Meta.get(db, .heldWindow).flatMap(SyncWindow.init(stored:)), held.from.map({ $0 < before }) ?? true {
-                held.from = before
-                try Meta.set(db, .heldWindow, held.stored)
+            if let held = try Meta.get(db, .heldWindow).flatMap(SyncWindow.init(stored:)) {
+                try Meta.set(db, .heldWindow, held.starting(noEarlierThan: before).stored)
             }
-            var window = asked
-            if window.from.map({ $0 < before }) ?? true { window.from = before }
-            return PurgeReport(todosRemoved: todos, statsRemoved: stats, changesDropped: dropped, window: window)
+            return PurgeReport(todosRemoved: todos, statsRemoved: stats, changesDropped: dropped,
+                               window: asked.starting(noEarlierThan: before))
         }
     }
 }

@@ -73,8 +73,10 @@ enum SnapshotFile {
             guard let day = Day(text) else { throw SnapshotRefusal("\(key) is not a date: \(text)") }
             return day
         }
-        return CheckedSnapshot(cursor: cursor, schemaVersion: checked.userVersion, recordCount: checked.count,
-                               window: SyncWindow(from: try side("windowFrom"), to: try side("windowTo")))
+        guard let window = SyncWindow(from: try side("windowFrom"), to: try side("windowTo")) else {
+            throw SnapshotRefusal("windowFrom is after windowTo")
+        }
+        return CheckedSnapshot(cursor: cursor, schemaVersion: checked.userVersion, recordCount: checked.count, window: window)
     }
 
     /// SQL functions that compute the store's derived columns with the very code the store uses

@@ -4,31 +4,15 @@ import TodoSyncCore
 import FoundationNetworking
 #endif
 
-/// The dates of an account a device holds (API.md "Windows (partial sync)"): every tag, plus the
-/// todos whose deadline falls from `from` through `to` (both inclusive; nil leaves that side
-/// open) and the daily stats of those dates. `SyncWindow.whole` (both open) is the whole account.
-public struct SyncWindow: Sendable, Hashable, CustomStringConvertible {
-    public var from: Day?
-    public var to: Day?
-
-    public init(from: Day?, to: Day?) {
-        self.from = from
-        self.to = to
-    }
-
+// `SyncWindow` (TodoSyncCore, beside the cursor that names it) is the contract's window; here
+// what the client needs of it: the whole account as a value, its query, how the store keeps it.
+extension SyncWindow: CustomStringConvertible {
     /// The whole account: no window on pulls and snapshots.
-    public static let whole = SyncWindow(from: nil, to: nil)
+    public static let whole = SyncWindow(from: nil, to: nil)!
 
     public var isWhole: Bool { from == nil && to == nil }
 
-    /// Whether a todo due on `day` (or the stat of `day`) belongs to the window.
-    public func contains(_ day: Day) -> Bool {
-        if let from, day < from { return false }
-        if let to, to < day { return false }
-        return true
-    }
-
-    /// "from 2026-09-01", "2026-09-01 to 2026-11-30", "to 2026-01-01", "the whole account".
+    /// "from 2026-09-01", "from 2026-09-01 to 2026-11-30", "to 2026-01-01", "the whole account".
     public var description: String {
         switch (from, to) {
         case (nil, nil): return "the whole account"
@@ -56,6 +40,14 @@ public struct SyncWindow: Sendable, Hashable, CustomStringConvertible {
         guard let from = side(parts[0]), let to = side(parts[1]) else { return nil }
         self.init(from: from, to: to)
     }
+
+    /// This window starting at `day` instead, when that is later (its end stays; a start after
+    /// the end leaves the end's day alone).
+    func starting(noEarlierThan day: Day) -> SyncWindow {
+        guard from.map({ $0 < day }) ?? true else { return self }
+        if let to, to < day { return SyncWindow(from: to, to: to)! }
+        return SyncWindow(from: day, to: to)!
+    }
 }
 
 /// What a device asks to hold, as the user put it; resolved into a `SyncWindow` at each sync.
@@ -72,15 +64,16 @@ public enum WindowSetting: Sendable, Hashable, CustomStringConvertible {
     public func window(today: Day) -> SyncWindow {
         switch self {
         case .whole: return .whole
-        case .dates(let from, let to): return SyncWindow(from: from, to: to)
-        case .lastDays(let days): return SyncWindow(from: today.adding(days: -days), to: nil)
+        // `from` after `to` (refused by `LocalStore.setWindowSetting`) would be the day `from`.
+        case .dates(let from, let to): return SyncWindow(from: from, to: to) ?? SyncWindow(from: from, to: from)!
+        case .lastDays(let days): return SyncWindow(from: today.adding(days: -days), to: nil)!
         }
     }
 
     public var description: String {
         switch self {
         case .whole: return "the whole account"
-        case .dates(let from, let to): return SyncWindow(from: from, to: to).description
+        case .dates(let from, let to): return (SyncWindow(from: from, to: to) ?? .whole).description
         case .lastDays(let days): return "the last \(days) day(s)"
         }
     }
@@ -89,7 +82,7 @@ public enum WindowSetting: Sendable, Hashable, CustomStringConvertible {
     var stored: String {
         switch self {
         case .whole: return "whole"
-        case .dates(let from, let to): return "dates " + SyncWindow(from: from, to: to).stored
+        case .dates(let from, let to): return "dates \(from?.description ?? "")..\(to?.description ?? "")"
         case .lastDays(let days): return "days \(days)"
         }
     }

@@ -109,7 +109,7 @@ final class WindowServer: HTTPTransport, @unchecked Sendable {
     }
 
     private func pull(_ query: [String: String]) -> JSONObject? {
-        let window = SyncWindow(from: query["from"].flatMap(Day.init), to: query["to"].flatMap(Day.init))
+        let window = SyncWindow(from: query["from"].flatMap(Day.init), to: query["to"].flatMap(Day.init)) ?? .whole
         let limit = Int(query["limit"] ?? "500") ?? 500
         var since: Int64?
         if let cursor = query["cursor"] {
