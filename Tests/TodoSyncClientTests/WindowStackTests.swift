@@ -91,7 +91,7 @@ final class WindowStackTests: StackTestCase {
         var edited: [String] = []
         for (index, window) in windows.enumerated() {
             // Queued: an edit of a held todo, a new todo outside the new window, one inside.
-            let todo = try XCTUnwrap(phone.store.allTodos().first)
+            let todo = try XCTUnwrap(phone.store.allTodos().first { $0.title.hasPrefix("T") })
             try phone.store.updateTodo(todo.localID, TodoChanges(title: "Edited \(index)"))
             try phone.store.addTodo(NewTodo(title: "New outside \(index)", deadline: Day("2026-12-30")!))
             try phone.store.addTodo(NewTodo(title: "New inside \(index)", deadline: window.from!))
