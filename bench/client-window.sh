@@ -68,30 +68,31 @@ mkdir -p "$WORK"
 median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 field() { sed -n "s/.*$1=\([0-9.]*\).*/\1/p" <<<"$2" | head -n1; }
 
-# One first sync into a new store: "SECONDS RSS_KB STORE_KB SUMMARY".
+# One first sync into a new store: "SECONDS RSS_KB STORE_KB CPU_SECONDS SUMMARY" (CPU: user + sys of
+# the whole process; on a loaded box the wall time says more about the box than about the code).
 first_sync() {
     local db=$WORK/$1.sqlite
     shift
     rm -f "$db"*
     "$CLIENT" login --db "$db" --email bench1@example.com >/dev/null
     local out
-    out=$(/usr/bin/time -f 'wall=%e rss_kb=%M' "$CLIENT" sync --db "$db" --quiet --timing "$@" 2>&1)
+    out=$(/usr/bin/time -f 'wall=%e rss_kb=%M user=%U sys=%S' "$CLIENT" sync --db "$db" --quiet --timing "$@" 2>&1)
     [[ -n $(field sync_seconds "$out") ]] || { echo "sync failed: $out" >&2; exit 1; }
     "$CLIENT" status --db "$db" >/dev/null  # the WAL checkpointed into the file
-    printf '%s %s %s %s\n' "$(field sync_seconds "$out")" "$(field rss_kb "$out")" "$(du -k "$db" | cut -f1)" \
-        "$(grep '^Synced' <<<"$out" | tr '\n' ' ')"
+    printf '%s %s %s %s %s\n' "$(field sync_seconds "$out")" "$(field rss_kb "$out")" "$(du -k "$db" | cut -f1)" \
+        "$(echo "$(field user "$out") + $(field sys "$out")" | bc)" "$(grep '^Synced' <<<"$out" | tr '\n' ' ')"
 }
 
 echo "uptime before: $(uptime)"
-read -r wall rss kb summary < <(first_sync window-build --window-days "$WINDOW")
+read -r wall rss kb cpu summary < <(first_sync window-build --window-days "$WINDOW")
 printf 'window %d days, first request (the server builds the window file): sync %.3f s, RSS %.1f MB, store %.1f MB\n  %s\n' \
     "$WINDOW" "$wall" "$(echo "$rss / 1024" | bc -l)" "$(echo "$kb / 1024" | bc -l)" "$summary"
 win=() win_kb=()
 for run in $(seq 1 "$RUNS"); do
-    read -r wall rss kb summary < <(first_sync "window-$run" --window-days "$WINDOW")
+    read -r wall rss kb cpu summary < <(first_sync "window-$run" --window-days "$WINDOW")
     [[ $summary == *"after installing a snapshot"* ]] || echo "run $run did not use the snapshot: $summary" >&2
-    printf 'window first sync run %d: sync %.3f s, RSS %.1f MB, store %.2f MB\n' "$run" "$wall" "$(echo "$rss / 1024" | bc -l)" \
-        "$(echo "$kb / 1024" | bc -l)"
+    printf 'window first sync run %d: sync %.3f s, CPU %.2f s, RSS %.1f MB, store %.2f MB\n' "$run" "$wall" "$cpu" \
+        "$(echo "$rss / 1024" | bc -l)" "$(echo "$kb / 1024" | bc -l)"
     win+=("$wall") win_kb+=("$kb")
 done
 
@@ -120,7 +121,7 @@ PY
 done
 whole_kb=
 if [[ ${WINDOW_BENCH_WHOLE:-1} == 1 ]]; then
-    read -r wall rss whole_kb summary < <(first_sync whole)
+    read -r wall rss whole_kb cpu summary < <(first_sync whole)
     printf 'whole account first sync: sync %.3f s, RSS %.1f MB, store %.1f MB\n  %s\n' "$wall" "$(echo "$rss / 1024" | bc -l)" \
         "$(echo "$whole_kb / 1024" | bc -l)" "$summary"
 fi
