@@ -106,17 +106,8 @@ extension Day {
         let target = daysSinceEpoch + days
         if target <= Day.minimum.daysSinceEpoch { return .minimum }
         if target >= Day.maximum.daysSinceEpoch { return .maximum }
-        // Howard Hinnant's civil_from_days.
-        let z = target + 719_468
-        let era = (z >= 0 ? z : z - 146_096) / 146_097
-        let doe = z - era * 146_097
-        let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365
-        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100)
-        let mp = (5 * doy + 2) / 153
-        let day = doy - (153 * mp + 2) / 5 + 1
-        let month = mp < 10 ? mp + 3 : mp - 9
-        let year = yoe + era * 400 + (month <= 2 ? 1 : 0)
-        return Day(year: year, month: month, day: day)!
+        // The date of that day's midnight, through the core's one civil-from-days.
+        return Day(String(Timestamp(millisecondsSinceEpoch: Int64(target) * 86_400_000).rfc3339.prefix(10))) ?? .minimum
     }
 
     /// Today in the device's time zone.
