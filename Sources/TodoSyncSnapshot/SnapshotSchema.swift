@@ -68,6 +68,7 @@ struct SnapshotTable {
             case .bool: .bool(true)
             case .integer, .reference: .number(JSONNumber(literal: "1"))
             case .day: .string("2026-01-01")
+            case .instant: .string("2026-01-01T00:00:00.000Z")
             }
         }
         var reader = FieldReader(object: fields)

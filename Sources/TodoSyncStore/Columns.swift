@@ -69,7 +69,7 @@ extension RecordColumns {
 /// The columns of `todos` that make a `Todo` (`Todo(row:)`): its bookkeeping, and a column for
 /// each synced field (`TodoField`, which names it and whose values `content` binds).
 enum TodoColumn: Int, RecordColumns {
-    case id, clientID, title, raw, notes, isImportant, isLife, tagID, difficulty, estimatedTime, deadline, isCompleted
+    case id, clientID, title, raw, notes, remindAt, isImportant, isLife, tagID, difficulty, estimatedTime, deadline, isCompleted
     case version, createdAt, updatedAt, deletedAt
 
     /// The column of a synced field (a new field does not compile until it has one).
@@ -78,6 +78,7 @@ enum TodoColumn: Int, RecordColumns {
         case .title: self = .title
         case .raw: self = .raw
         case .notes: self = .notes
+        case .remindAt: self = .remindAt
         case .isImportant: self = .isImportant
         case .isLife: self = .isLife
         case .tagId: self = .tagID
@@ -97,7 +98,7 @@ enum TodoColumn: Int, RecordColumns {
 
     /// Every synced field, in `TodoField` order, bound as its value (`FieldValue`).
     static let content: [(column: TodoColumn, value: @Sendable (Todo) -> DatabaseValue)] = TodoField.allCases.map { field in
-        (TodoColumn(field), { field.value(of: $0).databaseValue })
+        (TodoColumn(field), { field.databaseValue(field.value(of: $0)) })
     }
 }
 
@@ -123,6 +124,15 @@ enum TagColumn: Int, RecordColumns {
     /// Every synced field, in `TagField` order, bound as text.
     static let content: [(column: TagColumn, value: @Sendable (Tag) -> DatabaseValue)] = TagField.allCases.map { field in
         (TagColumn(field), { .text(field.text(of: $0)) })
+    }
+}
+
+extension SyncedField {
+    /// The value bound to the field's column: `FieldValue.databaseValue`, an instant as the
+    /// `DATETIME(3)` text MariaDB takes (`Todo(row:)` reads it back with `Timestamp`).
+    func databaseValue(_ value: FieldValue) -> DatabaseValue {
+        if kind == .instant, case .string(let text) = value, let time = Timestamp(rfc3339Input: text) { return .timestamp(time) }
+        return value.databaseValue
     }
 }
 

@@ -21,7 +21,8 @@ extension Todo {
         typealias C = TodoColumn
         self.init(
             id: row.int64(C.id.index)!, clientID: row.string(C.clientID.index), title: row.string(C.title.index)!,
-            raw: row.string(C.raw.index)!, notes: row.string(C.notes.index), isImportant: row.bool(C.isImportant.index)!, isLife: row.bool(C.isLife.index)!,
+            raw: row.string(C.raw.index)!, notes: row.string(C.notes.index),
+            remindAt: row.string(C.remindAt.index).map(Timestamp.rfc3339(fromDatabaseText:)), isImportant: row.bool(C.isImportant.index)!, isLife: row.bool(C.isLife.index)!,
             tagID: row.int64(C.tagID.index), difficulty: row.int(C.difficulty.index)!,
             estimatedTime: row.int(C.estimatedTime.index)!, deadline: Day(row.string(C.deadline.index)!)!,
             isCompleted: row.bool(C.isCompleted.index)!, version: row.int64(C.version.index)!,

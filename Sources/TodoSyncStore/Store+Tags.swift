@@ -140,21 +140,8 @@ extension SQL {
             SELECT \(columns) FROM tags WHERE user_id = ? AND client_key = ?
             """
         static let isLive = "SELECT 1 FROM tags WHERE id = ? AND user_id = ? AND deleted_at IS NULL"
-        /// Parameters: user id, clientId, client key, `TagColumn.contentValues`, version, created,
-        /// updated, device.
-        static let insert = """
-            INSERT INTO tags (user_id, client_id, client_key, \(TagColumn.contentNames), version, created_at,
-                              updated_at, changed_by_device)
-            VALUES (\(TagColumn.placeholders(contentPlus: 7)))
-            """
-        /// Parameters: `TagColumn.contentValues`, version, updated, device, id, user id.
-        static let update = """
-            UPDATE tags SET \(TagColumn.contentAssignments),
-                            version = ?, updated_at = ?, deleted_at = NULL, changed_by_device = ?
-             WHERE id = ? AND user_id = ?
-            """
-        static let softDelete = """
-            UPDATE tags SET deleted_at = ?, updated_at = ?, version = ?, changed_by_device = ? WHERE id = ? AND user_id = ?
-            """
+        /// Create, update and soft delete (`RecordStatements`: their parameters).
+        static let writes = RecordStatements<TagColumn>(table: "tags")
+        static let insert = writes.insert, update = writes.update, softDelete = writes.softDelete
     }
 }

@@ -140,22 +140,9 @@ extension SQL {
         static let byClientKey = """
             SELECT \(columns) FROM todos WHERE user_id = ? AND client_key = ?
             """
-        /// Parameters: user id, clientId, client key, `TodoColumn.contentValues`, version, created,
-        /// updated, device.
-        static let insert = """
-            INSERT INTO todos (user_id, client_id, client_key, \(TodoColumn.contentNames), version, created_at,
-                               updated_at, changed_by_device)
-            VALUES (\(TodoColumn.placeholders(contentPlus: 7)))
-            """
-        /// Parameters: `TodoColumn.contentValues`, version, updated, device, id, user id.
-        static let update = """
-            UPDATE todos SET \(TodoColumn.contentAssignments),
-                             version = ?, updated_at = ?, deleted_at = NULL, changed_by_device = ?
-             WHERE id = ? AND user_id = ?
-            """
-        static let softDelete = """
-            UPDATE todos SET deleted_at = ?, updated_at = ?, version = ?, changed_by_device = ? WHERE id = ? AND user_id = ?
-            """
+        /// Create, update and soft delete (`RecordStatements`: their parameters).
+        static let writes = RecordStatements<TodoColumn>(table: "todos")
+        static let insert = writes.insert, update = writes.update, softDelete = writes.softDelete
         static let liveWithTag = """
             SELECT \(columns) FROM todos WHERE user_id = ? AND tag_id = ? AND deleted_at IS NULL ORDER BY id
             """

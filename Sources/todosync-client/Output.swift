@@ -188,13 +188,12 @@ enum Render {
 
     static func todo(_ todo: LocalTodo, tags: [Int64: LocalTag], marks: RecordMarks) -> JSONValue {
         var object: [String: JSONValue] = [
-            "localId": .int(todo.localID), "serverId": .optionalInt(todo.serverID), "title": .string(todo.title),
-            "raw": .string(todo.raw), "deadline": .string(todo.deadline.description), "isCompleted": .bool(todo.isCompleted),
-            "isImportant": .bool(todo.isImportant), "isLife": .bool(todo.isLife), "difficulty": .int(todo.difficulty),
-            "estimatedTime": .int(todo.estimatedTime), "tagLocalId": .optionalInt(todo.tagLocalID),
+            "localId": .int(todo.localID), "serverId": .optionalInt(todo.serverID), "tagLocalId": .optionalInt(todo.tagLocalID),
             "tag": .optionalString(todo.tagLocalID.flatMap { tags[$0]?.name }), "version": .optionalInt(todo.version),
-            "synced": .bool(todo.serverID != nil), "notes": .optionalString(todo.notes),
+            "synced": .bool(todo.serverID != nil),
         ]
+        // Every synced field by its key (the tag above, as its local handle and name).
+        for field in TodoField.allCases where field != .tagId { object[field.key] = todo.value(field) }
         let mark = marks.todo(todo.localID)
         object["pending"] = .bool(mark.pending)
         object["conflict"] = .bool(mark.conflict)

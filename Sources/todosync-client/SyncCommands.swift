@@ -148,16 +148,7 @@ struct Resolve: ParsableCommand {
     @Argument var conflict: Int64
     @Flag var mine = false
     @Flag var theirs = false
-    @Option(help: "A todo's title.") var title: String?
-    @Option(help: "A todo's quick-add text.") var raw: String?
-    @Option(help: "A todo's notes (up to 10,000 characters); '-' removes them.") var notes: String?
-    @Option(help: "A todo's deadline (YYYY-MM-DD).") var date: String?
-    @Option(help: "true or false.") var completed: Bool?
-    @Option(help: "true or false.") var important: Bool?
-    @Option(help: "true or false.") var life: Bool?
-    @Option(help: "0 to 5.") var difficulty: Int?
-    @Option(help: "Estimated minutes, 0 to 1440.") var minutes: Int?
-    @Option(help: "A tag name or number ('-': no tag); the tag must be on the server.") var tag: String?
+    @OptionGroup var todo: ResolveTodoOptions
     @Option(help: "A tag's name.") var name: String?
     @Option(help: "A tag's color (#RRGGBB).") var color: String?
 
@@ -182,26 +173,7 @@ struct Resolve: ParsableCommand {
 
     /// The given values under the contract's field names (a tag by its server id).
     private func values(_ store: LocalStore) throws -> [String: JSONValue] {
-        var fields: [String: JSONValue] = [:]
-        if let title { fields["title"] = .string(title) }
-        if let raw { fields["raw"] = .string(raw) }
-        if let notes { fields["notes"] = notes == "-" ? .null : .string(notes) }
-        if let date { fields["deadline"] = .string(try parseDay(date).description) }
-        if let completed { fields["isCompleted"] = .bool(completed) }
-        if let important { fields["isImportant"] = .bool(important) }
-        if let life { fields["isLife"] = .bool(life) }
-        if let difficulty { fields["difficulty"] = .int(difficulty) }
-        if let minutes { fields["estimatedTime"] = .int(minutes) }
-        if let tag {
-            if tag == "-" {
-                fields["tagId"] = .null
-            } else {
-                guard let serverID = try store.tag(try resolveTag(store, tag))?.serverID else {
-                    throw ValidationError("tag \(tag) is not on the server yet: sync first")
-                }
-                fields["tagId"] = .int(serverID)
-            }
-        }
+        var fields = try todo.values(store)
         if let name { fields["name"] = .string(name) }
         if let color { fields["color"] = .string(color) }
         return fields

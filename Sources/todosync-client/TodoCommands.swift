@@ -14,6 +14,7 @@ func todoLine(_ todo: LocalTodo, tags: [Int64: LocalTag], marks: RecordMarks) ->
     if todo.isLife { extras.append("@life") }
     if todo.estimatedTime > 0 { extras.append("\(todo.estimatedTime)m") }
     if todo.difficulty > 0 { extras.append("*\(todo.difficulty)") }
+    if let remindAt = todo.remindAt { extras.append("remind \(remindAt)") }
     if todo.serverID == nil { extras.append("not synced") }
     line += "  (" + extras.joined(separator: " ") + ")" + compactNotes(todo.notes)
     let mark = marks.todo(todo.localID)
@@ -36,11 +37,12 @@ struct Add: ParsableCommand {
     @OptionGroup var options: StoreOptions
     @Option(help: "Deadline (YYYY-MM-DD); today when omitted.") var date: String?
     @Option(help: "Notes for each added todo (up to 10,000 characters).") var notes: String?
+    @Option(help: "When to remind (RFC 3339, e.g. 2026-12-24T09:00:00+01:00; kept in UTC).") var remindAt: String?
     @Argument(help: "The text; each argument is one line.") var lines: [String]
 
     func run() throws {
         let store = try options.openStore()
-        let changes = try store.quickAdd(lines.joined(separator: "\n"), date: try parseDay(date), notes: notes)
+        let changes = try store.quickAdd(lines.joined(separator: "\n"), date: try parseDay(date), with: try extra())
         let tags = try Render.tagsByID(store)
         let marks = try RecordMarks(store)
         let added = try changes.compactMap { try store.todo($0.localID) }
@@ -49,6 +51,22 @@ struct Add: ParsableCommand {
         options.output.finish(
             human: "\(changes.count) added; \(pending) change(s) waiting to sync.",
             json: .object(["added": .array(added.map { Render.todo($0, tags: tags, marks: marks) }), "pending": .int(pending)]))
+    }
+
+    /// How `add` takes each field (a new field does not compile until it is decided): the
+    /// quick-add syntax, an option (the same for every line), or not at all.
+    func extra() throws -> TodoChanges {
+        var extra = TodoChanges()
+        for field in TodoField.allCases {
+            switch field {
+            case .title, .raw, .isImportant, .isLife, .tagId, .difficulty, .estimatedTime: break  // the syntax
+            case .deadline: break  // --date, the day of every line
+            case .isCompleted: break  // a todo is added open
+            case .notes: extra.notes = notes.map { .some($0) }
+            case .remindAt: extra.remindAt = remindAt.map { .some($0) }
+            }
+        }
+        return extra
     }
 }
 
@@ -115,13 +133,27 @@ struct Edit: ParsableCommand {
     @Option(help: "Estimated minutes, 0 to 1440.") var minutes: Int?
     @Option(help: "A tag name or number; '-' removes the tag.") var tag: String?
     @Option(help: "New notes (up to 10,000 characters); '-' removes them.") var notes: String?
+    @Option(help: "When to remind (RFC 3339, kept in UTC); '-' removes the reminder.") var remindAt: String?
 
     func run() throws {
         let store = try options.openStore()
-        var changes = TodoChanges(title: title, isImportant: important, isLife: life, difficulty: difficulty, estimatedTime: minutes)
-        if let notes { changes.notes = notes == "-" ? .some(nil) : .some(notes) }
-        if let date { changes.deadline = try parseDay(date) }
-        if let tag { changes.tag = tag == "-" ? .some(nil) : .some(try resolveTag(store, tag)) }
+        var changes = TodoChanges()
+        // How `edit` takes each field (a new field does not compile until it is decided).
+        for field in TodoField.allCases {
+            switch field {
+            case .title: changes.title = title
+            case .raw: break  // the quick-add text the todo was made from; edit changes the title
+            case .notes: if let notes { changes.notes = notes == "-" ? .some(nil) : .some(notes) }
+            case .remindAt: if let remindAt { changes.remindAt = remindAt == "-" ? .some(nil) : .some(remindAt) }
+            case .isImportant: changes.isImportant = important
+            case .isLife: changes.isLife = life
+            case .tagId: if let tag { changes.tag = tag == "-" ? .some(nil) : .some(try resolveTag(store, tag)) }
+            case .difficulty: changes.difficulty = difficulty
+            case .estimatedTime: changes.estimatedTime = minutes
+            case .deadline: if let date { changes.deadline = try parseDay(date) }
+            case .isCompleted: break  // `done` and `done --undo`
+            }
+        }
         try store.updateTodo(ref, changes)
         let pending = try store.pendingCount()
         let todo = try store.todo(ref)
@@ -132,6 +164,61 @@ struct Edit: ParsableCommand {
                 "pending": .int(pending),
             ]))
     }
+}
+
+/// The todo fields `resolve` takes (every synced field, under the contract's names: a tag by its
+/// server id), beside `edit`'s options so that a new field's options are decided in one file.
+struct ResolveTodoOptions: ParsableArguments {
+    @Option(help: "A todo's title.") var title: String?
+    @Option(help: "A todo's quick-add text.") var raw: String?
+    @Option(help: "A todo's notes (up to 10,000 characters); '-' removes them.") var notes: String?
+    @Option(help: "When to remind (RFC 3339, kept in UTC); '-' removes the reminder.") var remindAt: String?
+    @Option(help: "A todo's deadline (YYYY-MM-DD).") var date: String?
+    @Option(help: "true or false.") var completed: Bool?
+    @Option(help: "true or false.") var important: Bool?
+    @Option(help: "true or false.") var life: Bool?
+    @Option(help: "0 to 5.") var difficulty: Int?
+    @Option(help: "Estimated minutes, 0 to 1440.") var minutes: Int?
+    @Option(help: "A tag name or number ('-': no tag); the tag must be on the server.") var tag: String?
+
+    /// The given values under the contract's names (a new field does not compile until it has one).
+    func values(_ store: LocalStore) throws -> [String: JSONValue] {
+        var fields: [String: JSONValue] = [:]
+        for field in TodoField.allCases {
+            let value: JSONValue?
+            switch field {
+            case .title: value = title.map { .string($0) }
+            case .raw: value = raw.map { .string($0) }
+            case .notes: value = notes.map { $0 == "-" ? .null : .string($0) }
+            case .remindAt: value = try remindAt.map { $0 == "-" ? .null : .string(try instant($0)) }
+            case .deadline: value = try date.map { .string(try parseDay($0).description) }
+            case .isCompleted: value = completed.map { .bool($0) }
+            case .isImportant: value = important.map { .bool($0) }
+            case .isLife: value = life.map { .bool($0) }
+            case .difficulty: value = difficulty.map { .int($0) }
+            case .estimatedTime: value = minutes.map { .int($0) }
+            case .tagId:
+                if let tag, tag != "-" {
+                    guard let serverID = try store.tag(try resolveTag(store, tag))?.serverID else {
+                        throw ValidationError("tag \(tag) is not on the server yet: sync first")
+                    }
+                    value = .int(serverID)
+                } else {
+                    value = tag.map { _ in .null }
+                }
+            }
+            if let value { fields[field.key] = value }
+        }
+        return fields
+    }
+}
+
+/// An instant as the server keeps it (UTC milliseconds), or a usage error naming the form.
+func instant(_ text: String) throws -> String {
+    guard let instant = Timestamp(rfc3339Input: text) else {
+        throw ValidationError("not an RFC 3339 date-time with Z or an offset in 2000-2999: \(text)")
+    }
+    return instant.rfc3339
 }
 
 struct Remove: ParsableCommand {

@@ -29,6 +29,7 @@ final class SyncedFieldsTests: XCTestCase {
         case .bool: return .bool(true)
         case .integer: return .int(field.range?.upperBound ?? 7)
         case .day: return .string("2030-01-02")
+        case .instant: return .string("2030-01-02T03:04:05.678Z")
         case .reference: return .int(sampleTagID)
         }
     }
@@ -89,7 +90,7 @@ final class SyncedFieldsTests: XCTestCase {
             XCTAssertTrue(TodoColumn.selectList.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
                 .contains(field.column), "the todos SELECT list: \(field)")
             let bound = TodoColumn.content.first { $0.column == TodoColumn(field) }?.value(todo)
-            XCTAssertEqual(bound, Self.sampleValue(field).databaseValue, "TodoColumn.content's binding: \(field)")
+            XCTAssertEqual(bound, field.databaseValue(Self.sampleValue(field)), "TodoColumn.content's binding: \(field)")
             XCTAssertTrue(field.columnType.uppercased() == field.columnType, "TodoField.columnType: \(field)")
         }
         XCTAssertEqual(TagColumn.content.map(\.column), TagField.allCases.map(TagColumn.init), "TagColumn.content")
@@ -193,6 +194,34 @@ final class SyncedFieldsTests: XCTestCase {
 
     private func newStore() throws -> LocalStore {
         try LocalStore(path: directory.appendingPathComponent("store-\(UUID().uuidString).sqlite").path)
+    }
+
+    /// Every field belongs to a version the server speaks: a field newer than
+    /// `SchemaVersion.current` would never be sent, stored by a client, or in a snapshot.
+    func testEveryFieldsVersionIsServed() {
+        for field in TodoField.allCases {
+            XCTAssertLessThanOrEqual(field.since, SchemaVersion.current, "SchemaVersion.current is below \(field)'s version")
+            XCTAssertGreaterThanOrEqual(field.since, SchemaVersion.first, "\(field)'s version")
+        }
+        for field in TagField.allCases { XCTAssertLessThanOrEqual(field.since, SchemaVersion.current, "\(field)") }
+    }
+
+    /// A store made before the list's migrations (the last hand-written one, v5) gains each
+    /// field's column when it opens.
+    func testAStoreFromBeforeTheListsMigrationsGainsEveryField() throws {
+        let path = directory.appendingPathComponent("v5.sqlite").path
+        let queue = try DatabaseQueue(path: path)
+        try LocalSchema.migrator.migrate(queue, upTo: "v5: the todo's clientKey unique by a named index")
+        try queue.close()
+        let store = try LocalStore(path: path)
+        let columns = try store.pool.read { db in
+            try Row.fetchAll(db, sql: "PRAGMA table_info(todo)").map { ($0["name"] as String, $0["type"] as String) }
+        }
+        for field in TodoField.allCases {
+            let column = TodoRecord.column(field).name
+            XCTAssertEqual(columns.first { $0.0 == column }?.1, field.kind.sqliteType,
+                           "a store from before the list's migrations (LocalSchema) has no column todo.\(column) for \(field)")
+        }
     }
 
     /// A fresh store's tables (every migration run) have each field's local column, of its type.
@@ -336,6 +365,7 @@ final class SyncedFieldsTests: XCTestCase {
         case (.raw, "edit"): .not("raw is the quick-add text the todo was made from; edit changes the title")
         case (.raw, _): .option("--raw")
         case (.notes, _): .option("--notes")
+        case (.remindAt, _): .option("--remind-at")
         case (.isImportant, "add"): .syntax("!important")
         case (.isImportant, _): .option("--important")
         case (.isLife, "add"): .syntax("@life")
@@ -409,6 +439,36 @@ final class SyncedFieldsTests: XCTestCase {
         }
         for command in ["tag-add", "tag-edit", "resolve"] {
             try check(command, TagField.allCases.map { ($0.key, Self.way($0, command)) })
+        }
+    }
+
+    /// Each field `edit` takes as an option reaches the stored todo: `edit 1 --option SAMPLE`
+    /// on a todo at its defaults, then `list --json` shows the sample.
+    func testTheTerminalClientsEditSetsEveryField() throws {
+        let path = directory.appendingPathComponent("edit.sqlite").path
+        try {
+            let store = try LocalStore(path: path)
+            try store.addTag(name: "t", color: "#010203")
+            try store.addTodo(NewTodo(title: "plain", deadline: Day("2026-01-01")!))
+        }()
+        for field in TodoField.allCases {
+            guard case .option(let option) = Self.way(field, "edit") else { continue }
+            let text: String
+            switch Self.sample(field) {
+            case .string(let value): text = value
+            case .bool(let flag): text = String(flag)
+            case .number(let number): text = number.literal
+            default: text = ""
+            }
+            let value = field == .tagId ? "t" : text
+            let output = try Self.client(["edit", "1", option, value, "--json", "--db", path])
+            let todo = try XCTUnwrap(JSONParser.parse(Array(output.utf8)).objectValue?["todo"]?.objectValue,
+                                     "edit \(option) printed no todo: \(output)")
+            if field == .tagId {
+                XCTAssertEqual(todo["tag"], .string("t"), "todosync-client edit \(option) does not set \(field)")
+            } else {
+                XCTAssertEqual(todo[field.key], Self.sample(field), "todosync-client edit \(option) does not set \(field)")
+            }
         }
     }
 

@@ -206,6 +206,81 @@ final class SchemaVersionTests: XCTestCase {
         }, "clientKey is still unique")
     }
 
+    /// A store the last release left (every migration up to v5, synced at version 2) gains the
+    /// remindAt column from the list's migration, keeps its todo, queue and notes, and its first
+    /// version-3 sync pulls everything anew, which brings the reminder the server has.
+    func testAStoreFromBeforeRemindAtMigratesKeepsItsRecordsAndGetsTheReminderOnItsFirstVersionThreeSync() async throws {
+        let path = directory.appendingPathComponent("v5.sqlite").path
+        let queue = try DatabaseQueue(path: path)
+        try LocalSchema.migrator.migrate(queue, upTo: "v5: the todo's clientKey unique by a named index")
+        try await queue.write { db in
+            try db.execute(sql: """
+                INSERT INTO todo (localId, id, clientId, clientKey, title, titleKey, raw, notes, isImportant, isLife, difficulty,
+                                  estimatedTime, deadline, isCompleted, version, createdAt)
+                VALUES (1, 40, 'c-1', 'c-1', 'synced', x'', 'synced', 'n', 0, 0, 0, 0, '2026-11-26', 0, 3, '2026-11-24T10:00:00.000Z');
+                INSERT INTO todo (localId, clientId, clientKey, title, titleKey, raw, isImportant, isLife, difficulty, estimatedTime,
+                                  deadline, isCompleted, createdAt)
+                VALUES (2, 'c-2', 'c-2', 'queued', x'', 'queued', 0, 0, 0, 0, '2026-11-26', 0, '2026-11-24T10:00:00.000Z');
+                INSERT INTO outbox (opId, entity, action, recordLocalId, data, base, state, createdAt)
+                VALUES ('op-1', 'todo', 'create', 2, '{"title":"queued","raw":"queued","deadline":"2026-11-26"}', '{}', 'pending',
+                        '2026-11-24T10:00:00.000Z');
+                INSERT INTO meta (key, value) VALUES ('schemaVersion', '2'), ('cursor', 'old-cursor');
+                """)
+        }
+        try queue.close()
+
+        let store = try LocalStore(path: path)
+        try store.signIn(userID: 1, email: "a@example.com", token: "t")
+        let columns = try await store.pool.read { db in try Row.fetchAll(db, sql: "PRAGMA table_info(todo)").map { $0["name"] as String } }
+        XCTAssertTrue(columns.contains("remindAt"), "\(columns)")
+        XCTAssertEqual(Set(try store.allTodos().map(\.title)), ["synced", "queued"])
+        XCTAssertEqual(try store.todo(1)?.notes, "n")
+        XCTAssertNil(try store.todo(1)?.remindAt)
+        XCTAssertEqual(try store.pendingCount(), 1)
+
+        let server = FakeServer()
+        server.seedTodo(id: 40, clientID: "c-1", title: "synced", fields: ["notes": .string("n"), "remindAt": .string("2026-11-26T08:00:00.000Z")])
+        try await client(store, server, schemaVersion: 3).sync()
+        XCTAssertFalse(server.pullQueries[0].contains("cursor="), "the first version-3 pull starts from nothing: \(server.pullQueries)")
+        XCTAssertTrue(server.pullQueries[0].contains("schemaVersion=3"), "\(server.pullQueries)")
+        XCTAssertEqual(try store.todo(1)?.remindAt, "2026-11-26T08:00:00.000Z")
+        XCTAssertEqual(try store.todo(1)?.notes, "n")
+        XCTAssertEqual(try store.pendingCount(), 0)
+    }
+
+    /// remindAt as notes before it: a record without it (older version) keeps the local value, a
+    /// null clears it, and a version-2 client never sends it; a version-3 client sends it in UTC.
+    func testARecordWithoutRemindAtKeepsTheLocalOneAndAVersionTwoClientNeverSendsIt() async throws {
+        let store = try store()
+        let server = FakeServer()
+        let added = try store.addTodo(NewTodo(title: "t", remindAt: "2026-11-26T09:30:00.1239+01:00", deadline: Day("2026-11-26")!))
+        XCTAssertEqual(try store.todo(added.localID)?.remindAt, "2026-11-26T08:30:00.123Z", "kept as the server keeps it")
+        try await client(store, server, schemaVersion: 3).sync()
+        XCTAssertTrue(server.pushBodies[0].contains(#""remindAt":"2026-11-26T08:30:00.123Z""#), server.pushBodies[0])
+        let serverID = try XCTUnwrap(store.todo(added.localID)?.serverID)
+
+        try store.updateTodo(added.localID, TodoChanges(title: "renamed", remindAt: .some("2026-12-01T00:00:00Z")))
+        try await client(store, server, schemaVersion: 2).sync()
+        XCTAssertTrue(server.pushBodies[1].contains("renamed") && !server.pushBodies[1].contains("remindAt"), server.pushBodies[1])
+
+        // (The fake server answers with every field it holds, whatever the version.)
+        let local = try XCTUnwrap(store.todo(added.localID)?.remindAt)
+        let page = try PageDecoder.decode(Array(#"{"changes":{"todos":{"upserted":[{"id":\#(serverID),"title":"again","notes":null,"version":90}],"deleted":[]}},"cursor":"c","hasMore":false}"#.utf8))
+        try await store.pool.write { db in try ServerRecords.applyPage(db, .todo, page.todos, pending: [:], generation: 0) }
+        XCTAssertEqual(try store.todo(added.localID)?.title, "again")
+        XCTAssertEqual(try store.todo(added.localID)?.remindAt, local, "absent means not known at that version")
+        let cleared = try PageDecoder.decode(Array(#"{"changes":{"todos":{"upserted":[{"id":\#(serverID),"remindAt":null,"version":91}],"deleted":[]}},"cursor":"c","hasMore":false}"#.utf8))
+        try await store.pool.write { db in try ServerRecords.applyPage(db, .todo, cleared.todos, pending: [:], generation: 0) }
+        XCTAssertNil(try store.todo(added.localID)?.remindAt, "null is a value: no reminder")
+
+        for bad in ["2026-11-26", "2026-11-26T10:00:60Z", "1999-12-31T23:00:00Z", "2026-11-26T10:00:00"] {
+            XCTAssertThrowsError(try store.updateTodo(added.localID, TodoChanges(remindAt: .some(bad))), bad) { error in
+                guard case LocalStoreError.validation(let field, _) = error else { return XCTFail("\(error)") }
+                XCTAssertEqual(field, "remindAt")
+            }
+        }
+    }
+
     func testAnUpgradedClientPullsEverythingOnceForTheFieldsItNeverGot() async throws {
         let store = try store()
         let server = FakeServer()
@@ -331,7 +406,7 @@ final class SchemaVersionStackTests: StackTestCase {
     }
 
     func testA426FromTheServerStopsSyncingAndKeepsTheQueueUntouched() async throws {
-        // The stack serves versions 1 and 2 (minimum 1): a client of version 0 is below it.
+        // The stack serves versions 1 through the current one (minimum 1): a client of version 0 is below it.
         let device = try await device("device")
         try device.store.addTodo(NewTodo(title: "synced", notes: "n", deadline: day))
         try await device.client.sync()
@@ -353,11 +428,11 @@ final class SchemaVersionStackTests: StackTestCase {
             try await tooOld.sync()
             XCTFail("a client below the server's minimum synced")
         } catch SyncError.upgradeRequired(let required) {
-            XCTAssertEqual(required, UpgradeRequired(minimum: 1, current: 2))
+            XCTAssertEqual(required, UpgradeRequired(minimum: 1, current: SchemaVersion.current))
         }
         let after = try await queue()
         XCTAssertEqual(after, before, "the queue and every record are untouched")
-        XCTAssertEqual(try device.store.status().upgradeRequired, UpgradeRequired(minimum: 1, current: 2))
+        XCTAssertEqual(try device.store.status().upgradeRequired, UpgradeRequired(minimum: 1, current: SchemaVersion.current))
         let serverTitles = try await serverItems("/api/v1/todos?from=2026-11-01&to=2026-12-31", token: try device.token)
             .map { $0["title"]?.stringValue ?? "" }
         XCTAssertEqual(serverTitles, ["synced"], "nothing was applied")

@@ -59,7 +59,7 @@ final class SnapshotTests: XCTestCase {
                 SELECT id, clientId, clientKey, name, color, version, createdAt, updatedAt, deletedAt, isDeleted, shadow FROM tag ORDER BY id
                 """) { lines.append("tag \(row)") }
             for row in try Row.fetchAll(db, sql: """
-                SELECT t.id, t.clientId, t.clientKey, t.title, hex(t.titleKey) AS titleKey, t.raw, t.notes, t.isImportant, t.isLife,
+                SELECT t.id, t.clientId, t.clientKey, t.title, hex(t.titleKey) AS titleKey, t.raw, t.notes, t.remindAt, t.isImportant, t.isLife,
                        g.id AS tagId, t.pendingTagId, t.difficulty, t.estimatedTime, t.deadline, t.isCompleted, t.version, t.createdAt,
                        t.updatedAt, t.deletedAt, t.isDeleted, t.shadow
                 FROM todo t LEFT JOIN tag g ON g.localId = t.tagLocalId ORDER BY t.id

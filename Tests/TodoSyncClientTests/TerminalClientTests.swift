@@ -177,6 +177,39 @@ final class TerminalClientTests: StackTestCase {
         XCTAssertEqual(marked["todos"]?.arrayValue?.first?.objectValue?["conflict"], .bool(true))
     }
 
+    /// `add`/`edit --remind-at` (any RFC 3339 offset, kept in UTC; '-' removes it), shown in the
+    /// `list` line and `--json`, synced to the server and to another device; a bad instant is a
+    /// usage error that changes nothing.
+    func testRemindAtIsAddedEditedListedAndSynced() async throws {
+        let a = directory.appendingPathComponent("a.sqlite").path
+        let b = directory.appendingPathComponent("b.sqlite").path
+        XCTAssertEqual(try run(["register", "--email", email], path: a).status, 0)
+        XCTAssertEqual(try run(["login", "--email", email], path: b).status, 0)
+        let added = try run(["add", "--date", "2026-11-24", "--remind-at", "2026-11-24t09:15:30.98765+02:00", "Call"], path: a)
+        XCTAssertEqual(added.status, 0, added.stderr)
+        XCTAssertTrue(added.stdout.contains("Call  (2026-11-24 remind 2026-11-24T07:15:30.987Z not synced)"), added.stdout)
+        let listed = try json(["list", "--date", "2026-11-24"], path: a)
+        XCTAssertEqual(listed["todos"]?.arrayValue?.first?.objectValue?["remindAt"], .string("2026-11-24T07:15:30.987Z"))
+        XCTAssertEqual(try run(["sync", "--quiet"], path: a).status, 0)
+        let token = try XCTUnwrap(LocalStore(path: a).token())
+        var onServer = try await serverItems("/api/v1/todos?date=2026-11-24", token: token)
+        XCTAssertEqual(onServer.first?["remindAt"], .string("2026-11-24T07:15:30.987Z"))
+
+        XCTAssertEqual(try run(["sync", "--quiet"], path: b).status, 0)
+        XCTAssertEqual(try run(["list", "--date", "2026-11-24"], path: b).stdout,
+                       "    1  [ ] Call  (2026-11-24 remind 2026-11-24T07:15:30.987Z)\n")
+        let bad = try run(["edit", "1", "--remind-at", "2026-11-24T09:15:60Z"], path: b)
+        XCTAssertNotEqual(bad.status, 0)
+        XCTAssertTrue(bad.stderr.contains("remindAt"), bad.stderr)
+        XCTAssertEqual(try json(["status"], path: b)["pending"]?.int64Value ?? 0, 0, "the refused edit queued nothing")
+        XCTAssertEqual(try run(["edit", "1", "--remind-at", "-"], path: b).status, 0)
+        XCTAssertEqual(try run(["sync", "--quiet"], path: b).status, 0)
+        onServer = try await serverItems("/api/v1/todos?date=2026-11-24", token: token)
+        XCTAssertEqual(onServer.first?["remindAt"], .null)
+        XCTAssertEqual(try run(["sync", "--quiet"], path: a).status, 0)
+        XCTAssertEqual(try json(["list", "--date", "2026-11-24"], path: a)["todos"]?.arrayValue?.first?.objectValue?["remindAt"], .null)
+    }
+
     func testProgressOnlyOnATerminalOrWhenAskedAndNeverAnUnmeasuredBar() throws {
         let path = directory.appendingPathComponent("p.sqlite").path
         XCTAssertEqual(try run(["register", "--email", email], path: path).status, 0)
@@ -355,7 +388,8 @@ final class TerminalClientTests: StackTestCase {
         XCTAssertEqual(try run(["sync", "--quiet", "--policy", "ask"], path: b).status, 6)
         let conflict = try XCTUnwrap(try json(["conflicts"], path: b)["conflicts"]?.arrayValue?.first?.objectValue?["conflictId"]?.int64Value)
         let resolved = try run(["resolve", String(conflict), "--title", "Plan AB", "--date", "2026-11-25", "--important", "true",
-                                "--life", "true", "--difficulty", "3", "--minutes", "45", "--tag", "Work", "--completed", "true"],
+                                "--life", "true", "--difficulty", "3", "--minutes", "45", "--tag", "Work", "--completed", "true",
+                                "--notes", "both", "--remind-at", "2026-11-25T08:00:00-05:00"],
                                path: b)
         XCTAssertEqual(resolved.status, 0, resolved.stderr)
         XCTAssertEqual(try run(["sync", "--quiet"], path: b).status, 0)
@@ -368,6 +402,8 @@ final class TerminalClientTests: StackTestCase {
         XCTAssertEqual(todo["difficulty"]?.int64Value, 3)
         XCTAssertEqual(todo["estimatedTime"]?.int64Value, 45)
         XCTAssertEqual(todo["isCompleted"], .bool(true))
+        XCTAssertEqual(todo["notes"], .string("both"))
+        XCTAssertEqual(todo["remindAt"], .string("2026-11-25T13:00:00.000Z"))
         let tags = try await serverItems("/api/v1/tags", token: token)
         XCTAssertEqual(todo["tagId"], tags.first?["id"])
     }

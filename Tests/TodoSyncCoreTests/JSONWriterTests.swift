@@ -48,7 +48,7 @@ final class JSONWriterTests: XCTestCase {
         var writer = JSONWriter()
         todo.write(to: &writer)
         XCTAssertEqual(String(decoding: writer.bytes, as: UTF8.self),
-                       #"{"id":7,"clientId":null,"title":"t","raw":"r","notes":null,"isImportant":true,"isLife":false,"tagId":null,"#
+                       #"{"id":7,"clientId":null,"title":"t","raw":"r","notes":null,"remindAt":null,"isImportant":true,"isLife":false,"tagId":null,"#
                        + #""difficulty":2,"estimatedTime":30,"deadline":"2026-11-21","isCompleted":false,"version":9,"#
                        + #""createdAt":"2026-11-21T09:30:00.123Z","updatedAt":"2026-11-21T09:30:00.123Z","deletedAt":null}"#)
         // Schema version 1: the same object without `notes`.

@@ -102,6 +102,7 @@ final class ColumnsTests: StoreTestCase {
             case .bool: .bool(variant == 1)
             case .integer: .number(JSONNumber(literal: String((field.range?.upperBound ?? 9) - variant + 1)))
             case .day: .string("2030-01-0\(variant)")
+            case .instant: .string("2030-01-0\(variant)T0\(variant):04:05.678Z")
             case .reference: variant == 1 ? .number(JSONNumber(literal: String(tag.id))) : .null
             }
         }

@@ -56,7 +56,7 @@ def test_create_minimal_todo_has_defaults(client):
     todo = assert_todo(assert_json(r))
     assert_etag(r, todo)
     assert without(todo, "id", "version", "createdAt", "updatedAt") == {
-        "clientId": None, "title": "Buy milk", "raw": "Buy milk", "notes": None, "isImportant": False,
+        "clientId": None, "title": "Buy milk", "raw": "Buy milk", "notes": None, "remindAt": None, "isImportant": False,
         "isLife": False, "tagId": None, "difficulty": 0, "estimatedTime": 0, "deadline": D, "isCompleted": False,
         "deletedAt": None,
     }
@@ -573,3 +573,63 @@ def test_concurrent_creates_with_same_client_id_make_one_todo(client):
     assert statuses.count(201) == 1, statuses
     assert len({r.json()["id"] for r in results}) == 1
     assert len(client.list_todos(date=D)) == 1
+
+
+# --------------------------------------------------------------------------- remindAt (schema 3)
+
+@pytest.mark.parametrize("given,stored", [
+    ("2031-03-05T09:30:00Z", "2031-03-05T09:30:00.000Z"),
+    ("2031-03-05t09:30:00z", "2031-03-05T09:30:00.000Z"),                 # T and Z in either case
+    ("2031-03-05T09:30:00.1+01:00", "2031-03-05T08:30:00.100Z"),          # an offset, to UTC
+    ("2031-03-05T09:30:00.123999999-00:00", "2031-03-05T09:30:00.123Z"),  # sub-millisecond digits cut
+    ("2031-03-05T00:15:00+05:45", "2031-03-04T18:30:00.000Z"),            # the UTC day differs
+    ("1999-12-31T23:30:00-01:00", "2000-01-01T00:30:00.000Z"),            # its UTC year counts
+    ("2999-12-31T23:59:59.999Z", "2999-12-31T23:59:59.999Z"),
+    ("2032-02-29T12:00:00Z", "2032-02-29T12:00:00.000Z"),
+])
+def test_remind_at_is_normalised_to_utc_milliseconds(client, given, stored):
+    todo = client.create_todo("remind", D, remindAt=given)
+    assert todo["remindAt"] == stored, todo
+    assert client.get_todo(todo["id"])["remindAt"] == stored
+    other = client.create_todo("later", D)
+    r = client.patch(f"/todos/{other['id']}", {"remindAt": given})
+    assert r.status_code == 200 and assert_json(r)["remindAt"] == stored, short(r)
+    [listed] = [t for t in assert_json(client.get("/todos", params={"date": D}))["items"] if t["id"] == other["id"]]
+    assert listed["remindAt"] == stored
+
+
+@pytest.mark.parametrize("bad", [
+    "2031-03-05T09:30:60Z",         # second 60
+    "2031-03-05T09:30:00",          # no offset
+    "2031-03-05 09:30:00Z",         # not RFC 3339's T
+    "2031-03-05",                   # a date
+    "2031-02-29T09:30:00Z",         # no such day
+    "2031-03-05T24:00:00Z",
+    "2031-03-05T09:30:00+24:00",
+    "2031-03-05T09:30:00.Z",
+    "1999-12-31T23:59:59.999Z",     # UTC year 1999
+    "2999-12-31T23:30:00-01:00",    # UTC year 3000
+    "3000-01-01T00:00:00Z",
+    " 2031-03-05T09:30:00Z",
+    5, True, ["2031-03-05T09:30:00Z"],
+])
+def test_bad_remind_at_is_422_and_changes_nothing(client, bad):
+    r = client.post("/todos", {"title": "never", "deadline": D, "remindAt": bad})
+    assert_error(r, 422, "validation_failed", fields=["remindAt"])
+    todo = client.create_todo("kept", D, remindAt="2031-03-05T09:30:00Z")
+    r = client.patch(f"/todos/{todo['id']}", {"remindAt": bad, "title": "changed"})
+    assert_error(r, 422, "validation_failed", fields=["remindAt"])
+    now = client.get_todo(todo["id"])
+    assert (now["remindAt"], now["title"], now["version"]) == ("2031-03-05T09:30:00.000Z", "kept", todo["version"]), now
+
+
+def test_remind_at_defaults_to_null_and_null_clears_it(client):
+    todo = client.create_todo("plain", D)
+    assert todo["remindAt"] is None
+    r = client.patch(f"/todos/{todo['id']}", {"remindAt": "2031-03-05T09:30:00Z"})
+    assert r.status_code == 200 and assert_json(r)["remindAt"] == "2031-03-05T09:30:00.000Z", short(r)
+    r = client.patch(f"/todos/{todo['id']}", {"title": "renamed"})  # absent: unchanged
+    assert assert_json(r)["remindAt"] == "2031-03-05T09:30:00.000Z"
+    r = client.patch(f"/todos/{todo['id']}", {"remindAt": None})
+    assert r.status_code == 200 and assert_json(r)["remindAt"] is None, short(r)
+    assert client.get_todo(todo["id"])["remindAt"] is None

@@ -43,19 +43,20 @@ TIMEOUT = 10.0  # seconds, every HTTP call
 
 TAG_KEYS = {"id", "clientId", "name", "color", "version", "createdAt", "updatedAt", "deletedAt"}
 # Schema versions (API.md "Schema versions"): REST always uses the current one; a sync request
-# names its own (absent: 1). A todo has `notes` from version 2 on.
-CURRENT_SCHEMA = 2
+# names its own (absent: 1). A todo has `notes` from version 2 on, `remindAt` from 3 on.
+CURRENT_SCHEMA = 3
 TODO_KEYS_V1 = {
     "id", "clientId", "title", "raw", "isImportant", "isLife", "tagId", "difficulty",
     "estimatedTime", "deadline", "isCompleted", "version", "createdAt", "updatedAt", "deletedAt",
 }
 TODO_KEYS_V2 = TODO_KEYS_V1 | {"notes"}
-TODO_KEYS = TODO_KEYS_V2  # the current version's
+TODO_KEYS_V3 = TODO_KEYS_V2 | {"remindAt"}
+TODO_KEYS = TODO_KEYS_V3  # the current version's
 NOTES_MAX = 10_000
 
 
 def todo_keys(schema: int) -> set[str]:
-    return TODO_KEYS_V1 if schema < 2 else TODO_KEYS_V2
+    return TODO_KEYS_V1 if schema < 2 else TODO_KEYS_V2 if schema < 3 else TODO_KEYS_V3
 TIMESTAMP_RE = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
 DATE_RE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 ERROR_CODE_RE = re.compile(r"^[a-z][a-z0-9]*(_[a-z0-9]+)*$")
@@ -193,6 +194,8 @@ def assert_todo(rec: Any, live: bool = True, schema: int = CURRENT_SCHEMA) -> di
     assert set(rec) == keys, f"todo keys at schema {schema}: {sorted(rec)} != {sorted(keys)}"
     if "notes" in rec:
         assert rec["notes"] is None or (isinstance(rec["notes"], str) and len(rec["notes"]) <= NOTES_MAX), rec
+    if "remindAt" in rec:
+        assert rec["remindAt"] is None or TIMESTAMP_RE.match(rec["remindAt"]), rec
     _assert_common(rec)
     assert isinstance(rec["title"], str), rec
     assert isinstance(rec["raw"], str), rec

@@ -1,4 +1,5 @@
 import GRDB
+import TodoSyncCore
 
 /// The device's SQLite schema, versioned with GRDB's migrator.
 ///
@@ -161,6 +162,21 @@ enum LocalSchema {
             }
             for index in indexes { try db.execute(sql: index) }
             try db.execute(sql: "CREATE UNIQUE INDEX todo_by_client_key ON \(table) (clientKey)")
+            }
+        }
+        // From schema version 3 on, a version's new todo fields are one migration made from the
+        // list (`TodoField.since`): a column named and typed as `TodoRecord.column(_:)` and the
+        // field's kind say, NULL in existing rows until a sync at that version brings the values
+        // (a full pull, once, as for the notes). A new field needs no edit here.
+        for version in 3...max(3, SchemaVersion.current) {
+            let fields = TodoField.allCases.filter { $0.since == version }
+            guard !fields.isEmpty else { continue }
+            // The name must not change once a store has run it: a version's fields are fixed when it ships.
+            migrator.registerMigration("todo fields of schema version \(version)") { db in
+                for field in fields {
+                    try db.execute(sql: "ALTER TABLE \(TodoRecord.databaseTableName) ADD COLUMN"
+                        + " \(TodoRecord.column(field).name.quotedDatabaseIdentifier) \(field.kind.sqliteType)")
+                }
             }
         }
         return migrator

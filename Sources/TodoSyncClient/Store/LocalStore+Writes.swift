@@ -57,11 +57,12 @@ extension LocalStore {
     }
 
     /// The contract's quick-add, parsed on the device with the server's own parser: one todo per
-    /// non-blank line, `#tag` matched against the local live tags, each with `notes` when given.
-    /// All lines or none.
+    /// non-blank line, `#tag` matched against the local live tags, each with `notes` when given
+    /// and the fields `extra` gives (what the syntax has no token for). All lines or none.
     @discardableResult
-    public func quickAdd(_ text: String, date: Day, notes: String? = nil) throws -> [LocalChange] {
-        try pool.write { db in
+    public func quickAdd(_ text: String, date: Day, notes: String? = nil, with extra: TodoChanges = TodoChanges()) throws -> [LocalChange] {
+        let extraFields = try Validate.todoChanges(extra)
+        return try pool.write { db in
             var tagsByName: [String: Int64] = [:]
             for tag in try Self.fetchTags(db) where tagsByName[tag.name.lowercased()] == nil {
                 tagsByName[tag.name.lowercased()] = tag.localID
@@ -77,7 +78,7 @@ extension LocalStore {
                 let todo = NewTodo(title: line.title, raw: line.raw, notes: notes, deadline: date, isImportant: line.isImportant,
                                    isLife: line.isLife, tag: line.tagID, difficulty: line.difficulty ?? 0,
                                    estimatedTime: line.estimatedTime ?? 0)
-                return try Self.insertTodo(db, try Validate.newTodo(todo))
+                return try Self.insertTodo(db, try Validate.newTodo(todo).merging(extraFields) { $1 })
             }
         }
     }
@@ -129,6 +130,15 @@ enum Validate {
         return .int(value)
     }
 
+    /// An instant as the server stores it (UTC, milliseconds), from any RFC 3339 form it takes.
+    static func instant(_ field: TodoField, _ text: String) throws -> String {
+        guard let instant = Timestamp(rfc3339Input: text) else {
+            throw LocalStoreError.validation(
+                field: field.key, problem: "must be an RFC 3339 date-time with Z or an offset, its UTC year 2000 to 2999")
+        }
+        return instant.rfc3339
+    }
+
     /// A create's fields (local terms), each checked by its rule.
     static func newTodo(_ todo: NewTodo) throws -> JSONObject { try fields(todo.value) }
 
@@ -144,6 +154,7 @@ enum Validate {
             switch (field.kind, checked) {
             case (.text, .string(let text)): checked = .string(try self.text(field, text))
             case (.integer, _): if let number = checked.int64Value { checked = try int(field, Int(number)) }
+            case (.instant, .string(let text)): checked = .string(try instant(field, text))
             default: break
             }
             fields[RecordFields.localName(field.key)] = checked

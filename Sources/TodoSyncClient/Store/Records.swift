@@ -100,10 +100,9 @@ struct SyncState: Sendable, Equatable {
 ///
 /// The names follow the shared list of the synced fields (`TodoField`, `TagField` in
 /// TodoSyncCore: the contract name, the schema version that introduced each field, its kind and
-/// limits); a new field is still named here (its column, `column(_:)`, and the value members), in
-/// `ServerRecord`/`PageDecoder` (the wire), in `Validate`, in the public
-/// `NewTodo`/`TodoChanges`/`LocalTodo`, and one migration in `LocalSchema` — each held to the list
-/// by `SyncedFieldsTests`. Which fields a client of a given schema version sends is
+/// limits); a todo's row, `ServerRecord`, the page decoder and the local schema derive from it,
+/// and the public `NewTodo`/`TodoChanges`/`LocalTodo` name each field in a switch the compiler
+/// forces — each held to the list by `SyncedFieldsTests`. Which fields a client of a given schema version sends is
 /// `RecordFields.known(_:_:schemaVersion:)`.
 protocol SyncedRecord: FetchableRecord, MutablePersistableRecord, Sendable {
     static var entity: EntityKind { get }
@@ -161,23 +160,7 @@ extension SyncedRecord {
 extension ServerRecord {
     /// Whether the record carries the synced field `name` (local terms). A field the record
     /// lacks is "not known at the version it was sent at": the device keeps its own value.
-    func carries(_ name: String) -> Bool {
-        switch name {
-        case "notes": return notes != nil
-        case "name": return self.name != nil
-        case "color": return color != nil
-        case "title": return title != nil
-        case "raw": return raw != nil
-        case "isImportant": return isImportant != nil
-        case "isLife": return isLife != nil
-        case "tag": return hasTagID
-        case "difficulty": return difficulty != nil
-        case "estimatedTime": return estimatedTime != nil
-        case "deadline": return deadline != nil
-        case "isCompleted": return isCompleted != nil
-        default: return false
-        }
-    }
+    func carries(_ name: String) -> Bool { self[contractKey: RecordFields.contractName(name)] != nil }
 }
 
 /// A tag's row (`tag`).
@@ -251,150 +234,120 @@ struct TagRecord: SyncedRecord, Equatable {
     }
 }
 
-/// A todo's row (`todo`).
+/// A todo's row (`todo`): its synced fields are held, read, written and taken from the server by
+/// the list (`TodoField`), so a new field needs no edit here (its local column is named by its
+/// key, typed by its kind: `LocalSchema` adds it).
 struct TodoRecord: SyncedRecord, Equatable {
     static let databaseTableName = "todo"
     static let entity = EntityKind.todo
     static let syncedFieldNames = TodoField.allCases.map { RecordFields.localName($0.rawValue) }
 
+    /// The columns named outside the list: those the app's queries and the snapshot install use,
+    /// and the two derived ones.
     enum Columns {
-        static let title = Column("title")
+        static let title = column(.title)
         /// The title's sort key (simple-lowercased code points, compared as bytes): derived.
         static let titleKey = Column("titleKey")
-        static let raw = Column("raw")
-        /// Schema version 2; null in a store only version-1 clients have synced.
-        static let notes = Column("notes")
-        static let isImportant = Column("isImportant")
-        static let isLife = Column("isLife")
+        static let raw = column(.raw)
+        static let isImportant = column(.isImportant)
         static let tagLocalID = Column("tagLocalId")
         /// A server tag id the todo names before the device has that tag.
         static let pendingTagID = Column("pendingTagId")
-        static let difficulty = Column("difficulty")
-        static let estimatedTime = Column("estimatedTime")
-        static let deadline = Column("deadline")
-        static let isCompleted = Column("isCompleted")
+        static let deadline = column(.deadline)
     }
 
-    /// The local column of each synced field: a new field does not compile until it has one, and
-    /// `SyncedFieldsTests` holds the local schema, the row's columns, `syncedFields` and the
-    /// decoded server record to it.
-    static func column(_ field: TodoField) -> Column {
-        switch field {
-        case .title: Columns.title
-        case .raw: Columns.raw
-        case .notes: Columns.notes
-        case .isImportant: Columns.isImportant
-        case .isLife: Columns.isLife
-        case .tagId: Columns.tagLocalID
-        case .difficulty: Columns.difficulty
-        case .estimatedTime: Columns.estimatedTime
-        case .deadline: Columns.deadline
-        case .isCompleted: Columns.isCompleted
-        }
-    }
+    /// The local column of each synced field: the field's key (its tag is `tagLocalId`, a local
+    /// handle). `SyncedFieldsTests` holds the local schema, the row's columns, `syncedFields`
+    /// and the decoded server record to it.
+    static func column(_ field: TodoField) -> Column { field == .tagId ? Columns.tagLocalID : Column(field.key) }
 
     var state: SyncState
-    var title: String
-    var raw: String
-    var notes: String?
-    var isImportant = false
-    var isLife = false
-    var tagLocalID: Int64?
+    /// Every synced field's value, local terms (`tag`: a local tag handle), each of its kind.
+    private(set) var syncedFields: JSONObject
     var pendingTagID: Int64?
-    var difficulty: Int64 = 0
-    var estimatedTime: Int64 = 0
-    var deadline: String
-    var isCompleted = false
+
+    var title: String { syncedFields["title"]?.stringValue ?? "" }
+    var raw: String { syncedFields["raw"]?.stringValue ?? "" }
+    var tagLocalID: Int64? { syncedFields["tag"]?.int64Value }
 
     static func new(from record: ServerRecord, tagLocalID: Int64?) -> TodoRecord {
         var todo = TodoRecord(state: SyncState(clientID: nil, createdAt: nil), title: "", raw: "", deadline: "2000-01-01")
         todo.takeServerFields(record, tagLocalID: tagLocalID, except: [])
-        if record.raw == nil { todo.raw = todo.title }
+        if record[TodoField.raw] == nil { todo.syncedFields["raw"] = .string(todo.title) }
         return todo
     }
 
+    /// A todo with every other field at its kind's default (`null` where the field is nullable).
     init(state: SyncState, title: String, raw: String, deadline: String) {
         self.state = state
-        self.title = title
-        self.raw = raw
-        self.deadline = deadline
+        var fields: JSONObject = [:]
+        for field in TodoField.allCases { fields[RecordFields.localName(field.key)] = Self.normalized(.null, field) }
+        fields["title"] = .string(title)
+        fields["raw"] = .string(raw)
+        fields["deadline"] = .string(deadline)
+        syncedFields = fields
     }
 
     init(row: Row) {
         state = SyncState(row: row)
-        title = row[Columns.title]
-        raw = row[Columns.raw]
-        notes = row[Columns.notes]
-        isImportant = row[Columns.isImportant]
-        isLife = row[Columns.isLife]
-        tagLocalID = row[Columns.tagLocalID]
+        var fields: JSONObject = [:]
+        for field in TodoField.allCases {
+            let value: JSONValue
+            switch field.kind {
+            case .text, .day, .instant: value = (row[Self.column(field)] as String?).map(JSONValue.string) ?? .null
+            case .bool: value = (row[Self.column(field)] as Bool?).map(JSONValue.bool) ?? .null
+            case .integer, .reference: value = .optionalInt(row[Self.column(field)] as Int64?)
+            }
+            fields[RecordFields.localName(field.key)] = Self.normalized(value, field)
+        }
+        syncedFields = fields
         pendingTagID = row[Columns.pendingTagID]
-        difficulty = row[Columns.difficulty]
-        estimatedTime = row[Columns.estimatedTime]
-        deadline = row[Columns.deadline]
-        isCompleted = row[Columns.isCompleted]
     }
 
     static let insertSQL = makeInsertSQL()
 
     func forEachColumn(_ body: (Column, (any DatabaseValueConvertible)?) -> Void) {
         state.forEachColumn(body)
-        body(Columns.title, title)
         body(Columns.titleKey, Data(TitleOrder.key(title)))
-        body(Columns.raw, raw)
-        body(Columns.notes, notes)
-        body(Columns.isImportant, isImportant)
-        body(Columns.isLife, isLife)
-        body(Columns.tagLocalID, tagLocalID)
+        for field in TodoField.allCases {
+            let value = syncedFields[RecordFields.localName(field.key)] ?? .null
+            switch value {
+            case .string(let text): body(Self.column(field), text)
+            case .bool(let flag): body(Self.column(field), flag)
+            case .null: body(Self.column(field), nil)
+            default: body(Self.column(field), value.int64Value)
+            }
+        }
         body(Columns.pendingTagID, pendingTagID)
-        body(Columns.difficulty, difficulty)
-        body(Columns.estimatedTime, estimatedTime)
-        body(Columns.deadline, deadline)
-        body(Columns.isCompleted, isCompleted)
     }
 
-    var syncedFields: JSONObject {
-        [
-            "title": .string(title), "raw": .string(raw), "notes": .optionalString(notes), "isImportant": .bool(isImportant), "isLife": .bool(isLife),
-            "tag": .optionalInt(tagLocalID), "difficulty": .int(difficulty), "estimatedTime": .int(estimatedTime),
-            "deadline": .string(deadline), "isCompleted": .bool(isCompleted),
-        ]
+    /// A value as the field's kind holds it: what is not of the kind is the kind's default (as
+    /// when each field was a typed property: text `""`, `false`, `0`), `null` where nullable.
+    static func normalized(_ value: JSONValue, _ field: TodoField) -> JSONValue {
+        switch field.kind {
+        case .text, .day, .instant: value.stringValue.map(JSONValue.string) ?? (field.isNullable ? .null : .string(""))
+        case .bool: .bool(value.boolValue ?? false)
+        case .integer: .int(value.int64Value ?? 0)
+        case .reference: .optionalInt(value.int64Value)
+        }
     }
 
     mutating func setSyncedFields(_ fields: JSONObject) {
-        for (name, value) in fields {
-            switch name {
-            case "title": title = value.stringValue ?? ""
-            case "raw": raw = value.stringValue ?? ""
-            case "notes": notes = value.stringValue
-            case "isImportant": isImportant = value.boolValue ?? false
-            case "isLife": isLife = value.boolValue ?? false
-            case "tag": tagLocalID = value.int64Value
-            case "difficulty": difficulty = value.int64Value ?? 0
-            case "estimatedTime": estimatedTime = value.int64Value ?? 0
-            case "deadline": deadline = value.stringValue ?? ""
-            case "isCompleted": isCompleted = value.boolValue ?? false
-            default: continue
-            }
+        for field in TodoField.allCases {
+            let name = RecordFields.localName(field.key)
+            if let value = fields[name] { syncedFields[name] = Self.normalized(value, field) }
         }
     }
 
     mutating func takeServerFields(_ record: ServerRecord, tagLocalID localTag: Int64?, except kept: Set<String>) {
-        func take<T>(_ name: String, _ value: T?, _ field: inout T) {
-            if !kept.contains(name), let value { field = value }
+        for field in TodoField.allCases where field != .tagId {
+            // Absent (a field newer than the answer's version, or a push result stored before an
+            // upgrade): keep ours.
+            guard !kept.contains(field.key), let value = record[field] else { continue }
+            syncedFields[field.key] = Self.normalized(value, field)
         }
-        take("title", record.title, &title)
-        take("raw", record.raw, &raw)
-        // Absent (a version-1 answer, or a push result stored before an upgrade): keep ours.
-        take("notes", record.notes, &notes)
-        take("isImportant", record.isImportant, &isImportant)
-        take("isLife", record.isLife, &isLife)
-        take("difficulty", record.difficulty, &difficulty)
-        take("estimatedTime", record.estimatedTime, &estimatedTime)
-        take("deadline", record.deadline, &deadline)
-        take("isCompleted", record.isCompleted, &isCompleted)
         if record.hasTagID, !kept.contains("tag") {
-            tagLocalID = localTag
+            syncedFields["tag"] = .optionalInt(localTag)
             // A tag the device does not have yet: linked when it arrives.
             pendingTagID = localTag == nil ? record.tagID : nil
         }
@@ -430,12 +383,16 @@ struct TodoWithTag: FetchableRecord {
 
     var value: LocalTodo {
         let tagIsLive = tag?.state.isDeleted == false
-        return LocalTodo(
-            localID: todo.state.localID ?? 0, serverID: todo.state.serverID, clientID: todo.state.clientID, title: todo.title,
-            raw: todo.raw, notes: todo.notes, isImportant: todo.isImportant, isLife: todo.isLife, tagLocalID: tagIsLive ? todo.tagLocalID : nil,
-            tagServerID: tagIsLive ? tag?.state.serverID : nil, difficulty: Int(todo.difficulty), estimatedTime: Int(todo.estimatedTime),
-            deadline: Day(todo.deadline)!, isCompleted: todo.isCompleted, version: todo.state.version,
-            createdAt: todo.state.createdAt ?? "", updatedAt: todo.state.updatedAt, deletedAt: todo.state.deletedAt)
+        var local = LocalTodo(
+            localID: todo.state.localID ?? 0, serverID: todo.state.serverID, clientID: todo.state.clientID,
+            version: todo.state.version, createdAt: todo.state.createdAt ?? "", updatedAt: todo.state.updatedAt,
+            deletedAt: todo.state.deletedAt)
+        for field in TodoField.allCases where field != .tagId {
+            local.set(field, todo.syncedFields[field.key] ?? .null)
+        }
+        local.tagLocalID = tagIsLive ? todo.tagLocalID : nil
+        local.tagServerID = tagIsLive ? tag?.state.serverID : nil
+        return local
     }
 }
 

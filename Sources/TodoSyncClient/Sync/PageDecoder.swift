@@ -1,7 +1,8 @@
 import TodoSyncCore
 
-/// A tag, todo or tombstone as the server sent it, decoded into fixed fields (absent fields are
-/// nil). Decoding a first sync's 65,000 records into dictionaries cost more than storing them.
+/// A tag, todo or tombstone as the server sent it: its bookkeeping in fixed fields, its synced
+/// fields (`TodoField`, `TagField`) by their keys as sent (absent fields are nil: not known at
+/// the version the record was sent at; `null` is a value).
 struct ServerRecord: Sendable, Equatable {
     var id: Int64?
     var clientID: String?
@@ -9,22 +10,8 @@ struct ServerRecord: Sendable, Equatable {
     var createdAt: String?
     var updatedAt: String?
     var deletedAt: String?
-    // tag
-    var name: String?
-    var color: String?
-    // todo
-    var title: String?
-    var raw: String?
-    /// nil: absent (not known at the version the record was sent at); `.some(nil)`: null.
-    var notes: String??
-    var isImportant: Bool?
-    var isLife: Bool?
-    var tagID: Int64?
-    var hasTagID = false
-    var difficulty: Int64?
-    var estimatedTime: Int64?
-    var deadline: String?
-    var isCompleted: Bool?
+    /// The synced fields it carries, by contract key.
+    var fields: JSONObject = [:]
     // daily stat
     var date: String?
     /// The object's own JSON bytes (kept for daily stats).
@@ -40,24 +27,32 @@ struct ServerRecord: Sendable, Equatable {
         createdAt = object["createdAt"]?.stringValue
         updatedAt = object["updatedAt"]?.stringValue
         deletedAt = object["deletedAt"]?.stringValue
-        name = object["name"]?.stringValue
-        color = object["color"]?.stringValue
-        title = object["title"]?.stringValue
-        raw = object["raw"]?.stringValue
-        if let value = object["notes"] { notes = .some(value.stringValue) }
-        isImportant = object["isImportant"]?.boolValue
-        isLife = object["isLife"]?.boolValue
-        if let tag = object["tagId"] {
-            hasTagID = true
-            tagID = tag.int64Value
-        }
-        difficulty = object["difficulty"]?.int64Value
-        estimatedTime = object["estimatedTime"]?.int64Value
-        deadline = object["deadline"]?.stringValue
-        isCompleted = object["isCompleted"]?.boolValue
+        for key in Self.syncedKinds.keys { if let value = object[key] { self[contractKey: key] = value } }
         date = object["date"]?.stringValue
         json = ArraySlice(Array(JSONText.encode(.object(object)).utf8))
     }
+
+    /// The kind of each synced field of either record, by key (the keys of the two lists differ).
+    static let syncedKinds: [String: (kind: FieldKind, isNullable: Bool)] = Dictionary(uniqueKeysWithValues:
+        TodoField.allCases.map { ($0.key, ($0.kind, $0.isNullable)) } + TagField.allCases.map { ($0.key, ($0.kind, $0.isNullable)) })
+
+    /// A synced field's value as sent, by contract key: nil when absent, and when `null` where the
+    /// field is not nullable (nothing to take: the device keeps its value).
+    subscript(contractKey key: String) -> JSONValue? {
+        get { fields[key] }
+        set {
+            guard let value = newValue, value != .null || Self.syncedKinds[key]?.isNullable == true else { return }
+            fields[key] = value
+        }
+    }
+
+    subscript(field: some SyncedField) -> JSONValue? { self[contractKey: field.key] }
+
+    var hasTagID: Bool { fields[TodoField.tagId.key] != nil }
+    var tagID: Int64? { fields[TodoField.tagId.key]?.int64Value }
+    var title: String? { self[TodoField.title]?.stringValue }
+    var name: String? { self[TagField.name]?.stringValue }
+    var color: String? { self[TagField.color]?.stringValue }
 }
 
 /// One pull page, decoded.
@@ -82,7 +77,8 @@ struct DecodedPage: Sendable {
 }
 
 /// A strict, allocation-light decoder for the contract's pull page: known keys go straight into
-/// `ServerRecord` fields, unknown ones are skipped (the contract may grow).
+/// `ServerRecord` (a synced field by its kind, from the list), unknown ones are skipped (the
+/// contract may grow).
 struct PageDecoder {
     struct Failure: Error, CustomStringConvertible {
         var offset: Int
@@ -142,22 +138,15 @@ struct PageDecoder {
             case "createdAt": record.createdAt = try decoder.optionalString()
             case "updatedAt": record.updatedAt = try decoder.optionalString()
             case "deletedAt": record.deletedAt = try decoder.optionalString()
-            case "name": record.name = try decoder.optionalString()
-            case "color": record.color = try decoder.optionalString()
-            case "title": record.title = try decoder.optionalString()
-            case "raw": record.raw = try decoder.optionalString()
-            case "notes": record.notes = .some(try decoder.optionalString())
-            case "isImportant": record.isImportant = try decoder.bool()
-            case "isLife": record.isLife = try decoder.bool()
-            case "tagId":
-                record.hasTagID = true
-                record.tagID = try decoder.optionalInt()
-            case "difficulty": record.difficulty = try decoder.optionalInt()
-            case "estimatedTime": record.estimatedTime = try decoder.optionalInt()
-            case "deadline": record.deadline = try decoder.optionalString()
-            case "isCompleted": record.isCompleted = try decoder.bool()
             case "date": record.date = try decoder.optionalString()
-            default: try decoder.skipValue()
+            default:
+                // A synced field (`TodoField`, `TagField`), read by its kind; others are skipped.
+                guard let field = ServerRecord.syncedKinds[key] else { return try decoder.skipValue() }
+                switch field.kind {
+                case .text, .day, .instant: record[contractKey: key] = .optionalString(try decoder.optionalString())
+                case .bool: record[contractKey: key] = .bool(try decoder.bool())
+                case .integer, .reference: record[contractKey: key] = .optionalInt(try decoder.optionalInt())
+                }
             }
         }
         record.json = bytes[start..<index]

@@ -5,8 +5,8 @@ public enum SchemaVersion {
     /// What a client that names no version speaks (every client written before versions existed).
     public static let first = 1
     /// The newest shape: what REST always uses and what the change feed stores.
-    /// 2: todos have `notes`.
-    public static let current = 2
+    /// 2: todos have `notes`; 3: todos have `remindAt`.
+    public static let current = 3
 
     /// A requested version as text (a query parameter, or a JSON number's literal): nil when it is
     /// not an integer; an integer too large for `Int` saturates (it is above the current version,

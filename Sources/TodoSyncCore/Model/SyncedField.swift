@@ -46,6 +46,9 @@ public enum FieldKind: Sendable, Equatable {
     case integer
     /// A calendar date, `YYYY-MM-DD` in JSON.
     case day
+    /// An instant: RFC 3339 in JSON (any offset), sent back in UTC as `YYYY-MM-DDTHH:MM:SS.mmmZ`
+    /// (`Timestamp(rfc3339Input:)`); its UTC year within `Day`'s years. MariaDB `DATETIME(3)`.
+    case instant
     /// Another record's server id, a JSON integer (a todo's tag).
     case reference
 
@@ -53,7 +56,7 @@ public enum FieldKind: Sendable, Equatable {
     /// and the client's local store.
     public var sqliteType: String {
         switch self {
-        case .text, .day: "TEXT"
+        case .text, .day, .instant: "TEXT"
         case .bool, .integer, .reference: "INTEGER"
         }
     }

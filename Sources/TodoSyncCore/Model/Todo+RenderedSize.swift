@@ -17,21 +17,21 @@ extension JSONWriter {
 }
 
 extension TodoField {
-    /// Sets this field of `todo` to the value its rule allows that renders longest.
-    func widen(_ todo: inout Todo) {
-        switch self {
-        case .title: todo.title = Self.widestString(Self.titleLength)
-        case .raw: todo.raw = Self.widestString(Self.rawLength)
-        case .notes: todo.notes = Self.widestString(Self.notesLength)
-        case .isImportant: todo.isImportant = false
-        case .isLife: todo.isLife = false
-        case .tagId: todo.tagID = Int64.max
-        case .difficulty: todo.difficulty = Int(Self.widestInteger(Self.difficultyRange))
-        case .estimatedTime: todo.estimatedTime = Int(Self.widestInteger(Self.estimatedTimeRange))
-        case .deadline: todo.deadline = Day.maximum
-        case .isCompleted: todo.isCompleted = false
+    /// The value of the field's rule that renders longest, from its kind and limits: a new field
+    /// needs no edit here.
+    var widestValue: JSONValue {
+        switch kind {
+        case .text: .string(Self.widestString(length ?? 0...0))
+        case .bool: .bool(false)
+        case .integer: .number(JSONNumber(literal: "\(Self.widestInteger(range ?? 0...0))"))
+        case .day: .string(Day.maximum.description)
+        case .instant: .string(Self.widestInstant)
+        case .reference: .number(JSONNumber(literal: "\(Int64.max)"))
         }
     }
+
+    /// Every instant renders in the same 24 bytes; this one is the latest the rule allows.
+    static let widestInstant = "2999-12-31T23:59:59.999Z"
 
     /// The longest string of the rule, of scalars that each take the most bytes once escaped.
     private static func widestString(_ length: ClosedRange<Int>) -> String {
@@ -48,13 +48,16 @@ extension Todo {
     /// The valid todo whose JSON is longest: every field at the widest value of its rule, the
     /// largest id and version, a clientId, and a tombstone's `deletedAt` (longer than `null`).
     public static var widest: Todo {
-        let instant = "2999-12-31T23:59:59.999Z"
-        var todo = Todo(id: Int64.max, clientID: String(repeating: "f", count: ClientID.length), title: "", raw: "",
+        let instant = TodoField.widestInstant
+        let todo = Todo(id: Int64.max, clientID: String(repeating: "f", count: ClientID.length), title: "", raw: "",
                         isImportant: false, isLife: false, tagID: nil, difficulty: 0, estimatedTime: 0,
                         deadline: Day.maximum, isCompleted: false, version: Int64.max, createdAt: instant,
                         updatedAt: instant, deletedAt: instant)
-        for field in TodoField.allCases { field.widen(&todo) }
-        return todo
+        // Through the create parsing, as a client's values would go: valid by construction.
+        var reader = FieldReader(object: Dictionary(uniqueKeysWithValues: TodoField.allCases.map { ($0.key, $0.widestValue) }))
+        let patch = TodoPatch.read(&reader)
+        precondition(reader.problems.isEmpty, "the widest todo breaks its own rules: \(reader.problems)")
+        return patch.applied(to: todo)
     }
 
     /// The most bytes the JSON of a valid todo takes (at the current schema version, the widest:

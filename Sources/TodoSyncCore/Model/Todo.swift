@@ -6,6 +6,8 @@ public struct Todo: Sendable, Equatable {
     public var raw: String
     /// Free text, kept exactly as given (schema version 2).
     public var notes: String?
+    /// When to remind the user, in the contract's UTC form (schema version 3).
+    public var remindAt: String?
     public var isImportant: Bool
     public var isLife: Bool
     public var tagID: Int64?
@@ -19,7 +21,7 @@ public struct Todo: Sendable, Equatable {
     public var updatedAt: String
     public var deletedAt: String?
 
-    public init(id: Int64, clientID: String?, title: String, raw: String, notes: String? = nil, isImportant: Bool, isLife: Bool,
+    public init(id: Int64, clientID: String?, title: String, raw: String, notes: String? = nil, remindAt: String? = nil, isImportant: Bool, isLife: Bool,
                 tagID: Int64?, difficulty: Int, estimatedTime: Int, deadline: Day, isCompleted: Bool,
                 version: Int64, createdAt: String, updatedAt: String, deletedAt: String?) {
         self.id = id
@@ -27,6 +29,7 @@ public struct Todo: Sendable, Equatable {
         self.title = title
         self.raw = raw
         self.notes = notes
+        self.remindAt = remindAt
         self.isImportant = isImportant
         self.isLife = isLife
         self.tagID = tagID
@@ -69,13 +72,14 @@ public struct Todo: Sendable, Equatable {
 /// case does not compile until every use knows it; what cannot switch over it is checked against
 /// it by `SyncedFieldsTests` and `ColumnsTests`.
 public enum TodoField: String, SyncedField {
-    case title, raw, notes, isImportant, isLife, tagId, difficulty, estimatedTime, deadline, isCompleted
+    case title, raw, notes, remindAt, isImportant, isLife, tagId, difficulty, estimatedTime, deadline, isCompleted
 
     /// The schema version that introduced the field.
     public var since: Int {
         switch self {
         case .title, .raw, .isImportant, .isLife, .tagId, .difficulty, .estimatedTime, .deadline, .isCompleted: 1
         case .notes: 2
+        case .remindAt: 3
         }
     }
 
@@ -85,6 +89,7 @@ public enum TodoField: String, SyncedField {
         case .isImportant, .isLife, .isCompleted: .bool
         case .difficulty, .estimatedTime: .integer
         case .deadline: .day
+        case .remindAt: .instant
         case .tagId: .reference
         }
     }
@@ -101,7 +106,7 @@ public enum TodoField: String, SyncedField {
         case .title: Self.titleLength
         case .raw: Self.rawLength
         case .notes: Self.notesLength
-        case .isImportant, .isLife, .tagId, .difficulty, .estimatedTime, .deadline, .isCompleted: nil
+        case .remindAt, .isImportant, .isLife, .tagId, .difficulty, .estimatedTime, .deadline, .isCompleted: nil
         }
     }
 
@@ -111,14 +116,14 @@ public enum TodoField: String, SyncedField {
         switch self {
         case .difficulty: Self.difficultyRange
         case .estimatedTime: Self.estimatedTimeRange
-        case .title, .raw, .notes, .isImportant, .isLife, .tagId, .deadline, .isCompleted: nil
+        case .title, .raw, .notes, .remindAt, .isImportant, .isLife, .tagId, .deadline, .isCompleted: nil
         }
     }
 
     /// Whether `null` is a value of the field (else a `null` in a patch is a validation problem).
     public var isNullable: Bool {
         switch self {
-        case .tagId, .notes: true
+        case .tagId, .notes, .remindAt: true
         case .title, .raw, .isImportant, .isLife, .difficulty, .estimatedTime, .deadline, .isCompleted: false
         }
     }
@@ -129,6 +134,7 @@ public enum TodoField: String, SyncedField {
         case .title: "title"
         case .raw: "raw"
         case .notes: "notes"
+        case .remindAt: "remind_at"
         case .isImportant: "is_important"
         case .isLife: "is_life"
         case .tagId: "tag_id"
@@ -139,12 +145,13 @@ public enum TodoField: String, SyncedField {
         }
     }
 
-    /// As Sql/001 and Sql/021 declare it (`ColumnsTests` compares it with the migrated table).
+    /// As Sql/001, Sql/021 and Sql/030 declare it (`ColumnsTests` compares it with the migrated table).
     public var columnType: String {
         switch self {
         case .title: "VARCHAR(200)"
         case .raw: "VARCHAR(2000)"
         case .notes: "TEXT"
+        case .remindAt: "DATETIME(3)"
         case .isImportant, .isLife, .isCompleted: "TINYINT(1)"
         case .tagId: "BIGINT UNSIGNED"
         case .difficulty: "TINYINT UNSIGNED"
@@ -159,6 +166,7 @@ public enum TodoField: String, SyncedField {
         case .title: .string(todo.title)
         case .raw: .string(todo.raw)
         case .notes: todo.notes.map(FieldValue.string) ?? .null
+        case .remindAt: todo.remindAt.map(FieldValue.string) ?? .null
         case .isImportant: .bool(todo.isImportant)
         case .isLife: .bool(todo.isLife)
         case .tagId: todo.tagID.map(FieldValue.int) ?? .null
@@ -175,6 +183,7 @@ public enum TodoField: String, SyncedField {
         case .title: writer.string(todo.title)
         case .raw: writer.string(todo.raw)
         case .notes: writer.optionalString(todo.notes)
+        case .remindAt: writer.optionalString(todo.remindAt)
         case .isImportant: writer.bool(todo.isImportant)
         case .isLife: writer.bool(todo.isLife)
         case .tagId: writer.optionalInt(todo.tagID)
@@ -195,6 +204,7 @@ public enum TodoField: String, SyncedField {
         case .notes:
             patch.notes = value == .null ? .some(nil)
                 : reader.string(rawValue, required: true, length: Self.notesLength).map { .some($0) }
+        case .remindAt: patch.remindAt = reader.nullableInstant(rawValue)
         case .isImportant: patch.isImportant = reader.bool(rawValue)
         case .isLife: patch.isLife = reader.bool(rawValue)
         case .tagId: patch.tagID = reader.nullableID(rawValue)
@@ -211,6 +221,7 @@ public enum TodoField: String, SyncedField {
         case .title: if let value = patch.title { todo.title = value }
         case .raw: if let value = patch.raw { todo.raw = value }
         case .notes: if let value = patch.notes { todo.notes = value }
+        case .remindAt: if let value = patch.remindAt { todo.remindAt = value }
         case .isImportant: if let value = patch.isImportant { todo.isImportant = value }
         case .isLife: if let value = patch.isLife { todo.isLife = value }
         case .tagId: if let value = patch.tagID { todo.tagID = value }
@@ -227,6 +238,7 @@ public enum TodoField: String, SyncedField {
         case .title: patch.title = nil
         case .raw: patch.raw = nil
         case .notes: patch.notes = nil
+        case .remindAt: patch.remindAt = nil
         case .isImportant: patch.isImportant = nil
         case .isLife: patch.isLife = nil
         case .tagId: patch.tagID = nil

@@ -51,8 +51,10 @@ public struct Day: Sendable, Hashable, Comparable, CustomStringConvertible {
     }
 
     /// Days since 1970-01-01 (proleptic Gregorian), for date arithmetic.
-    public var daysSinceEpoch: Int {
-        // Howard Hinnant's days_from_civil.
+    public var daysSinceEpoch: Int { Day.daysSinceEpoch(year: year, month: month, day: day) }
+
+    /// Days since 1970-01-01 of any proleptic Gregorian date (Howard Hinnant's days_from_civil).
+    static func daysSinceEpoch(year: Int, month: Int, day: Int) -> Int {
         let y = month <= 2 ? year - 1 : year
         let era = y / 400
         let yoe = y - era * 400

@@ -73,6 +73,50 @@ public struct Timestamp: Sendable, Hashable, Comparable {
         }
     }
 
+    /// Parses a client's RFC 3339 `date-time` (API.md, a todo's instants): `YYYY-MM-DDTHH:MM:SS`,
+    /// optional fraction digits (cut to milliseconds, never rounded), then `Z` or `±HH:MM`; `T` and
+    /// `Z` in either case; second 60 and impossible dates refused. Nil for anything else, and when
+    /// the instant's UTC year is outside 2000–2999 (`Day`'s years).
+    public init?(rfc3339Input text: String) {
+        let b = Array(text.utf8)
+        func number(_ range: Range<Int>) -> Int? { range.upperBound <= b.count ? Day.digits(b[range]) : nil }
+        guard b.count >= 20, b[4] == UInt8(ascii: "-"), b[7] == UInt8(ascii: "-"),
+              b[10] == UInt8(ascii: "T") || b[10] == UInt8(ascii: "t"), b[13] == UInt8(ascii: ":"), b[16] == UInt8(ascii: ":"),
+              let year = number(0..<4), let month = number(5..<7), let day = number(8..<10),
+              let hour = number(11..<13), let minute = number(14..<16), let second = number(17..<19),
+              (1...12).contains(month), (1...Day.daysIn(month: month, year: year)).contains(day),
+              hour < 24, minute < 60, second < 60 else { return nil }
+        var index = 19
+        var millis = 0
+        if b[index] == UInt8(ascii: ".") {
+            index += 1
+            let start = index
+            while index < b.count, b[index] >= UInt8(ascii: "0"), b[index] <= UInt8(ascii: "9") {
+                if index - start < 3 { millis = millis * 10 + Int(b[index] - UInt8(ascii: "0")) }
+                index += 1
+            }
+            guard index > start else { return nil }
+            for _ in 0..<max(0, 3 - (index - start)) { millis *= 10 }
+        }
+        guard index < b.count else { return nil }
+        var offsetMinutes = 0
+        switch b[index] {
+        case UInt8(ascii: "Z"), UInt8(ascii: "z"):
+            guard index + 1 == b.count else { return nil }
+        case UInt8(ascii: "+"), UInt8(ascii: "-"):
+            guard index + 6 == b.count, b[index + 3] == UInt8(ascii: ":"),
+                  let hours = number(index + 1..<index + 3), let minutes = number(index + 4..<index + 6),
+                  hours < 24, minutes < 60 else { return nil }
+            offsetMinutes = (hours * 60 + minutes) * (b[index] == UInt8(ascii: "-") ? -1 : 1)
+        default: return nil
+        }
+        let days = Int64(Day.daysSinceEpoch(year: year, month: month, day: day))
+        let seconds = days * 86400 + Int64(hour * 3600 + minute * 60 + second) - Int64(offsetMinutes * 60)
+        self.init(millisecondsSinceEpoch: seconds * 1000 + Int64(millis))
+        let utcYear = Timestamp.civil(fromDays: Int(seconds.dividedRoundingDown(by: 86400))).0
+        guard (Day.minimum.year...Day.maximum.year).contains(utcYear) else { return nil }
+    }
+
     /// Howard Hinnant's civil_from_days.
     static func civil(fromDays days: Int) -> (Int, Int, Int) {
         let z = days + 719468
@@ -106,5 +150,13 @@ public struct Timestamp: Sendable, Hashable, Comparable {
 
     public static func < (lhs: Timestamp, rhs: Timestamp) -> Bool {
         lhs.millisecondsSinceEpoch < rhs.millisecondsSinceEpoch
+    }
+}
+
+extension Int64 {
+    /// The quotient rounded towards negative infinity.
+    fileprivate func dividedRoundingDown(by divisor: Int64) -> Int64 {
+        let quotient = self / divisor
+        return (self % divisor != 0 && (self < 0) != (divisor < 0)) ? quotient - 1 : quotient
     }
 }

@@ -106,6 +106,18 @@ public struct FieldReader {
         return day
     }
 
+    /// An instant (`FieldKind.instant`) or null: absent → nil, `null` → `.some(nil)`, else the
+    /// instant in the contract's UTC form (`Timestamp(rfc3339Input:)`).
+    public mutating func nullableInstant(_ key: String) -> String?? {
+        guard let value = object[key] else { return nil }
+        if case .null = value { return .some(nil) }
+        guard case .string(let text) = value, let instant = Timestamp(rfc3339Input: text) else {
+            report(key, "must be null or an RFC 3339 date-time with Z or an offset, its UTC year 2000–2999")
+            return nil
+        }
+        return .some(instant.rfc3339)
+    }
+
     /// An optional clientId: a UUID string (any case), or absent/null.
     public mutating func clientID(_ key: String = "clientId") -> String? {
         guard let value = object[key] else { return nil }

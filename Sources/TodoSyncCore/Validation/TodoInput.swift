@@ -40,6 +40,8 @@ public struct TodoPatch: Sendable, Equatable {
     public var raw: String?
     /// `.some(nil)` clears the notes.
     public var notes: String??
+    /// `.some(nil)` clears the reminder.
+    public var remindAt: String??
     public var isImportant: Bool?
     public var isLife: Bool?
     public var tagID: Int64??
@@ -48,12 +50,13 @@ public struct TodoPatch: Sendable, Equatable {
     public var deadline: Day?
     public var isCompleted: Bool?
 
-    public init(title: String? = nil, raw: String? = nil, notes: String?? = nil, isImportant: Bool? = nil, isLife: Bool? = nil,
+    public init(title: String? = nil, raw: String? = nil, notes: String?? = nil, remindAt: String?? = nil, isImportant: Bool? = nil, isLife: Bool? = nil,
                 tagID: Int64?? = nil, difficulty: Int? = nil, estimatedTime: Int? = nil, deadline: Day? = nil,
                 isCompleted: Bool? = nil) {
         self.title = title
         self.raw = raw
         self.notes = notes
+        self.remindAt = remindAt
         self.isImportant = isImportant
         self.isLife = isLife
         self.tagID = tagID

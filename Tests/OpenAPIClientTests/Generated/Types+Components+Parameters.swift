@@ -66,10 +66,11 @@ extension Components {
         ///
         /// - Remark: Generated from `#/components/parameters/IdempotencyKey`.
         internal typealias IdempotencyKey = Swift.String
-        /// The schema version the client understands (absent = 1; 2 adds the todo's `notes`). A
+        /// The schema version the client understands (absent = 1; 2 adds the todo's `notes`, 3
+        /// its `remindAt`). A
         /// decimal integer (anything else is 400 `bad_request`); below the server's minimum
         /// (`TODOSYNC_MIN_SCHEMA_VERSION`, default 1: 0 and negatives) 426 `upgrade_required`;
-        /// above its current version (2), served at the current one.
+        /// above its current version (3), served at the current one.
         ///
         ///
         /// - Remark: Generated from `#/components/parameters/SchemaVersion`.

@@ -68,6 +68,14 @@ extension Components {
         ///
         /// - Remark: Generated from `#/components/schemas/Notes`.
         internal typealias Notes = Swift.String
+        /// When to remind the user, or null. Taken as an RFC 3339 `date-time` with `Z` or a
+        /// numeric offset (`T`/`Z` in either case; second 60 refused), its UTC year within
+        /// 2000–2999; returned in UTC as `YYYY-MM-DDTHH:MM:SS.mmmZ` (sub-millisecond digits are
+        /// cut). Schema version 3.
+        ///
+        ///
+        /// - Remark: Generated from `#/components/schemas/RemindAt`.
+        internal typealias RemindAt = Foundation.Date
         /// Integer 0–5.
         ///
         /// - Remark: Generated from `#/components/schemas/Difficulty`.
@@ -212,6 +220,13 @@ extension Components {
             ///
             /// - Remark: Generated from `#/components/schemas/Todo/notes`.
             internal var notes: Components.Schemas.Notes?
+            /// Schema version 3: always present in REST answers and in sync answers at version 3,
+            /// absent at versions 1 and 2. Absent means "not known at this version", never null:
+            /// keep the local value.
+            ///
+            ///
+            /// - Remark: Generated from `#/components/schemas/Todo/remindAt`.
+            internal var remindAt: Components.Schemas.RemindAt?
             /// - Remark: Generated from `#/components/schemas/Todo/isImportant`.
             internal var isImportant: Swift.Bool
             /// - Remark: Generated from `#/components/schemas/Todo/isLife`.
@@ -242,6 +257,7 @@ extension Components {
             ///   - title:
             ///   - raw:
             ///   - notes: Schema version 2: always present in REST answers and in sync answers at version 2,
+            ///   - remindAt: Schema version 3: always present in REST answers and in sync answers at version 3,
             ///   - isImportant:
             ///   - isLife:
             ///   - tagId:
@@ -259,6 +275,7 @@ extension Components {
                 title: Components.Schemas.Title,
                 raw: Components.Schemas.Raw,
                 notes: Components.Schemas.Notes? = nil,
+                remindAt: Components.Schemas.RemindAt? = nil,
                 isImportant: Swift.Bool,
                 isLife: Swift.Bool,
                 tagId: Components.Schemas.TagRef? = nil,
@@ -276,6 +293,7 @@ extension Components {
                 self.title = title
                 self.raw = raw
                 self.notes = notes
+                self.remindAt = remindAt
                 self.isImportant = isImportant
                 self.isLife = isLife
                 self.tagId = tagId
@@ -294,6 +312,7 @@ extension Components {
                 case title
                 case raw
                 case notes
+                case remindAt
                 case isImportant
                 case isLife
                 case tagId
@@ -1077,6 +1096,10 @@ extension Components {
             ///
             /// - Remark: Generated from `#/components/schemas/TodoCreate/notes`.
             internal var notes: Components.Schemas.Notes?
+            /// Defaults to null. Ignored in a push at schema versions 1 and 2.
+            ///
+            /// - Remark: Generated from `#/components/schemas/TodoCreate/remindAt`.
+            internal var remindAt: Components.Schemas.RemindAt?
             /// - Remark: Generated from `#/components/schemas/TodoCreate/isImportant`.
             internal var isImportant: Swift.Bool?
             /// - Remark: Generated from `#/components/schemas/TodoCreate/isLife`.
@@ -1098,6 +1121,7 @@ extension Components {
             ///   - title:
             ///   - raw: Defaults to `title`.
             ///   - notes: Defaults to null. Ignored in a push at schema version 1.
+            ///   - remindAt: Defaults to null. Ignored in a push at schema versions 1 and 2.
             ///   - isImportant:
             ///   - isLife:
             ///   - tagId:
@@ -1110,6 +1134,7 @@ extension Components {
                 title: Components.Schemas.Title,
                 raw: Components.Schemas.Raw? = nil,
                 notes: Components.Schemas.Notes? = nil,
+                remindAt: Components.Schemas.RemindAt? = nil,
                 isImportant: Swift.Bool? = nil,
                 isLife: Swift.Bool? = nil,
                 tagId: Components.Schemas.TagRef? = nil,
@@ -1122,6 +1147,7 @@ extension Components {
                 self.title = title
                 self.raw = raw
                 self.notes = notes
+                self.remindAt = remindAt
                 self.isImportant = isImportant
                 self.isLife = isLife
                 self.tagId = tagId
@@ -1135,6 +1161,7 @@ extension Components {
                 case title
                 case raw
                 case notes
+                case remindAt
                 case isImportant
                 case isLife
                 case tagId
@@ -1144,7 +1171,7 @@ extension Components {
                 case isCompleted
             }
         }
-        /// Only the given fields change; `tagId: null` clears the tag, `notes: null` clears the notes, `null` for any other field is 422.
+        /// Only the given fields change; `tagId: null` clears the tag, `notes: null` clears the notes, `remindAt: null` the reminder, `null` for any other field is 422.
         ///
         /// - Remark: Generated from `#/components/schemas/TodoPatch`.
         internal struct TodoPatch: Codable, Hashable, Sendable {
@@ -1156,6 +1183,10 @@ extension Components {
             ///
             /// - Remark: Generated from `#/components/schemas/TodoPatch/notes`.
             internal var notes: Components.Schemas.Notes?
+            /// Ignored in a push at schema versions 1 and 2.
+            ///
+            /// - Remark: Generated from `#/components/schemas/TodoPatch/remindAt`.
+            internal var remindAt: Components.Schemas.RemindAt?
             /// - Remark: Generated from `#/components/schemas/TodoPatch/isImportant`.
             internal var isImportant: Swift.Bool?
             /// - Remark: Generated from `#/components/schemas/TodoPatch/isLife`.
@@ -1176,6 +1207,7 @@ extension Components {
             ///   - title:
             ///   - raw:
             ///   - notes: Ignored in a push at schema version 1.
+            ///   - remindAt: Ignored in a push at schema versions 1 and 2.
             ///   - isImportant:
             ///   - isLife:
             ///   - tagId:
@@ -1187,6 +1219,7 @@ extension Components {
                 title: Components.Schemas.Title? = nil,
                 raw: Components.Schemas.Raw? = nil,
                 notes: Components.Schemas.Notes? = nil,
+                remindAt: Components.Schemas.RemindAt? = nil,
                 isImportant: Swift.Bool? = nil,
                 isLife: Swift.Bool? = nil,
                 tagId: Components.Schemas.TagRef? = nil,
@@ -1198,6 +1231,7 @@ extension Components {
                 self.title = title
                 self.raw = raw
                 self.notes = notes
+                self.remindAt = remindAt
                 self.isImportant = isImportant
                 self.isLife = isLife
                 self.tagId = tagId
@@ -1210,6 +1244,7 @@ extension Components {
                 case title
                 case raw
                 case notes
+                case remindAt
                 case isImportant
                 case isLife
                 case tagId

@@ -6594,7 +6594,7 @@ internal enum Operations {
     /// cursor without one, or a whole pull's cursor with one is 400 (detail on `cursor`).
     ///
     /// `schemaVersion` (optional, absent = 1): the records carry exactly that schema version's
-    /// fields (version 1 has no todo `notes`), and the page names the version it used. Below
+    /// fields (version 1 has no todo `notes`, version 2 no `remindAt`), and the page names the version it used. Below
     /// the server's minimum: 426 `upgrade_required`; above its current version: served at the
     /// current one.
     ///
@@ -6629,10 +6629,11 @@ internal enum Operations {
                 ///
                 /// - Remark: Generated from `#/paths/api/v1/sync/pull/GET/query/deviceId`.
                 internal var deviceId: Components.Parameters.DeviceId?
-                /// The schema version the client understands (absent = 1; 2 adds the todo's `notes`). A
+                /// The schema version the client understands (absent = 1; 2 adds the todo's `notes`, 3
+                /// its `remindAt`). A
                 /// decimal integer (anything else is 400 `bad_request`); below the server's minimum
                 /// (`TODOSYNC_MIN_SCHEMA_VERSION`, default 1: 0 and negatives) 426 `upgrade_required`;
-                /// above its current version (2), served at the current one.
+                /// above its current version (3), served at the current one.
                 ///
                 ///
                 /// - Remark: Generated from `#/paths/api/v1/sync/pull/GET/query/schemaVersion`.
@@ -6655,7 +6656,7 @@ internal enum Operations {
                 ///   - cursor: The opaque `cursor` of an earlier pull response. Absent or empty: pull everything live.
                 ///   - limit: Most records per page (parent tags needed for completeness come on top); outside 1..1000 is 400.
                 ///   - deviceId: Echo suppression: the same value the device sends as `deviceId` to push. Records whose
-                ///   - schemaVersion: The schema version the client understands (absent = 1; 2 adds the todo's `notes`). A
+                ///   - schemaVersion: The schema version the client understands (absent = 1; 2 adds the todo's `notes`, 3
                 ///   - from: A window's first date (inclusive; absent: open). A real date from 2000-01-01 to
                 ///   - to: A window's last date (inclusive; absent: open). A real date from 2000-01-01 to
                 internal init(
@@ -7410,10 +7411,11 @@ internal enum Operations {
         internal struct Input: Sendable, Hashable {
             /// - Remark: Generated from `#/paths/api/v1/sync/live/GET/query`.
             internal struct Query: Sendable, Hashable {
-                /// The schema version the client understands (absent = 1; 2 adds the todo's `notes`). A
+                /// The schema version the client understands (absent = 1; 2 adds the todo's `notes`, 3
+                /// its `remindAt`). A
                 /// decimal integer (anything else is 400 `bad_request`); below the server's minimum
                 /// (`TODOSYNC_MIN_SCHEMA_VERSION`, default 1: 0 and negatives) 426 `upgrade_required`;
-                /// above its current version (2), served at the current one.
+                /// above its current version (3), served at the current one.
                 ///
                 ///
                 /// - Remark: Generated from `#/paths/api/v1/sync/live/GET/query/schemaVersion`.
@@ -7421,7 +7423,7 @@ internal enum Operations {
                 /// Creates a new `Query`.
                 ///
                 /// - Parameters:
-                ///   - schemaVersion: The schema version the client understands (absent = 1; 2 adds the todo's `notes`). A
+                ///   - schemaVersion: The schema version the client understands (absent = 1; 2 adds the todo's `notes`, 3
                 internal init(schemaVersion: Components.Parameters.SchemaVersion? = nil) {
                     self.schemaVersion = schemaVersion
                 }
@@ -7733,10 +7735,11 @@ internal enum Operations {
         internal struct Input: Sendable, Hashable {
             /// - Remark: Generated from `#/paths/api/v1/sync/snapshot/GET/query`.
             internal struct Query: Sendable, Hashable {
-                /// The schema version the client understands (absent = 1; 2 adds the todo's `notes`). A
+                /// The schema version the client understands (absent = 1; 2 adds the todo's `notes`, 3
+                /// its `remindAt`). A
                 /// decimal integer (anything else is 400 `bad_request`); below the server's minimum
                 /// (`TODOSYNC_MIN_SCHEMA_VERSION`, default 1: 0 and negatives) 426 `upgrade_required`;
-                /// above its current version (2), served at the current one.
+                /// above its current version (3), served at the current one.
                 ///
                 ///
                 /// - Remark: Generated from `#/paths/api/v1/sync/snapshot/GET/query/schemaVersion`.
@@ -7756,7 +7759,7 @@ internal enum Operations {
                 /// Creates a new `Query`.
                 ///
                 /// - Parameters:
-                ///   - schemaVersion: The schema version the client understands (absent = 1; 2 adds the todo's `notes`). A
+                ///   - schemaVersion: The schema version the client understands (absent = 1; 2 adds the todo's `notes`, 3
                 ///   - from: A window's first date (inclusive; absent: open). A real date from 2000-01-01 to
                 ///   - to: A window's last date (inclusive; absent: open). A real date from 2000-01-01 to
                 internal init(

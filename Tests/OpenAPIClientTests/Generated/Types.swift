@@ -282,7 +282,7 @@ internal protocol APIProtocol: Sendable {
     /// cursor without one, or a whole pull's cursor with one is 400 (detail on `cursor`).
     ///
     /// `schemaVersion` (optional, absent = 1): the records carry exactly that schema version's
-    /// fields (version 1 has no todo `notes`), and the page names the version it used. Below
+    /// fields (version 1 has no todo `notes`, version 2 no `remindAt`), and the page names the version it used. Below
     /// the server's minimum: 426 `upgrade_required`; above its current version: served at the
     /// current one.
     ///
@@ -825,7 +825,7 @@ extension APIProtocol {
     /// cursor without one, or a whole pull's cursor with one is 400 (detail on `cursor`).
     ///
     /// `schemaVersion` (optional, absent = 1): the records carry exactly that schema version's
-    /// fields (version 1 has no todo `notes`), and the page names the version it used. Below
+    /// fields (version 1 has no todo `notes`, version 2 no `remindAt`), and the page names the version it used. Below
     /// the server's minimum: 426 `upgrade_required`; above its current version: served at the
     /// current one.
     ///

@@ -64,6 +64,22 @@ final class FakeServer: HTTPTransport, @unchecked Sendable {
         }
     }
 
+    /// A todo another device made (on the server only): `fields` over the defaults.
+    func seedTodo(id: Int64, clientID: String, title: String, fields: JSONObject = [:]) {
+        locked {
+            version += 1
+            var record: JSONObject = [
+                "id": .int(id), "clientId": .string(clientID), "title": .string(title), "raw": .string(title),
+                "deadline": .string("2026-11-26"), "isImportant": .bool(false), "isLife": .bool(false), "tagId": .null,
+                "difficulty": .int(0), "estimatedTime": .int(0), "isCompleted": .bool(false), "version": .int(version),
+                "createdAt": .string("2026-11-24T10:00:00.000Z"), "updatedAt": .string("2026-11-24T10:00:00.000Z"), "deletedAt": .null,
+            ]
+            record.merge(fields) { $1 }
+            records[clientID.lowercased()] = record
+            entities[clientID.lowercased()] = "todo"
+        }
+    }
+
     init(_ mode: Mode = .answer) { self.mode = mode }
 
     func set(_ mode: Mode) { locked { self.mode = mode } }

@@ -13,7 +13,7 @@ import FoundationNetworking
 enum SnapshotBuilder {
     static let tagColumns = ["id", "clientId", "name", "color", "version", "createdAt", "updatedAt"]
     static func todoColumns(_ schemaVersion: Int) -> [String] {
-        ["id", "clientId", "title", "raw"] + (schemaVersion >= 2 ? ["notes"] : [])
+        ["id", "clientId", "title", "raw"] + (schemaVersion >= 2 ? ["notes"] : []) + (schemaVersion >= 3 ? ["remindAt"] : [])
             + ["isImportant", "isLife", "tagId", "difficulty", "estimatedTime", "deadline", "isCompleted", "version", "createdAt", "updatedAt"]
     }
     static let statColumns = ["id", "date", "todoCount", "completedCount", "productivityNum", "balance", "tagStats", "center",
@@ -109,7 +109,7 @@ final class SnapshotServer: HTTPTransport, @unchecked Sendable {
     /// One byte of the served file is flipped after its digest was taken.
     var tamper = false
     var snapshotUserID = String(SnapshotServer.userID)
-    var snapshotUserVersion = 2
+    var snapshotUserVersion = SchemaVersion.current
     /// Pulls with a cursor answer 410 (the database was restored: a new epoch).
     var newEpoch = false
     /// Pulls without a cursor answer this status (to see that a refused snapshot installed nothing).
@@ -161,7 +161,9 @@ final class SnapshotServer: HTTPTransport, @unchecked Sendable {
             let id = nextID
             nextID += 1
             todos[id] = ["id": .int(id), "clientId": .optionalString(clientID), "title": .string(title), "raw": .string(title + " #raw"),
-                         "notes": .optionalString(notes), "isImportant": .bool(important), "isLife": .bool(id % 3 == 0),
+                         "notes": .optionalString(notes),
+                         "remindAt": id % 4 == 0 ? .string(String(format: "2026-11-%02dT07:30:00.000Z", day)) : .null,
+                         "isImportant": .bool(important), "isLife": .bool(id % 3 == 0),
                          "tagId": .optionalInt(tagID), "difficulty": .int(id % 6), "estimatedTime": .int(id * 5 % 1440),
                          "deadline": .string(String(format: "2026-11-%02d", day)), "isCompleted": .bool(id % 2 == 0),
                          "version": .int(bump()), "createdAt": .string(String(format: "2026-11-20T08:%02d:00.000Z", id % 60)),
@@ -259,6 +261,7 @@ final class SnapshotServer: HTTPTransport, @unchecked Sendable {
                 "upserted": .array(changed.filter { $0["deletedAt"] == .null }.map { record in
                     var shown = record
                     if schemaVersion < 2 { shown["notes"] = nil }
+                    if schemaVersion < 3 { shown["remindAt"] = nil }
                     return .object(shown)
                 }),
                 "deleted": .array(changed.filter { $0["deletedAt"] != .null }.map {
@@ -280,7 +283,7 @@ final class SnapshotServer: HTTPTransport, @unchecked Sendable {
         for op in (body["operations"]?.arrayValue ?? []).compactMap(\.objectValue) {
             let id = nextID
             nextID += 1
-            var record: JSONObject = ["id": .int(id), "clientId": op["clientId"] ?? .null, "raw": .string(""), "notes": .null,
+            var record: JSONObject = ["id": .int(id), "clientId": op["clientId"] ?? .null, "raw": .string(""), "notes": .null, "remindAt": .null,
                                       "isImportant": .bool(false), "isLife": .bool(false), "tagId": .null, "difficulty": .int(0),
                                       "estimatedTime": .int(0), "isCompleted": .bool(false), "createdAt": .string("2026-11-24T10:00:00.000Z"),
                                       "updatedAt": .string("2026-11-24T10:00:00.000Z"), "deletedAt": .null]

@@ -237,7 +237,8 @@ class StackTestCase: XCTestCase {
             guard let todo = todos.first(where: { $0.serverID == record["id"]?.int64Value }) else { continue }
             let local: JSONObject = [
                 "id": .optionalInt(todo.serverID), "clientId": .optionalString(todo.clientID), "title": .string(todo.title),
-                "raw": .string(todo.raw), "isImportant": .bool(todo.isImportant), "isLife": .bool(todo.isLife),
+                "raw": .string(todo.raw), "remindAt": .optionalString(todo.remindAt), "isImportant": .bool(todo.isImportant),
+                "isLife": .bool(todo.isLife),
                 "tagId": .optionalInt(todo.tagServerID), "difficulty": .int(todo.difficulty),
                 "estimatedTime": .int(todo.estimatedTime), "deadline": .string(todo.deadline.description),
                 "isCompleted": .bool(todo.isCompleted), "version": .optionalInt(todo.version),
