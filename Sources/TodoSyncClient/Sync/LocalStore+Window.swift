@@ -174,7 +174,7 @@ extension LocalStore {
                 for op in queued {
                     guard let todo = try TodoRecord.filter(key: op.recordLocalID).fetchOne(db) else { continue }
                     changes.append(QueuedPurgeChange(opID: op.opID, action: op.action, status: op.state, todoLocalID: op.recordLocalID,
-                                                     title: todo.title, deadline: Day(todo.deadline) ?? .minimum))
+                                                     title: todo.title, deadline: todo.syncedFields["deadline"]?.stringValue.flatMap(Day.init) ?? .minimum))
                 }
                 throw PurgeError.queuedChanges(changes)
             }
