@@ -21,6 +21,10 @@
 #                     and SHOW ENGINE INNODB STATUS. For a write stall under faults (docs/SCALING.md)
 #   env               print the effective configuration as KEY=VALUE lines
 #   responder-pids    the responder hosts' `todosync serve` pids, one per line (for bench/bench.py)
+#   check --nemesis KIND --seed N --seconds S
+#                     up, a recorded workload under a seeded nemesis, heal, the history checker, down
+#                     (scripts/partition/, docs/HISTORY.md); exits 0 only when every property holds;
+#                     `check --nemesis list` prints the kinds at once (nothing built or started)
 #   test PYTHON [PYTEST ARGS...]
 #                     up, run `PYTHON -m pytest PYTEST ARGS` with the suite's environment pointing
 #                     at the cluster (see Tests/integration/clusterlib.py), then down; exits with
@@ -184,7 +188,7 @@ cmd_deps() {
     "$REPO_ROOT/scripts/stack.sh" deps
     # redis-server: nchan's shared store with two fronts, run privately by this script (the
     # policy-rc.d of apt_install_missing keeps apt from starting the system's instance).
-    apt_install_missing "cluster packages present" galera-4 rsync iproute2 libnginx-mod-stream lsof redis-server
+    apt_install_missing "cluster packages present" galera-4 rsync iproute2 libnginx-mod-stream lsof redis-server nftables
 }
 
 # --- network -------------------------------------------------------------------------------------
@@ -773,8 +777,33 @@ cmd_test() {
     return "$rc"
 }
 
+# Dispatch only: the nemesis, workload and checker are scripts/partition/*.py.
+cmd_check() {
+    local args=("$@") i
+    for ((i = 0; i < ${#args[@]}; i++)); do
+        [[ ${args[i]} == --nemesis && ${args[i + 1]:-} == list ]] && exec python3 "$REPO_ROOT/scripts/partition/run.py" --nemesis list
+    done
+    need_root
+    command -v nft >/dev/null || die "nft is missing: run '$0 deps'"
+    if ! (cmd_up) >"$STATE.up.log" 2>&1; then
+        cat "$STATE.up.log" >&2
+        return 1
+    fi
+    trap 'cmd_down >/dev/null 2>&1 || true' EXIT
+    trap 'exit 130' INT TERM
+    export TODOSYNC_CLUSTER_STATE_DIR TODOSYNC_CLUSTER_PREFIX TODOSYNC_CLUSTER_NET TODOSYNC_CLUSTER_HTTP_PORT \
+        TODOSYNC_CLUSTER_HTTPS_PORT TODOSYNC_CLUSTER_NODES TODOSYNC_CLUSTER_APPS TODOSYNC_CLUSTER_FRONTS TODOSYNC_BIN \
+        TODOSYNC_ENABLE_TEST_HOOKS TODOSYNC_CLUSTER_DB_DIR TODOSYNC_CLUSTER_WORKERS
+    local out rc=0
+    out=${TODOSYNC_CHECK_DIR:-$STATE-checks}/$(date -u +%Y%m%dT%H%M%S)
+    python3 "$REPO_ROOT/scripts/partition/run.py" "$@" --cluster-cmd "$SELF" --prefix "$P" --net "$NET" --out "$out" || rc=$?
+    cmd_status >&2 || true
+    return "$rc"
+}
+
 case ${1:-} in
     deps) cmd_deps ;;
+    check) shift; cmd_check "$@" ;;
     up) cmd_up ;;
     down) cmd_down ;;
     status) cmd_status ;;

@@ -35,6 +35,8 @@
 #   TODOSYNC_TEST_CLUSTER_NET           10.213.0   the cluster's private /24 (each run has its own
 #                                       bridge; a different one keeps concurrent runs apart in logs)
 #   TODOSYNC_TEST_CLUSTER_SOAK_SECONDS  0      longer fault soak: node and host failures in cycles
+#   TODOSYNC_TEST_CLUSTER_PARTITION_SECONDS 35 the history check under a partition (test_cluster_partitions.py;
+#                                       0 skips it); _KIND and _SEED pick the nemesis and its seed
 #   TODOSYNC_TEST_CLUSTER_DEVICES       16 short / 32 --cluster
 #   TODOSYNC_TEST_CLUSTER_FRONTS        2 short / 1 --cluster: nginx fronts; 2 adds the second
 #                                       front and the private redis-server of nchan's Redis mode
@@ -249,6 +251,8 @@ cluster_suite() {
         # leaves the fault scenario out while iterating on something else).
         args=(Tests/integration/test_cluster.py)
         [[ ${TODOSYNC_TEST_CLUSTER_FAULTS_SHORT:-1} == 1 ]] && args+=(Tests/integration/test_cluster_faults.py)
+        # issue 38's history check under a moving partition (TODOSYNC_TEST_CLUSTER_PARTITION_SECONDS, 35)
+        args+=(Tests/integration/test_cluster_partitions.py)
     else
         args=(Tests/integration)
         [[ -n $PYTEST_ARGS ]] && eval "args+=($PYTEST_ARGS)"
