@@ -108,7 +108,7 @@ extension Application {
             }
             // A Last-Event-ID nchan cannot parse got its bare text/plain 400: the contract's JSON
             // 400 here instead, before the handover.
-            if let id = context.request.header("last-event-id"), !Self.isLiveEventID(id) {
+            if let id = context.request.header("last-event-id"), !Self.isLiveEventID(id, channels: withFriends ? 2 : 1) {
                 throw APIError.badRequest("Last-Event-ID is not the id of an event of this stream.")
             }
             // HEAD: the stream's headers, answered here. Handed to nchan, a HEAD was never
@@ -167,12 +167,13 @@ extension Application {
     /// stream (two channels multiplexed, docs/FRIENDS.md) one tag per channel, comma-separated,
     /// the one of the event bracketed and a channel without a message yet `-`
     /// (`1796664990:[0],-`). nchan answers other forms it cannot parse with a text/plain 400.
-    static func isLiveEventID(_ id: String) -> Bool {
+    /// `channels`: the stream's, 1 or 2 (`friends=1`); an id of another stream's form is refused.
+    static func isLiveEventID(_ id: String, channels: Int = 1) -> Bool {
         let parts = id.trimmingWhitespace().split(separator: ":", omittingEmptySubsequences: false)
         guard parts.count == 2, (1...12).contains(parts[0].count), parts[0].utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 })
         else { return false }
         let tags = parts[1].split(separator: ",", omittingEmptySubsequences: false)
-        guard (1...2).contains(tags.count) else { return false }
+        guard tags.count == channels else { return false }
         return tags.allSatisfy { part in
             var tag = Substring(part)
             if tag.hasPrefix("[") && tag.hasSuffix("]") && tag.count >= 2 { tag = tag.dropFirst().dropLast() }
