@@ -62,6 +62,7 @@ public final class Application {
         registerDailyStatRoutes()
         registerSyncRoutes()
         registerAccountRoutes()
+        registerFriendRoutes()
     }
 
     /// Answers one request. Never throws: unexpected errors become a logged 500 with a fixed body.
@@ -190,14 +191,26 @@ public final class Application {
     /// Never fails the request (`LivePublisher`).
     /// After a route that revoked tokens (`RequestContext.closesLiveStreams`), the user's open
     /// streams are closed instead.
+    /// Friends (docs/FRIENDS.md): a route that changed friends lists or requests names whose
+    /// (`RequestContext.friendListChange`: `{"friendId": null}` to each); a write that changed the
+    /// user's records announces `{"friendId": <user>}` to each friend's friends channel, in at most
+    /// two publish requests for 500 friends, queued to the publisher's own queue
+    /// (`LivePublisher.queueFriendEvent`): the write waits for neither.
     private func announce(_ context: RequestContext) {
         guard let publisher = options.livePublisher, let userID = context.userID else { return }
+        if let change = context.friendListChange {
+            publisher.queueFriendEvent(friendID: nil, to: change.users, padding: change.padding)
+        }
         if context.closesLiveStreams {
             publisher.closeStreams(userID: userID)
             return
         }
         guard let version = store.changedVersion else { return }
         publisher.publish(userID: userID, version: version, deviceID: context.pushingDevice)
+        // A failed lookup costs the friends their event only (they refresh on their next open).
+        if let friends = try? store.friendIDs(of: userID), !friends.isEmpty {
+            publisher.queueFriendEvent(friendID: userID, to: friends)
+        }
     }
 
     /// The error response for an expected failure; the server's own (5xx) are logged.

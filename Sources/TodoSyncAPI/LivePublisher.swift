@@ -25,6 +25,17 @@ public final class LivePublisher: Sendable {
     /// Where `GET /api/v1/sync/live` hands an authenticated stream (`X-Accel-Redirect`): nginx's
     /// internal nchan subscriber location (nginx/todosync.conf.template, todosync-site.conf.template).
     public static let subscribePathPrefix = "/__live/subscribe/"
+    /// Where `GET /api/v1/sync/live?friends=1` hands its stream: the user's poke channel and the
+    /// user's friends channel (`todosync-friends-<id>`) multiplexed on one subscriber.
+    public static let subscribeWithFriendsPathPrefix = "/__live/subscribe-friends/"
+    /// Where friend events are published: the channels' names after it, comma-separated
+    /// (nchan's multi-channel publish: one request for up to `friendChannelsPerPublish` of them).
+    public static let publishFriendsPathPrefix = "/__live/publish-friends/"
+    /// nchan splits one channel id into at most 255 channels.
+    public static let friendChannelsPerPublish = 255
+    /// The friends channel of a user: every stream of theirs opened with `friends=1` subscribes
+    /// to it, and every friend of theirs publishes to it.
+    public static func friendsChannel(_ userID: Int64) -> String { "todosync-friends-\(userID)" }
 
     public let socketPath: String
     public let timeoutMilliseconds: Int
@@ -54,6 +65,58 @@ public final class LivePublisher: Sendable {
         let head = "POST \(Self.publishPathPrefix)\(userID) HTTP/1.0\r\nHost: localhost\r\n"
             + "Content-Type: application/json\r\nContent-Length: \(body.bytes.count)\r\n\r\n"
         return counted(exchange(Array(head.utf8) + body.bytes))
+    }
+
+    /// Friend events waiting for `friendQueue`, at most `maximumPendingFriendEvents`.
+    private let pendingFriendEvents = Atomic<Int>(0)
+    /// Publishes friend events one after another, off the requests' path: a publish to 255
+    /// channels answers only once nchan has handed the message to their subscribers (measured:
+    /// 65 ms for 500 open streams), which a write must not wait for.
+    private let friendQueue = DispatchQueue(label: "todosync.live.friend-events")
+    /// Past this many waiting, a friend event is dropped and counted as failed (events are hints).
+    public static let maximumPendingFriendEvents = 1024
+
+    /// Queues `publishFriendEvent` and returns at once: what the write path calls
+    /// (`Application.announce`), so a write by a user with 500 friends costs it one friend-id
+    /// read and a queue append, whoever listens.
+    public func queueFriendEvent(friendID: Int64?, to users: [Int64], padding: Int = 0) {
+        guard !users.isEmpty || padding > 0 else { return }
+        guard pendingFriendEvents.wrappingAdd(1, ordering: .relaxed).newValue <= Self.maximumPendingFriendEvents else {
+            pendingFriendEvents.wrappingSubtract(1, ordering: .relaxed)
+            _ = counted(.failure("friend events queue full"))
+            return
+        }
+        friendQueue.async { [self] in
+            publishFriendEvent(friendID: friendID, to: users, padding: padding)
+            pendingFriendEvents.wrappingSubtract(1, ordering: .relaxed)
+        }
+    }
+
+    /// Publishes one `event: friend` with `{"friendId": friendID}` (null: the friends list or
+    /// requests changed) to the friends channel of each of `users`, in requests of up to
+    /// `friendChannelsPerPublish` channels: a write by a user with 500 friends costs two
+    /// requests, whoever listens. `padding` more channels that no one subscribes to
+    /// (`todosync-friends-0`) are named too, so that a friend request to an email without an
+    /// account publishes what one to an account does. Returns whether every request was accepted.
+    @discardableResult
+    public func publishFriendEvent(friendID: Int64?, to users: [Int64], padding: Int = 0) -> Bool {
+        var channels = users.map(Self.friendsChannel)
+        channels += Array(repeating: Self.friendsChannel(0), count: padding)
+        guard !channels.isEmpty else { return true }
+        var body = JSONWriter(reservingCapacity: 32)
+        body.beginObject()
+        body.field("friendId", friendID)
+        body.endObject()
+        var accepted = true
+        var start = 0
+        while start < channels.count {
+            let end = min(start + Self.friendChannelsPerPublish, channels.count)
+            let head = "POST \(Self.publishFriendsPathPrefix)\(channels[start..<end].joined(separator: ",")) HTTP/1.0\r\n"
+                + "Host: localhost\r\nContent-Type: application/json\r\nContent-Length: \(body.bytes.count)\r\n\r\n"
+            accepted = counted(exchange(Array(head.utf8) + body.bytes)) && accepted
+            start = end
+        }
+        return accepted
     }
 
     /// Closes every open stream of `userID`: nchan deletes the user's channel and disconnects its

@@ -75,26 +75,34 @@ extension Store {
     /// when this returns, every token of it is gone, its email is free to register again, and no
     /// write of it can commit (`SQL.Users.lockForWrite`). Its rows are erased by
     /// `eraseDeletedAccounts` (`todosync purge`); the deletion is journaled (Sql/029) for restores.
-    public func deleteAccount(userID: Int64, token: String, _ input: AccountDeleteInput) throws {
+    /// Its friendships and the requests it sent end at once (`endFriendsOfDeletedAccount`):
+    /// returns whose friends lists or requests changed.
+    @discardableResult
+    public func deleteAccount(userID: Int64, token: String, _ input: AccountDeleteInput) throws -> [Int64] {
         let checkedHash = try verifyAccountPassword(userID: userID, input.password, field: "password")
         let tokenHash = self.tokenHash(token)
-        try guarded {
+        let told = try guarded {
             try db.inSavepoint {
                 let now = Timestamp.now()
                 guard try db.queryOne(SQL.Account.lockToken, [.blob(tokenHash), .int(userID), .timestamp(now)]) != nil
                 else { throw DomainError.unauthenticated }
-                guard try db.queryOne(SQL.Account.credentials, [.int(userID)])?.string(SQL.Account.CredentialsColumn.passwordHash) == checkedHash else {
+                guard let credentials = try db.queryOne(SQL.Account.credentials, [.int(userID)]),
+                      credentials.string(SQL.Account.CredentialsColumn.passwordHash) == checkedHash else {
                     throw DomainError.wrongPassword(field: "password")
                 }
+                let told = try endFriendsOfDeletedAccount(
+                    userID: userID, emailKey: credentials.string(SQL.Account.CredentialsColumn.emailKey)!)
                 guard try db.execute(SQL.Account.markDeleted, [.timestamp(now), .int(userID)]).affectedRows == 1 else {
                     throw DomainError.unauthenticated
                 }
                 // Outlives the erase: a restore of a backup taken before now deletes it again.
                 try db.execute(SQL.Account.journalDeletion, [.int(userID)])
                 try db.execute(SQL.Account.revokeAllTokens, [.int(userID)])
+                return told
             }
         }
         configuration.snapshotCache?.erase(userID: userID)
+        return told
     }
 
     /// Checks a signed-in user's password exactly as a login of the account would be checked: in
@@ -156,6 +164,7 @@ extension Store {
                 out.field("id", user.int64(U.id)!)
                 out.field("email", user.string(U.email)!)
                 out.field("createdAt", Timestamp.rfc3339(fromDatabaseText: user.string(U.createdAt)!))
+                out.field("nickname", user.string(U.nickname))
                 out.endObject()
 
                 out.key("tags")
@@ -210,6 +219,8 @@ extension Store {
                     return rows
                 }) else { return false }
                 out.endArray()
+                // After the records, so the export's first members keep their order (Sql/032).
+                try writeFriendsExport(userID: userID, to: &out)
                 out.endObject()
                 return out.drain(write)
             }
@@ -300,9 +311,9 @@ extension SQL {
             INSERT IGNORE INTO account_deletions (account_id, account_created_at, deleted_at)
             SELECT id, created_at, deleted_at FROM users WHERE id = ? AND deleted_at IS NOT NULL
             """
-        /// The export's `user`. Columns: id, email, created_at.
-        static let exportUser = "SELECT id, email, created_at FROM users WHERE id = ? AND deleted_at IS NULL"
-        enum ExportUserColumn: Int, ResultColumns { case id, email, createdAt }
+        /// The export's `user`. Columns: id, email, created_at, nickname (Sql/032).
+        static let exportUser = "SELECT id, email, created_at, nickname FROM users WHERE id = ? AND deleted_at IS NULL"
+        enum ExportUserColumn: Int, ResultColumns { case id, email, createdAt, nickname }
     }
 
     /// Erasing deleted accounts (`todosync purge`): every row of the user, table by table in
@@ -319,6 +330,7 @@ extension SQL {
         static let tables = [
             "auth_tokens", "idempotency_keys", "sync_operations", "sync_feed", "sync_feed_backfill", "todo_list", "todo_days",
             "daily_stats", "todos", "tags", "sync_devices", "account_usage",
+            "friend_requests", "friend_request_sends", "friendships",
         ]
         /// Tables that another branch's migration adds (Sql/019 push result records): erased when
         /// present, skipped when this database does not have them yet.

@@ -13,10 +13,13 @@ public struct PurgeReport: Sendable, CustomStringConvertible {
     public var accountRowsErased = 0
     /// Snapshot files removed by the cache's sweep (`SnapshotCache.sweep`).
     public var snapshotFiles = 0
+    /// Expired friend requests deleted.
+    public var friendRequests = 0
 
     public var description: String {
         "tombstones=\(tombstones) operations=\(operations) expiredTokens=\(tokens) idempotencyKeys=\(idempotencyKeys) "
-            + "accountsErased=\(accountsErased) accountRowsErased=\(accountRowsErased) snapshotFiles=\(snapshotFiles)"
+            + "accountsErased=\(accountsErased) accountRowsErased=\(accountRowsErased) snapshotFiles=\(snapshotFiles) "
+            + "expiredFriendRequests=\(friendRequests)"
     }
 }
 
@@ -56,6 +59,8 @@ extension Store {
             ]).affectedRows)
             // Operation counts of past hours (only the current hour is ever charged or checked).
             try db.execute(SQL.Quotas.deletePastHours, [.timestamp(now.adding(seconds: -3600))])
+            // Expired friend requests and request counts past their window (Sql/032).
+            report.friendRequests = try purgeFriendRows(now: now)
         }
         let erased = try eraseDeletedAccounts()
         report.accountsErased = erased.accounts

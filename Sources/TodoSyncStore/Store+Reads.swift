@@ -201,12 +201,19 @@ extension SQL {
         case user
         /// Parameters start with stale-before, token hash, now.
         case token
+        /// A friend's rows (docs/FRIENDS.md): the table joined to the reader's friendship row and
+        /// the friend's live account, so a read that is not a current friend's finds none.
+        /// Parameters start with the reader's user id, then the friend's.
+        case friend
 
         /// The FROM clause over `table` (with its alias and hints), `alias` being its alias.
         func from(_ table: String, alias: String) -> String {
             switch self {
             case .user: table
             case .token: "auth_tokens a JOIN \(table) ON \(alias).user_id = a.user_id"
+            case .friend:
+                "friendships fr JOIN users fu ON fu.id = fr.friend_id AND fu.deleted_at IS NULL "
+                    + "JOIN \(table) ON \(alias).user_id = fr.friend_id"
             }
         }
 
@@ -214,7 +221,7 @@ extension SQL {
         /// user even when the read checked the token).
         func userID(alias: String) -> String {
             switch self {
-            case .user: "\(alias).user_id"
+            case .user, .friend: "\(alias).user_id"
             case .token: "\(Tokens.lastUsed("a")) < ?, a.user_id"
             }
         }
@@ -224,6 +231,7 @@ extension SQL {
             switch self {
             case .user: "\(alias).user_id = ?"
             case .token: "a.token_hash = ? AND a.expires_at > ?"
+            case .friend: "fr.user_id = ? AND fr.friend_id = ?"
             }
         }
     }

@@ -220,10 +220,11 @@ def test_export_holds_every_live_record_as_a_full_pull_does():
     assert r.status_code == 200, short(r)
     assert tsapi.media_type(r) == "application/json"
     export = assert_json(r)
-    assert set(export) == {"user", "tags", "todos", "dailyStats"}, export.keys()
+    assert set(export) == {"user", "friends", "friendRequests", "tags", "todos", "dailyStats"}, export.keys()
     assert export["user"]["id"] == user.user["id"]
     assert export["user"]["email"] == user.email
-    assert set(export["user"]) == {"id", "email", "createdAt"}
+    assert set(export["user"]) == {"id", "email", "createdAt", "nickname"}
+    assert export["friends"] == [] and export["friendRequests"] == {"incoming": [], "outgoing": []}
     assert tsapi.TIMESTAMP_RE.match(export["user"]["createdAt"])
 
     full = synclib.fresh_state(user)
@@ -272,7 +273,7 @@ def test_export_larger_than_a_page_is_streamed_and_equals_a_full_pull():
     assert plain.content == gz.content, "the same JSON, byte for byte, either way"
 
     export = assert_json(plain)
-    assert list(export) == ["user", "tags", "todos", "dailyStats"]
+    assert list(export) == ["user", "tags", "todos", "dailyStats", "friends", "friendRequests"]
     todo_ids = [rec["id"] for rec in export["todos"]]
     assert len(todo_ids) == len(set(todo_ids)) == 2700 > 2 * EXPORT_PAGE_ROWS
     assert len(export["dailyStats"]) == 1201 > EXPORT_PAGE_ROWS
@@ -310,7 +311,7 @@ def rows_of_user(db, user_id: int) -> dict[str, int]:
 
 def fill_account(api: tsapi.Api) -> None:
     """Rows in every table a user can reach: records, tombstones, feed, list, push results,
-    devices, idempotency answers, operation counters, a second token."""
+    devices, idempotency answers, operation counters, a second token, a friend request."""
     tag = api.create_tag()
     api.create_todo(tagId=tag["id"], isCompleted=True)
     gone = api.create_todo(title="gone")
@@ -320,6 +321,8 @@ def fill_account(api: tsapi.Api) -> None:
     results = synclib.push(api, [synclib.create_todo_op("pushed")], device="phone-1")
     assert results[0]["status"] == "applied", results
     second_token(api)
+    # A friend request (Sql/032: the request and the count of the sender's requests).
+    assert api.post("/friends/requests", {"email": tsapi.unique_email()}).status_code == 202
 
 
 def test_delete_makes_the_account_unreachable_at_once_and_frees_its_email():

@@ -50,6 +50,15 @@ ROUTES = {
     "/api/v1/sync/pull": {"get"},
     "/api/v1/sync/push": {"post"},
     "/api/v1/sync/live": {"get"},
+    "/api/v1/account": {"get", "patch"},
+    "/api/v1/friends/requests": {"get", "post"},
+    "/api/v1/friends/requests/{id}/accept": {"post"},
+    "/api/v1/friends/requests/{id}/decline": {"post"},
+    "/api/v1/friends/requests/{id}": {"delete"},
+    "/api/v1/friends": {"get"},
+    "/api/v1/friends/{id}": {"delete"},
+    "/api/v1/friends/{id}/todos": {"get"},
+    "/api/v1/friends/{id}/daily-stats": {"get"},
 }
 # Authenticated POSTs that ignore Idempotency-Key (docs/API.md, Account): a wrong password there
 # must count toward the lockout, which a keyed request's rolled-back transaction would undo.

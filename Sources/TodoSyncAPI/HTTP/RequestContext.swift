@@ -16,6 +16,9 @@ public final class RequestContext {
     /// its commit the user's open live streams are closed, so a revoked token's stream ends at once
     /// (the streams of valid tokens reconnect and are authorized anew).
     var closesLiveStreams = false
+    /// Set by a route that changed friends lists or requests: after its commit those users'
+    /// `friends=1` streams get `{"friendId": null}` (`Application.announce`).
+    var friendListChange: FriendListChange?
     /// The user whose token was checked for this request already (`authenticated(as:)`).
     private var verifiedUserID: Int64?
 

@@ -35,7 +35,9 @@ extension Application {
             let userID = try context.requireUser()
             var reader = try context.bodyReader()
             let input = try AccountDeleteInput.parse(&reader)
-            try context.store.deleteAccount(userID: userID, token: context.bearerToken()!, input)
+            let told = try context.store.deleteAccount(userID: userID, token: context.bearerToken()!, input)
+            // Its friends, and the recipients of its requests, see their lists change (FRIENDS.md).
+            context.friendListChange = FriendListChange(users: told)
             context.closesLiveStreams = true
             return .noContent
         }

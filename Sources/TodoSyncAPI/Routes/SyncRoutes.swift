@@ -104,6 +104,13 @@ extension Application {
         router.add("GET", "/api/v1/sync/live", limit: .openStreams) { context in
             let userID = try context.requireUser()
             _ = try context.syncSchemaVersion(.query(context.request.query["schemaVersion"]))
+            // `friends=1` adds the user's friends channel (`event: friend`, docs/FRIENDS.md).
+            let withFriends: Bool
+            switch context.request.query["friends"] {
+            case nil, "0": withFriends = false
+            case "1": withFriends = true
+            default: throw APIError.badRequest("`friends` must be 1 or 0.")
+            }
             // nchan serves an event stream only to a request that asks for one; anything else got
             // its bare 403 with no body. A contract error instead, before the handover.
             guard context.request.header("accept")?.lowercased().contains("text/event-stream") == true else {
@@ -111,7 +118,7 @@ extension Application {
             }
             // A Last-Event-ID nchan cannot parse got its bare text/plain 400: the contract's JSON
             // 400 here instead, before the handover.
-            if let id = context.request.header("last-event-id"), !Self.isLiveEventID(id) {
+            if let id = context.request.header("last-event-id"), !Self.isLiveEventID(id, channels: withFriends ? 2 : 1) {
                 throw APIError.badRequest("Last-Event-ID is not the id of an event of this stream.")
             }
             // HEAD: the stream's headers, answered here. Handed to nchan, a HEAD was never
@@ -120,7 +127,7 @@ extension Application {
                 return HTTPResponse(status: 200, headers: [HTTPHeader("Content-Type", "text/event-stream; charset=utf-8")])
             }
             return HTTPResponse(status: 200, headers: [
-                HTTPHeader("X-Accel-Redirect", "\(LivePublisher.subscribePathPrefix)\(userID)"),
+                HTTPHeader("X-Accel-Redirect", "\(withFriends ? LivePublisher.subscribeWithFriendsPathPrefix : LivePublisher.subscribePathPrefix)\(userID)"),
             ])
         }
     }
@@ -165,18 +172,25 @@ extension Application {
         return start < size
     }
 
-    /// Whether `id` has the form of the SSE ids nchan writes on a stream of one channel:
-    /// `<time>:<tag>`, the tag possibly bracketed (`1796655753:0`, `1796655753:[0]`). nchan answers
-    /// other forms it cannot parse with a text/plain 400. (Multiplexing more channels on a stream
-    /// changes nchan's ids to `<time>:<tag>,<tag>...`: widen this then.)
-    static func isLiveEventID(_ id: String) -> Bool {
+    /// Whether `id` has the form of the SSE ids nchan writes: `<time>:<tag>` on a stream of one
+    /// channel, the tag possibly bracketed (`1796655753:0`, `1796655753:[0]`); on a `friends=1`
+    /// stream (two channels multiplexed, docs/FRIENDS.md) one tag per channel, comma-separated,
+    /// the one of the event bracketed and a channel without a message yet `-`
+    /// (`1796664990:[0],-`). nchan answers other forms it cannot parse with a text/plain 400.
+    /// `channels`: the stream's, 1 or 2 (`friends=1`); an id of another stream's form is refused.
+    static func isLiveEventID(_ id: String, channels: Int = 1) -> Bool {
         let parts = id.trimmingWhitespace().split(separator: ":", omittingEmptySubsequences: false)
         guard parts.count == 2, (1...12).contains(parts[0].count), parts[0].utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 })
         else { return false }
-        var tag = Substring(parts[1])
-        if tag.hasPrefix("[") && tag.hasSuffix("]") && tag.count >= 2 { tag = tag.dropFirst().dropLast() }
-        if tag.hasPrefix("-") { tag = tag.dropFirst() }
-        return (1...5).contains(tag.count) && tag.utf8.allSatisfy { $0 >= 0x30 && $0 <= 0x39 }
+        let tags = parts[1].split(separator: ",", omittingEmptySubsequences: false)
+        guard tags.count == channels else { return false }
+        return tags.allSatisfy { part in
+            var tag = Substring(part)
+            if tag.hasPrefix("[") && tag.hasSuffix("]") && tag.count >= 2 { tag = tag.dropFirst().dropLast() }
+            if tags.count > 1 && tag == "-" { return true }
+            if tag.hasPrefix("-") { tag = tag.dropFirst() }
+            return (1...5).contains(tag.count) && tag.utf8.allSatisfy { $0 >= 0x30 && $0 <= 0x39 }
+        }
     }
 
     /// The window a pull or snapshot asks for (`from`, `to`; API.md "Windows (partial sync)"):

@@ -69,22 +69,26 @@ public struct CredentialsInput: Sendable {
         }
     }
 
+    /// The `email` member as register takes it: normalised (`normalizedEmail`), 3–254 characters
+    /// of the NFC form (what is stored: a decomposed input may be longer than what it normalises
+    /// to), and the address rules (`checkAddress`). Nil, with the problem reported, otherwise.
+    /// A friend request's email follows the same rules (`FriendRequestInput`).
+    static func readAddress(_ reader: inout FieldReader) -> String? {
+        guard let address = reader.string("email", required: true, length: 0...1000).map(normalizedEmail) else { return nil }
+        let count = address.unicodeScalars.count
+        guard (3...254).contains(count) else {
+            reader.report("email", "must be 3–254 characters long (got \(count))")
+            return nil
+        }
+        checkAddress(address, &reader)
+        return address
+    }
+
     /// Validates register's body: the email in NFC with exactly one `@` (in Unicode scalars) and
     /// at most 254 characters (something on both sides of the `@`), password of 8–128 characters.
     /// The email is stored as normalised.
     public static func parseForRegister(_ reader: inout FieldReader) throws(DomainError) -> CredentialsInput {
-        // Length is checked on the NFC form, which is what is stored (a decomposed input may be
-        // longer than what it normalises to).
-        var email = reader.string("email", required: true, length: 0...1000).map(normalizedEmail)
-        if let address = email {
-            let count = address.unicodeScalars.count
-            if !(3...254).contains(count) {
-                reader.report("email", "must be 3–254 characters long (got \(count))")
-                email = nil
-            } else {
-                checkAddress(address, &reader)
-            }
-        }
+        let email = readAddress(&reader)
         let password = reader.string("password", required: true, length: newPasswordLength)
         try reader.finish()
         return CredentialsInput(email: email!, password: password!)

@@ -17,6 +17,13 @@ extension Components {
         ///
         /// - Remark: Generated from `#/components/parameters/Id`.
         internal typealias Id = Swift.Int64
+        /// A friend's user id. Anything that is not a current friend of this user (a stranger, a
+        /// former friend, a deleted account, the user themself, not a positive integer) is 404
+        /// `not_found` with the same body.
+        ///
+        ///
+        /// - Remark: Generated from `#/components/parameters/FriendId`.
+        internal typealias FriendId = Swift.Int64
         /// Optional precondition on the record's current version: `"7"`, `7`, `W/"7"`, a
         /// comma-separated list of those, or `*` (any live version). When present and it matches
         /// nothing (stale versions, or garbage that parses to no version), the answer is 412

@@ -588,6 +588,55 @@ extension Components {
                 self.body = body
             }
         }
+        internal struct FriendLimitOrInProgress: Sendable, Hashable {
+            /// - Remark: Generated from `#/components/responses/FriendLimitOrInProgress/headers`.
+            internal struct Headers: Sendable, Hashable {
+                /// Seconds to wait before retrying.
+                ///
+                /// - Remark: Generated from `#/components/responses/FriendLimitOrInProgress/headers/Retry-After`.
+                internal var retryAfter: Components.Headers.RetryAfter
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - retryAfter: Seconds to wait before retrying.
+                internal init(retryAfter: Components.Headers.RetryAfter) {
+                    self.retryAfter = retryAfter
+                }
+            }
+            /// Received HTTP response headers
+            internal var headers: Components.Responses.FriendLimitOrInProgress.Headers
+            /// - Remark: Generated from `#/components/responses/FriendLimitOrInProgress/content`.
+            internal enum Body: Sendable, Hashable {
+                /// - Remark: Generated from `#/components/responses/FriendLimitOrInProgress/content/application\/json`.
+                case json(Components.Schemas._Error)
+                /// The associated value of the enum case if `self` is `.json`.
+                ///
+                /// - Throws: An error if `self` is not `.json`.
+                /// - SeeAlso: `.json`.
+                internal var json: Components.Schemas._Error {
+                    get throws {
+                        switch self {
+                        case let .json(body):
+                            return body
+                        }
+                    }
+                }
+            }
+            /// Received HTTP response body
+            internal var body: Components.Responses.FriendLimitOrInProgress.Body
+            /// Creates a new `FriendLimitOrInProgress`.
+            ///
+            /// - Parameters:
+            ///   - headers: Received HTTP response headers
+            ///   - body: Received HTTP response body
+            internal init(
+                headers: Components.Responses.FriendLimitOrInProgress.Headers,
+                body: Components.Responses.FriendLimitOrInProgress.Body
+            ) {
+                self.headers = headers
+                self.body = body
+            }
+        }
         internal struct CursorExpired: Sendable, Hashable {
             /// - Remark: Generated from `#/components/responses/CursorExpired/content`.
             internal enum Body: Sendable, Hashable {

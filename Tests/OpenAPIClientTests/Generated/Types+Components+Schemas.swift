@@ -842,15 +842,194 @@ extension Components {
                 case items
             }
         }
-        /// - Remark: Generated from `#/components/schemas/ExportUser`.
-        internal struct ExportUser: Codable, Hashable, Sendable {
-            /// - Remark: Generated from `#/components/schemas/ExportUser/id`.
+        /// - Remark: Generated from `#/components/schemas/Account`.
+        internal struct Account: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/Account/id`.
             internal var id: Components.Schemas.Id
-            /// - Remark: Generated from `#/components/schemas/ExportUser/email`.
+            /// - Remark: Generated from `#/components/schemas/Account/email`.
             internal var email: Swift.String
-            /// - Remark: Generated from `#/components/schemas/ExportUser/createdAt`.
+            /// - Remark: Generated from `#/components/schemas/Account/nickname`.
+            internal var nickname: Components.Schemas.Nickname?
+            /// - Remark: Generated from `#/components/schemas/Account/createdAt`.
             internal var createdAt: Components.Schemas.Timestamp
-            /// Creates a new `ExportUser`.
+            /// Creates a new `Account`.
+            ///
+            /// - Parameters:
+            ///   - id:
+            ///   - email:
+            ///   - nickname:
+            ///   - createdAt:
+            internal init(
+                id: Components.Schemas.Id,
+                email: Swift.String,
+                nickname: Components.Schemas.Nickname? = nil,
+                createdAt: Components.Schemas.Timestamp
+            ) {
+                self.id = id
+                self.email = email
+                self.nickname = nickname
+                self.createdAt = createdAt
+            }
+            internal enum CodingKeys: String, CodingKey {
+                case id
+                case email
+                case nickname
+                case createdAt
+            }
+        }
+        /// 1–40 Unicode scalars (trimmed), or null when not set.
+        ///
+        /// - Remark: Generated from `#/components/schemas/Nickname`.
+        internal typealias Nickname = Swift.String
+        /// - Remark: Generated from `#/components/schemas/AccountPatch`.
+        internal struct AccountPatch: Codable, Hashable, Sendable {
+            /// The new nickname (trimmed of surrounding whitespace), or null to clear it.
+            ///
+            /// - Remark: Generated from `#/components/schemas/AccountPatch/nickname`.
+            internal var nickname: Swift.String?
+            /// Creates a new `AccountPatch`.
+            ///
+            /// - Parameters:
+            ///   - nickname: The new nickname (trimmed of surrounding whitespace), or null to clear it.
+            internal init(nickname: Swift.String? = nil) {
+                self.nickname = nickname
+            }
+            internal enum CodingKeys: String, CodingKey {
+                case nickname
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/Person`.
+        internal struct Person: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/Person/id`.
+            internal var id: Components.Schemas.Id
+            /// - Remark: Generated from `#/components/schemas/Person/email`.
+            internal var email: Swift.String
+            /// - Remark: Generated from `#/components/schemas/Person/nickname`.
+            internal var nickname: Components.Schemas.Nickname?
+            /// Creates a new `Person`.
+            ///
+            /// - Parameters:
+            ///   - id:
+            ///   - email:
+            ///   - nickname:
+            internal init(
+                id: Components.Schemas.Id,
+                email: Swift.String,
+                nickname: Components.Schemas.Nickname? = nil
+            ) {
+                self.id = id
+                self.email = email
+                self.nickname = nickname
+            }
+            internal enum CodingKeys: String, CodingKey {
+                case id
+                case email
+                case nickname
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/Friend`.
+        internal struct Friend: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/Friend/id`.
+            internal var id: Components.Schemas.Id
+            /// - Remark: Generated from `#/components/schemas/Friend/email`.
+            internal var email: Swift.String
+            /// - Remark: Generated from `#/components/schemas/Friend/nickname`.
+            internal var nickname: Components.Schemas.Nickname?
+            /// - Remark: Generated from `#/components/schemas/Friend/since`.
+            internal var since: Components.Schemas.Timestamp
+            /// Creates a new `Friend`.
+            ///
+            /// - Parameters:
+            ///   - id:
+            ///   - email:
+            ///   - nickname:
+            ///   - since:
+            internal init(
+                id: Components.Schemas.Id,
+                email: Swift.String,
+                nickname: Components.Schemas.Nickname? = nil,
+                since: Components.Schemas.Timestamp
+            ) {
+                self.id = id
+                self.email = email
+                self.nickname = nickname
+                self.since = since
+            }
+            internal enum CodingKeys: String, CodingKey {
+                case id
+                case email
+                case nickname
+                case since
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/FriendList`.
+        internal struct FriendList: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/FriendList/items`.
+            internal var items: [Components.Schemas.Friend]
+            /// Creates a new `FriendList`.
+            ///
+            /// - Parameters:
+            ///   - items:
+            internal init(items: [Components.Schemas.Friend]) {
+                self.items = items
+            }
+            internal enum CodingKeys: String, CodingKey {
+                case items
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/FriendRequestCreate`.
+        internal struct FriendRequestCreate: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/FriendRequestCreate/email`.
+            internal var email: Swift.String
+            /// Creates a new `FriendRequestCreate`.
+            ///
+            /// - Parameters:
+            ///   - email:
+            internal init(email: Swift.String) {
+                self.email = email
+            }
+            internal enum CodingKeys: String, CodingKey {
+                case email
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/IncomingFriendRequest`.
+        internal struct IncomingFriendRequest: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/IncomingFriendRequest/id`.
+            internal var id: Components.Schemas.Id
+            /// - Remark: Generated from `#/components/schemas/IncomingFriendRequest/from`.
+            internal var from: Components.Schemas.Person
+            /// - Remark: Generated from `#/components/schemas/IncomingFriendRequest/createdAt`.
+            internal var createdAt: Components.Schemas.Timestamp
+            /// Creates a new `IncomingFriendRequest`.
+            ///
+            /// - Parameters:
+            ///   - id:
+            ///   - from:
+            ///   - createdAt:
+            internal init(
+                id: Components.Schemas.Id,
+                from: Components.Schemas.Person,
+                createdAt: Components.Schemas.Timestamp
+            ) {
+                self.id = id
+                self.from = from
+                self.createdAt = createdAt
+            }
+            internal enum CodingKeys: String, CodingKey {
+                case id
+                case from
+                case createdAt
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/OutgoingFriendRequest`.
+        internal struct OutgoingFriendRequest: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/OutgoingFriendRequest/id`.
+            internal var id: Components.Schemas.Id
+            /// - Remark: Generated from `#/components/schemas/OutgoingFriendRequest/email`.
+            internal var email: Swift.String
+            /// - Remark: Generated from `#/components/schemas/OutgoingFriendRequest/createdAt`.
+            internal var createdAt: Components.Schemas.Timestamp
+            /// Creates a new `OutgoingFriendRequest`.
             ///
             /// - Parameters:
             ///   - id:
@@ -871,10 +1050,181 @@ extension Components {
                 case createdAt
             }
         }
+        /// - Remark: Generated from `#/components/schemas/FriendRequestLists`.
+        internal struct FriendRequestLists: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/FriendRequestLists/incoming`.
+            internal var incoming: [Components.Schemas.IncomingFriendRequest]
+            /// - Remark: Generated from `#/components/schemas/FriendRequestLists/outgoing`.
+            internal var outgoing: [Components.Schemas.OutgoingFriendRequest]
+            /// Creates a new `FriendRequestLists`.
+            ///
+            /// - Parameters:
+            ///   - incoming:
+            ///   - outgoing:
+            internal init(
+                incoming: [Components.Schemas.IncomingFriendRequest],
+                outgoing: [Components.Schemas.OutgoingFriendRequest]
+            ) {
+                self.incoming = incoming
+                self.outgoing = outgoing
+            }
+            internal enum CodingKeys: String, CodingKey {
+                case incoming
+                case outgoing
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/FriendTodo`.
+        internal struct FriendTodo: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/FriendTodo/id`.
+            internal var id: Components.Schemas.Id
+            /// - Remark: Generated from `#/components/schemas/FriendTodo/title`.
+            internal var title: Swift.String
+            /// - Remark: Generated from `#/components/schemas/FriendTodo/deadline`.
+            internal var deadline: Components.Schemas.Date
+            /// - Remark: Generated from `#/components/schemas/FriendTodo/isCompleted`.
+            internal var isCompleted: Swift.Bool
+            /// - Remark: Generated from `#/components/schemas/FriendTodo/isImportant`.
+            internal var isImportant: Swift.Bool
+            /// - Remark: Generated from `#/components/schemas/FriendTodo/isLife`.
+            internal var isLife: Swift.Bool
+            /// - Remark: Generated from `#/components/schemas/FriendTodo/difficulty`.
+            internal var difficulty: Components.Schemas.Difficulty
+            /// - Remark: Generated from `#/components/schemas/FriendTodo/estimatedTime`.
+            internal var estimatedTime: Components.Schemas.EstimatedTime
+            /// The todo's tag's name and color, or null when it has none.
+            ///
+            /// - Remark: Generated from `#/components/schemas/FriendTodo/tag`.
+            internal struct TagPayload: Codable, Hashable, Sendable {
+                /// - Remark: Generated from `#/components/schemas/FriendTodo/tag/name`.
+                internal var name: Swift.String
+                /// `#RRGGBB` hex, upper case, or null.
+                ///
+                /// - Remark: Generated from `#/components/schemas/FriendTodo/tag/color`.
+                internal var color: Swift.String?
+                /// Creates a new `TagPayload`.
+                ///
+                /// - Parameters:
+                ///   - name:
+                ///   - color: `#RRGGBB` hex, upper case, or null.
+                internal init(
+                    name: Swift.String,
+                    color: Swift.String? = nil
+                ) {
+                    self.name = name
+                    self.color = color
+                }
+                internal enum CodingKeys: String, CodingKey {
+                    case name
+                    case color
+                }
+            }
+            /// The todo's tag's name and color, or null when it has none.
+            ///
+            /// - Remark: Generated from `#/components/schemas/FriendTodo/tag`.
+            internal var tag: Components.Schemas.FriendTodo.TagPayload?
+            /// Creates a new `FriendTodo`.
+            ///
+            /// - Parameters:
+            ///   - id:
+            ///   - title:
+            ///   - deadline:
+            ///   - isCompleted:
+            ///   - isImportant:
+            ///   - isLife:
+            ///   - difficulty:
+            ///   - estimatedTime:
+            ///   - tag: The todo's tag's name and color, or null when it has none.
+            internal init(
+                id: Components.Schemas.Id,
+                title: Swift.String,
+                deadline: Components.Schemas.Date,
+                isCompleted: Swift.Bool,
+                isImportant: Swift.Bool,
+                isLife: Swift.Bool,
+                difficulty: Components.Schemas.Difficulty,
+                estimatedTime: Components.Schemas.EstimatedTime,
+                tag: Components.Schemas.FriendTodo.TagPayload? = nil
+            ) {
+                self.id = id
+                self.title = title
+                self.deadline = deadline
+                self.isCompleted = isCompleted
+                self.isImportant = isImportant
+                self.isLife = isLife
+                self.difficulty = difficulty
+                self.estimatedTime = estimatedTime
+                self.tag = tag
+            }
+            internal enum CodingKeys: String, CodingKey {
+                case id
+                case title
+                case deadline
+                case isCompleted
+                case isImportant
+                case isLife
+                case difficulty
+                case estimatedTime
+                case tag
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/FriendTodoList`.
+        internal struct FriendTodoList: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/FriendTodoList/items`.
+            internal var items: [Components.Schemas.FriendTodo]
+            /// Creates a new `FriendTodoList`.
+            ///
+            /// - Parameters:
+            ///   - items:
+            internal init(items: [Components.Schemas.FriendTodo]) {
+                self.items = items
+            }
+            internal enum CodingKeys: String, CodingKey {
+                case items
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/ExportUser`.
+        internal struct ExportUser: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/ExportUser/id`.
+            internal var id: Components.Schemas.Id
+            /// - Remark: Generated from `#/components/schemas/ExportUser/email`.
+            internal var email: Swift.String
+            /// - Remark: Generated from `#/components/schemas/ExportUser/createdAt`.
+            internal var createdAt: Components.Schemas.Timestamp
+            /// - Remark: Generated from `#/components/schemas/ExportUser/nickname`.
+            internal var nickname: Components.Schemas.Nickname?
+            /// Creates a new `ExportUser`.
+            ///
+            /// - Parameters:
+            ///   - id:
+            ///   - email:
+            ///   - createdAt:
+            ///   - nickname:
+            internal init(
+                id: Components.Schemas.Id,
+                email: Swift.String,
+                createdAt: Components.Schemas.Timestamp,
+                nickname: Components.Schemas.Nickname? = nil
+            ) {
+                self.id = id
+                self.email = email
+                self.createdAt = createdAt
+                self.nickname = nickname
+            }
+            internal enum CodingKeys: String, CodingKey {
+                case id
+                case email
+                case createdAt
+                case nickname
+            }
+        }
         /// - Remark: Generated from `#/components/schemas/AccountExport`.
         internal struct AccountExport: Codable, Hashable, Sendable {
             /// - Remark: Generated from `#/components/schemas/AccountExport/user`.
             internal var user: Components.Schemas.ExportUser
+            /// - Remark: Generated from `#/components/schemas/AccountExport/friends`.
+            internal var friends: [Components.Schemas.Friend]
+            /// - Remark: Generated from `#/components/schemas/AccountExport/friendRequests`.
+            internal var friendRequests: Components.Schemas.FriendRequestLists
             /// - Remark: Generated from `#/components/schemas/AccountExport/tags`.
             internal var tags: [Components.Schemas.LiveTag]
             /// - Remark: Generated from `#/components/schemas/AccountExport/todos`.
@@ -885,22 +1235,30 @@ extension Components {
             ///
             /// - Parameters:
             ///   - user:
+            ///   - friends:
+            ///   - friendRequests:
             ///   - tags:
             ///   - todos:
             ///   - dailyStats:
             internal init(
                 user: Components.Schemas.ExportUser,
+                friends: [Components.Schemas.Friend],
+                friendRequests: Components.Schemas.FriendRequestLists,
                 tags: [Components.Schemas.LiveTag],
                 todos: [Components.Schemas.LiveTodo],
                 dailyStats: [Components.Schemas.LiveDailyStat]
             ) {
                 self.user = user
+                self.friends = friends
+                self.friendRequests = friendRequests
                 self.tags = tags
                 self.todos = todos
                 self.dailyStats = dailyStats
             }
             internal enum CodingKeys: String, CodingKey {
                 case user
+                case friends
+                case friendRequests
                 case tags
                 case todos
                 case dailyStats

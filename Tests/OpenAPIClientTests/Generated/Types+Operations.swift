@@ -1365,6 +1365,2972 @@ internal enum Operations {
             }
         }
     }
+    /// The signed-in account, with its nickname
+    ///
+    /// - Remark: HTTP `GET /api/v1/account`.
+    /// - Remark: Generated from `#/paths//api/v1/account/get(getAccount)`.
+    internal enum GetAccount {
+        internal static let id: Swift.String = "getAccount"
+        internal struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/api/v1/account/GET/header`.
+            internal struct Headers: Sendable, Hashable {
+                internal var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.GetAccount.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - accept:
+                internal init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.GetAccount.AcceptableContentType>] = .defaultValues()) {
+                    self.accept = accept
+                }
+            }
+            internal var headers: Operations.GetAccount.Input.Headers
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - headers:
+            internal init(headers: Operations.GetAccount.Input.Headers = .init()) {
+                self.headers = headers
+            }
+        }
+        internal enum Output: Sendable, Hashable {
+            internal struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/api/v1/account/GET/responses/200/content`.
+                internal enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/api/v1/account/GET/responses/200/content/application\/json`.
+                    case json(Components.Schemas.Account)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    internal var json: Components.Schemas.Account {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                internal var body: Operations.GetAccount.Output.Ok.Body
+                /// Creates a new `Ok`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                internal init(body: Operations.GetAccount.Output.Ok.Body) {
+                    self.body = body
+                }
+            }
+            /// The account.
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/account/get(getAccount)/responses/200`.
+            ///
+            /// HTTP response code: `200 ok`.
+            case ok(Operations.GetAccount.Output.Ok)
+            /// The associated value of the enum case if `self` is `.ok`.
+            ///
+            /// - Throws: An error if `self` is not `.ok`.
+            /// - SeeAlso: `.ok`.
+            internal var ok: Operations.GetAccount.Output.Ok {
+                get throws {
+                    switch self {
+                    case let .ok(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "ok",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Missing, unknown, revoked or expired bearer token; or a failed login (same message whether or not the email exists).
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/account/get(getAccount)/responses/401`.
+            ///
+            /// HTTP response code: `401 unauthorized`.
+            case unauthorized(Components.Responses.Unauthorized)
+            /// The associated value of the enum case if `self` is `.unauthorized`.
+            ///
+            /// - Throws: An error if `self` is not `.unauthorized`.
+            /// - SeeAlso: `.unauthorized`.
+            internal var unauthorized: Components.Responses.Unauthorized {
+                get throws {
+                    switch self {
+                    case let .unauthorized(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unauthorized",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Too many requests to `/api/v1/auth/*` from one address (nginx), too many failed logins
+            /// for one account (login; answered the same whether or not the email exists), too many
+            /// requests in flight for one account (counted per account, whatever token or spelling of
+            /// the `Authorization` header carries them: `TODOSYNC_ACCOUNT_IN_FLIGHT` per responder
+            /// process, and nginx's per-token limit in front), too many open connections from one
+            /// address (a configurable cap, idle keep-alive ones included: each request on a connection
+            /// over it, which is then closed), an account past its share of a responder's CPU while
+            /// other accounts wait, or an account quota reached. Wait `Retry-After` seconds.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/account/get(getAccount)/responses/429`.
+            ///
+            /// HTTP response code: `429 tooManyRequests`.
+            case tooManyRequests(Components.Responses.RateLimited)
+            /// The associated value of the enum case if `self` is `.tooManyRequests`.
+            ///
+            /// - Throws: An error if `self` is not `.tooManyRequests`.
+            /// - SeeAlso: `.tooManyRequests`.
+            internal var tooManyRequests: Components.Responses.RateLimited {
+                get throws {
+                    switch self {
+                    case let .tooManyRequests(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "tooManyRequests",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The database is unreachable, no responder answers, or the server is overloaded:
+            /// nothing was applied. Retry after `Retry-After` seconds; the server recovers by itself
+            /// when the database returns.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/account/get(getAccount)/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Components.Responses.Unavailable)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            internal var serviceUnavailable: Components.Responses.Unavailable {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Undocumented response.
+            ///
+            /// A response with a code that is not documented in the OpenAPI document.
+            case undocumented(statusCode: Swift.Int, OpenAPIRuntime.UndocumentedPayload)
+        }
+        internal enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case other(Swift.String)
+            internal init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            internal var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                }
+            }
+            internal static var allCases: [Self] {
+                [
+                    .json
+                ]
+            }
+        }
+    }
+    /// Set or clear the nickname
+    ///
+    /// The nickname is kept trimmed of surrounding whitespace: 1–40 Unicode scalars, no
+    /// control character, no format (Cf) character but U+200C and U+200D (else 422, and the
+    /// old value stays). null clears it; a body without `nickname` changes nothing. A change is
+    /// announced to friends' `friends=1` streams (`{"friendId": null}`).
+    ///
+    ///
+    /// - Remark: HTTP `PATCH /api/v1/account`.
+    /// - Remark: Generated from `#/paths//api/v1/account/patch(updateAccount)`.
+    internal enum UpdateAccount {
+        internal static let id: Swift.String = "updateAccount"
+        internal struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/api/v1/account/PATCH/header`.
+            internal struct Headers: Sendable, Hashable {
+                internal var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.UpdateAccount.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - accept:
+                internal init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.UpdateAccount.AcceptableContentType>] = .defaultValues()) {
+                    self.accept = accept
+                }
+            }
+            internal var headers: Operations.UpdateAccount.Input.Headers
+            /// - Remark: Generated from `#/paths/api/v1/account/PATCH/requestBody`.
+            internal enum Body: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/api/v1/account/PATCH/requestBody/content/application\/json`.
+                case json(Components.Schemas.AccountPatch)
+            }
+            internal var body: Operations.UpdateAccount.Input.Body
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - headers:
+            ///   - body:
+            internal init(
+                headers: Operations.UpdateAccount.Input.Headers = .init(),
+                body: Operations.UpdateAccount.Input.Body
+            ) {
+                self.headers = headers
+                self.body = body
+            }
+        }
+        internal enum Output: Sendable, Hashable {
+            internal struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/api/v1/account/PATCH/responses/200/content`.
+                internal enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/api/v1/account/PATCH/responses/200/content/application\/json`.
+                    case json(Components.Schemas.Account)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    internal var json: Components.Schemas.Account {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                internal var body: Operations.UpdateAccount.Output.Ok.Body
+                /// Creates a new `Ok`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                internal init(body: Operations.UpdateAccount.Output.Ok.Body) {
+                    self.body = body
+                }
+            }
+            /// The account as it is now.
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/account/patch(updateAccount)/responses/200`.
+            ///
+            /// HTTP response code: `200 ok`.
+            case ok(Operations.UpdateAccount.Output.Ok)
+            /// The associated value of the enum case if `self` is `.ok`.
+            ///
+            /// - Throws: An error if `self` is not `.ok`.
+            /// - SeeAlso: `.ok`.
+            internal var ok: Operations.UpdateAccount.Output.Ok {
+                get throws {
+                    switch self {
+                    case let .ok(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "ok",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// `malformed_json`: the body is not parseable JSON (or is empty where one is required).
+            /// `bad_request`: a query or path parameter is missing, malformed or out of range (or
+            /// nginx could not parse the HTTP request).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/account/patch(updateAccount)/responses/400`.
+            ///
+            /// HTTP response code: `400 badRequest`.
+            case badRequest(Components.Responses.BadRequest)
+            /// The associated value of the enum case if `self` is `.badRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.badRequest`.
+            /// - SeeAlso: `.badRequest`.
+            internal var badRequest: Components.Responses.BadRequest {
+                get throws {
+                    switch self {
+                    case let .badRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "badRequest",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Missing, unknown, revoked or expired bearer token; or a failed login (same message whether or not the email exists).
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/account/patch(updateAccount)/responses/401`.
+            ///
+            /// HTTP response code: `401 unauthorized`.
+            case unauthorized(Components.Responses.Unauthorized)
+            /// The associated value of the enum case if `self` is `.unauthorized`.
+            ///
+            /// - Throws: An error if `self` is not `.unauthorized`.
+            /// - SeeAlso: `.unauthorized`.
+            internal var unauthorized: Components.Responses.Unauthorized {
+                get throws {
+                    switch self {
+                    case let .unauthorized(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unauthorized",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The body is over 1 MiB, or over 1 KiB on a route that takes no body (every GET, HEAD and DELETE, and logout; a body of undeclared length there too), refused before it is read (nginx may answer this itself, in this JSON form). The 1 KiB refusal applies to every GET, HEAD and DELETE operation below, though they do not list it.
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/account/patch(updateAccount)/responses/413`.
+            ///
+            /// HTTP response code: `413 contentTooLarge`.
+            case contentTooLarge(Components.Responses.PayloadTooLarge)
+            /// The associated value of the enum case if `self` is `.contentTooLarge`.
+            ///
+            /// - Throws: An error if `self` is not `.contentTooLarge`.
+            /// - SeeAlso: `.contentTooLarge`.
+            internal var contentTooLarge: Components.Responses.PayloadTooLarge {
+                get throws {
+                    switch self {
+                    case let .contentTooLarge(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "contentTooLarge",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The body's `Content-Type` is not `application/json` (or names a charset other than
+            /// UTF-8), or a non-empty body has no `Content-Type`.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/account/patch(updateAccount)/responses/415`.
+            ///
+            /// HTTP response code: `415 unsupportedMediaType`.
+            case unsupportedMediaType(Components.Responses.UnsupportedMediaType)
+            /// The associated value of the enum case if `self` is `.unsupportedMediaType`.
+            ///
+            /// - Throws: An error if `self` is not `.unsupportedMediaType`.
+            /// - SeeAlso: `.unsupportedMediaType`.
+            internal var unsupportedMediaType: Components.Responses.UnsupportedMediaType {
+                get throws {
+                    switch self {
+                    case let .unsupportedMediaType(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unsupportedMediaType",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Well-formed JSON with wrong types or values (or not an object); `details` names each field.
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/account/patch(updateAccount)/responses/422`.
+            ///
+            /// HTTP response code: `422 unprocessableContent`.
+            case unprocessableContent(Components.Responses.ValidationFailed)
+            /// The associated value of the enum case if `self` is `.unprocessableContent`.
+            ///
+            /// - Throws: An error if `self` is not `.unprocessableContent`.
+            /// - SeeAlso: `.unprocessableContent`.
+            internal var unprocessableContent: Components.Responses.ValidationFailed {
+                get throws {
+                    switch self {
+                    case let .unprocessableContent(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unprocessableContent",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Too many requests to `/api/v1/auth/*` from one address (nginx), too many failed logins
+            /// for one account (login; answered the same whether or not the email exists), too many
+            /// requests in flight for one account (counted per account, whatever token or spelling of
+            /// the `Authorization` header carries them: `TODOSYNC_ACCOUNT_IN_FLIGHT` per responder
+            /// process, and nginx's per-token limit in front), too many open connections from one
+            /// address (a configurable cap, idle keep-alive ones included: each request on a connection
+            /// over it, which is then closed), an account past its share of a responder's CPU while
+            /// other accounts wait, or an account quota reached. Wait `Retry-After` seconds.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/account/patch(updateAccount)/responses/429`.
+            ///
+            /// HTTP response code: `429 tooManyRequests`.
+            case tooManyRequests(Components.Responses.RateLimited)
+            /// The associated value of the enum case if `self` is `.tooManyRequests`.
+            ///
+            /// - Throws: An error if `self` is not `.tooManyRequests`.
+            /// - SeeAlso: `.tooManyRequests`.
+            internal var tooManyRequests: Components.Responses.RateLimited {
+                get throws {
+                    switch self {
+                    case let .tooManyRequests(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "tooManyRequests",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The database is unreachable, no responder answers, or the server is overloaded:
+            /// nothing was applied. Retry after `Retry-After` seconds; the server recovers by itself
+            /// when the database returns.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/account/patch(updateAccount)/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Components.Responses.Unavailable)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            internal var serviceUnavailable: Components.Responses.Unavailable {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The server cannot tell whether the write was applied: nginx handed it to a responder, then timed out waiting (fastcgi_read_timeout) or lost the responder. Retry only with the same `clientId`, `opId` or `Idempotency-Key`, which is always safe.
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/account/patch(updateAccount)/responses/504`.
+            ///
+            /// HTTP response code: `504 gatewayTimeout`.
+            case gatewayTimeout(Components.Responses.OutcomeUnknown)
+            /// The associated value of the enum case if `self` is `.gatewayTimeout`.
+            ///
+            /// - Throws: An error if `self` is not `.gatewayTimeout`.
+            /// - SeeAlso: `.gatewayTimeout`.
+            internal var gatewayTimeout: Components.Responses.OutcomeUnknown {
+                get throws {
+                    switch self {
+                    case let .gatewayTimeout(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "gatewayTimeout",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Undocumented response.
+            ///
+            /// A response with a code that is not documented in the OpenAPI document.
+            case undocumented(statusCode: Swift.Int, OpenAPIRuntime.UndocumentedPayload)
+        }
+        internal enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case other(Swift.String)
+            internal init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            internal var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                }
+            }
+            internal static var allCases: [Self] {
+                [
+                    .json
+                ]
+            }
+        }
+    }
+    /// Pending friend requests, both ways
+    ///
+    /// Each list newest first. A declined request stays in its sender's `outgoing` (pending,
+    /// cancellable) until it expires; an expired one is in neither list.
+    ///
+    ///
+    /// - Remark: HTTP `GET /api/v1/friends/requests`.
+    /// - Remark: Generated from `#/paths//api/v1/friends/requests/get(listFriendRequests)`.
+    internal enum ListFriendRequests {
+        internal static let id: Swift.String = "listFriendRequests"
+        internal struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/api/v1/friends/requests/GET/header`.
+            internal struct Headers: Sendable, Hashable {
+                internal var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.ListFriendRequests.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - accept:
+                internal init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.ListFriendRequests.AcceptableContentType>] = .defaultValues()) {
+                    self.accept = accept
+                }
+            }
+            internal var headers: Operations.ListFriendRequests.Input.Headers
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - headers:
+            internal init(headers: Operations.ListFriendRequests.Input.Headers = .init()) {
+                self.headers = headers
+            }
+        }
+        internal enum Output: Sendable, Hashable {
+            internal struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/api/v1/friends/requests/GET/responses/200/content`.
+                internal enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/api/v1/friends/requests/GET/responses/200/content/application\/json`.
+                    case json(Components.Schemas.FriendRequestLists)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    internal var json: Components.Schemas.FriendRequestLists {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                internal var body: Operations.ListFriendRequests.Output.Ok.Body
+                /// Creates a new `Ok`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                internal init(body: Operations.ListFriendRequests.Output.Ok.Body) {
+                    self.body = body
+                }
+            }
+            /// The requests.
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/friends/requests/get(listFriendRequests)/responses/200`.
+            ///
+            /// HTTP response code: `200 ok`.
+            case ok(Operations.ListFriendRequests.Output.Ok)
+            /// The associated value of the enum case if `self` is `.ok`.
+            ///
+            /// - Throws: An error if `self` is not `.ok`.
+            /// - SeeAlso: `.ok`.
+            internal var ok: Operations.ListFriendRequests.Output.Ok {
+                get throws {
+                    switch self {
+                    case let .ok(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "ok",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Missing, unknown, revoked or expired bearer token; or a failed login (same message whether or not the email exists).
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/friends/requests/get(listFriendRequests)/responses/401`.
+            ///
+            /// HTTP response code: `401 unauthorized`.
+            case unauthorized(Components.Responses.Unauthorized)
+            /// The associated value of the enum case if `self` is `.unauthorized`.
+            ///
+            /// - Throws: An error if `self` is not `.unauthorized`.
+            /// - SeeAlso: `.unauthorized`.
+            internal var unauthorized: Components.Responses.Unauthorized {
+                get throws {
+                    switch self {
+                    case let .unauthorized(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unauthorized",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Too many requests to `/api/v1/auth/*` from one address (nginx), too many failed logins
+            /// for one account (login; answered the same whether or not the email exists), too many
+            /// requests in flight for one account (counted per account, whatever token or spelling of
+            /// the `Authorization` header carries them: `TODOSYNC_ACCOUNT_IN_FLIGHT` per responder
+            /// process, and nginx's per-token limit in front), too many open connections from one
+            /// address (a configurable cap, idle keep-alive ones included: each request on a connection
+            /// over it, which is then closed), an account past its share of a responder's CPU while
+            /// other accounts wait, or an account quota reached. Wait `Retry-After` seconds.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/friends/requests/get(listFriendRequests)/responses/429`.
+            ///
+            /// HTTP response code: `429 tooManyRequests`.
+            case tooManyRequests(Components.Responses.RateLimited)
+            /// The associated value of the enum case if `self` is `.tooManyRequests`.
+            ///
+            /// - Throws: An error if `self` is not `.tooManyRequests`.
+            /// - SeeAlso: `.tooManyRequests`.
+            internal var tooManyRequests: Components.Responses.RateLimited {
+                get throws {
+                    switch self {
+                    case let .tooManyRequests(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "tooManyRequests",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The database is unreachable, no responder answers, or the server is overloaded:
+            /// nothing was applied. Retry after `Retry-After` seconds; the server recovers by itself
+            /// when the database returns.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/friends/requests/get(listFriendRequests)/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Components.Responses.Unavailable)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            internal var serviceUnavailable: Components.Responses.Unavailable {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Undocumented response.
+            ///
+            /// A response with a code that is not documented in the OpenAPI document.
+            case undocumented(statusCode: Swift.Int, OpenAPIRuntime.UndocumentedPayload)
+        }
+        internal enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case other(Swift.String)
+            internal init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            internal var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                }
+            }
+            internal static var allCases: [Self] {
+                [
+                    .json
+                ]
+            }
+        }
+    }
+    /// Ask an email for friendship
+    ///
+    /// 202 `{}` whatever the email names (an account, none, a friend, a pending request): no
+    /// answer tells whether an account exists. The user's own email is 422. A repeat of a
+    /// pending request, or a request to a friend, changes nothing; a request to an account that
+    /// has a pending request to this user makes the two friends at once (409 `friend_limit`
+    /// when either has 500). At most 20 requests per account in any 60 minutes (429 with
+    /// `Retry-After`). A request expires 30 days after it was sent.
+    ///
+    ///
+    /// - Remark: HTTP `POST /api/v1/friends/requests`.
+    /// - Remark: Generated from `#/paths//api/v1/friends/requests/post(sendFriendRequest)`.
+    internal enum SendFriendRequest {
+        internal static let id: Swift.String = "sendFriendRequest"
+        internal struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/api/v1/friends/requests/POST/header`.
+            internal struct Headers: Sendable, Hashable {
+                /// Makes this POST exactly-once for this user: a repeat with the same key and the same
+                /// method, path and body gets the stored status and body and changes nothing. The same key
+                /// with a different request is 422 `idempotency_key_reused`; a repeat while the first
+                /// request is still running is 409 `request_in_progress` (with `Retry-After`). Keys are
+                /// kept at least 24 hours and belong to one user. A key is 1–100 printable ASCII characters
+                /// (U+0020–U+007E; a UUID is a good key); any other value is 400 `bad_request` and nothing
+                /// is done. Only answers of a request that was applied (2xx) are kept: after an error
+                /// (4xx, 503) the key is free again and a retry runs afresh. On logout a repeat is 401, as
+                /// the token is gone. Push needs none (opIds do this).
+                ///
+                ///
+                /// - Remark: Generated from `#/paths/api/v1/friends/requests/POST/header/Idempotency-Key`.
+                internal var idempotencyKey: Components.Parameters.IdempotencyKey?
+                internal var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.SendFriendRequest.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - idempotencyKey: Makes this POST exactly-once for this user: a repeat with the same key and the same
+                ///   - accept:
+                internal init(
+                    idempotencyKey: Components.Parameters.IdempotencyKey? = nil,
+                    accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.SendFriendRequest.AcceptableContentType>] = .defaultValues()
+                ) {
+                    self.idempotencyKey = idempotencyKey
+                    self.accept = accept
+                }
+            }
+            internal var headers: Operations.SendFriendRequest.Input.Headers
+            /// - Remark: Generated from `#/paths/api/v1/friends/requests/POST/requestBody`.
+            internal enum Body: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/api/v1/friends/requests/POST/requestBody/content/application\/json`.
+                case json(Components.Schemas.FriendRequestCreate)
+            }
+            internal var body: Operations.SendFriendRequest.Input.Body
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - headers:
+            ///   - body:
+            internal init(
+                headers: Operations.SendFriendRequest.Input.Headers = .init(),
+                body: Operations.SendFriendRequest.Input.Body
+            ) {
+                self.headers = headers
+                self.body = body
+            }
+        }
+        internal enum Output: Sendable, Hashable {
+            internal struct Accepted: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/api/v1/friends/requests/POST/responses/202/content`.
+                internal enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/api/v1/friends/requests/POST/responses/202/content/application\/json`.
+                    case json(OpenAPIRuntime.OpenAPIObjectContainer)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    internal var json: OpenAPIRuntime.OpenAPIObjectContainer {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                internal var body: Operations.SendFriendRequest.Output.Accepted.Body
+                /// Creates a new `Accepted`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                internal init(body: Operations.SendFriendRequest.Output.Accepted.Body) {
+                    self.body = body
+                }
+            }
+            /// Stored (or nothing to change).
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/friends/requests/post(sendFriendRequest)/responses/202`.
+            ///
+            /// HTTP response code: `202 accepted`.
+            case accepted(Operations.SendFriendRequest.Output.Accepted)
+            /// The associated value of the enum case if `self` is `.accepted`.
+            ///
+            /// - Throws: An error if `self` is not `.accepted`.
+            /// - SeeAlso: `.accepted`.
+            internal var accepted: Operations.SendFriendRequest.Output.Accepted {
+                get throws {
+                    switch self {
+                    case let .accepted(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "accepted",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// `malformed_json`: the body is not parseable JSON (or is empty where one is required).
+            /// `bad_request`: a query or path parameter is missing, malformed or out of range (or
+            /// nginx could not parse the HTTP request).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/friends/requests/post(sendFriendRequest)/responses/400`.
+            ///
+            /// HTTP response code: `400 badRequest`.
+            case badRequest(Components.Responses.BadRequest)
+            /// The associated value of the enum case if `self` is `.badRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.badRequest`.
+            /// - SeeAlso: `.badRequest`.
+            internal var badRequest: Components.Responses.BadRequest {
+                get throws {
+                    switch self {
+                    case let .badRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "badRequest",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Missing, unknown, revoked or expired bearer token; or a failed login (same message whether or not the email exists).
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/friends/requests/post(sendFriendRequest)/responses/401`.
+            ///
+            /// HTTP response code: `401 unauthorized`.
+            case unauthorized(Components.Responses.Unauthorized)
+            /// The associated value of the enum case if `self` is `.unauthorized`.
+            ///
+            /// - Throws: An error if `self` is not `.unauthorized`.
+            /// - SeeAlso: `.unauthorized`.
+            internal var unauthorized: Components.Responses.Unauthorized {
+                get throws {
+                    switch self {
+                    case let .unauthorized(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unauthorized",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// `friend_limit`: either user already has 500 friends, and nothing changed; or
+            /// `request_in_progress`: an `Idempotency-Key` whose first request is still running
+            /// (with `Retry-After`).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/friends/requests/post(sendFriendRequest)/responses/409`.
+            ///
+            /// HTTP response code: `409 conflict`.
+            case conflict(Components.Responses.FriendLimitOrInProgress)
+            /// The associated value of the enum case if `self` is `.conflict`.
+            ///
+            /// - Throws: An error if `self` is not `.conflict`.
+            /// - SeeAlso: `.conflict`.
+            internal var conflict: Components.Responses.FriendLimitOrInProgress {
+                get throws {
+                    switch self {
+                    case let .conflict(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "conflict",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The body is over 1 MiB, or over 1 KiB on a route that takes no body (every GET, HEAD and DELETE, and logout; a body of undeclared length there too), refused before it is read (nginx may answer this itself, in this JSON form). The 1 KiB refusal applies to every GET, HEAD and DELETE operation below, though they do not list it.
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/friends/requests/post(sendFriendRequest)/responses/413`.
+            ///
+            /// HTTP response code: `413 contentTooLarge`.
+            case contentTooLarge(Components.Responses.PayloadTooLarge)
+            /// The associated value of the enum case if `self` is `.contentTooLarge`.
+            ///
+            /// - Throws: An error if `self` is not `.contentTooLarge`.
+            /// - SeeAlso: `.contentTooLarge`.
+            internal var contentTooLarge: Components.Responses.PayloadTooLarge {
+                get throws {
+                    switch self {
+                    case let .contentTooLarge(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "contentTooLarge",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The body's `Content-Type` is not `application/json` (or names a charset other than
+            /// UTF-8), or a non-empty body has no `Content-Type`.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/friends/requests/post(sendFriendRequest)/responses/415`.
+            ///
+            /// HTTP response code: `415 unsupportedMediaType`.
+            case unsupportedMediaType(Components.Responses.UnsupportedMediaType)
+            /// The associated value of the enum case if `self` is `.unsupportedMediaType`.
+            ///
+            /// - Throws: An error if `self` is not `.unsupportedMediaType`.
+            /// - SeeAlso: `.unsupportedMediaType`.
+            internal var unsupportedMediaType: Components.Responses.UnsupportedMediaType {
+                get throws {
+                    switch self {
+                    case let .unsupportedMediaType(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unsupportedMediaType",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// `validation_failed`: well-formed JSON with wrong types or values (or not an object);
+            /// `details` names each field. `idempotency_key_reused`: this `Idempotency-Key` was used
+            /// for a different request; nothing was done.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/friends/requests/post(sendFriendRequest)/responses/422`.
+            ///
+            /// HTTP response code: `422 unprocessableContent`.
+            case unprocessableContent(Components.Responses.ValidationFailedOrKeyReused)
+            /// The associated value of the enum case if `self` is `.unprocessableContent`.
+            ///
+            /// - Throws: An error if `self` is not `.unprocessableContent`.
+            /// - SeeAlso: `.unprocessableContent`.
+            internal var unprocessableContent: Components.Responses.ValidationFailedOrKeyReused {
+                get throws {
+                    switch self {
+                    case let .unprocessableContent(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unprocessableContent",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Too many requests to `/api/v1/auth/*` from one address (nginx), too many failed logins
+            /// for one account (login; answered the same whether or not the email exists), too many
+            /// requests in flight for one account (counted per account, whatever token or spelling of
+            /// the `Authorization` header carries them: `TODOSYNC_ACCOUNT_IN_FLIGHT` per responder
+            /// process, and nginx's per-token limit in front), too many open connections from one
+            /// address (a configurable cap, idle keep-alive ones included: each request on a connection
+            /// over it, which is then closed), an account past its share of a responder's CPU while
+            /// other accounts wait, or an account quota reached. Wait `Retry-After` seconds.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/friends/requests/post(sendFriendRequest)/responses/429`.
+            ///
+            /// HTTP response code: `429 tooManyRequests`.
+            case tooManyRequests(Components.Responses.RateLimited)
+            /// The associated value of the enum case if `self` is `.tooManyRequests`.
+            ///
+            /// - Throws: An error if `self` is not `.tooManyRequests`.
+            /// - SeeAlso: `.tooManyRequests`.
+            internal var tooManyRequests: Components.Responses.RateLimited {
+                get throws {
+                    switch self {
+                    case let .tooManyRequests(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "tooManyRequests",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The database is unreachable, no responder answers, or the server is overloaded:
+            /// nothing was applied. Retry after `Retry-After` seconds; the server recovers by itself
+            /// when the database returns.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/friends/requests/post(sendFriendRequest)/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Components.Responses.Unavailable)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            internal var serviceUnavailable: Components.Responses.Unavailable {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The server cannot tell whether the write was applied: nginx handed it to a responder, then timed out waiting (fastcgi_read_timeout) or lost the responder. Retry only with the same `clientId`, `opId` or `Idempotency-Key`, which is always safe.
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/friends/requests/post(sendFriendRequest)/responses/504`.
+            ///
+            /// HTTP response code: `504 gatewayTimeout`.
+            case gatewayTimeout(Components.Responses.OutcomeUnknown)
+            /// The associated value of the enum case if `self` is `.gatewayTimeout`.
+            ///
+            /// - Throws: An error if `self` is not `.gatewayTimeout`.
+            /// - SeeAlso: `.gatewayTimeout`.
+            internal var gatewayTimeout: Components.Responses.OutcomeUnknown {
+                get throws {
+                    switch self {
+                    case let .gatewayTimeout(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "gatewayTimeout",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Undocumented response.
+            ///
+            /// A response with a code that is not documented in the OpenAPI document.
+            case undocumented(statusCode: Swift.Int, OpenAPIRuntime.UndocumentedPayload)
+        }
+        internal enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case other(Swift.String)
+            internal init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            internal var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                }
+            }
+            internal static var allCases: [Self] {
+                [
+                    .json
+                ]
+            }
+        }
+    }
+    /// Accept an incoming request
+    ///
+    /// - Remark: HTTP `POST /api/v1/friends/requests/{id}/accept`.
+    /// - Remark: Generated from `#/paths//api/v1/friends/requests/{id}/accept/post(acceptFriendRequest)`.
+    internal enum AcceptFriendRequest {
+        internal static let id: Swift.String = "acceptFriendRequest"
+        internal struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/api/v1/friends/requests/{id}/accept/POST/path`.
+            internal struct Path: Sendable, Hashable {
+                /// A server-assigned record id. Anything that is not a positive integer (`0`, `-1`,
+                /// `abc`) is 404 `not_found`, as is an id of a deleted record or of another user's record.
+                ///
+                ///
+                /// - Remark: Generated from `#/paths/api/v1/friends/requests/{id}/accept/POST/path/id`.
+                internal var id: Components.Parameters.Id
+                /// Creates a new `Path`.
+                ///
+                /// - Parameters:
+                ///   - id: A server-assigned record id. Anything that is not a positive integer (`0`, `-1`,
+                internal init(id: Components.Parameters.Id) {
+                    self.id = id
+                }
+            }
+            internal var path: Operations.AcceptFriendRequest.Input.Path
+            /// - Remark: Generated from `#/paths/api/v1/friends/requests/{id}/accept/POST/header`.
+            internal struct Headers: Sendable, Hashable {
+                /// Makes this POST exactly-once for this user: a repeat with the same key and the same
+                /// method, path and body gets the stored status and body and changes nothing. The same key
+                /// with a different request is 422 `idempotency_key_reused`; a repeat while the first
+                /// request is still running is 409 `request_in_progress` (with `Retry-After`). Keys are
+                /// kept at least 24 hours and belong to one user. A key is 1–100 printable ASCII characters
+                /// (U+0020–U+007E; a UUID is a good key); any other value is 400 `bad_request` and nothing
+                /// is done. Only answers of a request that was applied (2xx) are kept: after an error
+                /// (4xx, 503) the key is free again and a retry runs afresh. On logout a repeat is 401, as
+                /// the token is gone. Push needs none (opIds do this).
+                ///
+                ///
+                /// - Remark: Generated from `#/paths/api/v1/friends/requests/{id}/accept/POST/header/Idempotency-Key`.
+                internal var idempotencyKey: Components.Parameters.IdempotencyKey?
+                internal var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.AcceptFriendRequest.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - idempotencyKey: Makes this POST exactly-once for this user: a repeat with the same key and the same
+                ///   - accept:
+                internal init(
+                    idempotencyKey: Components.Parameters.IdempotencyKey? = nil,
+                    accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.AcceptFriendRequest.AcceptableContentType>] = .defaultValues()
+                ) {
+                    self.idempotencyKey = idempotencyKey
+                    self.accept = accept
+                }
+            }
+            internal var headers: Operations.AcceptFriendRequest.Input.Headers
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - path:
+            ///   - headers:
+            internal init(
+                path: Operations.AcceptFriendRequest.Input.Path,
+                headers: Operations.AcceptFriendRequest.Input.Headers = .init()
+            ) {
+                self.path = path
+                self.headers = headers
+            }
+        }
+        internal enum Output: Sendable, Hashable {
+            internal struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/api/v1/friends/requests/{id}/accept/POST/responses/200/content`.
+                internal enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/api/v1/friends/requests/{id}/accept/POST/responses/200/content/application\/json`.
+                    case json(Components.Schemas.Friend)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    internal var json: Components.Schemas.Friend {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                internal var body: Operations.AcceptFriendRequest.Output.Ok.Body
+                /// Creates a new `Ok`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                internal init(body: Operations.AcceptFriendRequest.Output.Ok.Body) {
+                    self.body = body
+                }
+            }
+            /// The sender, now a friend.
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/friends/requests/{id}/accept/post(acceptFriendRequest)/responses/200`.
+            ///
+            /// HTTP response code: `200 ok`.
+            case ok(Operations.AcceptFriendRequest.Output.Ok)
+            /// The associated value of the enum case if `self` is `.ok`.
+            ///
+            /// - Throws: An error if `self` is not `.ok`.
+            /// - SeeAlso: `.ok`.
+            internal var ok: Operations.AcceptFriendRequest.Output.Ok {
+                get throws {
+                    switch self {
+                    case let .ok(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "ok",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Missing, unknown, revoked or expired bearer token; or a failed login (same message whether or not the email exists).
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/friends/requests/{id}/accept/post(acceptFriendRequest)/responses/401`.
+            ///
+            /// HTTP response code: `401 unauthorized`.
+            case unauthorized(Components.Responses.Unauthorized)
+            /// The associated value of the enum case if `self` is `.unauthorized`.
+            ///
+            /// - Throws: An error if `self` is not `.unauthorized`.
+            /// - SeeAlso: `.unauthorized`.
+            internal var unauthorized: Components.Responses.Unauthorized {
+                get throws {
+                    switch self {
+                    case let .unauthorized(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unauthorized",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// No such live record for this user (another user's record, a deleted record, or an id that is not a positive integer), or no such route.
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/friends/requests/{id}/accept/post(acceptFriendRequest)/responses/404`.
+            ///
+            /// HTTP response code: `404 notFound`.
+            case notFound(Components.Responses.NotFound)
+            /// The associated value of the enum case if `self` is `.notFound`.
+            ///
+            /// - Throws: An error if `self` is not `.notFound`.
+            /// - SeeAlso: `.notFound`.
+            internal var notFound: Components.Responses.NotFound {
+                get throws {
+                    switch self {
+                    case let .notFound(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "notFound",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// `friend_limit`: either user already has 500 friends, and nothing changed; or
+            /// `request_in_progress`: an `Idempotency-Key` whose first request is still running
+            /// (with `Retry-After`).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/friends/requests/{id}/accept/post(acceptFriendRequest)/responses/409`.
+            ///
+            /// HTTP response code: `409 conflict`.
+            case conflict(Components.Responses.FriendLimitOrInProgress)
+            /// The associated value of the enum case if `self` is `.conflict`.
+            ///
+            /// - Throws: An error if `self` is not `.conflict`.
+            /// - SeeAlso: `.conflict`.
+            internal var conflict: Components.Responses.FriendLimitOrInProgress {
+                get throws {
+                    switch self {
+                    case let .conflict(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "conflict",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// This `Idempotency-Key` was used for a different request (method, path or body); nothing was done.
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/friends/requests/{id}/accept/post(acceptFriendRequest)/responses/422`.
+            ///
+            /// HTTP response code: `422 unprocessableContent`.
+            case unprocessableContent(Components.Responses.IdempotencyKeyReused)
+            /// The associated value of the enum case if `self` is `.unprocessableContent`.
+            ///
+            /// - Throws: An error if `self` is not `.unprocessableContent`.
+            /// - SeeAlso: `.unprocessableContent`.
+            internal var unprocessableContent: Components.Responses.IdempotencyKeyReused {
+                get throws {
+                    switch self {
+                    case let .unprocessableContent(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unprocessableContent",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Too many requests to `/api/v1/auth/*` from one address (nginx), too many failed logins
+            /// for one account (login; answered the same whether or not the email exists), too many
+            /// requests in flight for one account (counted per account, whatever token or spelling of
+            /// the `Authorization` header carries them: `TODOSYNC_ACCOUNT_IN_FLIGHT` per responder
+            /// process, and nginx's per-token limit in front), too many open connections from one
+            /// address (a configurable cap, idle keep-alive ones included: each request on a connection
+            /// over it, which is then closed), an account past its share of a responder's CPU while
+            /// other accounts wait, or an account quota reached. Wait `Retry-After` seconds.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/friends/requests/{id}/accept/post(acceptFriendRequest)/responses/429`.
+            ///
+            /// HTTP response code: `429 tooManyRequests`.
+            case tooManyRequests(Components.Responses.RateLimited)
+            /// The associated value of the enum case if `self` is `.tooManyRequests`.
+            ///
+            /// - Throws: An error if `self` is not `.tooManyRequests`.
+            /// - SeeAlso: `.tooManyRequests`.
+            internal var tooManyRequests: Components.Responses.RateLimited {
+                get throws {
+                    switch self {
+                    case let .tooManyRequests(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "tooManyRequests",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The database is unreachable, no responder answers, or the server is overloaded:
+            /// nothing was applied. Retry after `Retry-After` seconds; the server recovers by itself
+            /// when the database returns.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/friends/requests/{id}/accept/post(acceptFriendRequest)/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Components.Responses.Unavailable)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            internal var serviceUnavailable: Components.Responses.Unavailable {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The server cannot tell whether the write was applied: nginx handed it to a responder, then timed out waiting (fastcgi_read_timeout) or lost the responder. Retry only with the same `clientId`, `opId` or `Idempotency-Key`, which is always safe.
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/friends/requests/{id}/accept/post(acceptFriendRequest)/responses/504`.
+            ///
+            /// HTTP response code: `504 gatewayTimeout`.
+            case gatewayTimeout(Components.Responses.OutcomeUnknown)
+            /// The associated value of the enum case if `self` is `.gatewayTimeout`.
+            ///
+            /// - Throws: An error if `self` is not `.gatewayTimeout`.
+            /// - SeeAlso: `.gatewayTimeout`.
+            internal var gatewayTimeout: Components.Responses.OutcomeUnknown {
+                get throws {
+                    switch self {
+                    case let .gatewayTimeout(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "gatewayTimeout",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Undocumented response.
+            ///
+            /// A response with a code that is not documented in the OpenAPI document.
+            case undocumented(statusCode: Swift.Int, OpenAPIRuntime.UndocumentedPayload)
+        }
+        internal enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case other(Swift.String)
+            internal init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            internal var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                }
+            }
+            internal static var allCases: [Self] {
+                [
+                    .json
+                ]
+            }
+        }
+    }
+    /// Decline an incoming request
+    ///
+    /// The recipient no longer sees it; to its sender it stays pending.
+    ///
+    /// - Remark: HTTP `POST /api/v1/friends/requests/{id}/decline`.
+    /// - Remark: Generated from `#/paths//api/v1/friends/requests/{id}/decline/post(declineFriendRequest)`.
+    internal enum DeclineFriendRequest {
+        internal static let id: Swift.String = "declineFriendRequest"
+        internal struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/api/v1/friends/requests/{id}/decline/POST/path`.
+            internal struct Path: Sendable, Hashable {
+                /// A server-assigned record id. Anything that is not a positive integer (`0`, `-1`,
+                /// `abc`) is 404 `not_found`, as is an id of a deleted record or of another user's record.
+                ///
+                ///
+                /// - Remark: Generated from `#/paths/api/v1/friends/requests/{id}/decline/POST/path/id`.
+                internal var id: Components.Parameters.Id
+                /// Creates a new `Path`.
+                ///
+                /// - Parameters:
+                ///   - id: A server-assigned record id. Anything that is not a positive integer (`0`, `-1`,
+                internal init(id: Components.Parameters.Id) {
+                    self.id = id
+                }
+            }
+            internal var path: Operations.DeclineFriendRequest.Input.Path
+            /// - Remark: Generated from `#/paths/api/v1/friends/requests/{id}/decline/POST/header`.
+            internal struct Headers: Sendable, Hashable {
+                /// Makes this POST exactly-once for this user: a repeat with the same key and the same
+                /// method, path and body gets the stored status and body and changes nothing. The same key
+                /// with a different request is 422 `idempotency_key_reused`; a repeat while the first
+                /// request is still running is 409 `request_in_progress` (with `Retry-After`). Keys are
+                /// kept at least 24 hours and belong to one user. A key is 1–100 printable ASCII characters
+                /// (U+0020–U+007E; a UUID is a good key); any other value is 400 `bad_request` and nothing
+                /// is done. Only answers of a request that was applied (2xx) are kept: after an error
+                /// (4xx, 503) the key is free again and a retry runs afresh. On logout a repeat is 401, as
+                /// the token is gone. Push needs none (opIds do this).
+                ///
+                ///
+                /// - Remark: Generated from `#/paths/api/v1/friends/requests/{id}/decline/POST/header/Idempotency-Key`.
+                internal var idempotencyKey: Components.Parameters.IdempotencyKey?
+                internal var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.DeclineFriendRequest.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - idempotencyKey: Makes this POST exactly-once for this user: a repeat with the same key and the same
+                ///   - accept:
+                internal init(
+                    idempotencyKey: Components.Parameters.IdempotencyKey? = nil,
+                    accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.DeclineFriendRequest.AcceptableContentType>] = .defaultValues()
+                ) {
+                    self.idempotencyKey = idempotencyKey
+                    self.accept = accept
+                }
+            }
+            internal var headers: Operations.DeclineFriendRequest.Input.Headers
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - path:
+            ///   - headers:
+            internal init(
+                path: Operations.DeclineFriendRequest.Input.Path,
+                headers: Operations.DeclineFriendRequest.Input.Headers = .init()
+            ) {
+                self.path = path
+                self.headers = headers
+            }
+        }
+        internal enum Output: Sendable, Hashable {
+            internal struct NoContent: Sendable, Hashable {
+                /// Creates a new `NoContent`.
+                internal init() {}
+            }
+            /// Declined.
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/friends/requests/{id}/decline/post(declineFriendRequest)/responses/204`.
+            ///
+            /// HTTP response code: `204 noContent`.
+            case noContent(Operations.DeclineFriendRequest.Output.NoContent)
+            /// Declined.
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/friends/requests/{id}/decline/post(declineFriendRequest)/responses/204`.
+            ///
+            /// HTTP response code: `204 noContent`.
+            internal static var noContent: Self {
+                .noContent(.init())
+            }
+            /// The associated value of the enum case if `self` is `.noContent`.
+            ///
+            /// - Throws: An error if `self` is not `.noContent`.
+            /// - SeeAlso: `.noContent`.
+            internal var noContent: Operations.DeclineFriendRequest.Output.NoContent {
+                get throws {
+                    switch self {
+                    case let .noContent(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "noContent",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Missing, unknown, revoked or expired bearer token; or a failed login (same message whether or not the email exists).
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/friends/requests/{id}/decline/post(declineFriendRequest)/responses/401`.
+            ///
+            /// HTTP response code: `401 unauthorized`.
+            case unauthorized(Components.Responses.Unauthorized)
+            /// The associated value of the enum case if `self` is `.unauthorized`.
+            ///
+            /// - Throws: An error if `self` is not `.unauthorized`.
+            /// - SeeAlso: `.unauthorized`.
+            internal var unauthorized: Components.Responses.Unauthorized {
+                get throws {
+                    switch self {
+                    case let .unauthorized(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unauthorized",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// No such live record for this user (another user's record, a deleted record, or an id that is not a positive integer), or no such route.
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/friends/requests/{id}/decline/post(declineFriendRequest)/responses/404`.
+            ///
+            /// HTTP response code: `404 notFound`.
+            case notFound(Components.Responses.NotFound)
+            /// The associated value of the enum case if `self` is `.notFound`.
+            ///
+            /// - Throws: An error if `self` is not `.notFound`.
+            /// - SeeAlso: `.notFound`.
+            internal var notFound: Components.Responses.NotFound {
+                get throws {
+                    switch self {
+                    case let .notFound(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "notFound",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// A request with this `Idempotency-Key` is still running; retry after `Retry-After` seconds
+            /// with the same key: 1 while the first is seen running; on Galera, where it cannot be seen,
+            /// the time until the key is taken over (its deadline plus 2 s). A key whose first request
+            /// is gone (its responder died) is taken over by the next repeat at once.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/friends/requests/{id}/decline/post(declineFriendRequest)/responses/409`.
+            ///
+            /// HTTP response code: `409 conflict`.
+            case conflict(Components.Responses.RequestInProgress)
+            /// The associated value of the enum case if `self` is `.conflict`.
+            ///
+            /// - Throws: An error if `self` is not `.conflict`.
+            /// - SeeAlso: `.conflict`.
+            internal var conflict: Components.Responses.RequestInProgress {
+                get throws {
+                    switch self {
+                    case let .conflict(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "conflict",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// This `Idempotency-Key` was used for a different request (method, path or body); nothing was done.
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/friends/requests/{id}/decline/post(declineFriendRequest)/responses/422`.
+            ///
+            /// HTTP response code: `422 unprocessableContent`.
+            case unprocessableContent(Components.Responses.IdempotencyKeyReused)
+            /// The associated value of the enum case if `self` is `.unprocessableContent`.
+            ///
+            /// - Throws: An error if `self` is not `.unprocessableContent`.
+            /// - SeeAlso: `.unprocessableContent`.
+            internal var unprocessableContent: Components.Responses.IdempotencyKeyReused {
+                get throws {
+                    switch self {
+                    case let .unprocessableContent(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unprocessableContent",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Too many requests to `/api/v1/auth/*` from one address (nginx), too many failed logins
+            /// for one account (login; answered the same whether or not the email exists), too many
+            /// requests in flight for one account (counted per account, whatever token or spelling of
+            /// the `Authorization` header carries them: `TODOSYNC_ACCOUNT_IN_FLIGHT` per responder
+            /// process, and nginx's per-token limit in front), too many open connections from one
+            /// address (a configurable cap, idle keep-alive ones included: each request on a connection
+            /// over it, which is then closed), an account past its share of a responder's CPU while
+            /// other accounts wait, or an account quota reached. Wait `Retry-After` seconds.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/friends/requests/{id}/decline/post(declineFriendRequest)/responses/429`.
+            ///
+            /// HTTP response code: `429 tooManyRequests`.
+            case tooManyRequests(Components.Responses.RateLimited)
+            /// The associated value of the enum case if `self` is `.tooManyRequests`.
+            ///
+            /// - Throws: An error if `self` is not `.tooManyRequests`.
+            /// - SeeAlso: `.tooManyRequests`.
+            internal var tooManyRequests: Components.Responses.RateLimited {
+                get throws {
+                    switch self {
+                    case let .tooManyRequests(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "tooManyRequests",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The database is unreachable, no responder answers, or the server is overloaded:
+            /// nothing was applied. Retry after `Retry-After` seconds; the server recovers by itself
+            /// when the database returns.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/friends/requests/{id}/decline/post(declineFriendRequest)/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Components.Responses.Unavailable)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            internal var serviceUnavailable: Components.Responses.Unavailable {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The server cannot tell whether the write was applied: nginx handed it to a responder, then timed out waiting (fastcgi_read_timeout) or lost the responder. Retry only with the same `clientId`, `opId` or `Idempotency-Key`, which is always safe.
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/friends/requests/{id}/decline/post(declineFriendRequest)/responses/504`.
+            ///
+            /// HTTP response code: `504 gatewayTimeout`.
+            case gatewayTimeout(Components.Responses.OutcomeUnknown)
+            /// The associated value of the enum case if `self` is `.gatewayTimeout`.
+            ///
+            /// - Throws: An error if `self` is not `.gatewayTimeout`.
+            /// - SeeAlso: `.gatewayTimeout`.
+            internal var gatewayTimeout: Components.Responses.OutcomeUnknown {
+                get throws {
+                    switch self {
+                    case let .gatewayTimeout(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "gatewayTimeout",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Undocumented response.
+            ///
+            /// A response with a code that is not documented in the OpenAPI document.
+            case undocumented(statusCode: Swift.Int, OpenAPIRuntime.UndocumentedPayload)
+        }
+        internal enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case other(Swift.String)
+            internal init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            internal var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                }
+            }
+            internal static var allCases: [Self] {
+                [
+                    .json
+                ]
+            }
+        }
+    }
+    /// Cancel an outgoing request
+    ///
+    /// - Remark: HTTP `DELETE /api/v1/friends/requests/{id}`.
+    /// - Remark: Generated from `#/paths//api/v1/friends/requests/{id}/delete(cancelFriendRequest)`.
+    internal enum CancelFriendRequest {
+        internal static let id: Swift.String = "cancelFriendRequest"
+        internal struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/api/v1/friends/requests/{id}/DELETE/path`.
+            internal struct Path: Sendable, Hashable {
+                /// A server-assigned record id. Anything that is not a positive integer (`0`, `-1`,
+                /// `abc`) is 404 `not_found`, as is an id of a deleted record or of another user's record.
+                ///
+                ///
+                /// - Remark: Generated from `#/paths/api/v1/friends/requests/{id}/DELETE/path/id`.
+                internal var id: Components.Parameters.Id
+                /// Creates a new `Path`.
+                ///
+                /// - Parameters:
+                ///   - id: A server-assigned record id. Anything that is not a positive integer (`0`, `-1`,
+                internal init(id: Components.Parameters.Id) {
+                    self.id = id
+                }
+            }
+            internal var path: Operations.CancelFriendRequest.Input.Path
+            /// - Remark: Generated from `#/paths/api/v1/friends/requests/{id}/DELETE/header`.
+            internal struct Headers: Sendable, Hashable {
+                internal var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.CancelFriendRequest.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - accept:
+                internal init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.CancelFriendRequest.AcceptableContentType>] = .defaultValues()) {
+                    self.accept = accept
+                }
+            }
+            internal var headers: Operations.CancelFriendRequest.Input.Headers
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - path:
+            ///   - headers:
+            internal init(
+                path: Operations.CancelFriendRequest.Input.Path,
+                headers: Operations.CancelFriendRequest.Input.Headers = .init()
+            ) {
+                self.path = path
+                self.headers = headers
+            }
+        }
+        internal enum Output: Sendable, Hashable {
+            internal struct NoContent: Sendable, Hashable {
+                /// Creates a new `NoContent`.
+                internal init() {}
+            }
+            /// Cancelled.
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/friends/requests/{id}/delete(cancelFriendRequest)/responses/204`.
+            ///
+            /// HTTP response code: `204 noContent`.
+            case noContent(Operations.CancelFriendRequest.Output.NoContent)
+            /// Cancelled.
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/friends/requests/{id}/delete(cancelFriendRequest)/responses/204`.
+            ///
+            /// HTTP response code: `204 noContent`.
+            internal static var noContent: Self {
+                .noContent(.init())
+            }
+            /// The associated value of the enum case if `self` is `.noContent`.
+            ///
+            /// - Throws: An error if `self` is not `.noContent`.
+            /// - SeeAlso: `.noContent`.
+            internal var noContent: Operations.CancelFriendRequest.Output.NoContent {
+                get throws {
+                    switch self {
+                    case let .noContent(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "noContent",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Missing, unknown, revoked or expired bearer token; or a failed login (same message whether or not the email exists).
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/friends/requests/{id}/delete(cancelFriendRequest)/responses/401`.
+            ///
+            /// HTTP response code: `401 unauthorized`.
+            case unauthorized(Components.Responses.Unauthorized)
+            /// The associated value of the enum case if `self` is `.unauthorized`.
+            ///
+            /// - Throws: An error if `self` is not `.unauthorized`.
+            /// - SeeAlso: `.unauthorized`.
+            internal var unauthorized: Components.Responses.Unauthorized {
+                get throws {
+                    switch self {
+                    case let .unauthorized(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unauthorized",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// No such live record for this user (another user's record, a deleted record, or an id that is not a positive integer), or no such route.
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/friends/requests/{id}/delete(cancelFriendRequest)/responses/404`.
+            ///
+            /// HTTP response code: `404 notFound`.
+            case notFound(Components.Responses.NotFound)
+            /// The associated value of the enum case if `self` is `.notFound`.
+            ///
+            /// - Throws: An error if `self` is not `.notFound`.
+            /// - SeeAlso: `.notFound`.
+            internal var notFound: Components.Responses.NotFound {
+                get throws {
+                    switch self {
+                    case let .notFound(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "notFound",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Too many requests to `/api/v1/auth/*` from one address (nginx), too many failed logins
+            /// for one account (login; answered the same whether or not the email exists), too many
+            /// requests in flight for one account (counted per account, whatever token or spelling of
+            /// the `Authorization` header carries them: `TODOSYNC_ACCOUNT_IN_FLIGHT` per responder
+            /// process, and nginx's per-token limit in front), too many open connections from one
+            /// address (a configurable cap, idle keep-alive ones included: each request on a connection
+            /// over it, which is then closed), an account past its share of a responder's CPU while
+            /// other accounts wait, or an account quota reached. Wait `Retry-After` seconds.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/friends/requests/{id}/delete(cancelFriendRequest)/responses/429`.
+            ///
+            /// HTTP response code: `429 tooManyRequests`.
+            case tooManyRequests(Components.Responses.RateLimited)
+            /// The associated value of the enum case if `self` is `.tooManyRequests`.
+            ///
+            /// - Throws: An error if `self` is not `.tooManyRequests`.
+            /// - SeeAlso: `.tooManyRequests`.
+            internal var tooManyRequests: Components.Responses.RateLimited {
+                get throws {
+                    switch self {
+                    case let .tooManyRequests(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "tooManyRequests",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The database is unreachable, no responder answers, or the server is overloaded:
+            /// nothing was applied. Retry after `Retry-After` seconds; the server recovers by itself
+            /// when the database returns.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/friends/requests/{id}/delete(cancelFriendRequest)/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Components.Responses.Unavailable)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            internal var serviceUnavailable: Components.Responses.Unavailable {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The server cannot tell whether the write was applied: nginx handed it to a responder, then timed out waiting (fastcgi_read_timeout) or lost the responder. Retry only with the same `clientId`, `opId` or `Idempotency-Key`, which is always safe.
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/friends/requests/{id}/delete(cancelFriendRequest)/responses/504`.
+            ///
+            /// HTTP response code: `504 gatewayTimeout`.
+            case gatewayTimeout(Components.Responses.OutcomeUnknown)
+            /// The associated value of the enum case if `self` is `.gatewayTimeout`.
+            ///
+            /// - Throws: An error if `self` is not `.gatewayTimeout`.
+            /// - SeeAlso: `.gatewayTimeout`.
+            internal var gatewayTimeout: Components.Responses.OutcomeUnknown {
+                get throws {
+                    switch self {
+                    case let .gatewayTimeout(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "gatewayTimeout",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Undocumented response.
+            ///
+            /// A response with a code that is not documented in the OpenAPI document.
+            case undocumented(statusCode: Swift.Int, OpenAPIRuntime.UndocumentedPayload)
+        }
+        internal enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case other(Swift.String)
+            internal init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            internal var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                }
+            }
+            internal static var allCases: [Self] {
+                [
+                    .json
+                ]
+            }
+        }
+    }
+    /// The user's friends
+    ///
+    /// - Remark: HTTP `GET /api/v1/friends`.
+    /// - Remark: Generated from `#/paths//api/v1/friends/get(listFriends)`.
+    internal enum ListFriends {
+        internal static let id: Swift.String = "listFriends"
+        internal struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/api/v1/friends/GET/header`.
+            internal struct Headers: Sendable, Hashable {
+                internal var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.ListFriends.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - accept:
+                internal init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.ListFriends.AcceptableContentType>] = .defaultValues()) {
+                    self.accept = accept
+                }
+            }
+            internal var headers: Operations.ListFriends.Input.Headers
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - headers:
+            internal init(headers: Operations.ListFriends.Input.Headers = .init()) {
+                self.headers = headers
+            }
+        }
+        internal enum Output: Sendable, Hashable {
+            internal struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/api/v1/friends/GET/responses/200/content`.
+                internal enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/api/v1/friends/GET/responses/200/content/application\/json`.
+                    case json(Components.Schemas.FriendList)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    internal var json: Components.Schemas.FriendList {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                internal var body: Operations.ListFriends.Output.Ok.Body
+                /// Creates a new `Ok`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                internal init(body: Operations.ListFriends.Output.Ok.Body) {
+                    self.body = body
+                }
+            }
+            /// Friends by `since`, then id.
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/friends/get(listFriends)/responses/200`.
+            ///
+            /// HTTP response code: `200 ok`.
+            case ok(Operations.ListFriends.Output.Ok)
+            /// The associated value of the enum case if `self` is `.ok`.
+            ///
+            /// - Throws: An error if `self` is not `.ok`.
+            /// - SeeAlso: `.ok`.
+            internal var ok: Operations.ListFriends.Output.Ok {
+                get throws {
+                    switch self {
+                    case let .ok(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "ok",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Missing, unknown, revoked or expired bearer token; or a failed login (same message whether or not the email exists).
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/friends/get(listFriends)/responses/401`.
+            ///
+            /// HTTP response code: `401 unauthorized`.
+            case unauthorized(Components.Responses.Unauthorized)
+            /// The associated value of the enum case if `self` is `.unauthorized`.
+            ///
+            /// - Throws: An error if `self` is not `.unauthorized`.
+            /// - SeeAlso: `.unauthorized`.
+            internal var unauthorized: Components.Responses.Unauthorized {
+                get throws {
+                    switch self {
+                    case let .unauthorized(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unauthorized",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Too many requests to `/api/v1/auth/*` from one address (nginx), too many failed logins
+            /// for one account (login; answered the same whether or not the email exists), too many
+            /// requests in flight for one account (counted per account, whatever token or spelling of
+            /// the `Authorization` header carries them: `TODOSYNC_ACCOUNT_IN_FLIGHT` per responder
+            /// process, and nginx's per-token limit in front), too many open connections from one
+            /// address (a configurable cap, idle keep-alive ones included: each request on a connection
+            /// over it, which is then closed), an account past its share of a responder's CPU while
+            /// other accounts wait, or an account quota reached. Wait `Retry-After` seconds.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/friends/get(listFriends)/responses/429`.
+            ///
+            /// HTTP response code: `429 tooManyRequests`.
+            case tooManyRequests(Components.Responses.RateLimited)
+            /// The associated value of the enum case if `self` is `.tooManyRequests`.
+            ///
+            /// - Throws: An error if `self` is not `.tooManyRequests`.
+            /// - SeeAlso: `.tooManyRequests`.
+            internal var tooManyRequests: Components.Responses.RateLimited {
+                get throws {
+                    switch self {
+                    case let .tooManyRequests(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "tooManyRequests",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The database is unreachable, no responder answers, or the server is overloaded:
+            /// nothing was applied. Retry after `Retry-After` seconds; the server recovers by itself
+            /// when the database returns.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/friends/get(listFriends)/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Components.Responses.Unavailable)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            internal var serviceUnavailable: Components.Responses.Unavailable {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Undocumented response.
+            ///
+            /// A response with a code that is not documented in the OpenAPI document.
+            case undocumented(statusCode: Swift.Int, OpenAPIRuntime.UndocumentedPayload)
+        }
+        internal enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case other(Swift.String)
+            internal init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            internal var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                }
+            }
+            internal static var allCases: [Self] {
+                [
+                    .json
+                ]
+            }
+        }
+    }
+    /// End a friendship
+    ///
+    /// - Remark: HTTP `DELETE /api/v1/friends/{id}`.
+    /// - Remark: Generated from `#/paths//api/v1/friends/{id}/delete(removeFriend)`.
+    internal enum RemoveFriend {
+        internal static let id: Swift.String = "removeFriend"
+        internal struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/api/v1/friends/{id}/DELETE/path`.
+            internal struct Path: Sendable, Hashable {
+                /// A friend's user id. Anything that is not a current friend of this user (a stranger, a
+                /// former friend, a deleted account, the user themself, not a positive integer) is 404
+                /// `not_found` with the same body.
+                ///
+                ///
+                /// - Remark: Generated from `#/paths/api/v1/friends/{id}/DELETE/path/id`.
+                internal var id: Components.Parameters.FriendId
+                /// Creates a new `Path`.
+                ///
+                /// - Parameters:
+                ///   - id: A friend's user id. Anything that is not a current friend of this user (a stranger, a
+                internal init(id: Components.Parameters.FriendId) {
+                    self.id = id
+                }
+            }
+            internal var path: Operations.RemoveFriend.Input.Path
+            /// - Remark: Generated from `#/paths/api/v1/friends/{id}/DELETE/header`.
+            internal struct Headers: Sendable, Hashable {
+                internal var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.RemoveFriend.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - accept:
+                internal init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.RemoveFriend.AcceptableContentType>] = .defaultValues()) {
+                    self.accept = accept
+                }
+            }
+            internal var headers: Operations.RemoveFriend.Input.Headers
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - path:
+            ///   - headers:
+            internal init(
+                path: Operations.RemoveFriend.Input.Path,
+                headers: Operations.RemoveFriend.Input.Headers = .init()
+            ) {
+                self.path = path
+                self.headers = headers
+            }
+        }
+        internal enum Output: Sendable, Hashable {
+            internal struct NoContent: Sendable, Hashable {
+                /// Creates a new `NoContent`.
+                internal init() {}
+            }
+            /// Neither sees the other's month any more.
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/friends/{id}/delete(removeFriend)/responses/204`.
+            ///
+            /// HTTP response code: `204 noContent`.
+            case noContent(Operations.RemoveFriend.Output.NoContent)
+            /// Neither sees the other's month any more.
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/friends/{id}/delete(removeFriend)/responses/204`.
+            ///
+            /// HTTP response code: `204 noContent`.
+            internal static var noContent: Self {
+                .noContent(.init())
+            }
+            /// The associated value of the enum case if `self` is `.noContent`.
+            ///
+            /// - Throws: An error if `self` is not `.noContent`.
+            /// - SeeAlso: `.noContent`.
+            internal var noContent: Operations.RemoveFriend.Output.NoContent {
+                get throws {
+                    switch self {
+                    case let .noContent(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "noContent",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Missing, unknown, revoked or expired bearer token; or a failed login (same message whether or not the email exists).
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/friends/{id}/delete(removeFriend)/responses/401`.
+            ///
+            /// HTTP response code: `401 unauthorized`.
+            case unauthorized(Components.Responses.Unauthorized)
+            /// The associated value of the enum case if `self` is `.unauthorized`.
+            ///
+            /// - Throws: An error if `self` is not `.unauthorized`.
+            /// - SeeAlso: `.unauthorized`.
+            internal var unauthorized: Components.Responses.Unauthorized {
+                get throws {
+                    switch self {
+                    case let .unauthorized(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unauthorized",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// No such live record for this user (another user's record, a deleted record, or an id that is not a positive integer), or no such route.
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/friends/{id}/delete(removeFriend)/responses/404`.
+            ///
+            /// HTTP response code: `404 notFound`.
+            case notFound(Components.Responses.NotFound)
+            /// The associated value of the enum case if `self` is `.notFound`.
+            ///
+            /// - Throws: An error if `self` is not `.notFound`.
+            /// - SeeAlso: `.notFound`.
+            internal var notFound: Components.Responses.NotFound {
+                get throws {
+                    switch self {
+                    case let .notFound(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "notFound",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Too many requests to `/api/v1/auth/*` from one address (nginx), too many failed logins
+            /// for one account (login; answered the same whether or not the email exists), too many
+            /// requests in flight for one account (counted per account, whatever token or spelling of
+            /// the `Authorization` header carries them: `TODOSYNC_ACCOUNT_IN_FLIGHT` per responder
+            /// process, and nginx's per-token limit in front), too many open connections from one
+            /// address (a configurable cap, idle keep-alive ones included: each request on a connection
+            /// over it, which is then closed), an account past its share of a responder's CPU while
+            /// other accounts wait, or an account quota reached. Wait `Retry-After` seconds.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/friends/{id}/delete(removeFriend)/responses/429`.
+            ///
+            /// HTTP response code: `429 tooManyRequests`.
+            case tooManyRequests(Components.Responses.RateLimited)
+            /// The associated value of the enum case if `self` is `.tooManyRequests`.
+            ///
+            /// - Throws: An error if `self` is not `.tooManyRequests`.
+            /// - SeeAlso: `.tooManyRequests`.
+            internal var tooManyRequests: Components.Responses.RateLimited {
+                get throws {
+                    switch self {
+                    case let .tooManyRequests(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "tooManyRequests",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The database is unreachable, no responder answers, or the server is overloaded:
+            /// nothing was applied. Retry after `Retry-After` seconds; the server recovers by itself
+            /// when the database returns.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/friends/{id}/delete(removeFriend)/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Components.Responses.Unavailable)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            internal var serviceUnavailable: Components.Responses.Unavailable {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The server cannot tell whether the write was applied: nginx handed it to a responder, then timed out waiting (fastcgi_read_timeout) or lost the responder. Retry only with the same `clientId`, `opId` or `Idempotency-Key`, which is always safe.
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/friends/{id}/delete(removeFriend)/responses/504`.
+            ///
+            /// HTTP response code: `504 gatewayTimeout`.
+            case gatewayTimeout(Components.Responses.OutcomeUnknown)
+            /// The associated value of the enum case if `self` is `.gatewayTimeout`.
+            ///
+            /// - Throws: An error if `self` is not `.gatewayTimeout`.
+            /// - SeeAlso: `.gatewayTimeout`.
+            internal var gatewayTimeout: Components.Responses.OutcomeUnknown {
+                get throws {
+                    switch self {
+                    case let .gatewayTimeout(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "gatewayTimeout",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Undocumented response.
+            ///
+            /// A response with a code that is not documented in the OpenAPI document.
+            case undocumented(statusCode: Swift.Int, OpenAPIRuntime.UndocumentedPayload)
+        }
+        internal enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case other(Swift.String)
+            internal init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            internal var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                }
+            }
+            internal static var allCases: [Self] {
+                [
+                    .json
+                ]
+            }
+        }
+    }
+    /// A friend's todos of a month
+    ///
+    /// The friend's live todos with a deadline in the month, in the order of `GET /todos`,
+    /// each as a FriendTodo. A malformed `month` is 400 first; an id that is not a current
+    /// friend is 404.
+    ///
+    ///
+    /// - Remark: HTTP `GET /api/v1/friends/{id}/todos`.
+    /// - Remark: Generated from `#/paths//api/v1/friends/{id}/todos/get(listFriendTodos)`.
+    internal enum ListFriendTodos {
+        internal static let id: Swift.String = "listFriendTodos"
+        internal struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/api/v1/friends/{id}/todos/GET/path`.
+            internal struct Path: Sendable, Hashable {
+                /// A friend's user id. Anything that is not a current friend of this user (a stranger, a
+                /// former friend, a deleted account, the user themself, not a positive integer) is 404
+                /// `not_found` with the same body.
+                ///
+                ///
+                /// - Remark: Generated from `#/paths/api/v1/friends/{id}/todos/GET/path/id`.
+                internal var id: Components.Parameters.FriendId
+                /// Creates a new `Path`.
+                ///
+                /// - Parameters:
+                ///   - id: A friend's user id. Anything that is not a current friend of this user (a stranger, a
+                internal init(id: Components.Parameters.FriendId) {
+                    self.id = id
+                }
+            }
+            internal var path: Operations.ListFriendTodos.Input.Path
+            /// - Remark: Generated from `#/paths/api/v1/friends/{id}/todos/GET/query`.
+            internal struct Query: Sendable, Hashable {
+                /// A month `YYYY-MM` from 2000-01 to 2999-12; anything else (or missing) is 400.
+                ///
+                /// - Remark: Generated from `#/paths/api/v1/friends/{id}/todos/GET/query/month`.
+                internal var month: Components.Parameters.Month
+                /// Creates a new `Query`.
+                ///
+                /// - Parameters:
+                ///   - month: A month `YYYY-MM` from 2000-01 to 2999-12; anything else (or missing) is 400.
+                internal init(month: Components.Parameters.Month) {
+                    self.month = month
+                }
+            }
+            internal var query: Operations.ListFriendTodos.Input.Query
+            /// - Remark: Generated from `#/paths/api/v1/friends/{id}/todos/GET/header`.
+            internal struct Headers: Sendable, Hashable {
+                internal var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.ListFriendTodos.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - accept:
+                internal init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.ListFriendTodos.AcceptableContentType>] = .defaultValues()) {
+                    self.accept = accept
+                }
+            }
+            internal var headers: Operations.ListFriendTodos.Input.Headers
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - path:
+            ///   - query:
+            ///   - headers:
+            internal init(
+                path: Operations.ListFriendTodos.Input.Path,
+                query: Operations.ListFriendTodos.Input.Query,
+                headers: Operations.ListFriendTodos.Input.Headers = .init()
+            ) {
+                self.path = path
+                self.query = query
+                self.headers = headers
+            }
+        }
+        internal enum Output: Sendable, Hashable {
+            internal struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/api/v1/friends/{id}/todos/GET/responses/200/content`.
+                internal enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/api/v1/friends/{id}/todos/GET/responses/200/content/application\/json`.
+                    case json(Components.Schemas.FriendTodoList)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    internal var json: Components.Schemas.FriendTodoList {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                internal var body: Operations.ListFriendTodos.Output.Ok.Body
+                /// Creates a new `Ok`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                internal init(body: Operations.ListFriendTodos.Output.Ok.Body) {
+                    self.body = body
+                }
+            }
+            /// The todos.
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/friends/{id}/todos/get(listFriendTodos)/responses/200`.
+            ///
+            /// HTTP response code: `200 ok`.
+            case ok(Operations.ListFriendTodos.Output.Ok)
+            /// The associated value of the enum case if `self` is `.ok`.
+            ///
+            /// - Throws: An error if `self` is not `.ok`.
+            /// - SeeAlso: `.ok`.
+            internal var ok: Operations.ListFriendTodos.Output.Ok {
+                get throws {
+                    switch self {
+                    case let .ok(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "ok",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// `malformed_json`: the body is not parseable JSON (or is empty where one is required).
+            /// `bad_request`: a query or path parameter is missing, malformed or out of range (or
+            /// nginx could not parse the HTTP request).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/friends/{id}/todos/get(listFriendTodos)/responses/400`.
+            ///
+            /// HTTP response code: `400 badRequest`.
+            case badRequest(Components.Responses.BadRequest)
+            /// The associated value of the enum case if `self` is `.badRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.badRequest`.
+            /// - SeeAlso: `.badRequest`.
+            internal var badRequest: Components.Responses.BadRequest {
+                get throws {
+                    switch self {
+                    case let .badRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "badRequest",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Missing, unknown, revoked or expired bearer token; or a failed login (same message whether or not the email exists).
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/friends/{id}/todos/get(listFriendTodos)/responses/401`.
+            ///
+            /// HTTP response code: `401 unauthorized`.
+            case unauthorized(Components.Responses.Unauthorized)
+            /// The associated value of the enum case if `self` is `.unauthorized`.
+            ///
+            /// - Throws: An error if `self` is not `.unauthorized`.
+            /// - SeeAlso: `.unauthorized`.
+            internal var unauthorized: Components.Responses.Unauthorized {
+                get throws {
+                    switch self {
+                    case let .unauthorized(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unauthorized",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// No such live record for this user (another user's record, a deleted record, or an id that is not a positive integer), or no such route.
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/friends/{id}/todos/get(listFriendTodos)/responses/404`.
+            ///
+            /// HTTP response code: `404 notFound`.
+            case notFound(Components.Responses.NotFound)
+            /// The associated value of the enum case if `self` is `.notFound`.
+            ///
+            /// - Throws: An error if `self` is not `.notFound`.
+            /// - SeeAlso: `.notFound`.
+            internal var notFound: Components.Responses.NotFound {
+                get throws {
+                    switch self {
+                    case let .notFound(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "notFound",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Too many requests to `/api/v1/auth/*` from one address (nginx), too many failed logins
+            /// for one account (login; answered the same whether or not the email exists), too many
+            /// requests in flight for one account (counted per account, whatever token or spelling of
+            /// the `Authorization` header carries them: `TODOSYNC_ACCOUNT_IN_FLIGHT` per responder
+            /// process, and nginx's per-token limit in front), too many open connections from one
+            /// address (a configurable cap, idle keep-alive ones included: each request on a connection
+            /// over it, which is then closed), an account past its share of a responder's CPU while
+            /// other accounts wait, or an account quota reached. Wait `Retry-After` seconds.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/friends/{id}/todos/get(listFriendTodos)/responses/429`.
+            ///
+            /// HTTP response code: `429 tooManyRequests`.
+            case tooManyRequests(Components.Responses.RateLimited)
+            /// The associated value of the enum case if `self` is `.tooManyRequests`.
+            ///
+            /// - Throws: An error if `self` is not `.tooManyRequests`.
+            /// - SeeAlso: `.tooManyRequests`.
+            internal var tooManyRequests: Components.Responses.RateLimited {
+                get throws {
+                    switch self {
+                    case let .tooManyRequests(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "tooManyRequests",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The database is unreachable, no responder answers, or the server is overloaded:
+            /// nothing was applied. Retry after `Retry-After` seconds; the server recovers by itself
+            /// when the database returns.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/friends/{id}/todos/get(listFriendTodos)/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Components.Responses.Unavailable)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            internal var serviceUnavailable: Components.Responses.Unavailable {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Undocumented response.
+            ///
+            /// A response with a code that is not documented in the OpenAPI document.
+            case undocumented(statusCode: Swift.Int, OpenAPIRuntime.UndocumentedPayload)
+        }
+        internal enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case other(Swift.String)
+            internal init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            internal var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                }
+            }
+            internal static var allCases: [Self] {
+                [
+                    .json
+                ]
+            }
+        }
+    }
+    /// A friend's daily stats of a month
+    ///
+    /// Exactly what the friend's own `GET /daily-stats?month=` returns.
+    ///
+    /// - Remark: HTTP `GET /api/v1/friends/{id}/daily-stats`.
+    /// - Remark: Generated from `#/paths//api/v1/friends/{id}/daily-stats/get(listFriendDailyStats)`.
+    internal enum ListFriendDailyStats {
+        internal static let id: Swift.String = "listFriendDailyStats"
+        internal struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/api/v1/friends/{id}/daily-stats/GET/path`.
+            internal struct Path: Sendable, Hashable {
+                /// A friend's user id. Anything that is not a current friend of this user (a stranger, a
+                /// former friend, a deleted account, the user themself, not a positive integer) is 404
+                /// `not_found` with the same body.
+                ///
+                ///
+                /// - Remark: Generated from `#/paths/api/v1/friends/{id}/daily-stats/GET/path/id`.
+                internal var id: Components.Parameters.FriendId
+                /// Creates a new `Path`.
+                ///
+                /// - Parameters:
+                ///   - id: A friend's user id. Anything that is not a current friend of this user (a stranger, a
+                internal init(id: Components.Parameters.FriendId) {
+                    self.id = id
+                }
+            }
+            internal var path: Operations.ListFriendDailyStats.Input.Path
+            /// - Remark: Generated from `#/paths/api/v1/friends/{id}/daily-stats/GET/query`.
+            internal struct Query: Sendable, Hashable {
+                /// A month `YYYY-MM` from 2000-01 to 2999-12; anything else (or missing) is 400.
+                ///
+                /// - Remark: Generated from `#/paths/api/v1/friends/{id}/daily-stats/GET/query/month`.
+                internal var month: Components.Parameters.Month
+                /// Creates a new `Query`.
+                ///
+                /// - Parameters:
+                ///   - month: A month `YYYY-MM` from 2000-01 to 2999-12; anything else (or missing) is 400.
+                internal init(month: Components.Parameters.Month) {
+                    self.month = month
+                }
+            }
+            internal var query: Operations.ListFriendDailyStats.Input.Query
+            /// - Remark: Generated from `#/paths/api/v1/friends/{id}/daily-stats/GET/header`.
+            internal struct Headers: Sendable, Hashable {
+                internal var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.ListFriendDailyStats.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - accept:
+                internal init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.ListFriendDailyStats.AcceptableContentType>] = .defaultValues()) {
+                    self.accept = accept
+                }
+            }
+            internal var headers: Operations.ListFriendDailyStats.Input.Headers
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - path:
+            ///   - query:
+            ///   - headers:
+            internal init(
+                path: Operations.ListFriendDailyStats.Input.Path,
+                query: Operations.ListFriendDailyStats.Input.Query,
+                headers: Operations.ListFriendDailyStats.Input.Headers = .init()
+            ) {
+                self.path = path
+                self.query = query
+                self.headers = headers
+            }
+        }
+        internal enum Output: Sendable, Hashable {
+            internal struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/api/v1/friends/{id}/daily-stats/GET/responses/200/content`.
+                internal enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/api/v1/friends/{id}/daily-stats/GET/responses/200/content/application\/json`.
+                    case json(Components.Schemas.DailyStatList)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    internal var json: Components.Schemas.DailyStatList {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                internal var body: Operations.ListFriendDailyStats.Output.Ok.Body
+                /// Creates a new `Ok`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                internal init(body: Operations.ListFriendDailyStats.Output.Ok.Body) {
+                    self.body = body
+                }
+            }
+            /// The stats, by date.
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/friends/{id}/daily-stats/get(listFriendDailyStats)/responses/200`.
+            ///
+            /// HTTP response code: `200 ok`.
+            case ok(Operations.ListFriendDailyStats.Output.Ok)
+            /// The associated value of the enum case if `self` is `.ok`.
+            ///
+            /// - Throws: An error if `self` is not `.ok`.
+            /// - SeeAlso: `.ok`.
+            internal var ok: Operations.ListFriendDailyStats.Output.Ok {
+                get throws {
+                    switch self {
+                    case let .ok(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "ok",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// `malformed_json`: the body is not parseable JSON (or is empty where one is required).
+            /// `bad_request`: a query or path parameter is missing, malformed or out of range (or
+            /// nginx could not parse the HTTP request).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/friends/{id}/daily-stats/get(listFriendDailyStats)/responses/400`.
+            ///
+            /// HTTP response code: `400 badRequest`.
+            case badRequest(Components.Responses.BadRequest)
+            /// The associated value of the enum case if `self` is `.badRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.badRequest`.
+            /// - SeeAlso: `.badRequest`.
+            internal var badRequest: Components.Responses.BadRequest {
+                get throws {
+                    switch self {
+                    case let .badRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "badRequest",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Missing, unknown, revoked or expired bearer token; or a failed login (same message whether or not the email exists).
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/friends/{id}/daily-stats/get(listFriendDailyStats)/responses/401`.
+            ///
+            /// HTTP response code: `401 unauthorized`.
+            case unauthorized(Components.Responses.Unauthorized)
+            /// The associated value of the enum case if `self` is `.unauthorized`.
+            ///
+            /// - Throws: An error if `self` is not `.unauthorized`.
+            /// - SeeAlso: `.unauthorized`.
+            internal var unauthorized: Components.Responses.Unauthorized {
+                get throws {
+                    switch self {
+                    case let .unauthorized(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unauthorized",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// No such live record for this user (another user's record, a deleted record, or an id that is not a positive integer), or no such route.
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/friends/{id}/daily-stats/get(listFriendDailyStats)/responses/404`.
+            ///
+            /// HTTP response code: `404 notFound`.
+            case notFound(Components.Responses.NotFound)
+            /// The associated value of the enum case if `self` is `.notFound`.
+            ///
+            /// - Throws: An error if `self` is not `.notFound`.
+            /// - SeeAlso: `.notFound`.
+            internal var notFound: Components.Responses.NotFound {
+                get throws {
+                    switch self {
+                    case let .notFound(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "notFound",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Too many requests to `/api/v1/auth/*` from one address (nginx), too many failed logins
+            /// for one account (login; answered the same whether or not the email exists), too many
+            /// requests in flight for one account (counted per account, whatever token or spelling of
+            /// the `Authorization` header carries them: `TODOSYNC_ACCOUNT_IN_FLIGHT` per responder
+            /// process, and nginx's per-token limit in front), too many open connections from one
+            /// address (a configurable cap, idle keep-alive ones included: each request on a connection
+            /// over it, which is then closed), an account past its share of a responder's CPU while
+            /// other accounts wait, or an account quota reached. Wait `Retry-After` seconds.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/friends/{id}/daily-stats/get(listFriendDailyStats)/responses/429`.
+            ///
+            /// HTTP response code: `429 tooManyRequests`.
+            case tooManyRequests(Components.Responses.RateLimited)
+            /// The associated value of the enum case if `self` is `.tooManyRequests`.
+            ///
+            /// - Throws: An error if `self` is not `.tooManyRequests`.
+            /// - SeeAlso: `.tooManyRequests`.
+            internal var tooManyRequests: Components.Responses.RateLimited {
+                get throws {
+                    switch self {
+                    case let .tooManyRequests(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "tooManyRequests",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The database is unreachable, no responder answers, or the server is overloaded:
+            /// nothing was applied. Retry after `Retry-After` seconds; the server recovers by itself
+            /// when the database returns.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/friends/{id}/daily-stats/get(listFriendDailyStats)/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Components.Responses.Unavailable)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            internal var serviceUnavailable: Components.Responses.Unavailable {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Undocumented response.
+            ///
+            /// A response with a code that is not documented in the OpenAPI document.
+            case undocumented(statusCode: Swift.Int, OpenAPIRuntime.UndocumentedPayload)
+        }
+        internal enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case other(Swift.String)
+            internal init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            internal var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                }
+            }
+            internal static var allCases: [Self] {
+                [
+                    .json
+                ]
+            }
+        }
+    }
     /// List the account's sessions
     ///
     /// One entry per valid token of the user, newest first. `id` is a public id (never the
@@ -7403,6 +10369,12 @@ internal enum Operations {
     /// headers and opens no stream. A logout ends the account's open streams (the other
     /// devices reconnect and are authorized anew).
     ///
+    /// With `friends=1` the stream also carries `event: friend` events (see the friends
+    /// routes): `data: {"friendId": N}` after friend N's committed change of what
+    /// `GET /friends/{id}/todos` or `…/daily-stats` returns, and `{"friendId": null}` when this
+    /// user's friends list or requests change (a friend's nickname included). Without it (or
+    /// with `friends=0`) there are none; another value is 400.
+    ///
     ///
     /// - Remark: HTTP `GET /api/v1/sync/live`.
     /// - Remark: Generated from `#/paths//api/v1/sync/live/get(syncLive)`.
@@ -7420,12 +10392,26 @@ internal enum Operations {
                 ///
                 /// - Remark: Generated from `#/paths/api/v1/sync/live/GET/query/schemaVersion`.
                 internal var schemaVersion: Components.Parameters.SchemaVersion?
+                /// - Remark: Generated from `#/paths/api/v1/sync/live/GET/query/friends`.
+                internal enum FriendsPayload: String, Codable, Hashable, Sendable, CaseIterable {
+                    case _0 = "0"
+                    case _1 = "1"
+                }
+                /// `1` adds friend events to the stream; `0` or absent: none.
+                ///
+                /// - Remark: Generated from `#/paths/api/v1/sync/live/GET/query/friends`.
+                internal var friends: Operations.SyncLive.Input.Query.FriendsPayload?
                 /// Creates a new `Query`.
                 ///
                 /// - Parameters:
                 ///   - schemaVersion: The schema version the client understands (absent = 1; 2 adds the todo's `notes`, 3
-                internal init(schemaVersion: Components.Parameters.SchemaVersion? = nil) {
+                ///   - friends: `1` adds friend events to the stream; `0` or absent: none.
+                internal init(
+                    schemaVersion: Components.Parameters.SchemaVersion? = nil,
+                    friends: Operations.SyncLive.Input.Query.FriendsPayload? = nil
+                ) {
                     self.schemaVersion = schemaVersion
+                    self.friends = friends
                 }
             }
             internal var query: Operations.SyncLive.Input.Query

@@ -60,6 +60,88 @@ internal protocol APIProtocol: Sendable {
     /// - Remark: HTTP `POST /api/v1/account/password`.
     /// - Remark: Generated from `#/paths//api/v1/account/password/post(changePassword)`.
     func changePassword(_ input: Operations.ChangePassword.Input) async throws -> Operations.ChangePassword.Output
+    /// The signed-in account, with its nickname
+    ///
+    /// - Remark: HTTP `GET /api/v1/account`.
+    /// - Remark: Generated from `#/paths//api/v1/account/get(getAccount)`.
+    func getAccount(_ input: Operations.GetAccount.Input) async throws -> Operations.GetAccount.Output
+    /// Set or clear the nickname
+    ///
+    /// The nickname is kept trimmed of surrounding whitespace: 1–40 Unicode scalars, no
+    /// control character, no format (Cf) character but U+200C and U+200D (else 422, and the
+    /// old value stays). null clears it; a body without `nickname` changes nothing. A change is
+    /// announced to friends' `friends=1` streams (`{"friendId": null}`).
+    ///
+    ///
+    /// - Remark: HTTP `PATCH /api/v1/account`.
+    /// - Remark: Generated from `#/paths//api/v1/account/patch(updateAccount)`.
+    func updateAccount(_ input: Operations.UpdateAccount.Input) async throws -> Operations.UpdateAccount.Output
+    /// Pending friend requests, both ways
+    ///
+    /// Each list newest first. A declined request stays in its sender's `outgoing` (pending,
+    /// cancellable) until it expires; an expired one is in neither list.
+    ///
+    ///
+    /// - Remark: HTTP `GET /api/v1/friends/requests`.
+    /// - Remark: Generated from `#/paths//api/v1/friends/requests/get(listFriendRequests)`.
+    func listFriendRequests(_ input: Operations.ListFriendRequests.Input) async throws -> Operations.ListFriendRequests.Output
+    /// Ask an email for friendship
+    ///
+    /// 202 `{}` whatever the email names (an account, none, a friend, a pending request): no
+    /// answer tells whether an account exists. The user's own email is 422. A repeat of a
+    /// pending request, or a request to a friend, changes nothing; a request to an account that
+    /// has a pending request to this user makes the two friends at once (409 `friend_limit`
+    /// when either has 500). At most 20 requests per account in any 60 minutes (429 with
+    /// `Retry-After`). A request expires 30 days after it was sent.
+    ///
+    ///
+    /// - Remark: HTTP `POST /api/v1/friends/requests`.
+    /// - Remark: Generated from `#/paths//api/v1/friends/requests/post(sendFriendRequest)`.
+    func sendFriendRequest(_ input: Operations.SendFriendRequest.Input) async throws -> Operations.SendFriendRequest.Output
+    /// Accept an incoming request
+    ///
+    /// - Remark: HTTP `POST /api/v1/friends/requests/{id}/accept`.
+    /// - Remark: Generated from `#/paths//api/v1/friends/requests/{id}/accept/post(acceptFriendRequest)`.
+    func acceptFriendRequest(_ input: Operations.AcceptFriendRequest.Input) async throws -> Operations.AcceptFriendRequest.Output
+    /// Decline an incoming request
+    ///
+    /// The recipient no longer sees it; to its sender it stays pending.
+    ///
+    /// - Remark: HTTP `POST /api/v1/friends/requests/{id}/decline`.
+    /// - Remark: Generated from `#/paths//api/v1/friends/requests/{id}/decline/post(declineFriendRequest)`.
+    func declineFriendRequest(_ input: Operations.DeclineFriendRequest.Input) async throws -> Operations.DeclineFriendRequest.Output
+    /// Cancel an outgoing request
+    ///
+    /// - Remark: HTTP `DELETE /api/v1/friends/requests/{id}`.
+    /// - Remark: Generated from `#/paths//api/v1/friends/requests/{id}/delete(cancelFriendRequest)`.
+    func cancelFriendRequest(_ input: Operations.CancelFriendRequest.Input) async throws -> Operations.CancelFriendRequest.Output
+    /// The user's friends
+    ///
+    /// - Remark: HTTP `GET /api/v1/friends`.
+    /// - Remark: Generated from `#/paths//api/v1/friends/get(listFriends)`.
+    func listFriends(_ input: Operations.ListFriends.Input) async throws -> Operations.ListFriends.Output
+    /// End a friendship
+    ///
+    /// - Remark: HTTP `DELETE /api/v1/friends/{id}`.
+    /// - Remark: Generated from `#/paths//api/v1/friends/{id}/delete(removeFriend)`.
+    func removeFriend(_ input: Operations.RemoveFriend.Input) async throws -> Operations.RemoveFriend.Output
+    /// A friend's todos of a month
+    ///
+    /// The friend's live todos with a deadline in the month, in the order of `GET /todos`,
+    /// each as a FriendTodo. A malformed `month` is 400 first; an id that is not a current
+    /// friend is 404.
+    ///
+    ///
+    /// - Remark: HTTP `GET /api/v1/friends/{id}/todos`.
+    /// - Remark: Generated from `#/paths//api/v1/friends/{id}/todos/get(listFriendTodos)`.
+    func listFriendTodos(_ input: Operations.ListFriendTodos.Input) async throws -> Operations.ListFriendTodos.Output
+    /// A friend's daily stats of a month
+    ///
+    /// Exactly what the friend's own `GET /daily-stats?month=` returns.
+    ///
+    /// - Remark: HTTP `GET /api/v1/friends/{id}/daily-stats`.
+    /// - Remark: Generated from `#/paths//api/v1/friends/{id}/daily-stats/get(listFriendDailyStats)`.
+    func listFriendDailyStats(_ input: Operations.ListFriendDailyStats.Input) async throws -> Operations.ListFriendDailyStats.Output
     /// List the account's sessions
     ///
     /// One entry per valid token of the user, newest first. `id` is a public id (never the
@@ -357,6 +439,12 @@ internal protocol APIProtocol: Sendable {
     /// headers and opens no stream. A logout ends the account's open streams (the other
     /// devices reconnect and are authorized anew).
     ///
+    /// With `friends=1` the stream also carries `event: friend` events (see the friends
+    /// routes): `data: {"friendId": N}` after friend N's committed change of what
+    /// `GET /friends/{id}/todos` or `…/daily-stats` returns, and `{"friendId": null}` when this
+    /// user's friends list or requests change (a friend's nickname included). Without it (or
+    /// with `friends=0`) there are none; another value is 400.
+    ///
     ///
     /// - Remark: HTTP `GET /api/v1/sync/live`.
     /// - Remark: Generated from `#/paths//api/v1/sync/live/get(syncLive)`.
@@ -479,6 +567,162 @@ extension APIProtocol {
         try await changePassword(Operations.ChangePassword.Input(
             headers: headers,
             body: body
+        ))
+    }
+    /// The signed-in account, with its nickname
+    ///
+    /// - Remark: HTTP `GET /api/v1/account`.
+    /// - Remark: Generated from `#/paths//api/v1/account/get(getAccount)`.
+    internal func getAccount(headers: Operations.GetAccount.Input.Headers = .init()) async throws -> Operations.GetAccount.Output {
+        try await getAccount(Operations.GetAccount.Input(headers: headers))
+    }
+    /// Set or clear the nickname
+    ///
+    /// The nickname is kept trimmed of surrounding whitespace: 1–40 Unicode scalars, no
+    /// control character, no format (Cf) character but U+200C and U+200D (else 422, and the
+    /// old value stays). null clears it; a body without `nickname` changes nothing. A change is
+    /// announced to friends' `friends=1` streams (`{"friendId": null}`).
+    ///
+    ///
+    /// - Remark: HTTP `PATCH /api/v1/account`.
+    /// - Remark: Generated from `#/paths//api/v1/account/patch(updateAccount)`.
+    internal func updateAccount(
+        headers: Operations.UpdateAccount.Input.Headers = .init(),
+        body: Operations.UpdateAccount.Input.Body
+    ) async throws -> Operations.UpdateAccount.Output {
+        try await updateAccount(Operations.UpdateAccount.Input(
+            headers: headers,
+            body: body
+        ))
+    }
+    /// Pending friend requests, both ways
+    ///
+    /// Each list newest first. A declined request stays in its sender's `outgoing` (pending,
+    /// cancellable) until it expires; an expired one is in neither list.
+    ///
+    ///
+    /// - Remark: HTTP `GET /api/v1/friends/requests`.
+    /// - Remark: Generated from `#/paths//api/v1/friends/requests/get(listFriendRequests)`.
+    internal func listFriendRequests(headers: Operations.ListFriendRequests.Input.Headers = .init()) async throws -> Operations.ListFriendRequests.Output {
+        try await listFriendRequests(Operations.ListFriendRequests.Input(headers: headers))
+    }
+    /// Ask an email for friendship
+    ///
+    /// 202 `{}` whatever the email names (an account, none, a friend, a pending request): no
+    /// answer tells whether an account exists. The user's own email is 422. A repeat of a
+    /// pending request, or a request to a friend, changes nothing; a request to an account that
+    /// has a pending request to this user makes the two friends at once (409 `friend_limit`
+    /// when either has 500). At most 20 requests per account in any 60 minutes (429 with
+    /// `Retry-After`). A request expires 30 days after it was sent.
+    ///
+    ///
+    /// - Remark: HTTP `POST /api/v1/friends/requests`.
+    /// - Remark: Generated from `#/paths//api/v1/friends/requests/post(sendFriendRequest)`.
+    internal func sendFriendRequest(
+        headers: Operations.SendFriendRequest.Input.Headers = .init(),
+        body: Operations.SendFriendRequest.Input.Body
+    ) async throws -> Operations.SendFriendRequest.Output {
+        try await sendFriendRequest(Operations.SendFriendRequest.Input(
+            headers: headers,
+            body: body
+        ))
+    }
+    /// Accept an incoming request
+    ///
+    /// - Remark: HTTP `POST /api/v1/friends/requests/{id}/accept`.
+    /// - Remark: Generated from `#/paths//api/v1/friends/requests/{id}/accept/post(acceptFriendRequest)`.
+    internal func acceptFriendRequest(
+        path: Operations.AcceptFriendRequest.Input.Path,
+        headers: Operations.AcceptFriendRequest.Input.Headers = .init()
+    ) async throws -> Operations.AcceptFriendRequest.Output {
+        try await acceptFriendRequest(Operations.AcceptFriendRequest.Input(
+            path: path,
+            headers: headers
+        ))
+    }
+    /// Decline an incoming request
+    ///
+    /// The recipient no longer sees it; to its sender it stays pending.
+    ///
+    /// - Remark: HTTP `POST /api/v1/friends/requests/{id}/decline`.
+    /// - Remark: Generated from `#/paths//api/v1/friends/requests/{id}/decline/post(declineFriendRequest)`.
+    internal func declineFriendRequest(
+        path: Operations.DeclineFriendRequest.Input.Path,
+        headers: Operations.DeclineFriendRequest.Input.Headers = .init()
+    ) async throws -> Operations.DeclineFriendRequest.Output {
+        try await declineFriendRequest(Operations.DeclineFriendRequest.Input(
+            path: path,
+            headers: headers
+        ))
+    }
+    /// Cancel an outgoing request
+    ///
+    /// - Remark: HTTP `DELETE /api/v1/friends/requests/{id}`.
+    /// - Remark: Generated from `#/paths//api/v1/friends/requests/{id}/delete(cancelFriendRequest)`.
+    internal func cancelFriendRequest(
+        path: Operations.CancelFriendRequest.Input.Path,
+        headers: Operations.CancelFriendRequest.Input.Headers = .init()
+    ) async throws -> Operations.CancelFriendRequest.Output {
+        try await cancelFriendRequest(Operations.CancelFriendRequest.Input(
+            path: path,
+            headers: headers
+        ))
+    }
+    /// The user's friends
+    ///
+    /// - Remark: HTTP `GET /api/v1/friends`.
+    /// - Remark: Generated from `#/paths//api/v1/friends/get(listFriends)`.
+    internal func listFriends(headers: Operations.ListFriends.Input.Headers = .init()) async throws -> Operations.ListFriends.Output {
+        try await listFriends(Operations.ListFriends.Input(headers: headers))
+    }
+    /// End a friendship
+    ///
+    /// - Remark: HTTP `DELETE /api/v1/friends/{id}`.
+    /// - Remark: Generated from `#/paths//api/v1/friends/{id}/delete(removeFriend)`.
+    internal func removeFriend(
+        path: Operations.RemoveFriend.Input.Path,
+        headers: Operations.RemoveFriend.Input.Headers = .init()
+    ) async throws -> Operations.RemoveFriend.Output {
+        try await removeFriend(Operations.RemoveFriend.Input(
+            path: path,
+            headers: headers
+        ))
+    }
+    /// A friend's todos of a month
+    ///
+    /// The friend's live todos with a deadline in the month, in the order of `GET /todos`,
+    /// each as a FriendTodo. A malformed `month` is 400 first; an id that is not a current
+    /// friend is 404.
+    ///
+    ///
+    /// - Remark: HTTP `GET /api/v1/friends/{id}/todos`.
+    /// - Remark: Generated from `#/paths//api/v1/friends/{id}/todos/get(listFriendTodos)`.
+    internal func listFriendTodos(
+        path: Operations.ListFriendTodos.Input.Path,
+        query: Operations.ListFriendTodos.Input.Query,
+        headers: Operations.ListFriendTodos.Input.Headers = .init()
+    ) async throws -> Operations.ListFriendTodos.Output {
+        try await listFriendTodos(Operations.ListFriendTodos.Input(
+            path: path,
+            query: query,
+            headers: headers
+        ))
+    }
+    /// A friend's daily stats of a month
+    ///
+    /// Exactly what the friend's own `GET /daily-stats?month=` returns.
+    ///
+    /// - Remark: HTTP `GET /api/v1/friends/{id}/daily-stats`.
+    /// - Remark: Generated from `#/paths//api/v1/friends/{id}/daily-stats/get(listFriendDailyStats)`.
+    internal func listFriendDailyStats(
+        path: Operations.ListFriendDailyStats.Input.Path,
+        query: Operations.ListFriendDailyStats.Input.Query,
+        headers: Operations.ListFriendDailyStats.Input.Headers = .init()
+    ) async throws -> Operations.ListFriendDailyStats.Output {
+        try await listFriendDailyStats(Operations.ListFriendDailyStats.Input(
+            path: path,
+            query: query,
+            headers: headers
         ))
     }
     /// List the account's sessions
@@ -915,6 +1159,12 @@ extension APIProtocol {
     /// poke published while the client was away (kept a minute). HEAD answers the stream's
     /// headers and opens no stream. A logout ends the account's open streams (the other
     /// devices reconnect and are authorized anew).
+    ///
+    /// With `friends=1` the stream also carries `event: friend` events (see the friends
+    /// routes): `data: {"friendId": N}` after friend N's committed change of what
+    /// `GET /friends/{id}/todos` or `…/daily-stats` returns, and `{"friendId": null}` when this
+    /// user's friends list or requests change (a friend's nickname included). Without it (or
+    /// with `friends=0`) there are none; another value is 400.
     ///
     ///
     /// - Remark: HTTP `GET /api/v1/sync/live`.
