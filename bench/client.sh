@@ -22,7 +22,13 @@ for run in $(seq 1 "$RUNS"); do
     wall=$(sed -n 's/.*sync_seconds=\([0-9.]*\).*/\1/p' <<<"$out")
     proc=$(sed -n 's/.*wall=\([0-9.]*\).*/\1/p' <<<"$out")
     rss=$(sed -n 's/.*rss_kb=\([0-9]*\).*/\1/p' <<<"$out")
+    # The records the store received: a snapshot's (installed) plus the pages pulled after it.
+    # Counting only "pulled N" printed "0 records" for a first sync served by a snapshot.
     pulled=$(sed -n 's/.*pulled \([0-9]*\) record.*/\1/p' <<<"$out")
+    installed=$(sed -n 's/.*installing a snapshot of \([0-9]*\) record.*/\1/p' <<<"$out")
+    pulled=$((${pulled:-0} + ${installed:-0}))
+    ((pulled > 0)) || { echo "first sync run $run received no record: $out" >&2; exit 1; }
+    ((pulled == RECORDS)) || echo "note: first sync run $run received $pulled records, $RECORDS were seeded" >&2
     printf 'first sync run %d: %s records, sync %.3f s (process %.2f s), peak RSS %.1f MB, store %.1f MB\n' \
         "$run" "$pulled" "$wall" "$proc" "$(echo "$rss / 1024" | bc -l)" "$(du -m "$db" | cut -f1)"
     walls+=("$wall") rsss+=("$rss")

@@ -262,6 +262,9 @@ upstream=""
 for ((i = 1; i <= INSTANCES; i++)); do
     upstream+="    server unix:/run/todosync/responder-$i.sock max_fails=0;"$'\n'
 done
+# Kept connections: idle ones cost a responder no thread (TODOSYNC_FASTCGI_DISPATCH=1); nginx
+# closes them after 60 s, before a responder would (300 s).
+upstream+="    keepalive 32;"$'\n'"    keepalive_timeout 60s;"$'\n'
 IFS=, read -r -a metrics_allow <<<"$METRICS_ALLOW"
 metrics_locations() { # the loopback metrics locations, as the scripts of $RENDER_ROOT write them
     "$RENDER_ROOT/scripts/nginx-metrics-locations.sh" "$INSTANCES" /run/todosync/responder-%d.sock \

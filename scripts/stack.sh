@@ -67,6 +67,11 @@ unset _config_file _saved_env
 : "${TODOSYNC_HTTP_REDIRECT:=auto}"              # on: plain HTTP answers 308; auto: on unless loopback
 : "${TODOSYNC_RESPONDERS:=1}"                    # `todosync serve` processes, each supervised
 : "${TODOSYNC_NGINX_WORKERS:=2}"
+: "${TODOSYNC_UPSTREAM_KEEPALIVE:=32}"
+# Production's timers (scripts/systemd/*.timer) as runit services: a pass, then this long asleep
+# (0: off). store-days every minute and purge hourly, as there; backups stay `stack.sh backup`.
+: "${TODOSYNC_STORE_DAYS_SECONDS:=60}"
+: "${TODOSYNC_PURGE_SECONDS:=3600}"           # idle kept connections to the responders per nginx worker (0: none)
 : "${TODOSYNC_NGINX_USER:=www-data}"             # as root: nginx's workers
 : "${TODOSYNC_NGINX_GROUP:=todosync-web}"        # as root: their group, which also owns the responders' sockets
 : "${TODOSYNC_SERVICE_GROUP:=todosync}"          # as root: the responders' group (it owns MariaDB's socket dir)
@@ -99,7 +104,8 @@ load_limit_defaults
 # The stack's own variables (`env` prints them; the binary's follow from `todosync config`).
 STACK_VARS=(
     TODOSYNC_STATE_DIR TODOSYNC_SOCKET_DIR TODOSYNC_LISTEN_ADDRESS TODOSYNC_HTTP_PORT
-    TODOSYNC_HTTPS_PORT TODOSYNC_HTTP_REDIRECT TODOSYNC_RESPONDERS TODOSYNC_NGINX_WORKERS
+    TODOSYNC_HTTPS_PORT TODOSYNC_HTTP_REDIRECT TODOSYNC_RESPONDERS TODOSYNC_NGINX_WORKERS TODOSYNC_UPSTREAM_KEEPALIVE
+    TODOSYNC_STORE_DAYS_SECONDS TODOSYNC_PURGE_SECONDS
     TODOSYNC_NGINX_USER TODOSYNC_NGINX_GROUP TODOSYNC_SERVICE_GROUP TODOSYNC_APP_USER TODOSYNC_DB_OS_USER
     TODOSYNC_DB_OS_GROUP
     TODOSYNC_DROP_PRIVILEGES TODOSYNC_AUTH_RATE TODOSYNC_AUTH_BURST TODOSYNC_ACCOUNT_CONCURRENCY
@@ -110,7 +116,8 @@ STACK_VARS=(
     TODOSYNC_STOP_TIMEOUT TODOSYNC_SKIP_DEPS TODOSYNC_SKIP_BUILD TODOSYNC_CONFIG
 )
 
-for _v in TODOSYNC_HTTP_PORT TODOSYNC_HTTPS_PORT TODOSYNC_RESPONDERS TODOSYNC_NGINX_WORKERS TODOSYNC_AUTH_RATE \
+for _v in TODOSYNC_HTTP_PORT TODOSYNC_HTTPS_PORT TODOSYNC_RESPONDERS TODOSYNC_NGINX_WORKERS TODOSYNC_UPSTREAM_KEEPALIVE TODOSYNC_AUTH_RATE \
+    TODOSYNC_STORE_DAYS_SECONDS TODOSYNC_PURGE_SECONDS \
     TODOSYNC_AUTH_BURST TODOSYNC_ACCOUNT_CONCURRENCY TODOSYNC_ADDRESS_CONCURRENCY TODOSYNC_ADDRESS_CONNECTIONS \
     TODOSYNC_LIVE_STREAMS TODOSYNC_UP_TIMEOUT TODOSYNC_STOP_TIMEOUT; do
     is_uint "${!_v}" || die "$_v must be a non-negative integer (got '${!_v}')"
@@ -404,6 +411,7 @@ service_pattern() { # a string in the daemon's command line (guards against stal
         mariadb) printf '%s\n' "--datadir=$DB_DATA" ;;
         nginx) printf '%s\n' "$NGINX_CONF" ;;
         responder-*) responder_sock "${1#responder-}" ;;
+        periodic-*) printf 'sleep\n' ;; # its bash (whose script names sleep), then `sleep N`
     esac
 }
 
@@ -469,6 +477,42 @@ responders_stop() { # [INDEX...] (default: all)
     done
 }
 
+# --- periodic passes ------------------------------------------------------------------------------
+
+# The passes production's systemd timers run (todosync-store-days.timer: a minute after the last
+# ended; todosync-purge.timer: hourly), each a runit service whose ./run is one pass followed by
+# `exec sleep SECONDS`: when the sleep ends, runsv starts ./run again. Output: <log>/periodic-NAME.log.
+PERIODIC=(store-days:TODOSYNC_STORE_DAYS_SECONDS purge:TODOSYNC_PURGE_SECONDS)
+
+periodic_start() {
+    require_bin
+    require_cmd runsv sv
+    local entry name var seconds run_as=()
+    ((TODOSYNC__SERVICE_USERS)) && run_as=("${AS_APP[@]}")
+    for entry in "${PERIODIC[@]}"; do
+        name=${entry%%:*}
+        var=${entry#*:}
+        seconds=${!var}
+        if ((seconds == 0)); then
+            stop_services "periodic-$name"
+            continue
+        fi
+        write_service "periodic-$name" "${run_as[@]}" bash -c "\"\$1\" $name </dev/null; exec sleep $seconds" \
+            "periodic-$name" "$TODOSYNC_BIN"
+        if [[ -n $(runsv_pid "periodic-$name") ]]; then
+            sv term "$(service_dir "periodic-$name")" >/dev/null # a new interval: start over
+        else
+            start_service "periodic-$name"
+        fi
+    done
+}
+
+periodic_stop() {
+    local entry names=()
+    for entry in "${PERIODIC[@]}"; do names+=("periodic-${entry%%:*}"); done
+    stop_services "${names[@]}"
+}
+
 cmd_responder_pids() {
     local idx
     for idx in $(responder_indexes); do service_pid "responder-$idx"; done
@@ -510,6 +554,13 @@ render_nginx_conf() {
     for ((idx = 1; idx <= TODOSYNC_RESPONDERS; idx++)); do
         upstream+="        server \"unix:$(responder_sock "$idx")\" max_fails=2 fail_timeout=2s;"$'\n'
     done
+    if ((TODOSYNC_UPSTREAM_KEEPALIVE > 0)); then
+        # Kept connections (fastcgi_keep_conn on): an idle one costs a responder no thread
+        # (TODOSYNC_FASTCGI_DISPATCH=1). nginx closes idle ones after 60 s, before the responder
+        # would (300 s), so no close from the responder crosses a request sent on one.
+        upstream+="        keepalive $TODOSYNC_UPSTREAM_KEEPALIVE;"$'\n'
+        upstream+="        keepalive_timeout 60s;"$'\n'
+    fi
     if [[ $TODOSYNC_BENCH_LOCATIONS == 1 ]]; then
         bench=$'        # benchmark baseline: nginx alone, no upstream (TODOSYNC_BENCH_LOCATIONS=1)\n'
         bench+=$'        location = /__bench/nginx {\n'
@@ -641,12 +692,14 @@ cmd_up() {
     responders_start
     nginx_start
     wait_healthy
+    periodic_start
     unlock_state
     log "up: $HTTP_BASE/healthz answers 200 (state: $STATE)"
 }
 
 cmd_down() {
     lock_state
+    periodic_stop
     stop_services nginx
     responders_stop
     db_stop
@@ -655,7 +708,12 @@ cmd_down() {
 
 cmd_status() { # exit status 0 only when every part is running
     local name pid rc=0
-    for name in mariadb $(responder_indexes | sed 's/^/responder-/') nginx; do
+    local periodic=() entry var
+    for entry in "${PERIODIC[@]}"; do
+        var=${entry#*:}
+        ((${!var} == 0)) || periodic+=("periodic-${entry%%:*}")
+    done
+    for name in mariadb $(responder_indexes | sed 's/^/responder-/') nginx "${periodic[@]}"; do
         pid=$(service_pid "$name")
         if [[ -n $pid ]]; then
             printf '%-13s running (pid %s, runsv %s)\n' "$name" "$pid" "$(runsv_pid "$name")"

@@ -91,19 +91,39 @@ public final class FastCGIServer: Sendable {
             watchdog.join()
         }
 
+        var dispatcher: ConnectionDispatcher?
+        var dispatcherThread: PosixThread?
+        if configuration.dispatchesConnections {
+            do {
+                let made = try ConnectionDispatcher(
+                    listener: listener, wakeFD: wakePipe.readFD, configuration: configuration, lifecycle: lifecycle,
+                    logger: logger)
+                dispatcherThread = try PosixThread.spawn { [workerCount = configuration.workerCount] in
+                    made.run(workerCount: workerCount)
+                }
+                dispatcher = made
+            } catch {
+                readDeadlines.stop()
+                wakePipe.close()
+                listener.close()
+                throw error
+            }
+        }
+
         var workers: [PosixThread] = []
         var spawnError: FastCGIServerError?
         workers.reserveCapacity(configuration.workerCount)
         for index in 0..<configuration.workerCount {
-            let worker = Worker(
+            var worker = Worker(
                 index: index, listenFD: listener.fd, setsNoDelay: listener.acceptsTCP, wakeFD: wakePipe.readFD,
                 maxBodyBytes: configuration.maxBodyBytes, allowedPeers: configuration.allowedPeers,
                 readTimeoutSeconds: configuration.readTimeoutSeconds,
                 writeTimeoutSeconds: configuration.writeTimeoutSeconds, readDeadlines: readDeadlines,
                 idleMilliseconds: Int32(min(configuration.readDeadlineSeconds * 1000, Double(Int32.max))),
                 lifecycle: lifecycle, logger: workerLogger(index))
+            worker.dispatcher = dispatcher
             do {
-                workers.append(try PosixThread.spawn { [lifecycle] in
+                workers.append(try PosixThread.spawn { [lifecycle, worker] in
                     worker.run(makeHandler: makeHandler)
                     lifecycle.workerDidExit()
                 })
@@ -122,6 +142,7 @@ public final class FastCGIServer: Sendable {
                 "listen": "\(listener.address)", "workers": "\(workers.count)",
                 "socket_mode": "\(String(configuration.socketMode, radix: 8))",
                 "allowed_peers": "\(configuration.allowedPeers)",
+                "kept_connections": "\(dispatcher == nil ? "bound to workers" : "dispatched")",
             ])
         // Under systemd (Type=notify), a start or restart completes only now that workers accept
         // (or later, when the caller decides readiness).
@@ -136,8 +157,12 @@ public final class FastCGIServer: Sendable {
             metadata: ["grace_seconds": "\(configuration.shutdownGraceSeconds)"])
 
         let deadline = DispatchTime.now() + configuration.shutdownGraceSeconds
-        let exited = waitForWorkers(workers.count, listener: listener, deadline: deadline)
+        let exited = dispatcher == nil
+            ? waitForWorkers(workers.count, listener: listener, deadline: deadline)
+            : lifecycle.waitForWorkers(count: workers.count, deadline: deadline)  // the dispatcher releases them
         if exited == workers.count {
+            // A worker exits only once the dispatcher has stopped using the listener.
+            dispatcherThread?.join()
             for worker in workers { worker.join() }
             lifecycle.detach()
             wakePipe.close()
@@ -147,6 +172,7 @@ public final class FastCGIServer: Sendable {
             // Stragglers still run a handler; they exit on their own and must keep their
             // descriptors valid, so only the socket file is removed.
             for worker in workers { worker.detach() }
+            dispatcherThread?.detach()
             lifecycle.detach()
             listener.unlinkOnly()
             logger.warning(

@@ -29,9 +29,19 @@ public struct FastCGIServerConfiguration: Sendable {
     public var backlog: Int32
     /// Number of worker threads; each serves one request at a time.
     ///
-    /// With `fastcgi_keep_conn on`, a worker stays bound to one nginx connection, so keep this at
-    /// least as high as the number of upstream connections nginx may hold open.
+    /// With ``dispatchesConnections`` off and `fastcgi_keep_conn on`, a worker stays bound to one
+    /// nginx connection, so keep this at least as high as the number of upstream connections nginx
+    /// may hold open.
     public var workerCount: Int
+    /// One thread (epoll) waits on the listening socket and on every connection between requests,
+    /// and hands a connection to a worker only once a request's header has arrived
+    /// (``ConnectionDispatcher``): kept connections (nginx upstream `keepalive`) cost no worker
+    /// while idle. Off: each worker accepts and stays with its connection (the old way).
+    public var dispatchesConnections: Bool
+    /// How long a kept connection may sit idle between requests when ``dispatchesConnections`` is
+    /// on. Keep it above nginx's upstream `keepalive_timeout`, so nginx closes idle connections
+    /// first (a close from the responder's side can cross a request nginx is sending).
+    public var keptIdleSeconds: Double
     /// Largest request body that is read. Requests declaring a larger `CONTENT_LENGTH` reach the
     /// handler with an empty body and ``FastCGIRequest/bodyTooLarge`` set.
     public var maxBodyBytes: Int
@@ -50,6 +60,8 @@ public struct FastCGIServerConfiguration: Sendable {
         workerCount: Int = 16,
         maxBodyBytes: Int = 1 << 20,
         shutdownGraceSeconds: Double = 10,
+        dispatchesConnections: Bool = true,
+        keptIdleSeconds: Double = 300,
         listenAddress: FastCGIListenAddress? = nil,
         allowedPeers: PeerAllowList = .everyone
     ) {
@@ -65,6 +77,8 @@ public struct FastCGIServerConfiguration: Sendable {
         self.workerCount = workerCount
         self.maxBodyBytes = maxBodyBytes
         self.shutdownGraceSeconds = shutdownGraceSeconds
+        self.dispatchesConnections = dispatchesConnections
+        self.keptIdleSeconds = keptIdleSeconds
     }
 }
 
@@ -108,7 +122,7 @@ extension FastCGIServerConfiguration {
         }
         for (name, value) in [
             ("readTimeoutSeconds", readTimeoutSeconds), ("readDeadlineSeconds", readDeadlineSeconds),
-            ("writeTimeoutSeconds", writeTimeoutSeconds),
+            ("writeTimeoutSeconds", writeTimeoutSeconds), ("keptIdleSeconds", keptIdleSeconds),
         ]
         where !value.isFinite || value <= 0 || value > 3600 {
             throw .invalidConfiguration("\(name) must be more than 0 and at most 3600")

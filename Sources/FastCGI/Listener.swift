@@ -67,7 +67,7 @@ struct Listener: Sendable {
         }
     }
 
-    private func setNonBlocking(_ on: Bool) {
+    func setNonBlocking(_ on: Bool) {
         let flags = fcntl(fd, F_GETFL)
         guard flags >= 0 else { return }
         _ = fcntl(fd, F_SETFL, on ? flags | O_NONBLOCK : flags & ~O_NONBLOCK)

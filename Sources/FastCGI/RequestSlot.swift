@@ -32,7 +32,8 @@ final class RequestSlot {
         FCGX_InitRequest(request, -1, 0)
     }
 
-    private static func timeval(seconds: Double) -> Glibc.timeval {
+    /// `seconds` as a `timeval` (for `SO_RCVTIMEO`/`SO_SNDTIMEO`; the dispatcher's too).
+    static func timeval(seconds: Double) -> Glibc.timeval {
         let whole = seconds.rounded(.down)
         return Glibc.timeval(tv_sec: Int(whole), tv_usec: Int((seconds - whole) * 1_000_000))
     }
@@ -77,6 +78,24 @@ final class RequestSlot {
             return Self.connectionDropped
         }
         return 0
+    }
+
+    /// Reads the params of the next request on `fd`, a connection accepted elsewhere (the
+    /// ``ConnectionDispatcher``) whose request header has arrived: `FCGX_Accept_r` reads from an
+    /// open `ipcFd` instead of accepting, and `keepConnection` keeps its opening `FCGX_Finish_r`
+    /// from closing it. Answers as ``accept(startsReading:)`` does.
+    func adopt(_ fd: Int32, startsReading: (Int32) -> Void) -> Int32 {
+        request.pointee.ipcFd = fd
+        request.pointee.keepConnection = 1
+        return accept(startsReading: startsReading)
+    }
+
+    /// Takes the kept connection out of the slot after ``finish(keepConnection:)`` left it open,
+    /// for the ``ConnectionDispatcher`` to wait on; -1 when libfcgi closed it.
+    func detachConnection() -> Int32 {
+        let fd = request.pointee.ipcFd
+        request.pointee.ipcFd = -1
+        return fd
     }
 
     /// True when a kept connection (FCGI_KEEP_CONN) is open between requests.
@@ -309,6 +328,6 @@ final class RequestSlot {
 /// `accept4(2)`, which Glibc's module map does not export: the accepted descriptor is
 /// close-on-exec from the start, without a separate `fcntl`.
 @_silgen_name("accept4")
-private func acceptCloseOnExec(
+func acceptCloseOnExec(
     _ fd: Int32, _ address: UnsafeMutablePointer<sockaddr>?, _ length: UnsafeMutablePointer<socklen_t>?, _ flags: Int32
 ) -> Int32

@@ -20,6 +20,9 @@ struct Worker: Sendable {
     let idleMilliseconds: Int32
     let lifecycle: ServerLifecycle
     let logger: Logger
+    /// When set, connections come from it (kept ones included) and go back to it between
+    /// requests; the worker never accepts nor waits on an idle connection.
+    var dispatcher: ConnectionDispatcher? = nil
 
     /// How much unread request body a kept connection may discard before it is closed instead.
     private static let keptConnectionDrainLimit = 64 * 1024
@@ -28,6 +31,10 @@ struct Worker: Sendable {
 
     /// Runs until shutdown has drained the listen queue (or the listener fails for good).
     func run(makeHandler: @Sendable (Int) -> (FastCGIRequest) -> FastCGIResponse) {
+        if let dispatcher {
+            runDispatched(dispatcher, makeHandler: makeHandler)
+            return
+        }
         let slot = RequestSlot(
             listenFD: listenFD, setsNoDelay: setsNoDelay, readTimeoutSeconds: readTimeoutSeconds,
             writeTimeoutSeconds: writeTimeoutSeconds)
@@ -71,6 +78,29 @@ struct Worker: Sendable {
                 continue
             }
             serve(slot: slot, handler: handler)
+        }
+        logger.debug("FastCGI worker stopped")
+    }
+
+    /// Serves the connections the dispatcher hands over, one request each, until it stops.
+    private func runDispatched(
+        _ dispatcher: ConnectionDispatcher, makeHandler: @Sendable (Int) -> (FastCGIRequest) -> FastCGIResponse
+    ) {
+        let slot = RequestSlot(
+            listenFD: -1, setsNoDelay: setsNoDelay, readTimeoutSeconds: readTimeoutSeconds,
+            writeTimeoutSeconds: writeTimeoutSeconds)
+        let handler = makeHandler(index)
+        logger.debug("FastCGI worker started (dispatched connections)")
+        while let fd = dispatcher.next() {
+            let result = slot.adopt(fd) { [readDeadlines, index] fd in readDeadlines.arm(worker: index, fd: fd) }
+            guard result == 0 else {
+                readDeadlines.disarm(worker: index)
+                logger.debug("FastCGI connection dropped before a complete request")
+                slot.closeConnection()
+                continue
+            }
+            serve(slot: slot, handler: handler)
+            if slot.hasOpenConnection { dispatcher.giveBack(slot.detachConnection()) }
         }
         logger.debug("FastCGI worker stopped")
     }

@@ -112,6 +112,7 @@ struct Serve: ParsableCommand {
             try environment.int("TODOSYNC_FASTCGI_READ_TIMEOUT"))
         configuration.readDeadlineSeconds = Double(
             try environment.int("TODOSYNC_FASTCGI_READ_DEADLINE"))
+        configuration.dispatchesConnections = environment.string("TODOSYNC_FASTCGI_DISPATCH") == "1"
 
         MariaDBLibrary.initialize()
         Store.prepareDecoyHash()

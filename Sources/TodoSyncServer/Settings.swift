@@ -23,6 +23,8 @@ enum Settings {
                 "seconds each read of a request from nginx may wait before the connection is dropped"),
         Setting("TODOSYNC_FASTCGI_READ_DEADLINE", default: "\(Int(FastCGIServerConfiguration().readDeadlineSeconds))", rule: .integer(1...3600),
                 "seconds a whole request (params and body) may take to arrive from nginx, and a kept connection may sit idle"),
+        Setting("TODOSYNC_FASTCGI_DISPATCH", default: "1", rule: .oneOf(["0", "1"]),
+                "1: one thread waits on idle (kept) connections and hands a request to a free worker; 0: each worker keeps its connection"),
         Setting("TODOSYNC_RETRY_LOG_SECONDS", default: "30", rule: .integer(1...86400), "interval of the transaction-retry counter log line"),
         Setting("TODOSYNC_LOG_LEVEL", default: "info", rule: .oneOf(["trace", "debug", "info", "notice", "warning", "error", "critical"]), "the lowest level logged"),
         // logs and metrics (docs/OPERATIONS.md, "Reading metrics and logs")

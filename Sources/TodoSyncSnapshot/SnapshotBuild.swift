@@ -24,7 +24,11 @@ extension SnapshotCache {
     /// `id` order, no index but the tables' own. The feed is read in version order, which is `id`
     /// order only for an account whose records were never edited; when a table's rows came out of
     /// order its pages were split on the way, and the file is compacted by `VACUUM INTO` as before.
-    public func build(userID: Int64, schemaVersion: Int, deadline: RequestDeadline?,
+    ///
+    /// `window`: a window's file (`records` gives only the window's records): its cursor is a
+    /// cursor of that window, `snapshot_meta` names it (`windowFrom`, `windowTo`), and it is cached
+    /// under a key of its own.
+    public func build(userID: Int64, schemaVersion: Int, window: SyncWindow? = nil, deadline: RequestDeadline?,
                       records source: RecordSource) throws -> Entry {
         let started = Timestamp.now()
         try prepareDirectory(userID)
@@ -56,12 +60,13 @@ extension SnapshotCache {
                 }
                 try byKind[Int(kind.rawValue)]!.insert(body)
             }
-            let cursor = SyncCursor(position: version, skipTombstonesThrough: version, userID: userID, epoch: epoch)
+            let cursor = SyncCursor(position: version, skipTombstonesThrough: version, userID: userID, epoch: epoch,
+                                    window: window)
             let meta = try file.prepare("INSERT INTO snapshot_meta (key, value) VALUES (?1, ?2)")
             let metaRows: [(String, String)] = [
                 ("format", "todosync-snapshot"), ("userId", "\(userID)"), ("cursor", cursor.encoded),
                 ("schemaVersion", "\(schemaVersion)"), ("createdAt", readAt.rfc3339), ("recordCount", "\(records)"),
-            ]
+            ] + (window.map { [("windowFrom", $0.from?.description ?? ""), ("windowTo", $0.to?.description ?? "")] } ?? [])
             for (name, value) in metaRows {
                 var name = name, value = value
                 try name.withUTF8 { n in try value.withUTF8 { v in
@@ -80,7 +85,7 @@ extension SnapshotCache {
             }
             return (version, epoch)
         }()  // the file is closed here, before its bytes are digested
-        let key = Key(userID: userID, epoch: epoch, version: version, schemaVersion: schemaVersion)
+        let key = Key(userID: userID, epoch: epoch, version: version, schemaVersion: schemaVersion, window: window)
         let entry = try install(finished, key: key)
         SnapshotMetrics.built(records: records, seconds: Double(Timestamp.now().millisecondsSinceEpoch
             - started.millisecondsSinceEpoch) / 1000)

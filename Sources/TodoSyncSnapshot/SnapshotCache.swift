@@ -11,7 +11,8 @@ import TodoSyncCore
 /// hosts: docs/SCALING.md). nginx serves its files (`X-Accel-Redirect`); the responder only finds,
 /// builds and erases them.
 ///
-/// Layout: `<directory>/<userID>/<epoch>-<version>-<schema>-<sha256 hex>.sqlite`, one file per
+/// Layout: `<directory>/<userID>/<epoch>-<version>-<schema>[-w<from>_<to>]-<sha256 hex>.sqlite` (a
+/// window's file names its window), one file per
 /// build, never rewritten (the name says what it holds, so a name found is a file complete and
 /// checked); its gzip companion (made on the first request that accepts gzip) is
 /// `<that file's name>.<sha256 hex of the gzip bytes>.gz`, and lives and goes with it; beside them `.lock-*` files (one `flock` per cache key: concurrent requests build
@@ -40,13 +41,47 @@ public final class SnapshotCache: Sendable {
         public let epoch: UInt64
         public let version: Int64
         public let schemaVersion: Int
+        /// A window's snapshot (API.md "Sync: snapshot"); nil for the whole account's.
+        public let window: SyncWindow?
 
-        var stem: String { "\(String(epoch, radix: 16))-\(version)-\(schemaVersion)" }
+        init(userID: Int64, epoch: UInt64, version: Int64, schemaVersion: Int, window: SyncWindow? = nil) {
+            self.userID = userID
+            self.epoch = epoch
+            self.version = version
+            self.schemaVersion = schemaVersion
+            self.window = window
+        }
+
+        var stem: String { "\(String(epoch, radix: 16))-\(version)-\(schemaVersion)\(windowSuffix)" }
+
+        /// `-w<from>_<to>` for a window (dates as yyyymmdd, `x` for an open side), else empty:
+        /// each window has its own files, locks and marks.
+        var windowSuffix: String {
+            guard let window else { return "" }
+            func text(_ day: Day?) -> String { day.map { String($0.description.filter { $0 != "-" }) } ?? "x" }
+            return "-w\(text(window.from))_\(text(window.to))"
+        }
+
+        /// Parses `windowSuffix`'s part after the dash.
+        static func window(_ text: Substring) -> SyncWindow?? {
+            guard text.hasPrefix("w") else { return nil }
+            let sides = text.dropFirst().split(separator: "_", omittingEmptySubsequences: false)
+            func day(_ side: Substring) -> Day?? {
+                if side == "x" { return .some(nil) }
+                guard side.utf8.count == 8, let key = Int(side) else { return nil }
+                return Day(year: key / 10000, month: key / 100 % 100, day: key % 100).map { .some($0) }
+            }
+            guard sides.count == 2, let from = day(sides[0]), let to = day(sides[1]),
+                  let window = SyncWindow(from: from, to: to), window.from != nil || window.to != nil else { return nil }
+            return .some(window)
+        }
     }
 
-    /// The key of the user's snapshot at `version` of history `epoch` in `schemaVersion`.
-    public static func key(userID: Int64, epoch: UInt64, version: Int64, schemaVersion: Int) -> Key {
-        Key(userID: userID, epoch: epoch, version: version, schemaVersion: schemaVersion)
+    /// The key of the user's snapshot at `version` of history `epoch` in `schemaVersion`; of
+    /// `window`'s records only when given.
+    public static func key(userID: Int64, epoch: UInt64, version: Int64, schemaVersion: Int,
+                           window: SyncWindow? = nil) -> Key {
+        Key(userID: userID, epoch: epoch, version: version, schemaVersion: schemaVersion, window: window)
     }
 
     /// A finished snapshot file in the cache.
@@ -93,7 +128,8 @@ public final class SnapshotCache: Sendable {
         var best: Entry?
         for name in names(in: userDirectory(key.userID)) {
             guard let entry = Self.entry(userID: key.userID, fileName: name), entry.key.epoch == key.epoch,
-                  entry.key.schemaVersion == key.schemaVersion, entry.key.version >= key.version,
+                  entry.key.schemaVersion == key.schemaVersion, entry.key.window == key.window,
+                  entry.key.version >= key.version,
                   entry.key.version > best?.key.version ?? -1,
                   let modified = modificationTime("\(userDirectory(key.userID))/\(name)"),
                   now - modified < maximumAgeSeconds else { continue }
@@ -102,14 +138,20 @@ public final class SnapshotCache: Sendable {
         return best
     }
 
-    /// Parses `<epoch hex>-<version>-<schema>-<digest hex>.sqlite`.
+    /// Parses `<epoch hex>-<version>-<schema>[-w<from>_<to>]-<digest hex>.sqlite`.
     static func entry(userID: Int64, fileName: String) -> Entry? {
         guard fileName.hasSuffix(".sqlite"), !fileName.hasPrefix(".") else { return nil }
         let parts = fileName.dropLast(7).split(separator: "-")
-        guard parts.count == 4, let epoch = UInt64(parts[0], radix: 16), let version = Int64(parts[1]),
-              let schema = Int(parts[2]), parts[3].utf8.count == 64, let digest = unhex(parts[3]) else { return nil }
-        return Entry(key: Key(userID: userID, epoch: epoch, version: version, schemaVersion: schema), digest: digest,
-                     fileName: fileName)
+        guard parts.count == 4 || parts.count == 5, let epoch = UInt64(parts[0], radix: 16),
+              let version = Int64(parts[1]), let schema = Int(parts[2]), parts.last!.utf8.count == 64,
+              let digest = unhex(parts.last!) else { return nil }
+        var window: SyncWindow?
+        if parts.count == 5 {
+            guard let parsed = Key.window(parts[3]) else { return nil }
+            window = parsed
+        }
+        return Entry(key: Key(userID: userID, epoch: epoch, version: version, schemaVersion: schema, window: window),
+                     digest: digest, fileName: fileName)
     }
 
     /// Parses `<file name>.<gzip digest hex>.gz` into the file it compresses and its digest.
@@ -218,7 +260,7 @@ public final class SnapshotCache: Sendable {
     /// until `deadline`): nil when the deadline came first.
     public func withBuildLock<T>(_ key: Key, deadline: RequestDeadline?, _ body: () throws -> T) throws -> T? {
         try prepareDirectory(key.userID)
-        let path = "\(userDirectory(key.userID))/.lock-\(String(key.epoch, radix: 16))-\(key.schemaVersion)"
+        let path = "\(userDirectory(key.userID))/.lock-\(String(key.epoch, radix: 16))-\(key.schemaVersion)\(key.windowSuffix)"
         let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o640)
         guard fd >= 0 else { throw SnapshotCacheError("cannot open \(path): errno \(errno)") }
         defer { close(fd) }
@@ -252,7 +294,8 @@ public final class SnapshotCache: Sendable {
             guard other != name, let old = Self.entry(userID: key.userID, fileName: other)
                     ?? Self.companion(userID: key.userID, fileName: other)?.entry else { continue }
             // Superseded (older version of this schema), or of another history: never served again.
-            if old.key.epoch != key.epoch || (old.key.schemaVersion == key.schemaVersion && old.key.version <= key.version) {
+            if old.key.epoch != key.epoch || (old.key.schemaVersion == key.schemaVersion && old.key.window == key.window
+                                              && old.key.version <= key.version) {
                 unlink("\(userDirectory(key.userID))/\(other)")
             }
         }
@@ -264,7 +307,7 @@ public final class SnapshotCache: Sendable {
     // MARK: builds that do not fit the budget
 
     func tooSlowMark(_ key: Key) -> String {
-        "\(userDirectory(key.userID))/.too-slow-\(String(key.epoch, radix: 16))-\(key.schemaVersion)"
+        "\(userDirectory(key.userID))/.too-slow-\(String(key.epoch, radix: 16))-\(key.schemaVersion)\(key.windowSuffix)"
     }
 
     /// Notes that a build of `key`'s account ran out of the request budget.

@@ -241,10 +241,11 @@ enum UserColumn: Int, TableColumns {
 /// The columns of the change feed, `sync_feed` (Sql/007), in the order `SQL.Feed.insert` writes
 /// them (`FeedEntry.values`).
 enum FeedColumn: Int, TableColumns {
-    case userID, version, kind, recordID, deletedAt, device, parentTags, body
+    case userID, version, kind, recordID, deletedAt, device, parentTags, body, liveDay
 
     var sqlName: String {
         switch self {
+        case .liveDay: "live_day"
         case .userID: "user_id"
         case .version: "version"
         case .kind: "kind"

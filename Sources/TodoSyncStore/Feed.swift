@@ -15,27 +15,37 @@ struct FeedEntry: Equatable {
     let parentTags: String
     /// The record's JSON, or its tombstone's.
     let body: [UInt8]
+    /// `sync_feed.live_day` (Sql/031), database text: a live todo's deadline, a live daily
+    /// stat's date, `FeedEntry.tagDay` for a live tag, nil for a tombstone. A window's first pull
+    /// reads by it.
+    let liveDay: String?
+
+    /// The `live_day` of every live tag: before every date a window can have, so that a window's
+    /// first pull, reading by `live_day`, reads the tags first.
+    static let tagDay = "1000-01-01"
 
     init(_ tag: Tag, device: Int64?) {
         self.init(kind: .tag, id: tag.id, clientID: tag.clientID, version: tag.version, deletedAt: tag.deletedAt,
-                  device: device, parents: []) { tag.write(to: &$0) }
+                  device: device, parents: [], day: FeedEntry.tagDay) { tag.write(to: &$0) }
     }
 
     /// `rendered`: the live todo's JSON (`Todo.write(to:)`) when the caller has it already.
     init(_ todo: Todo, device: Int64?, rendered: [UInt8]? = nil) {
         self.init(kind: .todo, id: todo.id, clientID: todo.clientID, version: todo.version, deletedAt: todo.deletedAt,
-                  device: device, parents: todo.tagID.map { [$0] } ?? [], rendered: rendered) { todo.write(to: &$0) }
+                  device: device, parents: todo.tagID.map { [$0] } ?? [], day: todo.deadline.description,
+                  rendered: rendered) { todo.write(to: &$0) }
     }
 
     /// Daily stats are always derived: they never carry a device.
     init(_ stat: DailyStat) {
         self.init(kind: .dailyStat, id: stat.id, clientID: nil, version: stat.version, deletedAt: stat.deletedAt,
-                  device: nil, parents: stat.content.tagIDs) { stat.write(to: &$0) }
+                  device: nil, parents: stat.content.tagIDs, day: stat.date.description) { stat.write(to: &$0) }
     }
 
     private init(kind: FeedKind, id: Int64, clientID: String?, version: Int64, deletedAt: String?, device: Int64?,
-                 parents: [Int64], rendered: [UInt8]? = nil, live: (inout JSONWriter) -> Void) {
+                 parents: [Int64], day: String, rendered: [UInt8]? = nil, live: (inout JSONWriter) -> Void) {
         self.kind = kind
+        liveDay = deletedAt == nil ? day : nil
         recordID = id
         self.version = version
         self.device = device
@@ -64,8 +74,9 @@ struct FeedEntry: Equatable {
 
     /// A row as `sync_feed` holds it.
     init(stored kind: FeedKind, recordID: Int64, version: Int64, deletedAt: String?, device: Int64?,
-         parentTags: String, body: [UInt8]) {
+         parentTags: String, body: [UInt8], liveDay: String?) {
         self.kind = kind
+        self.liveDay = liveDay
         self.recordID = recordID
         self.version = version
         self.deletedAt = deletedAt
@@ -77,7 +88,7 @@ struct FeedEntry: Equatable {
     /// The bound values of one row of `SQL.Feed.insert`.
     func values(userID: Int64) -> [DatabaseValue] {
         [.int(userID), .int(version), .int(kind.rawValue), .int(recordID), .optionalText(deletedAt),
-         .optionalInt(device), .text(parentTags), .blob(body)]
+         .optionalInt(device), .text(parentTags), .blob(body), .optionalText(liveDay)]
     }
 }
 

@@ -67,4 +67,5 @@ extension RowCursor {
     func withBytes(_ column: some ResultColumns, _ body: (UnsafeRawBufferPointer) -> Void) throws(DatabaseError) -> Bool {
         try withBytes(column.rawValue, body)
     }
+    func dateTime(_ column: some ResultColumns) -> DateTimeParts? { dateTime(column.rawValue) }
 }

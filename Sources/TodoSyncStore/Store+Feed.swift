@@ -124,13 +124,14 @@ extension Store {
                     }
                     let have = FeedEntry(stored: kind, recordID: row.int64(C.recordID)!, version: row.int64(C.version)!,
                                          deletedAt: row.string(C.deletedAt), device: row.int64(C.device),
-                                         parentTags: row.string(C.parentTags)!, body: row.bytes(C.body)!)
+                                         parentTags: row.string(C.parentTags)!, body: row.bytes(C.body)!,
+                                         liveDay: row.string(C.liveDay))
                     if have != want {
                         problem("\(name): feed has version \(have.version) deleted \(have.deletedAt ?? "no") "
                                 + "device \(have.device.map(String.init) ?? "none") parents [\(have.parentTags)] "
-                                + "\(String(decoding: have.body, as: UTF8.self)); tables say version \(want.version) "
+                                + "day \(have.liveDay ?? "none") \(String(decoding: have.body, as: UTF8.self)); tables say version \(want.version) "
                                 + "deleted \(want.deletedAt ?? "no") device \(want.device.map(String.init) ?? "none") "
-                                + "parents [\(want.parentTags)] \(String(decoding: want.body, as: UTF8.self))")
+                                + "parents [\(want.parentTags)] day \(want.liveDay ?? "none") \(String(decoding: want.body, as: UTF8.self))")
                     }
                 }
                 for name in expected.keys.sorted() { problem("\(name): in the tables but not in the feed") }
@@ -372,9 +373,9 @@ extension SQL {
 
         /// Every feed row of a user (check-feed).
         static let ofUser = """
-            SELECT kind, record_id, version, deleted_at, device, parent_tags, body FROM sync_feed WHERE user_id = ?
+            SELECT kind, record_id, version, deleted_at, device, parent_tags, body, live_day FROM sync_feed WHERE user_id = ?
             """
-        enum RowColumn: Int, ResultColumns { case kind, recordID, version, deletedAt, device, parentTags, body }
+        enum RowColumn: Int, ResultColumns { case kind, recordID, version, deletedAt, device, parentTags, body, liveDay }
         static let deleteOfUser = "DELETE FROM sync_feed WHERE user_id = ?"
         /// The user's latest tag version as the write path keeps it (check-feed, Sql/024).
         static let tagSequence = "SELECT tag_seq FROM users WHERE id = ?"

@@ -7,8 +7,10 @@ import TodoSyncCore
 /// (`JSONMemberFilter.appendFlatObject`: the search stops at the last such field, the rest of the
 /// record is copied unscanned).
 public struct PullPage: Sendable {
-    /// The contents (without brackets) of the arrays, indexed by `slot(kind, deleted)`.
-    private var arrays: [[UInt8]] = Array(repeating: [], count: 6)
+    /// The contents (without brackets) of the arrays, indexed by `slot(kind, list)`.
+    private var arrays: [[UInt8]] = Array(repeating: [], count: 9)
+    /// A window pull's page: each kind has a third list, `left`.
+    public let isWindow: Bool
     public var cursor: SyncCursor
     public var hasMore: Bool
     /// Records and tombstones in the page.
@@ -23,6 +25,7 @@ public struct PullPage: Sendable {
 
     init(cursor: SyncCursor, hasMore: Bool, schemaVersion: Int, limit: Int) {
         self.cursor = cursor
+        isWindow = cursor.window != nil
         self.hasMore = hasMore
         self.schemaVersion = schemaVersion
         self.limit = limit
@@ -37,7 +40,38 @@ public struct PullPage: Sendable {
     }
 
     private static func slot(_ kind: FeedKind, deleted: Bool) -> Int {
-        Int(kind.rawValue - 1) * 2 + (deleted ? 1 : 0)
+        Int(kind.rawValue - 1) * 3 + (deleted ? 1 : 0)
+    }
+
+    private static func leftSlot(_ kind: FeedKind) -> Int { Int(kind.rawValue - 1) * 3 + 2 }
+
+    /// Appends an entry of a window page's `left`: `{"id", "clientId", "version"}`, `clientID`
+    /// being the JSON string of the record's clientId (nil: `null`). In version order, as `append`.
+    mutating func appendLeft(_ kind: FeedKind, id: Int64, clientID: UnsafeRawBufferPointer?, version: Int64) {
+        let index = PullPage.leftSlot(kind)
+        recordCount += 1
+        if !arrays[index].isEmpty { arrays[index].append(UInt8(ascii: ",")) }
+        arrays[index].append(contentsOf: #"{"id":"#.utf8)
+        PullPage.appendDecimal(id, to: &arrays[index])
+        arrays[index].append(contentsOf: #","clientId":"#.utf8)
+        if let clientID { arrays[index].append(contentsOf: clientID) } else { arrays[index].append(contentsOf: "null".utf8) }
+        arrays[index].append(contentsOf: #","version":"#.utf8)
+        PullPage.appendDecimal(version, to: &arrays[index])
+        arrays[index].append(UInt8(ascii: "}"))
+    }
+
+    /// A non-negative integer's digits, without making a String.
+    private static func appendDecimal(_ value: Int64, to bytes: inout [UInt8]) {
+        var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)  // room for 20 digits, written from the end
+        withUnsafeMutableBytes(of: &digits) { buffer in
+            var rest = UInt64(max(value, 0)), end = buffer.count
+            repeat {
+                end -= 1
+                buffer[end] = UInt8(ascii: "0") + UInt8(rest % 10)
+                rest /= 10
+            } while rest > 0
+            bytes.append(contentsOf: UnsafeRawBufferPointer(rebasing: buffer[end...]))
+        }
     }
 
     /// Appends a record (or tombstone) encoded as JSON at the current schema version, without
@@ -73,7 +107,7 @@ public struct PullPage: Sendable {
         // Exactly sized (the keys and brackets take 128 bytes): had the tail not fitted, the last
         // append would have copied the whole page once more.
         var bytes: [UInt8] = []
-        bytes.reserveCapacity(arrays.reduce(tail.bytes.count + 128) { $0 + $1.count })
+        bytes.reserveCapacity(arrays.reduce(tail.bytes.count + 128 + (isWindow ? 30 : 0)) { $0 + $1.count })
         bytes.append(contentsOf: #"{"changes":{"#.utf8)
         for kind in FeedKind.allCases {
             if kind != .tag { bytes.append(UInt8(ascii: ",")) }
@@ -82,6 +116,10 @@ public struct PullPage: Sendable {
             bytes.append(contentsOf: arrays[PullPage.slot(kind, deleted: false)])
             bytes.append(contentsOf: #"],"deleted":["#.utf8)
             bytes.append(contentsOf: arrays[PullPage.slot(kind, deleted: true)])
+            if isWindow {
+                bytes.append(contentsOf: #"],"left":["#.utf8)
+                bytes.append(contentsOf: arrays[PullPage.leftSlot(kind)])
+            }
             bytes.append(contentsOf: "]}".utf8)
         }
         bytes.append(contentsOf: "},".utf8)
@@ -108,8 +146,12 @@ extension Store {
     ///
     /// The feed holds records at the current schema version; a client of an older one
     /// (`schemaVersion`) gets them without the fields its version lacks.
-    public func pull(userID: Int64, cursor: SyncCursor?, limit: Int, deviceID: String? = nil,
-                     schemaVersion: Int = SchemaVersion.current) throws -> PullPage {
+    ///
+    /// `window`: a window pull (`windowPage`); a cursor's window must be the same (the caller
+    /// checks: a mismatch is the client's error).
+    public func pull(userID: Int64, cursor: SyncCursor?, window: SyncWindow? = nil, limit: Int,
+                     deviceID: String? = nil, schemaVersion: Int = SchemaVersion.current) throws -> PullPage {
+        precondition(cursor == nil || cursor?.window == window, "a cursor continues its own window only")
         let page = try guarded {
             try db.inTransaction(readOnly: true) {
                 // The first read fixes the snapshot that every query below sees.
@@ -137,6 +179,11 @@ extension Store {
                     if max(cursor.position, cursor.skipTombstonesThrough) < state.int64(S.purgedThrough)! {
                         throw DomainError.cursorExpired
                     }
+                }
+                if let window {
+                    return try windowPage(userID: userID, window: window, cursor: cursor,
+                                          snapshotVersion: snapshotVersion, epoch: epoch, device: device,
+                                          tagSequence: state.int64(S.tagSequence)!, limit: limit, schemaVersion: schemaVersion)
                 }
                 let position = cursor?.position ?? 0
                 let skipThrough = cursor?.skipTombstonesThrough ?? snapshotVersion
@@ -185,7 +232,7 @@ extension Store {
     /// (a live tag within the page's range is in the page), so it goes after the page's tags.
     /// Not called when the user's latest tag version is at or below the start (most pages after a
     /// pull's first: tags rarely change), which spares the page the lookup's ~45 key probes.
-    private func addParentTags(_ ids: [Int64], to page: inout PullPage, after position: Int64, userID: Int64,
+    func addParentTags(_ ids: [Int64], to page: inout PullPage, after position: Int64, userID: Int64,
                                device: Int64) throws {
         let batch = SQL.Pull.parentTagBatch
         var found: [(version: Int64, json: [UInt8])] = []
@@ -202,7 +249,7 @@ extension Store {
 }
 
 /// The tags a page refers to and the tags it holds, in order of first reference.
-private struct ParentTags {
+struct ParentTags {
     private var seen = IDSet()
     private(set) var missing: [Int64] = []
 

@@ -17,14 +17,17 @@ extension Store {
     ///
     /// `afterRead` (the test hooks' pause): run by a build right after its consistent read began,
     /// so that writes can commit while it runs.
-    public func snapshot(userID: Int64, schemaVersion: Int, afterRead: (() -> Void)? = nil) throws -> SnapshotCache.Entry {
+    ///
+    /// `window`: a window's snapshot (every tag, the window's todos and daily stats), cached apart.
+    public func snapshot(userID: Int64, schemaVersion: Int, window: SyncWindow? = nil,
+                         afterRead: (() -> Void)? = nil) throws -> SnapshotCache.Entry {
         guard let cache = configuration.snapshotCache else { throw DomainError.notFound }
         let state = try guarded { try db.queryOne(SQL.Pull.syncState, [.text(""), .int(userID)]) }
         guard let state else { throw DomainError.unauthenticated }
         typealias S = SQL.Pull.SyncStateColumn
         if state.bool(S.backfilling) == true { throw DomainError.unavailable }  // feed still being back-filled
         let key = SnapshotCache.key(userID: userID, epoch: UInt64(bitPattern: state.int64(S.epoch)!),
-                                    version: state.int64(S.changeSequence)!, schemaVersion: schemaVersion)
+                                    version: state.int64(S.changeSequence)!, schemaVersion: schemaVersion, window: window)
         if let entry = cache.lookup(key) { return entry }
         if let wait = cache.tooSlowRetryAfter(key) { throw DomainError.snapshotTooSlow(retryAfterSeconds: wait) }
         let entry = try cache.withBuildLock(key, deadline: deadline) { () throws -> SnapshotCache.Entry in
@@ -36,8 +39,8 @@ extension Store {
             let left = deadline.map { $0.millisecondsSinceEpoch - Timestamp.now().millisecondsSinceEpoch }
             do {
                 let built = try configuration.snapshotBuildSlots.withSlot(client: "\(userID)") {
-                    try cache.build(userID: userID, schemaVersion: schemaVersion, deadline: deadline) { record in
-                        try readLiveRecords(userID: userID, afterRead: afterRead, record)
+                    try cache.build(userID: userID, schemaVersion: schemaVersion, window: window, deadline: deadline) {
+                        record in try readLiveRecords(userID: userID, window: window, afterRead: afterRead, record)
                     }
                 }
                 guard let built else { throw DomainError.snapshotBusy }
@@ -57,7 +60,8 @@ extension Store {
     /// read fixes the InnoDB snapshot; returns the user's version and epoch at that snapshot and
     /// when it was taken. `body` sees each record's bytes where they lie; what it throws ends the
     /// read and is rethrown.
-    private func readLiveRecords(userID: Int64, afterRead: (() -> Void)?,
+    /// With `window`, the tags and the window's todos and daily stats only.
+    private func readLiveRecords(userID: Int64, window: SyncWindow?, afterRead: (() -> Void)?,
                                  _ body: (FeedKind, UnsafeRawBufferPointer) throws -> Void) throws
         -> (version: Int64, epoch: UInt64, readAt: Timestamp) {
         var stopped: Error?
@@ -70,7 +74,10 @@ extension Store {
                 }
                 afterRead?()
                 do {
-                    try db.forEachRow(SQL.Snapshot.liveRecords, [.int(userID)]) { row throws(DatabaseError) in
+                    let (sql, parameters): (String, [DatabaseValue]) = window.map {
+                        (WindowPull.snapshotRecords, [.int(userID), .day($0.lowerBound), .day($0.upperBound)])
+                    } ?? (SQL.Snapshot.liveRecords, [.int(userID)])
+                    try db.forEachRow(sql, parameters) { row throws(DatabaseError) in
                         do {
                             let kind = FeedKind(rawValue: try row.int64(SQL.Snapshot.LiveRecordColumn.kind)!)!
                             var failure: Error?

@@ -109,6 +109,10 @@ struct Status: ParsableCommand {
         out.say("rejected:   \(status.rejected)")
         out.say("conflicts:  \(status.conflicts)")
         out.say("last sync:  \(status.lastSyncAt ?? "never")")
+        let setting = try store.windowSetting(), held = try store.heldWindow()
+        if setting != .whole || !(held?.isWhole ?? true) {
+            out.say("window:     \(setting) (holds \(held.map(\.description) ?? "nothing yet"))")
+        }
         if let error = status.lastSyncError { out.say("last error: \(error)") }
         if let required = status.upgradeRequired { out.say("sync:       stopped, \(required)") }
         for op in queue { out.say("  " + (try operationLine(op, store))) }
@@ -118,6 +122,7 @@ struct Status: ParsableCommand {
             "deviceId": .string(status.deviceID), "pending": .int(status.pending), "rejected": .int(status.rejected),
             "conflicts": .int(status.conflicts), "lastSyncAt": .optionalString(status.lastSyncAt),
             "lastSyncError": .optionalString(status.lastSyncError),
+            "window": .string(setting.description), "heldWindow": WindowRender.json(held),
             "upgradeRequired": status.upgradeRequired.map { .string("\($0)") } ?? .null, "operations": .array(queue.map(Render.operation)),
         ]))
     }

@@ -20,12 +20,15 @@ struct Sync: AsyncParsableCommand {
     @Flag(help: "Progress on stderr even when it is not a terminal.") var progress = false
     @Flag(help: "Print how long the sync took (for benchmarks).") var timing = false
     @Flag(help: "A first sync pulls page by page even when the server offers a snapshot.") var noSnapshot = false
+    @OptionGroup var window: WindowOptions
 
     func run() async throws {
         guard let conflictPolicy = ConflictStrategy(rawValue: policy) else {
             throw ValidationError("--policy must be one of: merge, reject, client-wins, ask")
         }
+        let setting = try window.setting()
         let store = try options.openStore()
+        if let setting { try store.setWindowSetting(setting) }
         let client = try options.client(store, useSnapshot: !noSnapshot)
         let out = options.output
         let bar = ProgressBar(enabled: !quiet && !options.json && (progress || isatty(STDERR_FILENO) != 0))
@@ -62,7 +65,7 @@ struct Sync: AsyncParsableCommand {
         }
         let seconds = Date().timeIntervalSince(started)
         if timing {
-            out.say(String(format: "sync_seconds=%.4f", seconds))
+            out.say(String(format: "sync_seconds=%.4f", seconds) + " pull_bytes=\(report.bytesPulled)")
             if !report.snapshotPhases.isEmpty {
                 out.say("snapshot_phases " + report.snapshotPhases.map { "\($0.name)=" + String(format: "%.3f", $0.seconds) }.joined(separator: " "))
             }
@@ -76,7 +79,9 @@ struct Sync: AsyncParsableCommand {
         if case .installed(let records, let bytes) = report.snapshot {
             parts.append("after installing a snapshot of \(records) record(s) (\(ProgressBar.megabytes(bytes)) MB downloaded)")
         }
+        if report.windowChanged { parts.append("of a new window, pulled anew") }
         out.say("Synced: " + parts.joined(separator: " ") + ".")
+        if !report.window.isWhole { out.say("This device holds \(report.window).") }
         if case .refused(let reason) = report.snapshot { out.say("The server's snapshot was refused (\(reason)); pulled page by page instead.") }
         let outcomes = try store.operations(historyLimit: 1000).filter { queuedBefore.contains($0.opID) }
         let settled = try SettledChanges(outcomes, policy: conflictPolicy, store: store)
@@ -90,6 +95,7 @@ struct Sync: AsyncParsableCommand {
             "pulled": .int(report.recordsPulled), "pages": .int(report.pages), "fullPull": .bool(report.fullPull),
             "resyncedAfterExpiry": .bool(report.resyncedAfterExpiry), "pending": .int(status.pending),
             "snapshot": Render.snapshot(report.snapshot),
+            "window": WindowRender.json(report.window), "windowChanged": .bool(report.windowChanged),
             "conflicts": .int(status.conflicts), "rejected": .int(status.rejected),
             "seconds": .number(JSONNumber(literal: String(format: "%.4f", seconds))),
             "kept": .array(settled.kept.map(Render.operation)), "dropped": .array(settled.dropped.map(Render.operation)),

@@ -71,7 +71,9 @@ struct Add: ParsableCommand {
 }
 
 struct List: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "List todos of a day (the server's order), or of a range.")
+    static let configuration = CommandConfiguration(
+        abstract: "List todos of a day (the server's order), or of a range.",
+        discussion: "A day outside this device's window (`sync --window-days`, `--from`/`--to`, `purge`) says so instead of showing it empty.")
     @OptionGroup var options: StoreOptions
     @Option(help: "The day (YYYY-MM-DD); today when omitted.") var date: String?
     @Option var from: String?
@@ -81,19 +83,26 @@ struct List: ParsableCommand {
     func run() throws {
         let store = try options.openStore()
         let todos: [LocalTodo]
+        var outside: String?
         if all {
             todos = try store.allTodos()
         } else if from != nil || to != nil {
             todos = try store.todos(from: try parseDay(from), to: try parseDay(to))
         } else {
-            todos = try store.todos(on: try parseDay(date))
+            let day = try parseDay(date)
+            todos = try store.todos(on: day)
+            outside = try WindowRender.outside(store, day)
         }
         let tags = try Render.tagsByID(store)
         let marks = try RecordMarks(store)
         for todo in todos { options.output.say(todoLine(todo, tags: tags, marks: marks)) }
+        var json: [String: JSONValue] = ["todos": .array(todos.map { Render.todo($0, tags: tags, marks: marks) })]
+        if outside != nil { json["outsideWindow"] = WindowRender.json(try store.heldWindow()) }
         options.output.finish(
-            human: todos.isEmpty ? "Nothing to do." : nil,
-            json: .object(["todos": .array(todos.map { Render.todo($0, tags: tags, marks: marks) })]))
+            // Outside the window an empty day means "not held here", not "nothing to do"
+            // (only this device's own changes on their way can show).
+            human: outside ?? (todos.isEmpty ? "Nothing to do." : nil),
+            json: .object(json))
     }
 }
 

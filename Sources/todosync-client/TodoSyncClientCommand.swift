@@ -10,7 +10,7 @@ import TodoSyncCore
 /// `main`, which turns every outcome into one exit code of `ClientExit`), `Output.swift` (human
 /// text or one `--json` document; the exit-code table), `AccountCommands.swift`,
 /// `AccountControlCommands.swift` (password, sessions, export, delete-account), `TodoCommands.swift`,
-/// `TagCommands.swift`, `SyncCommands.swift` (sync, conflicts, rejected changes), `FriendCommands.swift` (friends, nickname) and `ProgressBar.swift`. docs/CLIENT-CLI.md documents what a user and a script see.
+/// `TagCommands.swift`, `SyncCommands.swift` (sync, conflicts, rejected changes), `WindowCommands.swift` (sync's window, purge), `FriendCommands.swift` (friends, nickname) and `ProgressBar.swift`. docs/CLIENT-CLI.md documents what a user and a script see.
 @main
 struct TodoSyncClientCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -31,7 +31,7 @@ struct TodoSyncClientCommand: AsyncParsableCommand {
             Register.self, Login.self, Logout.self, Add.self, List.self, Done.self, Edit.self, Remove.self,
             Tags.self, TagAdd.self, TagRemove.self, Sync.self, Status.self, Conflicts.self, Resolve.self,
             Rejected.self, Acknowledge.self, Operations.self, Stat.self, ExportPending.self, TagEdit.self, Watch.self,
-            ChangePassword.self, Sessions.self, Export.self, DeleteAccount.self, Friends.self, Nickname.self,
+            ChangePassword.self, Sessions.self, Export.self, DeleteAccount.self, Purge.self, Friends.self, Nickname.self,
         ])
 
     /// Parses, runs, and ends with one of `ClientExit`'s codes; with `--json` a failure is one

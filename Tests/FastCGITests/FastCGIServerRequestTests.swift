@@ -2,7 +2,7 @@
 import Glibc
 #endif
 import Dispatch
-import FastCGI
+@testable import FastCGI
 import Foundation
 import XCTest
 
@@ -21,11 +21,12 @@ final class FastCGIServerRequestTests: XCTestCase {
 
     func startServer(
         workers: Int = 2, maxBodyBytes: Int = 1 << 20, readTimeoutSeconds: Double = 2, readDeadlineSeconds: Double = 5,
+        dispatches: Bool = true, keptIdleSeconds: Double = 300,
         makeHandler: @escaping @Sendable (Int) -> (FastCGIRequest) -> FastCGIResponse
     ) throws -> TestServer {
         let server = TestServer(
             workers: workers, maxBodyBytes: maxBodyBytes, readTimeoutSeconds: readTimeoutSeconds,
-            readDeadlineSeconds: readDeadlineSeconds)
+            readDeadlineSeconds: readDeadlineSeconds, dispatches: dispatches, keptIdleSeconds: keptIdleSeconds)
         servers.append(server)
         try server.start(makeHandler: makeHandler)
         return server
@@ -302,10 +303,11 @@ final class FastCGIServerRequestTests: XCTestCase {
         XCTAssertLessThan(Date().timeIntervalSince(t0), 1, "the single worker waited on a closed connection")
     }
 
-    /// A kept connection that sends nothing after its response is closed after the deadline
-    /// instead of parking the worker (nginx keeps no idle upstream connection).
+    /// Workers bound to their connections (`dispatchesConnections` off): a kept connection that
+    /// sends nothing after its response is closed after the deadline instead of parking the worker
+    /// for ever; meanwhile it does park it (the stall that the dispatcher removes, below).
     func testAnIdleKeptConnectionIsClosedAfterTheDeadline() throws {
-        let server = try startServer(workers: 1, readDeadlineSeconds: 1) { _ in
+        let server = try startServer(workers: 1, readDeadlineSeconds: 1, dispatches: false) { _ in
             { _ in FastCGIResponse(body: Array("ok".utf8)) }
         }
         let client = try FastCGITestClient.connect(to: server.socketPath)
@@ -319,5 +321,99 @@ final class FastCGIServerRequestTests: XCTestCase {
         XCTAssertGreaterThan(Date().timeIntervalSince(t0), 0.8, "the kept connection was closed too early")
         XCTAssertLessThan(Date().timeIntervalSince(t0), 3)
         XCTAssertTrue(client.serverClosedConnection())
+    }
+
+    // MARK: kept connections without bound threads (issue 39, item 1)
+
+    /// Opens `count` kept connections and serves one request on each; returns them, idle.
+    private func keptConnections(_ count: Int, to server: TestServer) throws -> [FastCGITestClient] {
+        var kept: [FastCGITestClient] = []
+        for index in 0..<count {
+            let client = try FastCGITestClient.connect(to: server.socketPath)
+            kept.append(client)
+            try client.write(FastCGITestClient.encodeRequest(
+                params: [("REQUEST_URI", Array("/open/\(index)".utf8))], body: [], keepConnection: true))
+            XCTAssertEqual(try client.readReply().parsed().body, Array("/open/\(index)".utf8))
+        }
+        return kept
+    }
+
+    /// Eight idle kept connections on two workers: each connection's next request, and a new
+    /// connection's, is answered at once. Bound to their connections, the same workers left the
+    /// later ones waiting until an idle connection's deadline (the test below).
+    func testIdleKeptConnectionsHoldNoWorker() throws {
+        let server = try startServer(workers: 2, readDeadlineSeconds: 3) { _ in
+            { request in FastCGIResponse(body: Array(request.path.utf8)) }
+        }
+        let kept = try keptConnections(8, to: server)
+        defer { kept.forEach { $0.close() } }
+        for round in 0..<2 {
+            for (index, client) in kept.enumerated().reversed() {
+                let t0 = Date()
+                try client.write(FastCGITestClient.encodeRequest(
+                    requestID: 7, params: [("REQUEST_URI", Array("/again/\(round)/\(index)".utf8))], body: [],
+                    keepConnection: true))
+                XCTAssertEqual(try client.readReply(requestID: 7).parsed().body, Array("/again/\(round)/\(index)".utf8))
+                XCTAssertLessThan(Date().timeIntervalSince(t0), 0.5, "kept connection \(index) waited for a worker")
+            }
+            let t0 = Date()
+            let reply = try FastCGITestClient.send(to: server.socketPath, params: [("REQUEST_URI", "/new")])
+            XCTAssertEqual(try reply.parsed().body, Array("/new".utf8))
+            XCTAssertLessThan(Date().timeIntervalSince(t0), 0.5, "a new connection waited for a worker")
+        }
+        XCTAssertFalse(kept.contains { $0.serverClosedConnection(timeoutMilliseconds: 50) }, "a kept connection was closed")
+    }
+
+    /// The same load on workers bound to their connections stalls: the proof the test above can fail.
+    func testBoundWorkersStallBehindIdleKeptConnections() throws {
+        let server = try startServer(workers: 2, readDeadlineSeconds: 2, dispatches: false) { _ in
+            { request in FastCGIResponse(body: Array(request.path.utf8)) }
+        }
+        let kept = try keptConnections(2, to: server)
+        defer { kept.forEach { $0.close() } }
+        let t0 = Date()
+        let reply = try FastCGITestClient.send(to: server.socketPath, params: [("REQUEST_URI", "/new")])
+        XCTAssertEqual(try reply.parsed().body, Array("/new".utf8))
+        XCTAssertGreaterThan(Date().timeIntervalSince(t0), 1.5, "two idle kept connections hold both workers")
+    }
+
+    /// An idle kept connection is closed after `keptIdleSeconds`; one whose next request stops
+    /// half-way through its header is closed at the read deadline, and never takes a worker.
+    func testDispatchedKeptConnectionsHaveTheirDeadlines() throws {
+        let server = try startServer(workers: 1, readDeadlineSeconds: 1, keptIdleSeconds: 1.5) { _ in
+            { request in FastCGIResponse(body: Array(request.path.utf8)) }
+        }
+        let kept = try keptConnections(2, to: server)
+        defer { kept.forEach { $0.close() } }
+        let t0 = Date()
+        let partial = FastCGITestClient.encodeRequest(params: [("REQUEST_URI", Array("/cut".utf8))], body: [], keepConnection: true)
+        try kept[1].write(Array(partial.prefix(20)))  // BEGIN_REQUEST and part of the params
+        usleep(100_000)
+        let reply = try FastCGITestClient.send(to: server.socketPath, params: [("REQUEST_URI", "/other")])
+        XCTAssertEqual(try reply.parsed().body, Array("/other".utf8), "the half-sent header holds no worker")
+        XCTAssertLessThan(Date().timeIntervalSince(t0), 0.5)
+        XCTAssertTrue(kept[1].serverClosedConnection(timeoutMilliseconds: 3000))
+        let cut = Date().timeIntervalSince(t0)
+        XCTAssertGreaterThan(cut, 0.8, "closed before the read deadline")
+        XCTAssertLessThan(cut, 1.6)
+        XCTAssertTrue(kept[0].serverClosedConnection(timeoutMilliseconds: 3000))
+        let idle = Date().timeIntervalSince(t0)
+        XCTAssertGreaterThan(idle, 1.3, "closed before keptIdleSeconds")
+        XCTAssertLessThan(idle, 2.5)
+    }
+
+    func testHeaderCompletenessOfPeekedBytes() {
+        let full = FastCGITestClient.encodeRequest(params: [("REQUEST_URI", Array("/x".utf8))], body: Array("abc".utf8))
+        let headerEnd = full.count - (8 + 8) - 8  // the body's record (padded to 8) and stdin's end follow
+        func judge(_ bytes: [UInt8], full: Bool = false) -> ConnectionDispatcher.Header {
+            bytes.withUnsafeBytes { ConnectionDispatcher.header(in: $0, full: full) }
+        }
+        XCTAssertEqual(judge(full), .complete)
+        XCTAssertEqual(judge(Array(full.prefix(headerEnd))), .complete)
+        XCTAssertEqual(judge(Array(full.prefix(headerEnd - 1))), .incomplete)
+        XCTAssertEqual(judge(Array(full.prefix(16))), .incomplete)
+        XCTAssertEqual(judge(Array(full.prefix(5))), .incomplete)
+        XCTAssertEqual(judge(Array(full.prefix(16)), full: true), .complete, "a header too long to peek goes to libfcgi")
+        XCTAssertEqual(judge(Array("GET / HTTP/1.1\r\n".utf8)), .complete, "not FastCGI: libfcgi refuses it")
     }
 }

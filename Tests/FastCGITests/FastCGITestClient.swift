@@ -170,6 +170,16 @@ struct FastCGITestClient {
         return recv(fd, &byte, 1, 0) == 0
     }
 
+    /// True when the server closes the connection within `timeoutMilliseconds` (false when it
+    /// is still open then, or sends bytes instead).
+    func serverClosedConnection(timeoutMilliseconds: Int32) -> Bool {
+        var poller = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        guard poll(&poller, 1, timeoutMilliseconds) == 1 else { return false }
+        var byte: UInt8 = 0
+        let read = recv(fd, &byte, 1, Int32(MSG_DONTWAIT))
+        return read == 0 || (read < 0 && errno == ECONNRESET)
+    }
+
     private func readExactly(_ count: Int) throws -> [UInt8] {
         var buffer = [UInt8](repeating: 0, count: count)
         var offset = 0

@@ -21,7 +21,8 @@ final class TestServer: Sendable {
     init(
         workers: Int = 2, maxBodyBytes: Int = 1 << 20, graceSeconds: Double = 5, socketMode: UInt32 = 0o666,
         directory: String? = nil, listenAddress: FastCGIListenAddress? = nil,
-        allowedPeers: PeerAllowList = .everyone, readTimeoutSeconds: Double = 2, readDeadlineSeconds: Double = 5
+        allowedPeers: PeerAllowList = .everyone, readTimeoutSeconds: Double = 2, readDeadlineSeconds: Double = 5,
+        dispatches: Bool = true, keptIdleSeconds: Double = 300
     ) {
         self.listenAddress = listenAddress
         self.directory = directory ?? Self.makeTemporaryDirectory()
@@ -34,6 +35,7 @@ final class TestServer: Sendable {
                 socketPath: socketPath, socketMode: socketMode, readTimeoutSeconds: readTimeoutSeconds,
                 readDeadlineSeconds: readDeadlineSeconds, workerCount: workers,
                 maxBodyBytes: maxBodyBytes, shutdownGraceSeconds: graceSeconds,
+                dispatchesConnections: dispatches, keptIdleSeconds: keptIdleSeconds,
                 listenAddress: listenAddress, allowedPeers: allowedPeers),
             logger: logger)
     }

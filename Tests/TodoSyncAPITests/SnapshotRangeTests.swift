@@ -40,4 +40,16 @@ final class LiveEventIDTests: XCTestCase {
             XCTAssertFalse(Application.isLiveEventID(id), id)
         }
     }
+
+    /// A `friends=1` stream multiplexes two channels: one tag each, the event's bracketed, `-` for
+    /// a channel without a message yet (docs/FRIENDS.md); a one-tag id is another stream's.
+    func testTwoChannelIdsPassOnAFriendsStreamOnly() {
+        for id in ["1796664990:[0],-", "1796665043:-,[0]", "1:0,1", "1:[-1],3"] {
+            XCTAssertTrue(Application.isLiveEventID(id, channels: 2), id)
+            XCTAssertFalse(Application.isLiveEventID(id), id)
+        }
+        for id in ["1:0", "1:[0]", "1:0,1,2", "1:,0", "1:0,[[", "1:0,"] {
+            XCTAssertFalse(Application.isLiveEventID(id, channels: 2), id)
+        }
+    }
 }

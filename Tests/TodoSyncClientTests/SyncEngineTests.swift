@@ -95,6 +95,53 @@ final class SyncEngineTests: XCTestCase {
         await rig.engine.stop()
     }
 
+    /// Issue 39, item 6: a lone write on an idle engine goes out after the quiet window (20 ms),
+    /// not after the 0.3 s debounce that used to delay every write.
+    func testALoneLocalWriteSyncsAfterTheQuietWindow() async throws {
+        let rig = try rig()
+        await started(rig)
+        try rig.store.addTodo(NewTodo(title: "Lone", deadline: day))
+        await rig.engine.localWrite()
+        await settle(rig.engine)
+        rig.clock.advance(by: 0.015)
+        await settle(rig.engine)
+        XCTAssertEqual(rig.pushes, 0, "nothing inside the quiet window")
+        rig.clock.advance(by: 0.006)
+        await waitFor("the push, 20 ms after the write") { rig.pushes == 1 }
+        await waitFor("its acknowledgement") { (try? rig.store.pendingCount()) == 0 }
+        await rig.engine.stop()
+    }
+
+    /// A burst (50 writes 5 ms apart) still goes out in one push, once it is over; a stream of
+    /// writes that never pauses (10 ms apart) goes out `debounce` after its first write.
+    func testABurstCoalescesIntoOnePushAndAStreamIsCappedByTheDebounce() async throws {
+        let rig = try rig()
+        await started(rig)
+        for index in 0..<50 {
+            try rig.store.addTodo(NewTodo(title: "Burst \(index)", deadline: day))
+            await rig.engine.localWrite()
+            await settle(rig.engine)
+            if index < 49 { rig.clock.advance(by: 0.005) }
+        }
+        XCTAssertEqual(rig.pushes, 0, "nothing while the burst goes on (0.245 s < the 0.3 s cap)")
+        rig.clock.advance(by: 0.02)
+        await waitFor("one push for the burst") { rig.pushes == 1 }
+        XCTAssertEqual(rig.server.pushes.first?.count, 50, "the whole burst in one push")
+        await settle(rig.engine)
+
+        // 0.01 s apart for 0.5 s: never quiet, so the cap (0.3 s after the first write) sends it.
+        for index in 0..<30 {
+            try rig.store.addTodo(NewTodo(title: "Stream \(index)", deadline: day))
+            await rig.engine.localWrite()
+            await settle(rig.engine)
+            XCTAssertEqual(rig.pushes, 1, "not before the cap")
+            rig.clock.advance(by: 0.01)
+        }
+        await waitFor("the capped push, 0.3 s after the stream's first write") { rig.pushes == 2 }
+        XCTAssertEqual(rig.server.pushes[1].count, 30, "the writes of the first 0.3 s")
+        await rig.engine.stop()
+    }
+
     func testAPokeFromAnotherDevicePullsAndOurOwnDoesNot() async throws {
         let rig = try rig()
         await started(rig)

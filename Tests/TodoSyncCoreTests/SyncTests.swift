@@ -36,6 +36,39 @@ final class SyncCursorTests: XCTestCase {
         }
     }
 
+    /// A window cursor keeps its window (open sides too) and its first pull's scan position.
+    func testWindowCursorRoundTrip() {
+        let windows = [SyncWindow(from: Day("2031-03-01"), to: Day("2031-03-31"))!,
+                       SyncWindow(from: Day("2031-03-01"), to: nil)!, SyncWindow(from: nil, to: Day("2031-03-01"))!]
+        for window in windows {
+            for scan in [nil, WindowScan.start, WindowScan(day: Day("2031-03-09"), version: 77)] {
+                let cursor = SyncCursor(position: 90, skipTombstonesThrough: 90, userID: 7, epoch: 42, window: window,
+                                        scan: scan)
+                let decoded = SyncCursor(encoded: cursor.encoded, userID: 7)
+                XCTAssertEqual(decoded, cursor)
+                XCTAssertEqual(decoded?.window, window)
+                XCTAssertEqual(decoded?.scan, scan)
+            }
+        }
+        // A whole pull's cursor has no window; it is not a window cursor of any window.
+        let whole = SyncCursor(position: 5, skipTombstonesThrough: 5, userID: 7, epoch: 42)
+        XCTAssertNil(SyncCursor(encoded: whole.encoded, userID: 7)?.window)
+        XCTAssertNil(SyncWindow(from: Day("2031-03-02"), to: Day("2031-03-01")))
+    }
+
+    func testRejectsMalformedWindowCursors() {
+        func encoded(_ payload: String) -> String {
+            Base64URL.encode(Array("\(payload):\(String(SyncCursor.checksum(payload), radix: 16))".utf8))
+        }
+        XCTAssertNotNil(SyncCursor(encoded: encoded("3:7:5:5:2a:2031-03-01:2031-03-31::"), userID: 7))
+        for payload in ["3:7:5:5:2a:2031-03-02:2031-03-01::", "3:7:5:5:2a:::tags:0", "3:7:5:5:2a:2031-02-30:2031-03-01::",
+                        "3:7:5:5:2a:2031-03-01:2031-03-31:tags:", "3:7:5:5:2a:2031-03-01:2031-03-31:2031-3-1:4",
+                        "3:7:5:5:2a:2031-03-01:2031-03-31::4", "3:7:5:5:2a:2031-03-01:2031-03-31:tags:-1",
+                        "3:7:5:5:2a:2031-03-01:2031-03-31"] {
+            XCTAssertNil(SyncCursor(encoded: encoded(payload), userID: 7), payload)
+        }
+    }
+
     func testBase64URL() {
         for length in 0..<10 {
             let bytes = (0..<length).map { UInt8(($0 * 77 + 13) % 256) }

@@ -131,6 +131,38 @@ final class SnapshotFileTests: XCTestCase {
         XCTAssertFalse(FileManager.default.fileExists(atPath: "\(directory)/7"))
     }
 
+    /// A window's file is cached apart: found only for its own window, beside the whole account's
+    /// file (a new build of one does not supersede the other), its window read back from its name.
+    func testWindowFilesAreCachedApart() throws {
+        let directory = NSTemporaryDirectory() + "snapshot-cache-\(UUID().uuidString)"
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let cache = SnapshotCache(directory: directory, maximumBytes: 1 << 20, maximumAgeSeconds: 3600)
+        let march = SyncWindow(from: Day("2031-03-01"), to: Day("2031-03-31"))!
+        let fromMarch = SyncWindow(from: Day("2031-03-01"), to: nil)!
+        func install(_ text: String, window: SyncWindow?) throws -> SnapshotCache.Entry {
+            try cache.prepareDirectory(7)
+            let scratch = try cache.scratchPath(7, ".vacuum")
+            FileManager.default.createFile(atPath: scratch, contents: Data(text.utf8))
+            return try cache.install(scratch, key: SnapshotCache.key(userID: 7, epoch: 1, version: 10, schemaVersion: 2,
+                                                                     window: window))
+        }
+        let whole = try install("whole", window: nil)
+        let inMarch = try install("march", window: march)
+        let open = try install("from march", window: fromMarch)
+        XCTAssertTrue(inMarch.fileName.hasPrefix("1-10-2-w20310301_20310331-"), inMarch.fileName)
+        XCTAssertTrue(open.fileName.hasPrefix("1-10-2-w20310301_x-"), open.fileName)
+        XCTAssertEqual(cache.lookup(SnapshotCache.key(userID: 7, epoch: 1, version: 10, schemaVersion: 2)), whole)
+        XCTAssertEqual(cache.lookup(SnapshotCache.key(userID: 7, epoch: 1, version: 10, schemaVersion: 2, window: march)),
+                       inMarch)
+        XCTAssertEqual(cache.lookup(SnapshotCache.key(userID: 7, epoch: 1, version: 9, schemaVersion: 2,
+                                                      window: fromMarch)), open)
+        XCTAssertNil(cache.lookup(SnapshotCache.key(userID: 7, epoch: 1, version: 10, schemaVersion: 2,
+                                                    window: SyncWindow(from: nil, to: Day("2031-03-31"))!)))
+        XCTAssertEqual(SnapshotCache.entry(userID: 7, fileName: inMarch.fileName)?.key.window, march)
+        let february31 = inMarch.fileName.replacingOccurrences(of: "w20310301_20310331", with: "w20310301_20310231")
+        XCTAssertNil(SnapshotCache.entry(userID: 7, fileName: february31), "not a real date: not a file of the cache")
+    }
+
     /// The gzip companion: decodes to the file byte for byte, named by its own digest, made once,
     /// and counted with its file against the size limit (both go together, oldest first).
     func testGzipCompanionDecodesToTheFileAndCountsAgainstTheSizeLimit() throws {

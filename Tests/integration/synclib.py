@@ -170,11 +170,12 @@ def get_stat(api: tsapi.Api, date: str) -> dict | None:
 # --------------------------------------------------------------------------- pull
 
 def pull(api: tsapi.Api, cursor: str | None = None, limit: int | None = None, device: str | None = None,
-         schema: int | None = tsapi.CURRENT_SCHEMA) -> dict:
+         schema: int | None = tsapi.CURRENT_SCHEMA, window: dict | None = None) -> dict:
     """One page; with `device`, as that device pulls (`deviceId`: its own pushed changes left out);
     at schema version `schema` (`schemaVersion`; the current one, as REST, unless told: None
-    sends none, which is version 1)."""
-    params = {}
+    sends none, which is version 1). `window`: `from`/`to` parameters of a window pull, whose
+    page shape the caller checks (test_sync_windows.py)."""
+    params = dict(window or {})
     if schema is not None:
         params["schemaVersion"] = str(schema)
     if cursor is not None:
@@ -186,7 +187,8 @@ def pull(api: tsapi.Api, cursor: str | None = None, limit: int | None = None, de
     r = api.get("/sync/pull", params=params)
     assert r.status_code == 200, f"pull {params}: {short(r)}"
     body = assert_json(r)
-    check_page_shape(body, limit if limit is not None else 500, first_pull=cursor in (None, ""))
+    if window is None:
+        check_page_shape(body, limit if limit is not None else 500, first_pull=cursor in (None, ""))
     assert body["schemaVersion"] == min(schema or 1, tsapi.CURRENT_SCHEMA), body
     return body
 

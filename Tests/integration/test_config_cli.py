@@ -137,7 +137,8 @@ def test_every_variable_the_server_reads_is_known(conf):
     out = todosync(conf, ["config", "--assignments"], {})
     known = {line.split("=", 1)[0] for line in out.stdout.splitlines()} | {"TODOSYNC_DB_PASSWORD", "TODOSYNC_CONFIG"}
     read = set()
-    for path in (REPO_ROOT / "Sources" / "todosync").glob("*.swift"):
+    # the responder's commands (TodoSyncServer) and its two executables' mains
+    for path in (p for d in ("todosync", "todosync-test", "TodoSyncServer") for p in (REPO_ROOT / "Sources" / d).glob("**/*.swift")):
         read |= set(re.findall(r'"(TODOSYNC_[A-Z0-9_]+)"', path.read_text()))
     assert read and read <= known, f"read but not in Settings.swift: {sorted(read - known)}"
 

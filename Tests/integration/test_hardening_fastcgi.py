@@ -8,9 +8,13 @@ connections that each sent one 16-byte record froze the service while they were 
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 import socket
 import stat
+import subprocess
+import tempfile
 import threading
 import time
 
@@ -201,3 +205,116 @@ def test_a_trickled_request_is_dropped_at_its_total_read_deadline(fcgi_sockets, 
             t.join(timeout=5)
         for s in held:
             s.close()
+
+
+# --- issue 39, item 1: kept FastCGI connections (nginx upstream keepalive) without bound threads --
+
+from test_hardening_account_limits import OwnResponder  # noqa: E402
+
+
+@contextlib.contextmanager
+def kept_stack(tmp_path, dispatch: str, workers: int = 2):
+    """One responder of our own with `workers` threads (TODOSYNC_FASTCGI_DISPATCH=`dispatch`) behind
+    a second nginx keeping up to 16 idle upstream connections per worker: (base URL, socket dir,
+    responder)."""
+    socket_dir = tempfile.mkdtemp(prefix="ts-kept-", dir="/tmp")
+    responder = OwnResponder(socket_dir, {"TODOSYNC_WORKERS": str(workers), "TODOSYNC_FASTCGI_DISPATCH": dispatch},
+                             tmp_path / "responder.log")
+    try:
+        responder.start()
+        with tsapi.second_nginx(tmp_path / "state", socket_dir=socket_dir, responders=1,
+                                TODOSYNC_UPSTREAM_KEEPALIVE="16") as nginx:
+            yield nginx["http"], socket_dir, responder
+    finally:
+        responder.stop()
+        shutil.rmtree(socket_dir, ignore_errors=True)
+
+
+def healthz_wave(base: str, clients: int = 8, seconds: float = 5.0) -> tuple[list[float], list[str]]:
+    """`clients` threads, each sending GET /healthz through its own kept-alive HTTP connection for
+    `seconds` (a request may wait 8 s): every latency, and every failure."""
+    latencies: list[float] = []
+    failures: list[str] = []
+    stop = time.monotonic() + seconds
+
+    def run() -> None:
+        with requests.Session() as session:
+            while time.monotonic() < stop:
+                t0 = time.monotonic()
+                try:
+                    r = session.get(base + "/healthz", timeout=8)
+                    if r.status_code != 200:
+                        failures.append(str(r.status_code))
+                except requests.RequestException as e:
+                    failures.append(type(e).__name__)
+                latencies.append(time.monotonic() - t0)
+                time.sleep(0.02)
+
+    threads = [threading.Thread(target=run, daemon=True) for _ in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=seconds + 20)
+    return latencies, failures
+
+
+def connections_to(sock_dir: str) -> int:
+    """Open connections on the responder's socket (its side of each), from `ss`."""
+    path = os.path.join(sock_dir, "fcgi-1.sock")
+    out = subprocess.run(["ss", "-xHn"], capture_output=True, text=True, timeout=10).stdout
+    return sum(1 for line in out.splitlines() if f" {path} " in f" {line} ")
+
+
+def test_kept_connections_stall_workers_bound_to_them(stack_cmd, tmp_path):
+    """The proof that the next test can fail: with workers bound to their connections
+    (TODOSYNC_FASTCGI_DISPATCH=0, the old way), nginx's kept connections outnumber the 2 workers
+    and requests wait in the listen queue for a worker that waits on an idle connection."""
+    with kept_stack(tmp_path, "0") as (base, _, _):
+        latencies, failures = healthz_wave(base)
+    assert failures or max(latencies) > 3, (
+        f"no stall: max {max(latencies):.2f} s over {len(latencies)} requests")
+
+
+def test_kept_connections_do_not_stall_with_the_dispatcher(stack_cmd, tmp_path):
+    """The same load with the dispatcher (the default): nginx keeps more connections than there
+    are workers, and every request is answered without waiting for one."""
+    with kept_stack(tmp_path, "1") as (base, sock_dir, _):
+        latencies, failures = healthz_wave(base)
+        kept = connections_to(sock_dir)
+    assert not failures, failures[:10]
+    latencies.sort()
+    assert latencies[-1] < 2, f"max {latencies[-1]:.2f} s, p50 {latencies[len(latencies) // 2]:.3f} s"
+    assert kept > 2, f"only {kept} connections kept: the test did not outnumber the workers"
+
+
+@pytest.mark.parametrize("how", ["kill9", "sigterm"])
+def test_a_responder_restart_drops_its_kept_connections_cleanly(stack_cmd, tmp_path, how):
+    """What happens to kept connections when a responder restarts: the old process's end closes
+    them (kill -9: the kernel; SIGTERM: the dispatcher, at once, without waiting out the grace
+    period), nginx sees each close on its idle connection and drops it from its cache, so the
+    first request after the restart opens a new connection and is answered: no request is sent
+    on a dead kept connection."""
+    with kept_stack(tmp_path, "1", workers=4) as (base, sock_dir, responder):
+        _, failures = healthz_wave(base, clients=8, seconds=1.5)
+        assert not failures, failures[:10]
+        assert connections_to(sock_dir) > 0
+        t0 = time.monotonic()
+        if how == "kill9":
+            responder.kill()
+        else:
+            responder.stop()
+            assert time.monotonic() - t0 < 3, "idle kept connections held the graceful stop"
+        time.sleep(0.3)  # nginx handles the closes
+        again = OwnResponder(sock_dir, {"TODOSYNC_WORKERS": "4", "TODOSYNC_FASTCGI_DISPATCH": "1"},
+                             tmp_path / "responder-2.log")
+        again.start()
+        try:
+            statuses = []
+            with requests.Session() as session:
+                for _ in range(20):
+                    statuses.append(session.get(base + "/healthz", timeout=10).status_code)
+            assert statuses == [200] * 20, statuses
+            _, failures = healthz_wave(base, clients=8, seconds=1.5)
+            assert not failures, failures[:10]
+        finally:
+            again.stop()

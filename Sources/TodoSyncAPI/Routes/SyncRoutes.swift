@@ -21,6 +21,14 @@ extension Application {
                 }
                 cursor = decoded
             }
+            let window = try Self.syncWindow(query)
+            if let cursor, cursor.window != window {
+                let problem = cursor.window == nil ? "is a whole pull's cursor: pull a window without a cursor first"
+                    : window == nil ? "belongs to a window (from/to): give the same window, or pull without a cursor"
+                    : "belongs to another window: give its window, or pull the new window without a cursor"
+                throw APIError(status: 400, code: "bad_request", message: "`cursor` \(problem).",
+                               details: [FieldProblem(field: "cursor", problem: problem)])
+            }
             var deviceID: String?
             if let text = query["deviceId"] {
                 // The same rule as push's `deviceId` (Unicode scalars).
@@ -31,8 +39,8 @@ extension Application {
                 deviceID = text
             }
             let schemaVersion = try context.syncSchemaVersion(.query(query["schemaVersion"]))
-            let page = try context.store.pull(userID: userID, cursor: cursor, limit: limit, deviceID: deviceID,
-                                              schemaVersion: schemaVersion)
+            let page = try context.store.pull(userID: userID, cursor: cursor, window: window, limit: limit,
+                                              deviceID: deviceID, schemaVersion: schemaVersion)
             return .json(200, page.jsonBody)
         }
         router.add("POST", "/api/v1/sync/push") { context in
@@ -56,8 +64,10 @@ extension Application {
         router.add("GET", "/api/v1/sync/snapshot") { context in
             let userID = try context.requireUser()
             let schemaVersion = try context.syncSchemaVersion(.query(context.request.query["schemaVersion"]))
+            let window = try Self.syncWindow(context.request.query)
             let pause = try testHooks?.snapshotPause(context.request)
-            let entry = try context.store.snapshot(userID: userID, schemaVersion: schemaVersion, afterRead: pause)
+            let entry = try context.store.snapshot(userID: userID, schemaVersion: schemaVersion, window: window,
+                                                   afterRead: pause)
             // gzip when the request accepts it (q-values: `gzip;q=0` refuses): the file's companion,
             // with its own ETag and Repr-Digest (of the encoded bytes); ranges are of those bytes.
             // `Vary: Accept-Encoding` on both variants, 304 included. `If-None-Match` is compared
@@ -108,7 +118,7 @@ extension Application {
             }
             // A Last-Event-ID nchan cannot parse got its bare text/plain 400: the contract's JSON
             // 400 here instead, before the handover.
-            if let id = context.request.header("last-event-id"), !Self.isLiveEventID(id) {
+            if let id = context.request.header("last-event-id"), !Self.isLiveEventID(id, channels: withFriends ? 2 : 1) {
                 throw APIError.badRequest("Last-Event-ID is not the id of an event of this stream.")
             }
             // HEAD: the stream's headers, answered here. Handed to nchan, a HEAD was never
@@ -167,12 +177,13 @@ extension Application {
     /// stream (two channels multiplexed, docs/FRIENDS.md) one tag per channel, comma-separated,
     /// the one of the event bracketed and a channel without a message yet `-`
     /// (`1796664990:[0],-`). nchan answers other forms it cannot parse with a text/plain 400.
-    static func isLiveEventID(_ id: String) -> Bool {
+    /// `channels`: the stream's, 1 or 2 (`friends=1`); an id of another stream's form is refused.
+    static func isLiveEventID(_ id: String, channels: Int = 1) -> Bool {
         let parts = id.trimmingWhitespace().split(separator: ":", omittingEmptySubsequences: false)
         guard parts.count == 2, (1...12).contains(parts[0].count), parts[0].utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 })
         else { return false }
         let tags = parts[1].split(separator: ",", omittingEmptySubsequences: false)
-        guard (1...2).contains(tags.count) else { return false }
+        guard tags.count == channels else { return false }
         return tags.allSatisfy { part in
             var tag = Substring(part)
             if tag.hasPrefix("[") && tag.hasSuffix("]") && tag.count >= 2 { tag = tag.dropFirst().dropLast() }
@@ -180,6 +191,29 @@ extension Application {
             if tag.hasPrefix("-") { tag = tag.dropFirst() }
             return (1...5).contains(tag.count) && tag.utf8.allSatisfy { $0 >= 0x30 && $0 <= 0x39 }
         }
+    }
+
+    /// The window a pull or snapshot asks for (`from`, `to`; API.md "Windows (partial sync)"):
+    /// nil when neither is given. A value that is not a date from 2000-01-01 to 2999-12-31 (an
+    /// empty one included), or `from` after `to`, is 400 with a detail on the parameter.
+    static func syncWindow(_ query: [String: String]) throws -> SyncWindow? {
+        func day(_ name: String) throws -> Day? {
+            guard let text = query[name] else { return nil }
+            guard let day = Day(text) else {
+                let problem = "must be a date YYYY-MM-DD from 2000-01-01 to 2999-12-31"
+                throw APIError(status: 400, code: "bad_request", message: "`\(name)` \(problem).",
+                               details: [FieldProblem(field: name, problem: problem)])
+            }
+            return day
+        }
+        let from = try day("from"), to = try day("to")
+        guard from != nil || to != nil else { return nil }
+        guard let window = SyncWindow(from: from, to: to) else {
+            let problem = "must not be after `to`"
+            throw APIError(status: 400, code: "bad_request", message: "`from` \(problem).",
+                           details: [FieldProblem(field: "from", problem: problem)])
+        }
+        return window
     }
 
     /// `If-None-Match` (RFC 9110 13.1.2, weak comparison): `*` or a list that holds `etag`.

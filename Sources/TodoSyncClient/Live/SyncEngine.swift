@@ -12,8 +12,13 @@ import GRDB
 public actor SyncEngine {
     /// How often and how soon (docs/CLIENT-SETTINGS.md "Live sync"). Seconds.
     public struct Settings: Sendable, Equatable {
-        /// A local write syncs this long after it (many writes meanwhile: one sync).
+        /// A burst of local writes (each within `quiet` of the last) syncs at most this long
+        /// after its first write, however long it goes on.
         public var debounce: Double
+        /// A local write syncs once no other has come for this long: a lone write on an idle
+        /// engine goes out at once (`quiet` later), and a burst coalesces into one push. Writes
+        /// during a sync go out in one follow-up right after it (issue 39, item 6).
+        public var quiet: Double
         /// A pull this long after the last successful sync, whether or not a poke came.
         public var interval: Double
         /// The backoff of failed syncs: waits of up to `initialBackoff · 2^(n-1)` (full jitter),
@@ -34,8 +39,9 @@ public actor SyncEngine {
 
         public init(debounce: Double = 0.3, interval: Double = 60, initialBackoff: Double = 1, maxBackoff: Double = 300,
                     live: Bool = true, liveInitialBackoff: Double = 5, liveMaxBackoff: Double = 120,
-                    storeCheckInterval: Double? = nil) {
+                    storeCheckInterval: Double? = nil, quiet: Double = 0.02) {
             self.storeCheckInterval = storeCheckInterval
+            self.quiet = quiet
             self.debounce = debounce
             self.interval = interval
             self.initialBackoff = initialBackoff
@@ -112,6 +118,8 @@ public actor SyncEngine {
     private let random: @Sendable (ClosedRange<Double>) -> Double
 
     private var pending: (at: Double, trigger: Trigger)?
+    /// When the first local write not yet taken by a sync came (the burst's start).
+    private var burstStartedAt: Double?
     private var retryAt: Double?
     private var failures = 0
     private var nextTimer: Double = .infinity
@@ -174,8 +182,20 @@ public actor SyncEngine {
         for task in tasks { await task.value }
     }
 
-    /// Call after each local write (`addTodo`, `updateTodo`, …): syncs `debounce` seconds later.
-    public func localWrite() { request(.localWrite, after: settings.debounce) }
+    /// Call after each local write (`addTodo`, `updateTodo`, …): syncs `quiet` seconds later
+    /// unless another write comes meanwhile, and at most `debounce` after the burst's first.
+    public func localWrite() {
+        guard !stopped else { return }
+        let now = clock.now
+        let first = burstStartedAt ?? now
+        burstStartedAt = first
+        let at = min(now + settings.quiet, first + settings.debounce)
+        // An earlier sync for another reason takes this write along.
+        if let pending, pending.trigger != .localWrite, pending.at <= at { return }
+        pending = (at, .localWrite)  // a later write moves its own sync later (up to the cap)
+        sleeper?.cancel()
+        sleeper = nil
+    }
 
     /// Call when the app comes to the front: syncs now, even during a backoff.
     public func appDidBecomeActive() {
@@ -243,6 +263,7 @@ public actor SyncEngine {
                 continue
             }
             pending = nil
+            burstStartedAt = nil  // writes from now on go in the next sync
             status = .syncing(trigger)
             emit.yield(.syncing(trigger))
             syncing = true

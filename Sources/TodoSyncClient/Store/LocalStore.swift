@@ -256,6 +256,14 @@ enum Meta {
         case schemaVersion
         /// "MINIMUM CURRENT" from a 426 answer (see `UpgradeRequired`).
         case upgradeRequired
+        /// The window the user asked for (`WindowSetting.stored`; absent: the whole account).
+        case windowSetting
+        /// A purge's date: the window starts no earlier until the setting changes.
+        case purgedBefore
+        /// The window (`SyncWindow.stored`) the cursor, or the full pull under way, belongs to.
+        case pullWindow
+        /// The window the device holds completely (after its last complete pull).
+        case heldWindow
     }
 
     static func upgradeRequired(_ db: Database) throws -> UpgradeRequired? {

@@ -19,11 +19,16 @@ extension LocalStore {
     func beginFullPull() throws {
         try pool.write { db in
             guard try Meta.get(db, .resyncActive) == nil else { return }
-            let generation = (Int64(try Meta.get(db, .generation) ?? "0") ?? 0) + 1
-            try Meta.set(db, .generation, String(generation))
-            try Meta.set(db, .resyncActive, String(generation))
-            try Meta.set(db, .cursor, nil)
+            try Self.openGeneration(db)
         }
+    }
+
+    /// Opens the next generation for a full pull and forgets the cursor.
+    static func openGeneration(_ db: Database) throws {
+        let generation = (Int64(try Meta.get(db, .generation) ?? "0") ?? 0) + 1
+        try Meta.set(db, .generation, String(generation))
+        try Meta.set(db, .resyncActive, String(generation))
+        try Meta.set(db, .cursor, nil)
     }
 
     /// Notes that pages are about to be pulled at schema version `version`. True when the store
@@ -57,7 +62,8 @@ extension LocalStore {
         try pool.write { db in
             guard let text = try Meta.get(db, .resyncActive), let generation = Int64(text) else { return }
             for entity in [EntityKind.todo, .tag] {
-                let queued = try OutboxOperation.recordLocalIDs(db, entity)
+                // Nor a record with a conflict waiting for the app (a window change makes this common).
+                let queued = try Self.unsettledIDs(db, entity)
                 try SyncedRecords.table(entity)
                     .filter(SyncState.Columns.serverID != nil && SyncState.Columns.seenGeneration < generation
                             && !queued.contains(SyncState.Columns.localID))
@@ -93,6 +99,7 @@ extension LocalStore {
             }
             for stat in page.stats { try ServerRecords.applyStat(db, stat, generation: generation) }
             for tombstone in page.statTombstones { try ServerRecords.applyStatTombstone(db, tombstone) }
+            try Self.forgetLeft(db, todos: page.todoLeft, stats: page.statLeft)
             try whileOpen?()
             try Meta.set(db, .cursor, cursor)
             return AppliedPage(records: page.count, hasMore: hasMore)

@@ -63,11 +63,16 @@ struct DecodedPage: Sendable {
     var todoTombstones: [ServerRecord] = []
     var stats: [ServerRecord] = []
     var statTombstones: [ServerRecord] = []
+    /// A window pull's `left`: records that still exist but are outside the window now
+    /// (`{id, clientId, version}`; always empty for tags).
+    var todoLeft: [ServerRecord] = []
+    var statLeft: [ServerRecord] = []
     var cursor: String?
     var hasMore: Bool?
 
     var count: Int {
         tags.count + tagTombstones.count + todos.count + todoTombstones.count + stats.count + statTombstones.count
+            + todoLeft.count + statLeft.count
     }
 }
 
@@ -105,6 +110,8 @@ struct PageDecoder {
                         case ("todos", "deleted"): page.todoTombstones = records
                         case ("dailyStats", "upserted"): page.stats = records
                         case ("dailyStats", "deleted"): page.statTombstones = records
+                        case ("todos", "left"): page.todoLeft = records
+                        case ("dailyStats", "left"): page.statLeft = records
                         default: break
                         }
                     }

@@ -73,7 +73,7 @@ extension TodoSyncClient {
     /// install it with that page. Any refusal leaves the store as it was and the sync goes on
     /// with the paged pull; a network failure, a timeout or a refused login end the sync (the
     /// partial file stays, the next sync resumes it).
-    func bootstrapFromSnapshot(pageSize: Int, report: inout SyncReport, deadline: SyncDeadline,
+    func bootstrapFromSnapshot(pageSize: Int, window: SyncWindow, report: inout SyncReport, deadline: SyncDeadline,
                                progress: (@Sendable (SyncProgress) -> Void)?) async throws {
         let files = SnapshotFiles(storePath: store.path)
         guard try store.isEmptyForSnapshot() else {
@@ -84,7 +84,8 @@ extension TodoSyncClient {
         var phases = SnapshotPhases()
         defer { report.snapshotPhases = phases.done }
         do {
-            guard let (head, downloaded, fileDigest) = try await downloadSnapshot(files, deadline: deadline, progress: progress) else {
+            guard let (head, downloaded, fileDigest) = try await downloadSnapshot(files, window: window, deadline: deadline,
+                                                                                  progress: progress) else {
                 files.remove()
                 report.snapshot = .unavailable
                 return
@@ -93,6 +94,11 @@ extension TodoSyncClient {
             guard let digest = SHA256Digest.fromReprDigest(head.digest) else { throw SnapshotRefusal("no SHA-256 Repr-Digest") }
             let snapshot = try SnapshotFile.check(path: files.data, digest: digest, userID: try store.userID(),
                                                   schemaVersion: schemaVersion, fileDigest: fileDigest)
+            // A window's snapshot names its window; one of other dates (or an older server's
+            // whole-account file) would leave the device holding what it did not ask for.
+            guard snapshot.window == window else {
+                throw SnapshotRefusal("it holds \(snapshot.window), not \(window)")
+            }
             phases.end("check")
             // Before installing: pull the first page after the snapshot's cursor. A cursor of
             // another history of the database (a restore, a new epoch) is 410, and then nothing
@@ -100,7 +106,7 @@ extension TodoSyncClient {
             let response = try await authorized("GET", "/api/v1/sync/pull", query: [
                 URLQueryItem(name: "limit", value: String(pageSize)), URLQueryItem(name: "schemaVersion", value: String(schemaVersion)),
                 URLQueryItem(name: "cursor", value: snapshot.cursor),
-            ], deadline: deadline)
+            ] + window.queryItems, deadline: deadline)
             if response.status == 410 { throw SnapshotRefusal("its cursor is of another history of the server's database (410)") }
             guard response.status == 200 else { throw Self.failure(response) }
             let page: DecodedPage
@@ -140,7 +146,8 @@ extension TodoSyncClient {
     /// bytes this call downloaded and the SHA-256 of the whole file on disk (hashed while it
     /// downloaded; what an earlier run left is read back), or nil when the server has none to
     /// give (404, or 429/5xx after retries).
-    func downloadSnapshot(_ files: SnapshotFiles, deadline: SyncDeadline, progress: (@Sendable (SyncProgress) -> Void)?)
+    func downloadSnapshot(_ files: SnapshotFiles, window: SyncWindow = .whole, deadline: SyncDeadline,
+                          progress: (@Sendable (SyncProgress) -> Void)?)
         async throws -> (head: SnapshotFiles.Head, bytes: Int64, digest: [UInt8])? {
         var restarts = 0
         var downloaded: Int64 = 0
@@ -172,7 +179,7 @@ extension TodoSyncClient {
             ]
             if let etag = known?.etag { headers["If-Range"] = etag }
             let response = try await authorized("GET", "/api/v1/sync/snapshot",
-                                                query: [URLQueryItem(name: "schemaVersion", value: String(schemaVersion))],
+                                                query: [URLQueryItem(name: "schemaVersion", value: String(schemaVersion))] + window.queryItems,
                                                 headers: headers, deadline: deadline)
             switch response.status {
             case 200, 206:

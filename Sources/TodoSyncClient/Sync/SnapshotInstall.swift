@@ -19,6 +19,8 @@ struct CheckedSnapshot: Sendable {
     var cursor: String
     var schemaVersion: Int
     var recordCount: Int
+    /// The window the file holds (`windowFrom`/`windowTo`; whole when absent or empty).
+    var window = SyncWindow.whole
 }
 
 /// Reading and installing a snapshot file (docs/SNAPSHOT.md) into the local store.
@@ -66,7 +68,15 @@ enum SnapshotFile {
             throw SnapshotRefusal("recordCount \(meta["recordCount"] ?? "missing") but the tables hold \(checked.count) rows")
         }
         guard let cursor = meta["cursor"], !cursor.isEmpty else { throw SnapshotRefusal("no cursor in snapshot_meta") }
-        return CheckedSnapshot(cursor: cursor, schemaVersion: checked.userVersion, recordCount: checked.count)
+        func side(_ key: String) throws -> Day? {
+            guard let text = meta[key], !text.isEmpty else { return nil }
+            guard let day = Day(text) else { throw SnapshotRefusal("\(key) is not a date: \(text)") }
+            return day
+        }
+        guard let window = SyncWindow(from: try side("windowFrom"), to: try side("windowTo")) else {
+            throw SnapshotRefusal("windowFrom is after windowTo")
+        }
+        return CheckedSnapshot(cursor: cursor, schemaVersion: checked.userVersion, recordCount: checked.count, window: window)
     }
 
     /// SQL functions that compute the store's derived columns with the very code the store uses

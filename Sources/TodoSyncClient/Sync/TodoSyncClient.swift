@@ -40,6 +40,13 @@ public struct SyncReport: Sendable, Equatable {
     public var snapshot: SnapshotOutcome?
     /// How long each step of a snapshot first sync took, in order (empty when none was tried).
     public var snapshotPhases: [SyncPhaseTime] = []
+    /// The window this sync pulled (`SyncWindow.whole` for the whole account).
+    public var window = SyncWindow.whole
+    /// The window differed from the one the cursor belonged to: the new window was pulled
+    /// without a cursor, and what fell outside it was forgotten.
+    public var windowChanged = false
+    /// Bytes of pull answers received (bodies as decoded, after any gzip; a snapshot not counted).
+    public var bytesPulled = 0
 }
 
 /// One step of a sync and its duration in seconds (for `todosync-client sync --timing`).
@@ -135,6 +142,10 @@ public final class TodoSyncClient: Sendable {
     /// 0.77-0.89 s to 0.47-0.69 s (fewer requests) for about 30 MB more peak memory (two ranges).
     public static let defaultSnapshotRangeBytes = 16 << 20
     let snapshotRangeBytes: Int
+    /// The window set by the app (nil: the one the store remembers).
+    let window: WindowSetting?
+    /// Today's date, for a window of the last N days.
+    let today: @Sendable () -> Day
 
     /// - Parameters:
     ///   - retry: backoff for network errors and 429/502/503/504 answers.
@@ -147,11 +158,17 @@ public final class TodoSyncClient: Sendable {
     ///     (false: always the paged pull).
     ///   - snapshotRangeBytes: the snapshot is downloaded in ranges of this size, each written to
     ///     disk as it arrives (a broken download resumes after the last one).
+    ///   - window: the part of the account this device holds (docs/CLIENT.md "Windows and
+    ///     purge"); remembered by the store at the next sync. nil keeps the remembered one.
+    ///   - today: today's date in the device's time zone (tests move it).
     public init(store: LocalStore, baseURL: URL, transport: any HTTPTransport = URLSessionTransport(),
                 retry: RetryPolicy = RetryPolicy(), timeouts: SyncTimeouts = SyncTimeouts(),
                 clock: any SyncClock = SystemSyncClock(), tokenRefresh: (@Sendable () async throws -> String?)? = nil,
                 hooks: SyncHooks = SyncHooks(), schemaVersion: Int = SchemaVersion.current, useSnapshot: Bool = true,
-                snapshotRangeBytes: Int = TodoSyncClient.defaultSnapshotRangeBytes) {
+                snapshotRangeBytes: Int = TodoSyncClient.defaultSnapshotRangeBytes, window: WindowSetting? = nil,
+                today: @escaping @Sendable () -> Day = { Day.today() }) {
+        self.window = window
+        self.today = today
         self.useSnapshot = useSnapshot
         self.snapshotRangeBytes = max(1, snapshotRangeBytes)
         self.store = store
@@ -223,15 +240,22 @@ public final class TodoSyncClient: Sendable {
                 guard schemaVersion >= required.minimum else { throw SyncError.upgradeRequired(required) }
                 try store.setUpgradeRequired(nil)
             }
+            // The window is resolved once: every request of this sync names the same dates.
+            if let window { try store.setWindowSetting(window) }
+            let window = try store.resolvedWindow(today: today())
+            report.window = window
+            report.windowChanged = try store.enterWindow(window)
             // A new device (an empty store) starts from the server's snapshot when it can.
-            if useSnapshot { try await bootstrapFromSnapshot(pageSize: pageSize, report: &report, deadline: deadline, progress: progress) }
+            if useSnapshot {
+                try await bootstrapFromSnapshot(pageSize: pageSize, window: window, report: &report, deadline: deadline, progress: progress)
+            }
             try await push(policy: policy, report: &report, deadline: deadline, progress: progress)
-            let resynced = try await pull(pageSize: pageSize, report: &report, deadline: deadline, progress: progress)
+            let resynced = try await pull(pageSize: pageSize, window: window, report: &report, deadline: deadline, progress: progress)
             let stillPending = try store.pendingCount()
             if resynced && stillPending > 0 {
                 // After a resync the device's unsynced changes go out, then their results come back.
                 try await push(policy: policy, report: &report, deadline: deadline, progress: progress)
-                _ = try await pull(pageSize: pageSize, report: &report, deadline: deadline, progress: progress)
+                _ = try await pull(pageSize: pageSize, window: window, report: &report, deadline: deadline, progress: progress)
             }
             try store.recordSync(error: nil)
             return report
@@ -290,7 +314,7 @@ public final class TodoSyncClient: Sendable {
     }
 
     /// Pulls every page; returns true when the pull had to start over after 410.
-    private func pull(pageSize: Int, report: inout SyncReport, deadline: SyncDeadline,
+    private func pull(pageSize: Int, window: SyncWindow, report: inout SyncReport, deadline: SyncDeadline,
                       progress: (@Sendable (SyncProgress) -> Void)?) async throws -> Bool {
         let deviceID = try store.deviceID
         var resynced = false
@@ -304,7 +328,7 @@ public final class TodoSyncClient: Sendable {
 
         func fetch(cursor: String?, full: Bool) -> Task<APIResponse, Error> {
             var query = [URLQueryItem(name: "limit", value: String(pageSize)),
-                         URLQueryItem(name: "schemaVersion", value: String(schemaVersion))]
+                         URLQueryItem(name: "schemaVersion", value: String(schemaVersion))] + window.queryItems
             if let cursor { query.append(URLQueryItem(name: "cursor", value: cursor)) }
             // A full pull must bring this device's own records too: no echo suppression.
             if !full { query.append(URLQueryItem(name: "deviceId", value: deviceID)) }
@@ -332,6 +356,7 @@ public final class TodoSyncClient: Sendable {
                 continue
             }
             guard response.status == 200 else { throw Self.failure(response) }
+            report.bytesPulled += response.body.count
             let page: DecodedPage
             do {
                 page = try PageDecoder.decode(Array(response.body))
@@ -361,6 +386,8 @@ public final class TodoSyncClient: Sendable {
             if !applied.hasMore { break }
         }
         if full { try store.finishFullPull() }
+        // Complete: what this device moved out of the window itself (acknowledged now) goes.
+        try store.settleWindow(window)
         return resynced
     }
 

@@ -17,20 +17,36 @@ public struct SyncCursor: Sendable, Equatable {
     /// The database history this cursor came from. 0 for a cursor of the first format (before
     /// epochs existed): no database has epoch 0, so such a cursor is always expired.
     public let epoch: UInt64
+    /// The window this cursor belongs to (API.md "Windows (partial sync)"); nil for a whole pull.
+    public let window: SyncWindow?
+    /// Within a window's first pull: how far its date-ordered read of what was live at its start
+    /// (`skipTombstonesThrough`) has come; nil once that read is done (then the pull goes on by
+    /// version from `position`, as any cursor).
+    public let scan: WindowScan?
 
     static let formatVersion = 2
     static let firstFormatVersion = 1
+    /// A window cursor: the second format plus the window and the scan position.
+    static let windowFormatVersion = 3
 
-    public init(position: Int64, skipTombstonesThrough: Int64, userID: Int64, epoch: UInt64) {
+    public init(position: Int64, skipTombstonesThrough: Int64, userID: Int64, epoch: UInt64,
+                window: SyncWindow? = nil, scan: WindowScan? = nil) {
         self.position = position
         self.skipTombstonesThrough = skipTombstonesThrough
         self.userID = userID
         self.epoch = epoch
+        self.window = window
+        self.scan = window == nil ? nil : scan
     }
 
     /// The opaque text handed to clients.
     public var encoded: String {
-        let payload = "\(SyncCursor.formatVersion):\(userID):\(position):\(skipTombstonesThrough):\(String(epoch, radix: 16))"
+        var payload = "\(SyncCursor.formatVersion):\(userID):\(position):\(skipTombstonesThrough):\(String(epoch, radix: 16))"
+        if let window {
+            payload = "\(SyncCursor.windowFormatVersion):\(userID):\(position):\(skipTombstonesThrough):"
+                + "\(String(epoch, radix: 16)):\(window.from?.description ?? ""):\(window.to?.description ?? ""):"
+                + (scan.map { "\($0.day?.description ?? "tags"):\($0.version)" } ?? ":")
+        }
         let checksum = String(SyncCursor.checksum(payload), radix: 16)
         return Base64URL.encode(Array("\(payload):\(checksum)".utf8))
     }
@@ -44,10 +60,28 @@ public struct SyncCursor: Sendable, Equatable {
         let parts = decoded.utf8.split(separator: UInt8(ascii: ":"), omittingEmptySubsequences: false)
             .map { String(decoding: $0, as: UTF8.self) }
         let epoch: UInt64
+        var window: SyncWindow?
+        var scan: WindowScan?
         switch (parts.count, parts.first) {
         case (6, "\(SyncCursor.formatVersion)"):
             guard let value = UInt64(parts[4], radix: 16), parts[4].count <= 16 else { return nil }
             epoch = value
+        case (10, "\(SyncCursor.windowFormatVersion)"):
+            guard let value = UInt64(parts[4], radix: 16), parts[4].count <= 16 else { return nil }
+            epoch = value
+            func day(_ text: String) -> Day?? { text.isEmpty ? .some(nil) : Day(text).map { .some($0) } }
+            guard let from = day(parts[5]), let to = day(parts[6]) else { return nil }
+            // A window has at least one side (neither is a whole pull).
+            guard from != nil || to != nil, let parsed = SyncWindow(from: from, to: to) else { return nil }
+            window = parsed
+            switch (parts[7], Int64(parts[8])) {
+            case ("", nil) where parts[8].isEmpty: scan = nil
+            case ("tags", let version?) where version >= 0: scan = WindowScan(day: nil, version: version)
+            case (let text, let version?) where version >= 0:
+                guard let scanDay = Day(text) else { return nil }
+                scan = WindowScan(day: scanDay, version: version)
+            default: return nil
+            }
         case (5, "\(SyncCursor.firstFormatVersion)"):
             epoch = 0
         default:
@@ -57,7 +91,8 @@ public struct SyncCursor: Sendable, Equatable {
               position >= 0, skip >= 0, owner == userID,
               String(SyncCursor.checksum(parts.dropLast().joined(separator: ":")), radix: 16) == parts.last!
         else { return nil }
-        self.init(position: position, skipTombstonesThrough: skip, userID: userID, epoch: epoch)
+        self.init(position: position, skipTombstonesThrough: skip, userID: userID, epoch: epoch, window: window,
+                  scan: scan)
     }
 
     /// FNV-1a, 64 bit: detects corruption and casual edits (integrity, not secrecy: a cursor only
@@ -70,4 +105,41 @@ public struct SyncCursor: Sendable, Equatable {
         }
         return hash
     }
+}
+
+/// A pull's window of dates (API.md "Windows (partial sync)"): the todos whose deadline, and the
+/// daily stats whose date, lie between `from` and `to` (both inclusive; nil: that side open).
+public struct SyncWindow: Sendable, Equatable {
+    public let from: Day?
+    public let to: Day?
+
+    /// nil when `from` is after `to`.
+    public init?(from: Day?, to: Day?) {
+        if let from, let to, from > to { return nil }
+        self.from = from
+        self.to = to
+    }
+
+    /// The window's bounds with open sides closed at the contract's first and last dates.
+    public var lowerBound: Day { from ?? .minimum }
+    public var upperBound: Day { to ?? .maximum }
+
+    public func contains(_ day: Day) -> Bool { lowerBound <= day && day <= upperBound }
+}
+
+/// Where a window's first pull stands in its read of the records live at its start, in the order
+/// that read goes: tags (`day` nil) first, then by date, each by version.
+public struct WindowScan: Sendable, Equatable {
+    /// nil: still among the tags.
+    public let day: Day?
+    /// The last version read at `day` (0: none yet).
+    public let version: Int64
+
+    public init(day: Day?, version: Int64) {
+        self.day = day
+        self.version = version
+    }
+
+    /// Before everything.
+    public static let start = WindowScan(day: nil, version: 0)
 }

@@ -12,6 +12,7 @@ enum MetricsExposition {
         "todosync_http_request_duration_seconds": "Time inside the responder per request, by route pattern.",
         "todosync_fastcgi_workers": "Worker threads of this responder.",
         "todosync_fastcgi_workers_busy": "Worker threads serving a request now.",
+        "todosync_fastcgi_connections_waiting": "Connections from nginx waiting for a request, no worker on them (kept ones between requests).",
         "todosync_fastcgi_read_deadline_expired_total": "Connections closed because their request did not arrive within TODOSYNC_FASTCGI_READ_DEADLINE.",
         "todosync_db_connects_total": "Database sessions opened (initial, reconnect).",
         "todosync_db_connection_losses_total": "Database sessions found dead.",

@@ -7547,6 +7547,16 @@ internal struct Client: APIProtocol {
     ///
     /// `deviceId` (optional) turns on echo suppression; see the parameter.
     ///
+    /// `from` and/or `to` (optional) make it a window pull (docs/API.md "Windows (partial
+    /// sync)"): every tag, and the todos and daily stats of that window of dates. Each kind then
+    /// has a third list, `left` (always empty for tags): live records changed since the cursor
+    /// that are outside the window now, `{id, clientId, version}`, which a device forgets.
+    /// Without a cursor: every live tag and the window's live todos and stats, no tombstones
+    /// and no `left` for what was already so when the pull began. With a cursor: changes
+    /// inside the window in `upserted`, deletions in `deleted` (wherever they were), the rest in
+    /// `left`; `limit` counts `left`. A cursor belongs to its window: another window, a window
+    /// cursor without one, or a whole pull's cursor with one is 400 (detail on `cursor`).
+    ///
     /// `schemaVersion` (optional, absent = 1): the records carry exactly that schema version's
     /// fields (version 1 has no todo `notes`, version 2 no `remindAt`), and the page names the version it used. Below
     /// the server's minimum: 426 `upgrade_required`; above its current version: served at the
@@ -7596,6 +7606,20 @@ internal struct Client: APIProtocol {
                     explode: true,
                     name: "schemaVersion",
                     value: input.query.schemaVersion
+                )
+                try converter.setQueryItemAsURI(
+                    in: &request,
+                    style: .form,
+                    explode: true,
+                    name: "from",
+                    value: input.query.from
+                )
+                try converter.setQueryItemAsURI(
+                    in: &request,
+                    style: .form,
+                    explode: true,
+                    name: "to",
+                    value: input.query.to
                 )
                 converter.setAcceptHeader(
                     in: &request.headerFields,
@@ -8429,6 +8453,11 @@ internal struct Client: APIProtocol {
     /// with a long `Retry-After` (the cache's age limit): sync it by paged pull. Another request
     /// building the same snapshot beyond this one's budget: 503 with `Retry-After: 1`.
     ///
+    /// `from` and/or `to` (optional): a window's snapshot (every tag, and that window's todos and
+    /// daily stats), cached apart with its own `ETag`; `snapshot_meta` adds `windowFrom` and
+    /// `windowTo` (empty for an open side), `recordCount` counts the file's rows, and its
+    /// `cursor` is a cursor of that window.
+    ///
     ///
     /// - Remark: HTTP `GET /api/v1/sync/snapshot`.
     /// - Remark: Generated from `#/paths//api/v1/sync/snapshot/get(syncSnapshot)`.
@@ -8452,6 +8481,20 @@ internal struct Client: APIProtocol {
                     explode: true,
                     name: "schemaVersion",
                     value: input.query.schemaVersion
+                )
+                try converter.setQueryItemAsURI(
+                    in: &request,
+                    style: .form,
+                    explode: true,
+                    name: "from",
+                    value: input.query.from
+                )
+                try converter.setQueryItemAsURI(
+                    in: &request,
+                    style: .form,
+                    explode: true,
+                    name: "to",
+                    value: input.query.to
                 )
                 try converter.setHeaderFieldAsURI(
                     in: &request.headerFields,

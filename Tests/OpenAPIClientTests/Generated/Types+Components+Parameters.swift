@@ -37,6 +37,18 @@ extension Components {
         ///
         /// - Remark: Generated from `#/components/parameters/Month`.
         internal typealias Month = Components.Schemas.Month
+        /// A window's first date (inclusive; absent: open). A real date from 2000-01-01 to
+        /// 2999-12-31; empty, malformed, out of range, or after `to`: 400 (detail on `from`).
+        ///
+        ///
+        /// - Remark: Generated from `#/components/parameters/WindowFrom`.
+        internal typealias WindowFrom = Swift.String
+        /// A window's last date (inclusive; absent: open). A real date from 2000-01-01 to
+        /// 2999-12-31; empty, malformed or out of range: 400 (detail on `to`).
+        ///
+        ///
+        /// - Remark: Generated from `#/components/parameters/WindowTo`.
+        internal typealias WindowTo = Swift.String
         /// The opaque `cursor` of an earlier pull response. Absent or empty: pull everything live.
         /// A malformed, tampered-with or other user's cursor is 400; one older than the retention
         /// horizon is 410.

@@ -628,6 +628,37 @@ extension Components {
                 case y
             }
         }
+        /// A live record that changed since the cursor and is outside the pull's window now (`clientId` is always null for daily stats).
+        ///
+        /// - Remark: Generated from `#/components/schemas/LeftRecord`.
+        internal struct LeftRecord: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/LeftRecord/id`.
+            internal var id: Components.Schemas.Id
+            /// - Remark: Generated from `#/components/schemas/LeftRecord/clientId`.
+            internal var clientId: Components.Schemas.ClientId?
+            /// - Remark: Generated from `#/components/schemas/LeftRecord/version`.
+            internal var version: Components.Schemas.Version
+            /// Creates a new `LeftRecord`.
+            ///
+            /// - Parameters:
+            ///   - id:
+            ///   - clientId:
+            ///   - version:
+            internal init(
+                id: Components.Schemas.Id,
+                clientId: Components.Schemas.ClientId? = nil,
+                version: Components.Schemas.Version
+            ) {
+                self.id = id
+                self.clientId = clientId
+                self.version = version
+            }
+            internal enum CodingKeys: String, CodingKey {
+                case id
+                case clientId
+                case version
+            }
+        }
         /// A deleted record in a pull (`clientId` is always null for daily stats).
         ///
         /// - Remark: Generated from `#/components/schemas/Tombstone`.
@@ -1805,6 +1836,10 @@ extension Components {
         }
         /// - Remark: Generated from `#/components/schemas/TagChanges`.
         internal struct TagChanges: Codable, Hashable, Sendable {
+            /// Window pulls only (`from`/`to`). Always empty: tags never leave a window.
+            ///
+            /// - Remark: Generated from `#/components/schemas/TagChanges/left`.
+            internal var left: [Components.Schemas.LeftRecord]?
             /// Live tags changed since the cursor, by version.
             ///
             /// - Remark: Generated from `#/components/schemas/TagChanges/upserted`.
@@ -1816,22 +1851,30 @@ extension Components {
             /// Creates a new `TagChanges`.
             ///
             /// - Parameters:
+            ///   - left: Window pulls only (`from`/`to`). Always empty: tags never leave a window.
             ///   - upserted: Live tags changed since the cursor, by version.
             ///   - deleted: Tag tombstones since the cursor, by version (none without a cursor).
             internal init(
+                left: [Components.Schemas.LeftRecord]? = nil,
                 upserted: [Components.Schemas.LiveTag],
                 deleted: [Components.Schemas.Tombstone]
             ) {
+                self.left = left
                 self.upserted = upserted
                 self.deleted = deleted
             }
             internal enum CodingKeys: String, CodingKey {
+                case left
                 case upserted
                 case deleted
             }
         }
         /// - Remark: Generated from `#/components/schemas/TodoChanges`.
         internal struct TodoChanges: Codable, Hashable, Sendable {
+            /// Window pulls only (`from`/`to`). Live todos changed since the cursor that are outside the window now, by version.
+            ///
+            /// - Remark: Generated from `#/components/schemas/TodoChanges/left`.
+            internal var left: [Components.Schemas.LeftRecord]?
             /// Live todos changed since the cursor, by version.
             ///
             /// - Remark: Generated from `#/components/schemas/TodoChanges/upserted`.
@@ -1843,22 +1886,30 @@ extension Components {
             /// Creates a new `TodoChanges`.
             ///
             /// - Parameters:
+            ///   - left: Window pulls only (`from`/`to`). Live todos changed since the cursor that are outside the window now, by version.
             ///   - upserted: Live todos changed since the cursor, by version.
             ///   - deleted: Todo tombstones since the cursor, by version (none without a cursor).
             internal init(
+                left: [Components.Schemas.LeftRecord]? = nil,
                 upserted: [Components.Schemas.LiveTodo],
                 deleted: [Components.Schemas.Tombstone]
             ) {
+                self.left = left
                 self.upserted = upserted
                 self.deleted = deleted
             }
             internal enum CodingKeys: String, CodingKey {
+                case left
                 case upserted
                 case deleted
             }
         }
         /// - Remark: Generated from `#/components/schemas/DailyStatChanges`.
         internal struct DailyStatChanges: Codable, Hashable, Sendable {
+            /// Window pulls only (`from`/`to`). Live daily stats changed since the cursor that are outside the window now, by version (`clientId` null).
+            ///
+            /// - Remark: Generated from `#/components/schemas/DailyStatChanges/left`.
+            internal var left: [Components.Schemas.LeftRecord]?
             /// Live daily stats changed since the cursor, by version.
             ///
             /// - Remark: Generated from `#/components/schemas/DailyStatChanges/upserted`.
@@ -1916,16 +1967,20 @@ extension Components {
             /// Creates a new `DailyStatChanges`.
             ///
             /// - Parameters:
+            ///   - left: Window pulls only (`from`/`to`). Live daily stats changed since the cursor that are outside the window now, by version (`clientId` null).
             ///   - upserted: Live daily stats changed since the cursor, by version.
             ///   - deleted: Daily-stat tombstones since the cursor, by version (`clientId` null; none without a cursor).
             internal init(
+                left: [Components.Schemas.LeftRecord]? = nil,
                 upserted: [Components.Schemas.LiveDailyStat],
                 deleted: Components.Schemas.DailyStatChanges.DeletedPayload
             ) {
+                self.left = left
                 self.upserted = upserted
                 self.deleted = deleted
             }
             internal enum CodingKeys: String, CodingKey {
+                case left
                 case upserted
                 case deleted
             }

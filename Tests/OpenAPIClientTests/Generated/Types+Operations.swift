@@ -9549,6 +9549,16 @@ internal enum Operations {
     ///
     /// `deviceId` (optional) turns on echo suppression; see the parameter.
     ///
+    /// `from` and/or `to` (optional) make it a window pull (docs/API.md "Windows (partial
+    /// sync)"): every tag, and the todos and daily stats of that window of dates. Each kind then
+    /// has a third list, `left` (always empty for tags): live records changed since the cursor
+    /// that are outside the window now, `{id, clientId, version}`, which a device forgets.
+    /// Without a cursor: every live tag and the window's live todos and stats, no tombstones
+    /// and no `left` for what was already so when the pull began. With a cursor: changes
+    /// inside the window in `upserted`, deletions in `deleted` (wherever they were), the rest in
+    /// `left`; `limit` counts `left`. A cursor belongs to its window: another window, a window
+    /// cursor without one, or a whole pull's cursor with one is 400 (detail on `cursor`).
+    ///
     /// `schemaVersion` (optional, absent = 1): the records carry exactly that schema version's
     /// fields (version 1 has no todo `notes`, version 2 no `remindAt`), and the page names the version it used. Below
     /// the server's minimum: 426 `upgrade_required`; above its current version: served at the
@@ -9594,6 +9604,18 @@ internal enum Operations {
                 ///
                 /// - Remark: Generated from `#/paths/api/v1/sync/pull/GET/query/schemaVersion`.
                 internal var schemaVersion: Components.Parameters.SchemaVersion?
+                /// A window's first date (inclusive; absent: open). A real date from 2000-01-01 to
+                /// 2999-12-31; empty, malformed, out of range, or after `to`: 400 (detail on `from`).
+                ///
+                ///
+                /// - Remark: Generated from `#/paths/api/v1/sync/pull/GET/query/from`.
+                internal var from: Components.Parameters.WindowFrom?
+                /// A window's last date (inclusive; absent: open). A real date from 2000-01-01 to
+                /// 2999-12-31; empty, malformed or out of range: 400 (detail on `to`).
+                ///
+                ///
+                /// - Remark: Generated from `#/paths/api/v1/sync/pull/GET/query/to`.
+                internal var to: Components.Parameters.WindowTo?
                 /// Creates a new `Query`.
                 ///
                 /// - Parameters:
@@ -9601,16 +9623,22 @@ internal enum Operations {
                 ///   - limit: Most records per page (parent tags needed for completeness come on top); outside 1..1000 is 400.
                 ///   - deviceId: Echo suppression: the same value the device sends as `deviceId` to push. Records whose
                 ///   - schemaVersion: The schema version the client understands (absent = 1; 2 adds the todo's `notes`, 3
+                ///   - from: A window's first date (inclusive; absent: open). A real date from 2000-01-01 to
+                ///   - to: A window's last date (inclusive; absent: open). A real date from 2000-01-01 to
                 internal init(
                     cursor: Components.Parameters.Cursor? = nil,
                     limit: Components.Parameters.Limit? = nil,
                     deviceId: Components.Parameters.DeviceId? = nil,
-                    schemaVersion: Components.Parameters.SchemaVersion? = nil
+                    schemaVersion: Components.Parameters.SchemaVersion? = nil,
+                    from: Components.Parameters.WindowFrom? = nil,
+                    to: Components.Parameters.WindowTo? = nil
                 ) {
                     self.cursor = cursor
                     self.limit = limit
                     self.deviceId = deviceId
                     self.schemaVersion = schemaVersion
+                    self.from = from
+                    self.to = to
                 }
             }
             internal var query: Operations.SyncPull.Input.Query
@@ -10680,6 +10708,11 @@ internal enum Operations {
     /// with a long `Retry-After` (the cache's age limit): sync it by paged pull. Another request
     /// building the same snapshot beyond this one's budget: 503 with `Retry-After: 1`.
     ///
+    /// `from` and/or `to` (optional): a window's snapshot (every tag, and that window's todos and
+    /// daily stats), cached apart with its own `ETag`; `snapshot_meta` adds `windowFrom` and
+    /// `windowTo` (empty for an open side), `recordCount` counts the file's rows, and its
+    /// `cursor` is a cursor of that window.
+    ///
     ///
     /// - Remark: HTTP `GET /api/v1/sync/snapshot`.
     /// - Remark: Generated from `#/paths//api/v1/sync/snapshot/get(syncSnapshot)`.
@@ -10697,12 +10730,32 @@ internal enum Operations {
                 ///
                 /// - Remark: Generated from `#/paths/api/v1/sync/snapshot/GET/query/schemaVersion`.
                 internal var schemaVersion: Components.Parameters.SchemaVersion?
+                /// A window's first date (inclusive; absent: open). A real date from 2000-01-01 to
+                /// 2999-12-31; empty, malformed, out of range, or after `to`: 400 (detail on `from`).
+                ///
+                ///
+                /// - Remark: Generated from `#/paths/api/v1/sync/snapshot/GET/query/from`.
+                internal var from: Components.Parameters.WindowFrom?
+                /// A window's last date (inclusive; absent: open). A real date from 2000-01-01 to
+                /// 2999-12-31; empty, malformed or out of range: 400 (detail on `to`).
+                ///
+                ///
+                /// - Remark: Generated from `#/paths/api/v1/sync/snapshot/GET/query/to`.
+                internal var to: Components.Parameters.WindowTo?
                 /// Creates a new `Query`.
                 ///
                 /// - Parameters:
                 ///   - schemaVersion: The schema version the client understands (absent = 1; 2 adds the todo's `notes`, 3
-                internal init(schemaVersion: Components.Parameters.SchemaVersion? = nil) {
+                ///   - from: A window's first date (inclusive; absent: open). A real date from 2000-01-01 to
+                ///   - to: A window's last date (inclusive; absent: open). A real date from 2000-01-01 to
+                internal init(
+                    schemaVersion: Components.Parameters.SchemaVersion? = nil,
+                    from: Components.Parameters.WindowFrom? = nil,
+                    to: Components.Parameters.WindowTo? = nil
+                ) {
                     self.schemaVersion = schemaVersion
+                    self.from = from
+                    self.to = to
                 }
             }
             internal var query: Operations.SyncSnapshot.Input.Query
