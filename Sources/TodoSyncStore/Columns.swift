@@ -214,6 +214,8 @@ enum UserColumn: Int, TableColumns {
     case tagSeq
     /// The account's own ceiling on its Idempotency-Key records (NULL: the configured defaults, Sql/028).
     case quotaIdempotencyKeys, quotaIdempotencyBytes
+    /// The name the account shows its friends (Sql/032; NULL until set; `SQL.Friends`).
+    case nickname
 
     var sqlName: String {
         switch self {
@@ -232,6 +234,7 @@ enum UserColumn: Int, TableColumns {
         case .tagSeq: "tag_seq"
         case .quotaIdempotencyKeys: "quota_idempotency_keys"
         case .quotaIdempotencyBytes: "quota_idempotency_bytes"
+        case .nickname: "nickname"
         }
     }
 

@@ -108,7 +108,7 @@ final class AccountStackTests: StackTestCase {
         let data = try Data(contentsOf: file)
         XCTAssertEqual(Int64(data.count), bytes)
         let export = try XCTUnwrap(JSONParser.parse(Array(data)).objectValue)
-        XCTAssertEqual(Set(export.keys), ["user", "tags", "todos", "dailyStats"])
+        XCTAssertEqual(Set(export.keys), ["user", "tags", "todos", "dailyStats", "friends", "friendRequests"])
         XCTAssertEqual(export["user"]?.objectValue?["email"]?.stringValue, email)
 
         let full = try await fullPull(token: try phone.token)

@@ -27,6 +27,6 @@ final class AccountExportTests: StoreTestCase {
         XCTAssertTrue(try store.exportAccount(userID: userID) { bytes += $0; return true })
         let body = try JSONParser.parse(bytes)
         guard case .object(let members) = body else { return XCTFail("not an object: \(body)") }
-        XCTAssertEqual(Set(members.keys), ["user", "tags", "todos", "dailyStats"])
+        XCTAssertEqual(Set(members.keys), ["user", "tags", "todos", "dailyStats", "friends", "friendRequests"])
     }
 }
