@@ -263,8 +263,9 @@ for ((i = 1; i <= INSTANCES; i++)); do
     upstream+="    server unix:/run/todosync/responder-$i.sock max_fails=0;"$'\n'
 done
 # Kept connections: idle ones cost a responder no thread (TODOSYNC_FASTCGI_DISPATCH=1); nginx
-# closes them after 60 s, before a responder would (300 s).
-upstream+="    keepalive 32;"$'\n'"    keepalive_timeout 60s;"$'\n'
+# closes them after 60 s, before a responder would (300 s). Sites installed before checksums
+# had none (render_site_as_before).
+UPSTREAM_KEEPALIVE=$'    keepalive 32;\n    keepalive_timeout 60s;\n'
 IFS=, read -r -a metrics_allow <<<"$METRICS_ALLOW"
 metrics_locations() { # the loopback metrics locations, as the scripts of $RENDER_ROOT write them
     "$RENDER_ROOT/scripts/nginx-metrics-locations.sh" "$INSTANCES" /run/todosync/responder-%d.sock \
@@ -294,7 +295,7 @@ render_site() { # the site template on stdin, rendered with this install's value
     template=$(mktemp)
     cat >"$template"
     "$REPO_ROOT/scripts/render-nginx.sh" "$template" SERVER_NAME="$SERVER_NAME" TLS_CERT="$TLS_CERT" \
-        TLS_KEY="$TLS_KEY" UPSTREAM_SERVERS="${upstream%$'\n'}" AUTH_RATE="$AUTH_RATE" AUTH_BURST="$AUTH_BURST" \
+        TLS_KEY="$TLS_KEY" UPSTREAM_SERVERS="$(printf '%s%s' "$upstream" "$UPSTREAM_KEEPALIVE")" AUTH_RATE="$AUTH_RATE" AUTH_BURST="$AUTH_BURST" \
         ACCOUNT_CONCURRENCY="$ACCOUNT_CONCURRENCY" ADDRESS_CONCURRENCY="$ADDRESS_CONCURRENCY" \
         METRICS_LOCATIONS="$(metrics_locations)" LOCAL_INCLUDE="/etc/nginx/todosync.d/*.conf" \
         LIVE_STREAMS="$LIVE_STREAMS" LIVE_PUBLISHER_SOCKET="$LIVE_PUBLISHER" LIVE_REDIS_HTTP="" LIVE_REDIS_PASS="" \
@@ -310,7 +311,7 @@ render_site() { # the site template on stdin, rendered with this install's value
 }
 # Installs before checksums rendered the site with these limits, whatever the options: how such
 # a site is recognised as unedited.
-render_site_as_before() { AUTH_RATE=5 AUTH_BURST=20 ACCOUNT_CONCURRENCY=4 RENDER_NGINX_UNCHECKED=1 render_site; }
+render_site_as_before() { AUTH_RATE=5 AUTH_BURST=20 ACCOUNT_CONCURRENCY=4 UPSTREAM_KEEPALIVE="" RENDER_NGINX_UNCHECKED=1 render_site; }
 site=$(render_site <"$REPO_ROOT/nginx/todosync-site.conf.template") || die "could not render the nginx site"
 install_conffile 0644 "$ROOT/etc/nginx/sites-available/todosync" nginx/todosync-site.conf.template \
     render_site_as_before <<<"$site"

@@ -2571,6 +2571,32 @@ internal enum Operations {
                     }
                 }
             }
+            /// `malformed_json`: the body is not parseable JSON (or is empty where one is required).
+            /// `bad_request`: a query or path parameter is missing, malformed or out of range (or
+            /// nginx could not parse the HTTP request).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/friends/requests/{id}/accept/post(acceptFriendRequest)/responses/400`.
+            ///
+            /// HTTP response code: `400 badRequest`.
+            case badRequest(Components.Responses.BadRequest)
+            /// The associated value of the enum case if `self` is `.badRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.badRequest`.
+            /// - SeeAlso: `.badRequest`.
+            internal var badRequest: Components.Responses.BadRequest {
+                get throws {
+                    switch self {
+                    case let .badRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "badRequest",
+                            response: self
+                        )
+                    }
+                }
+            }
             /// Missing, unknown, revoked or expired bearer token; or a failed login (same message whether or not the email exists).
             ///
             /// - Remark: Generated from `#/paths//api/v1/friends/requests/{id}/accept/post(acceptFriendRequest)/responses/401`.
@@ -2877,6 +2903,32 @@ internal enum Operations {
                     default:
                         try throwUnexpectedResponseStatus(
                             expectedStatus: "noContent",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// `malformed_json`: the body is not parseable JSON (or is empty where one is required).
+            /// `bad_request`: a query or path parameter is missing, malformed or out of range (or
+            /// nginx could not parse the HTTP request).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//api/v1/friends/requests/{id}/decline/post(declineFriendRequest)/responses/400`.
+            ///
+            /// HTTP response code: `400 badRequest`.
+            case badRequest(Components.Responses.BadRequest)
+            /// The associated value of the enum case if `self` is `.badRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.badRequest`.
+            /// - SeeAlso: `.badRequest`.
+            internal var badRequest: Components.Responses.BadRequest {
+                get throws {
+                    switch self {
+                    case let .badRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "badRequest",
                             response: self
                         )
                     }
