@@ -1,4 +1,4 @@
-# Sourced by bench/run.sh and bench/profile.sh: the private stack's configuration (every
+# Sourced by bench/run.sh, profile.sh and the standalone benchmarks (live.sh, friends.sh, friends-live.sh): the private stack's configuration (every
 # TODOSYNC_* variable scripts/stack.sh reads), from the BENCH_* settings.
 STATE=$(realpath -m "$BENCH_STATE_DIR")
 export TODOSYNC_CONFIG=/dev/null # a developer's todosync.env must not leak into the benchmark
@@ -31,4 +31,31 @@ bench_stack_down() {
     if [[ ${BENCH_KEEP_DATA:-0} != 1 ]]; then
         rm -rf "$STATE/mariadb" "$STATE/mariadb.seed" "$STATE/mariadb.seed.json" "$STATE/log/nginx-access.log"
     fi
+}
+
+# bench_private_stack SKIP_BUILD [client]: what a standalone benchmark (live.sh, friends.sh,
+# friends-live.sh) does before it measures: tears the stack down on exit (bench_stack_down),
+# builds the release responder (and todosync-client with `client`) unless SKIP_BUILD is 1,
+# and starts the private stack from an empty data set, with $RESULTS fresh. `log`, `die`, STACK,
+# STATE and RESULTS are the caller's.
+bench_private_stack() {
+    local skip_build=$1 with_client=${2:-}
+    STACK_STARTED=0
+    trap 'rc=$?; trap - EXIT INT TERM; ((STACK_STARTED)) && bench_stack_down; exit "$rc"' EXIT
+    trap 'exit 130' INT
+    trap 'exit 143' TERM
+    mkdir -p "$STATE"
+    : >"$STATE/bench-stack.log"
+    "${STACK[@]}" deps >/dev/null
+    if [[ $skip_build != 1 ]]; then
+        log "building the release binaries (todosync${with_client:+, todosync-client})"
+        { "${STACK[@]}" build && { [[ -z $with_client ]] || swift build -c release --product todosync-client --quiet; }; } \
+            >"$STATE/build.log" 2>&1 || { tail -n 40 "$STATE/build.log" >&2; die "build failed"; }
+    fi
+    "${STACK[@]}" down >>"$STATE/bench-stack.log" 2>&1 || true
+    rm -rf "$STATE/mariadb" "$STATE/log" "$RESULTS"
+    mkdir -p "$RESULTS"
+    STACK_STARTED=1
+    log "starting the private stack on 127.0.0.1:$BENCH_HTTP_PORT (state $STATE)"
+    "${STACK[@]}" up >>"$STATE/bench-stack.log" 2>&1 || { tail -n 30 "$STATE/bench-stack.log" >&2; die "stack did not come up"; }
 }

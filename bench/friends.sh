@@ -36,31 +36,7 @@ STACK=("$REPO_ROOT/scripts/stack.sh")
 RESULTS=$STATE/results
 ulimit -n "$(ulimit -Hn)"
 
-STACK_STARTED=0
-cleanup() {
-    local rc=$?
-    trap - EXIT INT TERM
-    ((STACK_STARTED)) && bench_stack_down
-    exit "$rc"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-
-mkdir -p "$STATE"
-: >"$STATE/bench-stack.log"
-"${STACK[@]}" deps >/dev/null
-if [[ $FRIENDS_BENCH_SKIP_BUILD != 1 ]]; then
-    log "building the release binary"
-    "${STACK[@]}" build >"$STATE/build.log" 2>&1 || { tail -n 40 "$STATE/build.log" >&2; die "build failed"; }
-fi
-
-"${STACK[@]}" down >>"$STATE/bench-stack.log" 2>&1 || true
-rm -rf "$STATE/mariadb" "$STATE/log" "$RESULTS"
-mkdir -p "$RESULTS"
-STACK_STARTED=1
-log "starting the private stack on 127.0.0.1:$BENCH_HTTP_PORT (state $STATE)"
-"${STACK[@]}" up >>"$STATE/bench-stack.log" 2>&1 || { tail -n 30 "$STATE/bench-stack.log" >&2; die "stack did not come up"; }
+bench_private_stack "$FRIENDS_BENCH_SKIP_BUILD"
 while IFS= read -r line; do
     [[ $line == TODOSYNC_*=* ]] && export "${line?}"
 done < <("${STACK[@]}" env)

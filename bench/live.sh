@@ -52,34 +52,9 @@ STACK=("$REPO_ROOT/scripts/stack.sh")
 RESULTS=$STATE/results
 ulimit -n "$(ulimit -Hn)"
 
-STACK_STARTED=0
-cleanup() {
-    local rc=$?
-    trap - EXIT INT TERM
-    ((STACK_STARTED)) && bench_stack_down
-    exit "$rc"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-
-mkdir -p "$STATE"
-: >"$STATE/bench-stack.log"
-"${STACK[@]}" deps >/dev/null
-if [[ $LIVE_BENCH_SKIP_BUILD != 1 ]]; then
-    log "building the release binaries (todosync, todosync-client)"
-    { "${STACK[@]}" build && swift build -c release --product todosync-client --quiet; } >"$STATE/build.log" 2>&1 ||
-        { tail -n 40 "$STATE/build.log" >&2; die "build failed"; }
-fi
+bench_private_stack "$LIVE_BENCH_SKIP_BUILD" client
 export LIVE_BENCH_CLIENT=${LIVE_BENCH_CLIENT:-$(swift build -c release --show-bin-path)/todosync-client}
 [[ -x $LIVE_BENCH_CLIENT ]] || die "no client binary at $LIVE_BENCH_CLIENT"
-
-"${STACK[@]}" down >>"$STATE/bench-stack.log" 2>&1 || true
-rm -rf "$STATE/mariadb" "$STATE/log" "$RESULTS"
-mkdir -p "$RESULTS"
-STACK_STARTED=1
-log "starting the private stack on 127.0.0.1:$BENCH_HTTP_PORT (state $STATE)"
-"${STACK[@]}" up >>"$STATE/bench-stack.log" 2>&1 || { tail -n 30 "$STATE/bench-stack.log" >&2; die "stack did not come up"; }
 while IFS= read -r line; do
     [[ $line == TODOSYNC_*=* ]] && export "${line?}"
 done < <("${STACK[@]}" env)
