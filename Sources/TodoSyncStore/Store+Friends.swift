@@ -82,10 +82,6 @@ public struct FriendRequests: Sendable {
     }
 }
 
-/// Accepting or crossing a request would give a user more than `FriendLimits.maximumFriends`
-/// friends: 409 `friend_limit`, and nothing changed.
-public struct FriendLimitReached: Error, Sendable {}
-
 /// The contract's numbers for friends.
 public enum FriendLimits {
     /// Friends per account at most.
@@ -151,7 +147,7 @@ extension Store {
     /// when the email's account has a pending request to this user. The same statements run
     /// whether or not the email names an account (a missing one is looked up as id 0), so the
     /// answer's timing tells nothing either. `validation` for the user's own email, `throttled`
-    /// past 20 requests in 60 minutes, `FriendLimitReached` when crossing would pass 500 friends.
+    /// past 20 requests in 60 minutes, `DomainError.friendLimit` when crossing would pass 500 friends.
     public func sendFriendRequest(userID: Int64, _ input: FriendRequestInput) throws -> FriendListChange {
         try guarded {
             try db.inSavepoint {
@@ -196,7 +192,7 @@ extension Store {
     }
 
     /// `POST /friends/requests/{id}/accept`: the sender becomes a friend. `notFound` unless the id
-    /// is a pending incoming request of the user; `FriendLimitReached` at 500 friends.
+    /// is a pending incoming request of the user; `DomainError.friendLimit` at 500 friends.
     public func acceptFriendRequest(userID: Int64, requestID: Int64) throws -> (FriendPerson, FriendListChange) {
         try guarded {
             try db.inSavepoint {
@@ -403,7 +399,7 @@ extension Store {
     private func befriend(_ a: Int64, _ b: Int64, settling requestID: Int64, now: Timestamp) throws {
         let counts = try db.query(SQL.Friends.lockPair, [.int(min(a, b)), .int(max(a, b))])
         guard counts.count == 2 else { throw DomainError.notFound }
-        for row in counts where row.int64(SQL.Friends.LockPairColumn.friends)! >= Int64(FriendLimits.maximumFriends) { throw FriendLimitReached() }
+        for row in counts where row.int64(SQL.Friends.LockPairColumn.friends)! >= Int64(FriendLimits.maximumFriends) { throw DomainError.friendLimit(maximum: FriendLimits.maximumFriends) }
         try db.execute(SQL.Friends.insertFriendship, [.int(a), .int(b), .timestamp(now), .int(b), .int(a), .timestamp(now)])
         try db.execute(SQL.Friends.deleteRequest, [.int(requestID)])
         try db.execute(SQL.Friends.deleteBetween, [.int(a), .int(b), .int(b), .int(a)])

@@ -95,7 +95,7 @@ public struct APIError: Error, Sendable, Equatable {
             headers = [HTTPHeader("ETag", "\"\(version)\"")]
         case .validation:
             status = 422
-        case .emailTaken:
+        case .emailTaken, .friendLimit:
             status = 409
         case .cursorExpired, .cursorFromAnotherHistory:
             status = 410

@@ -4,12 +4,7 @@ extension Application {
     func registerDailyStatRoutes() {
         router.add("GET", "/api/v1/daily-stats") { context in
             let owner = try context.authenticationInRead()
-            let (from, to) = try context.parseBeforeAuthentication {
-                guard let month = context.request.query["month"], let range = MonthQuery.range(month) else {
-                    throw APIError.badRequest("`month` must be YYYY-MM between 2000-01 and 2999-12.")
-                }
-                return range
-            }
+            let (from, to) = try context.parseBeforeAuthentication { try MonthQuery.parse(context.request.query["month"]) }
             return context.items(try context.store.dailyStatList(owner, from: from, to: to))
         }
         router.add("GET", "/api/v1/daily-stats/:date") { context in
@@ -25,6 +20,15 @@ extension Application {
 
 /// The `month=YYYY-MM` query.
 enum MonthQuery {
+    /// The `month` query parameter of a month read (yours or a friend's): its first and last day,
+    /// or 400 when absent or malformed.
+    static func parse(_ text: String?) throws -> (Day, Day) {
+        guard let text, let range = range(text) else {
+            throw APIError.badRequest("`month` must be YYYY-MM between 2000-01 and 2999-12.")
+        }
+        return range
+    }
+
     /// The first and last day of the month, or nil when malformed or out of range.
     static func range(_ text: String) -> (Day, Day)? {
         let bytes = Array(text.utf8)

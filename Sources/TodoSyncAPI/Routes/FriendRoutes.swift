@@ -22,7 +22,7 @@ extension Application {
             let userID = try context.requireUser()
             var reader = try context.bodyReader()
             let input = try FriendRequestInput.parse(&reader)
-            context.friendListChange = try Self.limited { try context.store.sendFriendRequest(userID: userID, input) }
+            context.friendListChange = try context.store.sendFriendRequest(userID: userID, input)
             return .json(202, Array("{}".utf8))
         }
         router.add("GET", "/api/v1/friends/requests") { context in
@@ -31,9 +31,7 @@ extension Application {
         }
         router.add("POST", "/api/v1/friends/requests/:id/accept", takesBody: false) { context in
             let userID = try context.requireUser()
-            let (friend, change) = try Self.limited {
-                try context.store.acceptFriendRequest(userID: userID, requestID: try context.id())
-            }
+            let (friend, change) = try context.store.acceptFriendRequest(userID: userID, requestID: try context.id())
             context.friendListChange = change
             return .json(200, Self.body(friend.write))
         }
@@ -58,35 +56,17 @@ extension Application {
             return .noContent
         }
         router.add("GET", "/api/v1/friends/:id/todos") { context in
-            let (from, to) = try Self.month(context)
+            let (from, to) = try MonthQuery.parse(context.request.query["month"]) // checked first (contract)
             let userID = try context.requireUser()
             let items = try context.store.friendTodoList(userID: userID, friendID: try context.id(), from: from, to: to)
             return .json(200, member: "items", items)
         }
         router.add("GET", "/api/v1/friends/:id/daily-stats") { context in
-            let (from, to) = try Self.month(context)
+            let (from, to) = try MonthQuery.parse(context.request.query["month"]) // checked first (contract)
             let userID = try context.requireUser()
             let items = try context.store.friendDailyStatList(userID: userID, friendID: try context.id(),
                                                               from: from, to: to)
             return .json(200, member: "items", items)
-        }
-    }
-
-    /// The `month` query of a friend's month, checked before anything else (contract: 400 first).
-    private static func month(_ context: RequestContext) throws -> (Day, Day) {
-        guard let month = context.request.query["month"], let range = MonthQuery.range(month) else {
-            throw APIError.badRequest("`month` must be YYYY-MM between 2000-01 and 2999-12.")
-        }
-        return range
-    }
-
-    /// 409 `friend_limit` for `FriendLimitReached` (nothing changed: its transaction rolled back).
-    private static func limited<T>(_ body: () throws -> T) throws -> T {
-        do {
-            return try body()
-        } catch is FriendLimitReached {
-            throw APIError(status: 409, code: "friend_limit",
-                           message: "One of you already has the most friends allowed (\(FriendLimits.maximumFriends)).")
         }
     }
 

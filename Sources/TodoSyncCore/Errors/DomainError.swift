@@ -47,6 +47,9 @@ public enum DomainError: Error, Sendable, Equatable {
     /// The connection to the database was lost while it committed: the write may or may not have
     /// been applied. Safe to retry only with the same `clientId`, `opId` or `Idempotency-Key`.
     case outcomeUnknown
+    /// Accepting (or crossing) a friend request would pass the most friends allowed (`maximum`)
+    /// for either user: nothing changed.
+    case friendLimit(maximum: Int)
 
     /// A single-field validation problem.
     public static func validation(field: String, _ problem: String) -> DomainError {
@@ -66,7 +69,7 @@ public enum DomainError: Error, Sendable, Equatable {
         switch self {
         case .validation, .notFound, .versionMismatch, .emailTaken: true
         case .unauthenticated, .badCredentials, .wrongPassword, .cursorExpired, .cursorFromAnotherHistory, .throttled,
-             .unavailable, .snapshotTooSlow, .snapshotBusy, .outcomeUnknown:
+             .unavailable, .snapshotTooSlow, .snapshotBusy, .outcomeUnknown, .friendLimit:
             false
         }
     }
@@ -83,6 +86,7 @@ public enum DomainError: Error, Sendable, Equatable {
         case .throttled: "rate_limited"
         case .unavailable, .snapshotTooSlow, .snapshotBusy: "unavailable"
         case .outcomeUnknown: "outcome_unknown"
+        case .friendLimit: "friend_limit"
         }
     }
 
@@ -106,6 +110,7 @@ public enum DomainError: Error, Sendable, Equatable {
         case .snapshotTooSlow:
             "This account's snapshot cannot be built within the request budget; sync by paged pull."
         case .snapshotBusy: "The snapshot is still being built; retry shortly."
+        case .friendLimit(let maximum): "One of you already has the most friends allowed (\(maximum))."
         case .outcomeUnknown:
             "The server cannot tell whether this write was applied; retry it with the same clientId, opId or "
                 + "Idempotency-Key."
