@@ -30,6 +30,7 @@ final class ErrorMappingTests: XCTestCase {
             (.versionMismatch(current: Array("{}".utf8), version: 3), 412, "version_mismatch"),
             (.validation(field: "title", "is required"), 422, "validation_failed"),
             (.emailTaken, 409, "email_taken"),
+            (.friendLimit(maximum: 500), 409, "friend_limit"),
             (.cursorExpired, 410, "cursor_expired"),
             (.cursorFromAnotherHistory, 410, "cursor_expired"),
             (.throttled(message: "slow down", retryAfterSeconds: 7), 429, "rate_limited"),
