@@ -24,7 +24,8 @@
 #   check --nemesis KIND --seed N --seconds S
 #                     up, a recorded workload under a seeded nemesis, heal, the history checker, down
 #                     (scripts/partition/, docs/HISTORY.md); exits 0 only when every property holds;
-#                     `check --nemesis list` prints the kinds at once (nothing built or started)
+#                     `check --nemesis list` prints the kinds at once (nothing built or started);
+#                     a batch (`--nemesis K1,K2 --seed 1-5`) runs each kind x seed on one cluster
 #   test PYTHON [PYTEST ARGS...]
 #                     up, run `PYTHON -m pytest PYTEST ARGS` with the suite's environment pointing
 #                     at the cluster (see Tests/integration/clusterlib.py), then down; exits with

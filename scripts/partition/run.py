@@ -1,6 +1,7 @@
 """One checked run on a cluster that is up: workload + nemesis for S seconds, heal, final reads, checker.
 
     python3 scripts/partition/run.py --nemesis KIND --seed N --seconds S --cluster-cmd CMD --out DIR
+    python3 scripts/partition/run.py --nemesis KIND[,KIND...] --seed A-B|A,B,... --seconds S ... (a batch)
     python3 scripts/partition/run.py --nemesis list
 
 `scripts/cluster.sh check` brings the cluster up, calls this, and takes it down; the integration
@@ -8,6 +9,10 @@ suite's short run (test_cluster_partitions.py) calls it on the cluster it alread
 scripts/cluster.sh with the cluster's configuration in its environment. Writes DIR/history.jsonl,
 DIR/nemesis.jsonl, DIR/final.json and DIR/verdict.txt (docs/HISTORY.md); the last line printed is
 the verdict line; exit status 0 only when every property holds.
+
+A batch (several kinds or seeds) runs them one after another on the same cluster, which heals
+between runs; each run gets DIR/KIND-sSEED and its own verdict line, and the batch's last line
+counts the runs that held. Exit status 0 only when every run held.
 """
 
 from __future__ import annotations
@@ -75,7 +80,7 @@ def dump_node(socket: str, users: list[int]) -> dict:
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--nemesis", required=True)
-    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--seed", default="1", help="N, or a batch: A-B or A,B,...")
     ap.add_argument("--seconds", type=float, default=60)
     ap.add_argument("--cluster-cmd")
     ap.add_argument("--prefix", default=os.environ.get("TODOSYNC_CLUSTER_PREFIX", "tsx"))
@@ -91,13 +96,41 @@ def main() -> int:
         for name, what in KINDS.items():
             print(f"{name}\t{what}")
         return 0
-    if args.nemesis not in KINDS:
-        print(f"unknown nemesis kind {args.nemesis!r}; `--nemesis list` prints them", file=sys.stderr)
+    kinds = args.nemesis.split(",")
+    for kind in kinds:
+        if kind not in KINDS:
+            print(f"unknown nemesis kind {kind!r}; `--nemesis list` prints them", file=sys.stderr)
+            return 2
+    try:
+        seeds = parse_seeds(args.seed)
+    except ValueError:
+        print(f"--seed {args.seed!r}: give N, A-B or A,B,...", file=sys.stderr)
         return 2
     if not args.cluster_cmd or not args.out:
         print("--cluster-cmd and --out are needed for a run", file=sys.stderr)
         return 2
+    runs = [(kind, seed) for kind in kinds for seed in seeds]
+    if len(runs) == 1:
+        return 0 if run_one(args, kinds[0], seeds[0], args.out) else 1
+    held = 0
+    for kind, seed in runs:
+        held += run_one(args, kind, seed, os.path.join(args.out, f"{kind}-s{seed}"))
+    print(f"batch: {held} of {len(runs)} runs held every property ({','.join(kinds)}; seeds {args.seed}; "
+          f"{args.seconds:g} s each; run dirs under {args.out})", flush=True)
+    return 0 if held == len(runs) else 1
 
+
+def parse_seeds(text: str) -> list[int]:
+    if "-" in text.strip("-"):
+        first, last = (int(x) for x in text.split("-", 1))
+        if last < first:
+            raise ValueError(text)
+        return list(range(first, last + 1))
+    return [int(x) for x in text.split(",")]
+
+
+def run_one(args: argparse.Namespace, kind: str, seed: int, out: str) -> bool:
+    """One run on the cluster as it is: workload under the nemesis, heal, final reads, the verdict."""
     import checker
     import workload as wl
 
@@ -106,31 +139,31 @@ def main() -> int:
     sockets = env["TODOSYNC_CLUSTER_DB_SOCKETS"].split(",")
     topo = Topology(args.prefix, args.net, int(env["TODOSYNC_CLUSTER_NODES"]), int(env["TODOSYNC_CLUSTER_APPS"]),
                     len(fronts), args.cluster_cmd)
-    os.makedirs(args.out, exist_ok=True)
+    os.makedirs(out, exist_ok=True)
     for name in ("history.jsonl", "nemesis.jsonl"):
-        open(os.path.join(args.out, name), "w").close()
+        open(os.path.join(out, name), "w").close()
     t0 = time.monotonic()
-    history = wl.History(os.path.join(args.out, "history.jsonl"), t0)
+    history = wl.History(os.path.join(out, "history.jsonl"), t0)
     accounts = [wl.register(fronts[0], n, history) for n in range(1, args.accounts + 1)]
-    devices = [wl.Device(f"a{a['n']}d{d}", a, fronts[(a["n"] + d) % len(fronts)], args.seed, history)
+    devices = [wl.Device(f"a{a['n']}d{d}", a, fronts[(a["n"] + d) % len(fronts)], seed, history)
                for a in accounts for d in range(1, args.devices + 1)]
     clis = []
     if os.path.isfile(args.client_bin) and os.access(args.client_bin, os.X_OK):
-        os.makedirs(os.path.join(args.out, "cli"), exist_ok=True)
-        clis = [wl.CliDevice(f"a{a['n']}cli", a, fronts[a["n"] % len(fronts)], args.seed, history, args.client_bin,
-                             os.path.join(args.out, "cli")) for a in accounts]
+        os.makedirs(os.path.join(out, "cli"), exist_ok=True)
+        clis = [wl.CliDevice(f"a{a['n']}cli", a, fronts[a["n"] % len(fronts)], seed, history, args.client_bin,
+                             os.path.join(out, "cli")) for a in accounts]
         for c in clis:
             c.login()
-    nem = Nemesis(topo, args.nemesis, args.seed, os.path.join(args.out, "nemesis.jsonl"), t0)
-    print(f"check: nemesis {args.nemesis}, seed {args.seed}, {args.seconds:g} s, {len(accounts)} accounts x "
-          f"{args.devices} devices + {len(clis)} todosync-client, fronts {', '.join(fronts)}; run dir {args.out}", flush=True)
+    nem = Nemesis(topo, kind, seed, os.path.join(out, "nemesis.jsonl"), t0)
+    print(f"check: nemesis {kind}, seed {seed}, {args.seconds:g} s, {len(accounts)} accounts x "
+          f"{args.devices} devices + {len(clis)} todosync-client, fronts {', '.join(fronts)}; run dir {out}", flush=True)
     errors: list[str] = []
     nem.begin()
     try:
         wl.run_devices(devices + clis, args.seconds, errors)
     finally:
         nem.end()
-    final: dict = {"kind": args.nemesis, "seed": args.seed, "seconds": args.seconds,
+    final: dict = {"kind": kind, "seed": seed, "seconds": args.seconds,
                    "accounts": {a["n"]: a["user_id"] for a in accounts}}
     try:
         nem.wait_whole()
@@ -148,15 +181,15 @@ def main() -> int:
     final["devices"] = {}
     for dev in devices:
         live = {"todos": {}, "dailyStats": {}}
-        for kind in live:
-            for rid, rec in dev.store[kind].items():
+        for table in live:
+            for rid, rec in dev.store[table].items():
                 if not rec.get("deleted") and rec.get("deletedAt") is None:
-                    live[kind][rid] = rec["version"]
+                    live[table][rid] = rec["version"]
         final["devices"][dev.name] = {"account": dev.account["n"], "pulled": True, "live": live}
         final["devices"][dev.name]["pulled"] = dev.cursor is not None
     final["views"] = {}
     for a in accounts:
-        viewer = wl.Device(f"a{a['n']}view", a, fronts[0], args.seed, history)
+        viewer = wl.Device(f"a{a['n']}view", a, fronts[0], seed, history)
         ok = any(viewer.pull_to_end("view", max_pages=1000) or time.sleep(2) for _ in range(10))
         final["views"][a["n"]] = {k: [r for r in viewer.store[k].values() if not r.get("deleted")]
                                   for k in ("tags", "todos", "dailyStats")}
@@ -165,14 +198,14 @@ def main() -> int:
     final["nodes"] = [dump_node(s, [a["user_id"] for a in accounts]) for s in sockets]
     final["nemesis"] = {"events": nem.counts, "errors": nem.errors}
     final["workload_errors"] = errors
-    with open(os.path.join(args.out, "final.json"), "w") as f:
+    with open(os.path.join(out, "final.json"), "w") as f:
         json.dump(final, f)
 
-    lines, ok = checker.verdict(args.out)
-    with open(os.path.join(args.out, "verdict.txt"), "w") as f:
+    lines, ok = checker.verdict(out)
+    with open(os.path.join(out, "verdict.txt"), "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines), flush=True)
-    return 0 if ok else 1
+    return ok
 
 
 if __name__ == "__main__":
