@@ -79,12 +79,13 @@ struct Serve: ParsableCommand {
         let database = try environment.database
         let inject = environment.optionalString("TODOSYNC_TEST_INJECT")
         let hooks = try testHooks(injecting: inject)
-        var storeConfiguration = try environment.store
+        var configured = try environment.store
         do {
-            storeConfiguration.faults = try hooks?.storeFaults(inject ?? "", logger: logger) ?? StoreFaults()
+            configured.faults = try hooks?.storeFaults(inject ?? "", logger: logger) ?? StoreFaults()
         } catch {
             throw ValidationError("\(error)")
         }
+        let storeConfiguration = configured
         let accountInFlight = try environment.int("TODOSYNC_ACCOUNT_IN_FLIGHT")
         guard accountInFlight >= 1 else {
             throw ConfigurationError(name: "TODOSYNC_ACCOUNT_IN_FLIGHT", value: "\(accountInFlight)")
