@@ -130,5 +130,5 @@ def test_the_checker_catches_bugs_injected_in_the_server(run_dir, tmp_path, caps
         assert f"injected {name}: breaks {prop}: caught" in lines, lines
     # what each bug does shows in its counterexample
     text = "\n".join(lines)
-    assert "an opId applied twice" in text, text
+    assert "the opId applied again" in text, text
     assert re.search(r"no-lost-update: FAIL .*an update lost", text), text

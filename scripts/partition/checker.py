@@ -131,7 +131,7 @@ class Check:
                         if answer_of(first_res) != answer_of(res):
                             self.bad("exactly-once", a["t"], f"push op {res['opId']} ({first['process']}) answered "
                                      f"{answer_of(first_res)}, then on delivery {a['attempt']} {answer_of(res)} "
-                                     f"(status, id, version): an opId applied twice")
+                                     f"(status, id, version): not the stored result replayed (the opId applied again)")
                 for o in first["req"]["body"]["operations"]:
                     self.counts["push_ops"] += 1
                     res = results.get(o["opId"])
