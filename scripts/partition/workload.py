@@ -75,13 +75,6 @@ def window_for(account: int, device: int) -> tuple[str | None, str | None] | Non
     return None
 
 
-def in_window(date: str | None, window) -> bool:
-    if window is None:
-        return True
-    lo, hi = window
-    return date is not None and (lo is None or date >= lo) and (hi is None or date <= hi)
-
-
 class Device:
     def __init__(self, name: str, account: dict, front: str, seed: int, history: History, window=None):
         self.name, self.account, self.front = name, account, front
