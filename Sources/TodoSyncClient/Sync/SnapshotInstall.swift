@@ -220,14 +220,25 @@ extension LocalStore {
     /// the migrations stay their one source): building an index from a million rows sorts them
     /// once instead of inserting each row at a random place of the B-tree, and the WAL then holds
     /// each index page once. A kill before COMMIT rolls the drops back with the rows.
-    /// `phaseEnded` is told when the rows, then the indexes, are in (`SnapshotPhases`).
+    ///
+    /// When no other connection has the file open (this pool's idle readers are closed first),
+    /// the install runs under a rollback journal instead of the WAL
+    /// (`withRollbackJournalIfAlone`): SQLite journals only the pages the empty store had, so
+    /// the hundreds of megabytes of new pages are written once, to the store itself, instead of
+    /// once to the WAL and once more by the checkpoint. A kill before COMMIT leaves a hot
+    /// journal that the next open rolls back: the empty store, as before. With another
+    /// connection on the file (the app's, another process's) the install goes through the WAL.
+    /// `phaseEnded` is told when the journal was switched (`install_journal`, only then), then
+    /// when the rows, then the indexes, are in (`SnapshotPhases`).
     func installSnapshot(atPath path: String, _ snapshot: CheckedSnapshot, phaseEnded: (String) -> Void = { _ in },
                          whileOpen: (@Sendable () throws -> Void)? = nil) throws {
         let statements = [try SnapshotFile.insertTags(), try SnapshotFile.insertTodos(schemaVersion: snapshot.schemaVersion),
                           SnapshotFile.insertStats()]
+        // Idle readers of this pool hold the file open (a shared lock): close them.
+        pool.releaseMemory()
         // No memory map for the install: the sorter that builds the indexes would map its
         // temporary files too, and every page of them would count in the process's RSS.
-        try pool.writeWithoutTransaction { db in try db.withoutMemoryMap {
+        try pool.writeWithoutTransaction { db in try db.withoutMemoryMap { try db.withRollbackJournalIfAlone(phaseEnded) {
             // Undone whatever fails after this point, so the writer connection is left as it was.
             defer { try? SnapshotFile.setDerivedFunctions(db, remove: true) }
             try SnapshotFile.setDerivedFunctions(db)
@@ -253,6 +264,35 @@ extension LocalStore {
                 try whileOpen?()
                 return .commit
             }
-        } }
+        } } }
+    }
+}
+
+extension Database {
+    /// Runs `body` with the main database in rollback-journal mode (`journal_mode=DELETE`) when
+    /// this connection is the only one on the file, and in WAL mode again afterwards; when
+    /// another connection holds the file open (leaving WAL needs the exclusive lock), runs it in
+    /// WAL mode at once, without waiting for the other one. `switched` is told `install_journal`
+    /// when the journal was switched.
+    ///
+    /// Leaving WAL checkpoints the WAL and deletes it. While `body` writes, SQLite holds the
+    /// file's exclusive lock from its first spill of the page cache until COMMIT: a connection
+    /// that opens the file meanwhile waits (its busy timeout) instead of reading.
+    func withRollbackJournalIfAlone<T>(_ switched: (String) -> Void, _ body: () throws -> T) throws -> T {
+        let timeout = try Int.fetchOne(self, sql: "PRAGMA busy_timeout") ?? 0
+        var mode: String?
+        do {
+            try execute(sql: "PRAGMA busy_timeout = 0")
+            defer { try? execute(sql: "PRAGMA busy_timeout = \(timeout)") }
+            mode = try String.fetchOne(self, sql: "PRAGMA main.journal_mode = DELETE")
+        } catch let error as DatabaseError where [.SQLITE_BUSY, .SQLITE_LOCKED].contains(error.resultCode) {
+            mode = nil
+        }
+        guard mode?.lowercased() == "delete" else { return try body() }
+        // Back to WAL whatever `body` did. Should that fail, the file stays in rollback mode, still
+        // readable, until the store is next opened (LocalStore opens it in WAL mode).
+        defer { _ = try? String.fetchOne(self, sql: "PRAGMA main.journal_mode = WAL") }
+        switched("install_journal")
+        return try body()
     }
 }
