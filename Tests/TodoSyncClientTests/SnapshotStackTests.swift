@@ -149,8 +149,8 @@ final class SnapshotStackTests: StackTestCase {
         XCTAssertTrue(try opened.isEmptyForSnapshot(), "the hot journal rolled back: nothing of the install stays")
         XCTAssertNil(try opened.pullCursor())
         XCTAssertNotNil(try opened.userID(), "still logged in")
-        XCTAssertEqual(try opened.pool.read { try String.fetchOne($0, sql: "PRAGMA journal_mode") }, "wal")
-        XCTAssertEqual(try opened.pool.read { try String.fetchOne($0, sql: "PRAGMA integrity_check") }, "ok")
+        XCTAssertEqual(try pragma(opened, "journal_mode"), "wal")
+        XCTAssertEqual(try pragma(opened, "integrity_check"), "ok")
         let deviceBefore = try opened.deviceID
         try opened.pool.close()
 
@@ -161,7 +161,11 @@ final class SnapshotStackTests: StackTestCase {
         XCTAssertNotEqual(try phone.store.deviceID, deviceBefore)
         try await assertEqualsServer(phone)
         XCTAssertEqual(try todoIndexes(phone), ["todo_by_client_key", "todo_by_day", "todo_by_tag", "todo_pending_tag"])
-        XCTAssertEqual(try phone.store.pool.read { try String.fetchOne($0, sql: "PRAGMA integrity_check") }, "ok")
+        XCTAssertEqual(try pragma(phone.store, "integrity_check"), "ok")
+    }
+
+    func pragma(_ store: LocalStore, _ name: String) throws -> String? {
+        try store.pool.read { try String.fetchOne($0, sql: "PRAGMA \(name)") }
     }
 
     func todoIndexes(_ device: Device) throws -> [String] {

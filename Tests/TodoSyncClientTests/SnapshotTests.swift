@@ -121,7 +121,9 @@ final class SnapshotTests: XCTestCase {
         let fresh = try device("fresh", server)
         // Another connection that has read the file (the app's, another process's) holds it open.
         let other = try DatabaseQueue(path: fresh.store.path)
-        XCTAssertEqual(try other.read { try Int.fetchOne($0, sql: "SELECT COUNT(*) FROM todo") }, 0)
+        let count = "SELECT COUNT(*) FROM todo"
+        let before = try await other.read { try Int.fetchOne($0, sql: count) }
+        XCTAssertEqual(before, 0)
 
         try await paged.sync()
         let report = try await fresh.sync()
@@ -129,9 +131,9 @@ final class SnapshotTests: XCTestCase {
         XCTAssertFalse(report.snapshotPhases.map(\.name).contains("install_journal"), "\(report.snapshotPhases.map(\.name))")
         XCTAssertEqual(try journalMode(fresh), "wal")
         XCTAssertEqual(try dump(fresh), try dump(paged))
-        let count = "SELECT COUNT(*) FROM todo"
-        XCTAssertEqual(try other.read { try Int.fetchOne($0, sql: count) }, try paged.store.pool.read { try Int.fetchOne($0, sql: count) },
-                       "the other connection reads the installed store")
+        let seen = try await other.read { try Int.fetchOne($0, sql: count) }
+        let expected = try await paged.store.pool.read { try Int.fetchOne($0, sql: count) }
+        XCTAssertEqual(seen, expected, "the other connection reads the installed store")
         try other.close()
     }
 
