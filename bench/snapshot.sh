@@ -186,7 +186,8 @@ PY
 # (/proc/<pid>/stat: the build, or the token checks of a cached download), and the client's own
 # phase times (`--timing`); medians per case at the end.
 # SNAP_BENCH_CLIENTS="before=/path/to/old/todosync-client after=/path/to/new" runs each case with
-# each client in turn (alternating, on the same seeded account), and prints medians per client.
+# each client in turn (alternating, on the same seeded account), and prints medians per client;
+# SNAP_BENCH_CASES="building cached" runs only those cases.
 if [[ ${SNAP_BENCH_CLIENT:-0} == 1 ]]; then
     [[ ${SNAP_BENCH_SKIP_BUILD:-0} == 1 ]] || swift build -c release --product todosync-client --quiet
     CLIENTS=${SNAP_BENCH_CLIENTS:-client=$(swift build -c release --show-bin-path)/todosync-client}
@@ -205,7 +206,7 @@ if [[ ${SNAP_BENCH_CLIENT:-0} == 1 ]]; then
     : >"$RESULTS"
     echo "uptime before the client runs: $(uptime)"
     # Every "building" round first: after the first edit the feed is out of id order for good.
-    for run in building edited cached; do
+    for run in ${SNAP_BENCH_CASES:-building edited cached}; do
         for ((round = 1; round <= ${SNAP_BENCH_CLIENT_RUNS:-3}; round++)); do
             for named in $CLIENTS; do
                 name=${named%%=*} CLIENT=${named#*=}
