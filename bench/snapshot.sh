@@ -182,11 +182,17 @@ PY
 #   edited    after one REST edit (a todo moves to the end of the feed): the build included, and
 #             it takes the VACUUM INTO path (rows out of id order), as in an account in use;
 #   cached    the file already built.
-# Wall time, CPU and peak RSS from /usr/bin/time, and the client's own phase times (`--timing`);
-# medians per case at the end.
+# Wall time, CPU and peak RSS from /usr/bin/time, the responder's CPU during the sync
+# (/proc/<pid>/stat: the build, or the token checks of a cached download), and the client's own
+# phase times (`--timing`); medians per case at the end.
+# SNAP_BENCH_CLIENTS="before=/path/to/old/todosync-client after=/path/to/new" runs each case with
+# each client in turn (alternating, on the same seeded account), and prints medians per client;
+# SNAP_BENCH_CASES="building cached" runs only those cases.
 if [[ ${SNAP_BENCH_CLIENT:-0} == 1 ]]; then
     [[ ${SNAP_BENCH_SKIP_BUILD:-0} == 1 ]] || swift build -c release --product todosync-client --quiet
-    CLIENT=$(swift build -c release --show-bin-path)/todosync-client
+    CLIENTS=${SNAP_BENCH_CLIENTS:-client=$(swift build -c release --show-bin-path)/todosync-client}
+    RESPONDER=$("$STACK" responder-pids | head -n1)
+    responder_cpu() { awk '{ print $14 + $15 }' "/proc/$RESPONDER/stat"; }
     command -v /usr/bin/time >/dev/null || apt-get install -y -qq time >/dev/null
     PASSWORD='snapshot bench password'
     curl -s -o /dev/null -w 'register: %{http_code}\n' -X POST "$BASE/api/v1/auth/register" -H 'Content-Type: application/json' \
@@ -200,23 +206,28 @@ if [[ ${SNAP_BENCH_CLIENT:-0} == 1 ]]; then
     : >"$RESULTS"
     echo "uptime before the client runs: $(uptime)"
     # Every "building" round first: after the first edit the feed is out of id order for good.
-    for run in building edited cached; do
+    for run in ${SNAP_BENCH_CASES:-building edited cached}; do
         for ((round = 1; round <= ${SNAP_BENCH_CLIENT_RUNS:-3}; round++)); do
-            case $run in
-                # The seeded account's file is gone: the next request builds it again.
-                building) rm -f "$TODOSYNC_SNAPSHOT_DIR/1/"*.sqlite* ;;
-                # An edit (not a create: the seeded account is over the records quota).
-                edited) curl -s -o /dev/null -X PATCH "$BASE/api/v1/todos/1" -H 'Authorization: Bearer bench-snap-1' \
-                            -H 'Content-Type: application/json' -d "{\"title\":\"edited in round $round\"}" ;;
-            esac
-            db=$WORK/$run.sqlite
-            rm -f "$db"*
-            TODOSYNC_SERVER=$BASE TODOSYNC_PASSWORD=$PASSWORD "$CLIENT" login --db "$db" --email bench1@example.com >/dev/null
-            out=$(TODOSYNC_SERVER=$BASE /usr/bin/time -f 'wall=%e rss_kb=%M user=%U sys=%S' "$CLIENT" sync --db "$db" --quiet --timing 2>&1)
-            line="$run $(tr '\n' ' ' <<<"$out" | sed 's/Synced: .*downloaded)\. //')"
-            echo "$line" >>"$RESULTS"
-            echo "client first sync: $line"
-            rm -f "$db"*
+            for named in $CLIENTS; do
+                name=${named%%=*} CLIENT=${named#*=}
+                case $run in
+                    # The seeded account's file is gone: the next request builds it again.
+                    building) rm -f "$TODOSYNC_SNAPSHOT_DIR/1/"*.sqlite* ;;
+                    # An edit (not a create: the seeded account is over the records quota).
+                    edited) curl -s -o /dev/null -X PATCH "$BASE/api/v1/todos/1" -H 'Authorization: Bearer bench-snap-1' \
+                                -H 'Content-Type: application/json' -d "{\"title\":\"edited in round $round for $name\"}" ;;
+                esac
+                db=$WORK/$run.sqlite
+                rm -f "$db"*
+                TODOSYNC_SERVER=$BASE TODOSYNC_PASSWORD=$PASSWORD "$CLIENT" login --db "$db" --email bench1@example.com >/dev/null
+                c0=$(responder_cpu)
+                out=$(TODOSYNC_SERVER=$BASE /usr/bin/time -f 'wall=%e rss_kb=%M user=%U sys=%S' "$CLIENT" sync --db "$db" --quiet --timing 2>&1)
+                responder=$(echo "scale=2; ($(responder_cpu) - $c0) / 100" | bc)
+                line="$run:$name responder_cpu=$responder load=$(cut -d' ' -f1 /proc/loadavg) $(tr '\n' ' ' <<<"$out" | sed 's/Synced: .*downloaded)\. //')"
+                echo "$line" >>"$RESULTS"
+                echo "client first sync: $line"
+                rm -f "$db"*
+            done
         done
     done
     echo "uptime after the client runs: $(uptime)"
@@ -224,7 +235,7 @@ if [[ ${SNAP_BENCH_CLIENT:-0} == 1 ]]; then
 import re, statistics, sys
 runs = {}
 for line in open(sys.argv[1]):
-    kind = line.split()[0]
+    kind = line.split()[0].replace(":client", "")
     values = dict(re.findall(r"(\w+)=([\d.]+)", line))
     runs.setdefault(kind, []).append(values)
 for kind, values in runs.items():
@@ -232,7 +243,9 @@ for kind, values in runs.items():
     med = {k: statistics.median(float(v[k]) for v in values if k in v) for k in keys}
     rss = max(int(v["rss_kb"]) for v in values) / 1024
     print(f"client first sync, {kind} (median of {len(values)}): wall {med['wall']:.2f} s, sync {med['sync_seconds']:.2f} s, "
-          f"cpu {med['user'] + med['sys']:.2f} s, peak RSS {rss:.0f} MB; phases "
-          + " ".join(f"{k}={med[k]:.3f}" for k in keys if k not in ("wall", "sync_seconds", "user", "sys")))
+          f"cpu {med['user'] + med['sys']:.2f} s, peak RSS {rss:.0f} MB, responder cpu {med['responder_cpu']:.2f} s, "
+          f"load {min(float(v['load']) for v in values):.2f}-{max(float(v['load']) for v in values):.2f}; phases "
+          + " ".join(f"{k}={med[k]:.3f}" for k in keys
+                     if k not in ("wall", "sync_seconds", "user", "sys", "responder_cpu", "load", "pull_bytes")))
 PY
 fi

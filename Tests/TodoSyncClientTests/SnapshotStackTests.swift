@@ -133,6 +133,41 @@ final class SnapshotStackTests: StackTestCase {
         XCTAssertEqual(try todoIndexes(phone), ["todo_by_client_key", "todo_by_day", "todo_by_tag", "todo_pending_tag"])
     }
 
+    /// The terminal client alone on its store (nothing in this process has the file open), so
+    /// its install goes through the rollback journal: killed before COMMIT, it leaves a hot
+    /// journal, which the next open rolls back to the empty, logged-in store.
+    func testTheClientAloneOnItsStoreKilledDuringTheInstallLeavesTheEmptyStoreAndEndsCorrect() async throws {
+        _ = try await seededDevice()
+        let path = directory.appendingPathComponent("alone.sqlite").path
+        let login = try cli(["login", "--email", email], path: path)
+        XCTAssertEqual(login.status, 0, login.output)
+        let killed = try cli(["sync", "--quiet"], path: path, crashAt: "snapshot-install:1")
+        XCTAssertEqual(killed.killedBySignal, SIGKILL, killed.output)
+        XCTAssertTrue(FileManager.default.fileExists(atPath: path + "-journal"), "killed inside the rollback-journal install")
+
+        let opened = try LocalStore(path: path, create: false)
+        XCTAssertTrue(try opened.isEmptyForSnapshot(), "the hot journal rolled back: nothing of the install stays")
+        XCTAssertNil(try opened.pullCursor())
+        XCTAssertNotNil(try opened.userID(), "still logged in")
+        XCTAssertEqual(try pragma(opened, "journal_mode"), "wal")
+        XCTAssertEqual(try pragma(opened, "integrity_check"), "ok")
+        let deviceBefore = try opened.deviceID
+        try opened.pool.close()
+
+        let again = try cli(["sync", "--quiet", "--timing"], path: path)
+        XCTAssertEqual(again.status, 0, again.output)
+        XCTAssertTrue(again.output.contains("install_journal="), again.output)
+        let phone = try Device("alone", directory: directory, baseURL: baseURL)
+        XCTAssertNotEqual(try phone.store.deviceID, deviceBefore)
+        try await assertEqualsServer(phone)
+        XCTAssertEqual(try todoIndexes(phone), ["todo_by_client_key", "todo_by_day", "todo_by_tag", "todo_pending_tag"])
+        XCTAssertEqual(try pragma(phone.store, "integrity_check"), "ok")
+    }
+
+    func pragma(_ store: LocalStore, _ name: String) throws -> String? {
+        try store.pool.read { try String.fetchOne($0, sql: "PRAGMA \(name)") }
+    }
+
     func todoIndexes(_ device: Device) throws -> [String] {
         try device.store.pool.read { db in
             try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'todo' AND sql IS NOT NULL ORDER BY name")

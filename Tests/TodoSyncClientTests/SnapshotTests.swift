@@ -89,6 +89,9 @@ final class SnapshotTests: XCTestCase {
         try await paged.sync()
         let report = try await fresh.sync()
         XCTAssertEqual(report.snapshot, .installed(records: server.recordCount, bytes: Int64(try XCTUnwrap(server.servedBytes))))
+        XCTAssertTrue(report.snapshotPhases.map(\.name).contains("install_journal"),
+                      "alone on its file, the install went through a rollback journal: \(report.snapshotPhases.map(\.name))")
+        XCTAssertEqual(try journalMode(fresh), "wal", "and the store is back in WAL mode")
         XCTAssertEqual(try dump(fresh), try dump(paged))
         XCTAssertNotEqual(try fresh.store.deviceID, deviceBefore, "a store started from a snapshot is a new device")
         XCTAssertEqual(server.pullQueries.filter { !$0.contains("cursor=") }.count, 1, "only the paged device pulled from scratch")
@@ -106,6 +109,32 @@ final class SnapshotTests: XCTestCase {
         let second = try await fresh.sync()
         XCTAssertNil(second.snapshot, "a store that is not empty pulls from its cursor")
         XCTAssertEqual(try dump(fresh), try dump(paged))
+    }
+
+    func journalMode(_ client: TodoSyncClient) throws -> String? {
+        try client.store.pool.read { try String.fetchOne($0, sql: "PRAGMA journal_mode") }
+    }
+
+    func testWithAnotherConnectionOnTheFileTheInstallGoesThroughTheWALAndEqualsThePagedPull() async throws {
+        let server = populatedServer()
+        let paged = try device("paged", server, useSnapshot: false)
+        let fresh = try device("fresh", server)
+        // Another connection that has read the file (the app's, another process's) holds it open.
+        let other = try DatabaseQueue(path: fresh.store.path)
+        let count = "SELECT COUNT(*) FROM todo"
+        let before = try await other.read { try Int.fetchOne($0, sql: count) }
+        XCTAssertEqual(before, 0)
+
+        try await paged.sync()
+        let report = try await fresh.sync()
+        XCTAssertEqual(report.snapshot, .installed(records: server.recordCount, bytes: Int64(try XCTUnwrap(server.servedBytes))))
+        XCTAssertFalse(report.snapshotPhases.map(\.name).contains("install_journal"), "\(report.snapshotPhases.map(\.name))")
+        XCTAssertEqual(try journalMode(fresh), "wal")
+        XCTAssertEqual(try dump(fresh), try dump(paged))
+        let seen = try await other.read { try Int.fetchOne($0, sql: count) }
+        let expected = try await paged.store.pool.read { try Int.fetchOne($0, sql: count) }
+        XCTAssertEqual(seen, expected, "the other connection reads the installed store")
+        try other.close()
     }
 
     func testChangesBetweenTheSnapshotAndItsInstallComeWithTheFirstPull() async throws {
@@ -347,8 +376,13 @@ final class SnapshotTests: XCTestCase {
         let snapshot = try SnapshotFile.check(path: files.data, digest: digest, userID: try client.store.userID(),
                                               schemaVersion: client.schemaVersion)
         // Stopped where a kill would stop it: every row written, before COMMIT.
-        XCTAssertThrowsError(try client.store.installSnapshot(atPath: files.data, snapshot, whileOpen: { throw Stopped() }))
+        var phases: [String] = []
+        XCTAssertThrowsError(try client.store.installSnapshot(atPath: files.data, snapshot, phaseEnded: { phases.append($0) },
+                                                              whileOpen: { throw Stopped() }))
+        XCTAssertEqual(phases, ["install_journal", "install_rows", "install_indexes"], "under the rollback journal")
         XCTAssertTrue(try client.store.isEmptyForSnapshot(), "all or nothing")
+        XCTAssertEqual(try journalMode(client), "wal", "back in WAL mode")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: client.store.path + "-journal"))
         XCTAssertNil(try client.store.pullCursor())
         // The indexes the install dropped and built again before the stop are there, as before.
         let fresh = try device("never synced", server)

@@ -220,25 +220,46 @@ extension LocalStore {
     /// the migrations stay their one source): building an index from a million rows sorts them
     /// once instead of inserting each row at a random place of the B-tree, and the WAL then holds
     /// each index page once. A kill before COMMIT rolls the drops back with the rows.
-    /// `phaseEnded` is told when the rows, then the indexes, are in (`SnapshotPhases`).
+    ///
+    /// When no other connection has the file open (this pool's idle readers are closed first),
+    /// the install runs under a rollback journal instead of the WAL
+    /// (`withRollbackJournalIfAlone`): SQLite journals only the pages the empty store had, so
+    /// the hundreds of megabytes of new pages are written once, to the store itself, instead of
+    /// once to the WAL and once more by the checkpoint. A kill before COMMIT leaves a hot
+    /// journal that the next open rolls back: the empty store, as before. With another
+    /// connection on the file (the app's, another process's) the install goes through the WAL.
+    /// `phaseEnded` is told when the journal was switched (`install_journal`, only then), then
+    /// when the rows, then the indexes, are in (`SnapshotPhases`).
     func installSnapshot(atPath path: String, _ snapshot: CheckedSnapshot, phaseEnded: (String) -> Void = { _ in },
                          whileOpen: (@Sendable () throws -> Void)? = nil) throws {
         let statements = [try SnapshotFile.insertTags(), try SnapshotFile.insertTodos(schemaVersion: snapshot.schemaVersion),
                           SnapshotFile.insertStats()]
+        // Idle readers of this pool hold the file open (a shared lock): close them.
+        pool.releaseMemory()
         // No memory map for the install: the sorter that builds the indexes would map its
         // temporary files too, and every page of them would count in the process's RSS.
-        try pool.writeWithoutTransaction { db in try db.withoutMemoryMap {
+        try pool.writeWithoutTransaction { db in try db.withoutMemoryMap { try db.withRollbackJournalIfAlone(phaseEnded) {
             // Undone whatever fails after this point, so the writer connection is left as it was.
             defer { try? SnapshotFile.setDerivedFunctions(db, remove: true) }
             try SnapshotFile.setDerivedFunctions(db)
+            // A page cache of 16 MiB for the install (the store's is 32 MiB): SQLite's index sorter
+            // takes as much again for each run it sorts, and the two are the install's share of
+            // the process's peak RSS. Rows and runs spill to disk sooner, which costs little here.
+            let cacheSize = try Int.fetchOne(db, sql: "PRAGMA main.cache_size") ?? 0
+            try db.execute(sql: "PRAGMA main.cache_size = -16384")
+            defer { try? db.execute(sql: "PRAGMA main.cache_size = \(cacheSize)") }
             // ATTACH cannot run inside a transaction; the copy below is one.
             try db.execute(sql: "ATTACH DATABASE ? AS \(SnapshotFile.schema)", arguments: [path])
             defer { try? db.execute(sql: "DETACH DATABASE \(SnapshotFile.schema)") }
             try db.inTransaction(.immediate) {
                 guard try Self.isEmptyForSnapshot(db) else { throw SnapshotRefusal("the local store is not empty any more") }
+                // A partial index (`todo_pending_tag`: the few todos whose tag is not there yet) stays:
+                // kept up row by row it costs nearly nothing, built again it would scan every row.
                 let indexes = try Row.fetchAll(db, sql: """
-                    SELECT name, sql FROM main.sqlite_master WHERE type = 'index' AND sql IS NOT NULL AND tbl_name IN (?, ?, ?)
-                    ORDER BY name
+                    SELECT m.name, m.sql FROM main.sqlite_master AS m
+                    WHERE m.type = 'index' AND m.sql IS NOT NULL AND m.tbl_name IN (?, ?, ?)
+                      AND NOT EXISTS (SELECT 1 FROM pragma_index_list(m.tbl_name, 'main') AS p WHERE p.name = m.name AND p.partial)
+                    ORDER BY m.name
                     """, arguments: [TagRecord.databaseTableName, TodoRecord.databaseTableName, DailyStatRecord.databaseTableName])
                 for index in indexes { try db.execute(sql: "DROP INDEX main.\((index["name"] as String).quotedDatabaseIdentifier)") }
                 for sql in statements { try db.execute(sql: sql) }
@@ -253,6 +274,35 @@ extension LocalStore {
                 try whileOpen?()
                 return .commit
             }
-        } }
+        } } }
+    }
+}
+
+extension Database {
+    /// Runs `body` with the main database in rollback-journal mode (`journal_mode=DELETE`) when
+    /// this connection is the only one on the file, and in WAL mode again afterwards; when
+    /// another connection holds the file open (leaving WAL needs the exclusive lock), runs it in
+    /// WAL mode at once, without waiting for the other one. `switched` is told `install_journal`
+    /// when the journal was switched.
+    ///
+    /// Leaving WAL checkpoints the WAL and deletes it. While `body` writes, SQLite holds the
+    /// file's exclusive lock from its first spill of the page cache until COMMIT: a connection
+    /// that opens the file meanwhile waits (its busy timeout) instead of reading.
+    func withRollbackJournalIfAlone<T>(_ switched: (String) -> Void, _ body: () throws -> T) throws -> T {
+        let timeout = try Int.fetchOne(self, sql: "PRAGMA busy_timeout") ?? 0
+        var mode: String?
+        do {
+            try execute(sql: "PRAGMA busy_timeout = 0")
+            defer { try? execute(sql: "PRAGMA busy_timeout = \(timeout)") }
+            mode = try String.fetchOne(self, sql: "PRAGMA main.journal_mode = DELETE")
+        } catch let error as DatabaseError where [.SQLITE_BUSY, .SQLITE_LOCKED].contains(error.resultCode) {
+            mode = nil
+        }
+        guard mode?.lowercased() == "delete" else { return try body() }
+        // Back to WAL whatever `body` did. Should that fail, the file stays in rollback mode, still
+        // readable, until the store is next opened (LocalStore opens it in WAL mode).
+        defer { _ = try? String.fetchOne(self, sql: "PRAGMA main.journal_mode = WAL") }
+        switched("install_journal")
+        return try body()
     }
 }
