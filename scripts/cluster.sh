@@ -786,6 +786,9 @@ cmd_check() {
     done
     need_root
     command -v nft >/dev/null || die "nft is missing: run '$0 deps'"
+    # The log sits beside the state dir; a redirection that fails would skip `up` and yet, under
+    # `!`, count as success (bash), so the run would start against no cluster.
+    mkdir -p "$(dirname "$STATE")"
     if ! (cmd_up) >"$STATE.up.log" 2>&1; then
         cat "$STATE.up.log" >&2
         return 1
