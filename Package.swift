@@ -81,7 +81,8 @@ let package = Package(
         // tests, the benchmark's ceilings), and the test build that has them: the same release
         // modules plus this one, so building it after `todosync` costs a compile of one file and
         // a link (scripts/stack.sh build, with TODOSYNC_ENABLE_TEST_HOOKS=1).
-        .target(name: "TodoSyncTestHooks", dependencies: ["TodoSyncAPI", "TodoSyncStore", "TodoSyncCore"]),
+        .target(name: "TodoSyncTestHooks", dependencies: ["TodoSyncAPI", "TodoSyncStore", "TodoSyncCore",
+                                                         .product(name: "Logging", package: "swift-log")]),
         .executableTarget(name: "todosync-test", dependencies: ["TodoSyncServer", "TodoSyncTestHooks"]),
 
         // The client: the shared domain module, SQLite through GRDB, HTTP through URLSession.

@@ -25,7 +25,9 @@
 #                     up, a recorded workload under a seeded nemesis, heal, the history checker, down
 #                     (scripts/partition/, docs/HISTORY.md); exits 0 only when every property holds;
 #                     `check --nemesis list` prints the kinds at once (nothing built or started);
-#                     a batch (`--nemesis K1,K2 --seed 1-5`) runs each kind x seed on one cluster
+#                     a batch (`--nemesis K1,K2 --seed 1-5`) runs each kind x seed on one cluster;
+#                     `--inject NAME[,NAME]` runs the test build (todosync-test) with those bugs on
+#                     purpose on every responder host (TODOSYNC_TEST_INJECT), to see the checker fail
 #   test PYTHON [PYTEST ARGS...]
 #                     up, run `PYTHON -m pytest PYTEST ARGS` with the suite's environment pointing
 #                     at the cluster (see Tests/integration/clusterlib.py), then down; exits with
@@ -69,6 +71,8 @@
 #   TODOSYNC_CLUSTER_ROUTING     round-robin     nginx upstream balancing: round-robin, or `hash`
 #                                                (each bearer token always to the same responder host)
 #   TODOSYNC_ENABLE_TEST_HOOKS   0               1: responders get --enable-test-hooks
+#   TODOSYNC_TEST_INJECT         (none)          with test hooks only: bugs on purpose every responder
+#                                                host starts with (docs/HISTORY.md; `check --inject`)
 #   TODOSYNC_AUTH_RATE / _BURST  100 / 200       as in stack.sh, raised for the tests' many logins
 #                                                from one address (the stack's: nginx/limits.env)
 #   TODOSYNC_ACCOUNT_CONCURRENCY nginx/limits.env as in stack.sh (requests in flight per token)
@@ -102,6 +106,7 @@ unset _lib
 : "${TODOSYNC_CLUSTER_SYNC_WAIT:=1}"
 : "${TODOSYNC_CLUSTER_ROUTING:=round-robin}"
 : "${TODOSYNC_ENABLE_TEST_HOOKS:=0}"
+: "${TODOSYNC_TEST_INJECT:=}"
 : "${TODOSYNC_AUTH_RATE:=100}"
 : "${TODOSYNC_AUTH_BURST:=200}"
 load_limit_defaults # the other limits' defaults: nginx/limits.env, as for the stack
@@ -428,6 +433,9 @@ cmd_app_start() {
     [[ -n $(app_pid "$n") ]] && { log "app$n: already running"; return 0; }
     args=(serve --listen "$(app_ip "$n"):9000" --allow "$(front_ips)" --workers "$TODOSYNC_CLUSTER_WORKERS")
     [[ $TODOSYNC_ENABLE_TEST_HOOKS == 1 ]] && args+=(--enable-test-hooks)
+    [[ -z $TODOSYNC_TEST_INJECT || $TODOSYNC_ENABLE_TEST_HOOKS == 1 ]] ||
+        die "TODOSYNC_TEST_INJECT needs the test build: TODOSYNC_ENABLE_TEST_HOOKS=1"
+    [[ -z $TODOSYNC_TEST_INJECT ]] || log "app$n: BUGS ON PURPOSE: TODOSYNC_TEST_INJECT=$TODOSYNC_TEST_INJECT"
     log "app$n: starting in $ns ($(app_ip "$n"):9000, databases $(app_db_hosts "$n"))"
     spawn_in "$ns" "$LOG_DIR/app$n.log" env -i PATH="$PATH" TODOSYNC_CONFIG=/dev/null \
         TODOSYNC_DB_HOSTS="$(app_db_hosts "$n")" TODOSYNC_DB_USER=$DB_USER TODOSYNC_DB_PASSWORD=$DB_PASSWORD \
@@ -435,7 +443,7 @@ cmd_app_start() {
         TODOSYNC_DB_TRANSACTION_ATTEMPTS=12 ${TODOSYNC_ACCOUNT_IN_FLIGHT:+TODOSYNC_ACCOUNT_IN_FLIGHT=$TODOSYNC_ACCOUNT_IN_FLIGHT} \
         ${TODOSYNC_ACCOUNT_CPU_SHARE_MS:+TODOSYNC_ACCOUNT_CPU_SHARE_MS=$TODOSYNC_ACCOUNT_CPU_SHARE_MS} \
         TODOSYNC_LIVE_PUBLISHER="$(front_publisher $(((n - 1) % FRONTS + 1)))" TODOSYNC_SNAPSHOT_DIR="$SNAPSHOT_DIR" \
-        MALLOC_ARENA_MAX=2 MALLOC_MMAP_THRESHOLD_=1048576 "$TODOSYNC_BIN" "${args[@]}"
+        ${TODOSYNC_TEST_INJECT:+TODOSYNC_TEST_INJECT=$TODOSYNC_TEST_INJECT} MALLOC_ARENA_MAX=2 MALLOC_MMAP_THRESHOLD_=1048576 "$TODOSYNC_BIN" "${args[@]}"
     # the pid of the responder itself: the only process in the namespace running the binary
     local deadline=$((SECONDS + 30)) pid=""
     while ((SECONDS < deadline)); do
@@ -736,6 +744,7 @@ TODOSYNC_CLUSTER_HTTPS_URL=$HTTPS_BASE
 TODOSYNC_CLUSTER_CA_CERT=$TLS_DIR/cert.pem
 TODOSYNC_CLUSTER_DB_SOCKETS=$(for ((i = 1; i <= NODES; i++)); do printf '%s%s' "$( ((i > 1)) && echo ,)" "$(node_sock "$i")"; done)
 TODOSYNC_CLUSTER_LOG_DIR=$LOG_DIR
+TODOSYNC_ENABLE_TEST_HOOKS=$TODOSYNC_ENABLE_TEST_HOOKS
 EOF
 }
 
@@ -783,6 +792,17 @@ cmd_check() {
     local args=("$@") i
     for ((i = 0; i < ${#args[@]}; i++)); do
         [[ ${args[i]} == --nemesis && ${args[i + 1]:-} == list ]] && exec python3 "$REPO_ROOT/scripts/partition/run.py" --nemesis list
+    done
+    # --inject NAME[,NAME]: the test build, every responder host with those bugs (docs/HISTORY.md)
+    for ((i = 0; i < ${#args[@]}; i++)); do
+        if [[ ${args[i]} == --inject ]]; then
+            TODOSYNC_TEST_INJECT=${args[i + 1]:?--inject needs NAME[,NAME]}
+            TODOSYNC_ENABLE_TEST_HOOKS=1
+            resolve_bin
+            [[ $(basename "$TODOSYNC_BIN") == todosync-test && -x $TODOSYNC_BIN ]] ||
+                die "--inject needs the test build at $TODOSYNC_BIN (TODOSYNC_ENABLE_TEST_HOOKS=1 scripts/stack.sh build)"
+            export TODOSYNC_TEST_INJECT
+        fi
     done
     need_root
     command -v nft >/dev/null || die "nft is missing: run '$0 deps'"

@@ -36,6 +36,10 @@ public protocol ApplicationTestHooks: Sendable {
     func afterIdempotentHandler(_ request: HTTPRequest)
     /// What a snapshot build runs right after its consistent read began (nil: nothing).
     func snapshotPause(_ request: HTTPRequest) throws -> (() -> Void)?
+    /// The store's bugs on purpose (`StoreFaults`) this process is to run with: `list` is
+    /// `TODOSYNC_TEST_INJECT` as read once at start (comma-separated names); logged on `logger`
+    /// when any is on. Throws on a name it does not know.
+    func storeFaults(_ list: String, logger: Logger) throws -> StoreFaults
 }
 
 /// The TodoSync HTTP API of one worker: routes requests to handlers over that worker's store and

@@ -45,7 +45,12 @@ struct Serve: ParsableCommand {
     /// socket, the responder answers 503 for a few seconds first (``FaultHold``).
     /// The hooks `--enable-test-hooks` asks for: those `todosync-test` linked in; the shipping
     /// binary has none, and the flag is a configuration error there (78).
-    private func testHooks() throws -> (any ApplicationTestHooks)? {
+    private func testHooks(injecting inject: String?) throws -> (any ApplicationTestHooks)? {
+        // Bugs on purpose (`StoreFaults`) exist only in the test build with its hooks on: anywhere
+        // else the variable is a mistake that must not pass for a working injection.
+        if let inject, !enableTestHooks || TodoSyncCommand.testHooks == nil {
+            throw ValidationError("TODOSYNC_TEST_INJECT=\(inject): injected bugs need the test build (todosync-test) with --enable-test-hooks; refusing to start")
+        }
         guard enableTestHooks else { return nil }
         guard let hooks = TodoSyncCommand.testHooks else {
             throw ValidationError("--enable-test-hooks: this build has no test hooks (they are in todosync-test)")
@@ -72,7 +77,15 @@ struct Serve: ParsableCommand {
 
     private func serve(_ environment: Environment, logger: Logger) throws {
         let database = try environment.database
-        let storeConfiguration = try environment.store
+        let inject = environment.optionalString("TODOSYNC_TEST_INJECT")
+        let hooks = try testHooks(injecting: inject)
+        var configured = try environment.store
+        do {
+            configured.faults = try hooks?.storeFaults(inject ?? "", logger: logger) ?? StoreFaults()
+        } catch {
+            throw ValidationError("\(error)")
+        }
+        let storeConfiguration = configured
         let accountInFlight = try environment.int("TODOSYNC_ACCOUNT_IN_FLIGHT")
         guard accountInFlight >= 1 else {
             throw ConfigurationError(name: "TODOSYNC_ACCOUNT_IN_FLIGHT", value: "\(accountInFlight)")
@@ -90,7 +103,7 @@ struct Serve: ParsableCommand {
         }
         let share = cpuShareMilliseconds == 0 ? nil : AccountInFlight.Share(coreSeconds: Double(cpuShareMilliseconds) / 1000)
         let options = ApplicationOptions(
-            testHooks: try testHooks(), accountInFlight: AccountInFlight(limit: accountInFlight, share: share),
+            testHooks: hooks, accountInFlight: AccountInFlight(limit: accountInFlight, share: share),
             livePublisher: livePublisher)
         var configuration = FastCGIServerConfiguration(
             socketPath: socket ?? environment.string("TODOSYNC_SOCKET"))

@@ -26,6 +26,9 @@ enum Settings {
         Setting("TODOSYNC_FASTCGI_DISPATCH", default: "1", rule: .oneOf(["0", "1"]),
                 "1: one thread waits on idle (kept) connections and hands a request to a free worker; 0: each worker keeps its connection"),
         Setting("TODOSYNC_RETRY_LOG_SECONDS", default: "30", rule: .integer(1...86400), "interval of the transaction-retry counter log line"),
+        // Issue 38's bugs on purpose (docs/HISTORY.md): read by every `serve`, honoured only by the test build.
+        Setting("TODOSYNC_TEST_INJECT",
+                "test build with --enable-test-hooks only: bugs on purpose, comma-separated (docs/HISTORY.md); any other responder refuses to start with it set"),
         Setting("TODOSYNC_LOG_LEVEL", default: "info", rule: .oneOf(["trace", "debug", "info", "notice", "warning", "error", "critical"]), "the lowest level logged"),
         // logs and metrics (docs/OPERATIONS.md, "Reading metrics and logs")
         Setting("TODOSYNC_LOG_FORMAT", default: "json", rule: .oneOf(["json", "text"]), "log lines: json (one object per line) or text"),

@@ -97,7 +97,8 @@ public final class Store {
                 let result = try body(transaction)
                 try checkRecordQuota(userID: userID, live: locked.int64(C.liveRecords)!,
                                      adding: transaction.liveRecordsDelta, quota: locked.int64(C.recordsQuota)!)
-                try transaction.finish()
+                // A test build's injected bug (`StoreFaults.skipStatsRebuild`): an edit's stats left as they were.
+                try transaction.finish(rebuildingStats: !(configuration.faults.skipStatsRebuild && transaction.liveRecordsDelta == 0))
                 try checkDeadline()
                 if let advanced = transaction.advancedSequence { changedVersion = advanced }
                 return result
@@ -239,8 +240,8 @@ package final class WriteTransaction {
 
     /// Completes derived work before commit: daily stats, then the change feed of everything
     /// written, then the user's change sequence (with the live records and latest tag version).
-    func finish() throws {
-        try DailyStatsRecomputer(transaction: self).run()
+    func finish(rebuildingStats: Bool = true) throws {
+        if rebuildingStats { try DailyStatsRecomputer(transaction: self).run() }
         try feed.write(userID: userID, to: db)
         if changeSequence != initialChangeSequence || liveRecordsDelta != 0 || latestTagVersion != 0 {
             try db.execute(SQL.Users.saveChangeSequence, [

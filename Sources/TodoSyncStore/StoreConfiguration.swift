@@ -35,6 +35,8 @@ public struct StoreConfiguration: Sendable {
     /// The oldest schema version a sync request may speak; older is 426 `upgrade_required`
     /// (`TODOSYNC_MIN_SCHEMA_VERSION`, 1 to `SchemaVersion.current`).
     public var minimumSchemaVersion = SchemaVersion.first
+    /// Bugs on purpose (`StoreFaults`): all off, and set only by the test build's hooks.
+    public var faults = StoreFaults()
     /// Password hashing parameters.
     public var passwordHasher = PasswordHasher()
     /// Password hashes allowed at once in this process (shared by every worker's store), with a

@@ -1,6 +1,8 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import Foundation
+import Logging
 import Synchronization
 import TodoSyncAPI
 import TodoSyncCore
@@ -109,6 +111,48 @@ public struct TestHooks: ApplicationTestHooks {
             throw APIError.badRequest("`__test_hold_ms` must be 0 to 120000.")
         }
         return hold == 0 ? nil : { usleep(useconds_t(hold) * 1000) }
+    }
+}
+
+extension TestHooks {
+    /// The bugs `TODOSYNC_TEST_INJECT` may name (comma-separated), each breaking one of issue 38's
+    /// properties so that the history checker can be seen to catch it (docs/HISTORY.md):
+    /// `skip-opid-lookup` (exactly-once), `ignore-version-check` (no-lost-update),
+    /// `skip-stats-rebuild` (stats).
+    public static let injections = ["ignore-version-check", "skip-opid-lookup", "skip-stats-rebuild"]
+
+    /// The faults a comma-separated list names; throws on an unknown name (the responder then
+    /// refuses to start, 78).
+    public static func parseInjections(_ list: String) throws -> StoreFaults {
+        var faults = StoreFaults()
+        for name in list.split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces) }) where !name.isEmpty {
+            switch name {
+            case "skip-opid-lookup": faults.skipOpIDLookup = true
+            case "ignore-version-check": faults.ignoreVersionCheck = true
+            case "skip-stats-rebuild": faults.skipStatsRebuild = true
+            default: throw InjectionError(name: name)
+            }
+        }
+        return faults
+    }
+
+    /// `TODOSYNC_TEST_INJECT`, read once at start by `serve`. Loud: a responder that breaks the
+    /// contract on purpose says so first thing, on every start.
+    public func storeFaults(_ list: String, logger: Logger) throws -> StoreFaults {
+        let faults = try Self.parseInjections(list)
+        if !faults.isEmpty {
+            logger.critical("TEST BUILD WITH BUGS INJECTED ON PURPOSE: this responder breaks the contract (TODOSYNC_TEST_INJECT)",
+                            metadata: ["inject": "\(list)"])
+        }
+        return faults
+    }
+}
+
+/// A name in `TODOSYNC_TEST_INJECT` that is not one of `TestHooks.injections`.
+struct InjectionError: Error, CustomStringConvertible {
+    let name: String
+    var description: String {
+        "TODOSYNC_TEST_INJECT: unknown injection \(name); known: \(TestHooks.injections.joined(separator: ", "))"
     }
 }
 

@@ -12,7 +12,11 @@ TODOSYNC_TEST_CLUSTER_PARTITION_SEED, or drawn and printed so that a failure rep
 `scripts/cluster.sh check --nemesis KIND --seed N --seconds S`.
 
 Then the checker is shown to catch each property's violation: one planted in a copy of what the
-run read (checker.py --inject) must fail exactly the property it breaks.
+run read (checker.py --inject) must fail exactly the property it breaks; and, on the same cluster,
+the real server with all three bugs on purpose (the test build's TODOSYNC_TEST_INJECT, every
+responder host restarted with it, then without): a short run with no nemesis
+(TODOSYNC_TEST_CLUSTER_INJECT_SECONDS, 20) must fail exactly-once, no-lost-update and stats, each
+with its counterexample printed.
 """
 
 from __future__ import annotations
@@ -38,7 +42,9 @@ KIND = os.environ.get("TODOSYNC_TEST_CLUSTER_PARTITION_KIND", "partition-moving"
 SEED = int(os.environ.get("TODOSYNC_TEST_CLUSTER_PARTITION_SEED") or random.randrange(1, 10_000))
 # what each planted violation must break (checker.INJECTIONS)
 sys.path.insert(0, PARTITION)
-from checker import INJECTIONS  # noqa: E402
+from checker import INJECTIONS, SERVER_INJECTIONS  # noqa: E402
+
+INJECT_SECONDS = float(os.environ.get("TODOSYNC_TEST_CLUSTER_INJECT_SECONDS", "20"))
 
 
 def client_bin() -> str:
@@ -83,3 +89,46 @@ def test_the_checker_catches_a_planted_violation(run_dir, injection):
     assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
     verdicts = dict(re.findall(r"([\w-]+)=(\S+)", proc.stdout.strip().splitlines()[-1]))
     assert verdicts[INJECTIONS[injection]].startswith("FAIL"), proc.stdout[-2000:]
+
+
+def restart_responders(inject: str) -> None:
+    """Every responder host killed and started again, with TODOSYNC_TEST_INJECT=inject ("" : none)."""
+    env = dict(os.environ, TODOSYNC_TEST_INJECT=inject)
+    for n in range(1, clusterlib.APPS + 1):
+        for args in (["app-kill", str(n)], ["app-start", str(n)]):
+            proc = subprocess.run([clusterlib.CMD, *args], capture_output=True, text=True, timeout=120, env=env)
+            assert proc.returncode == 0, f"cluster.sh {' '.join(args)} (inject={inject!r}): {proc.stderr[-3000:]}"
+
+
+def test_the_checker_catches_bugs_injected_in_the_server(run_dir, tmp_path, capsys):
+    """The test build with skip-opid-lookup, ignore-version-check and skip-stats-rebuild on every
+    responder host: the properties they break fail, each with a counterexample."""
+    if INJECT_SECONDS <= 0:
+        pytest.skip("TODOSYNC_TEST_CLUSTER_INJECT_SECONDS=0")
+    env = clusterlib.cluster("env")
+    if "TODOSYNC_ENABLE_TEST_HOOKS=1" not in env.splitlines():
+        pytest.skip("the cluster runs without test hooks: no bugs can be injected")
+    names = ",".join(SERVER_INJECTIONS)
+    out = str(tmp_path / "injected")
+    restart_responders(names)
+    try:
+        proc = subprocess.run([sys.executable, os.path.join(PARTITION, "run.py"), "--nemesis", "none", "--seed", str(SEED),
+                               "--seconds", str(INJECT_SECONDS), "--inject", names, "--cluster-cmd", clusterlib.CMD,
+                               "--prefix", clusterlib.PREFIX, "--net", clusterlib.NET, "--out", out, "--client-bin", ""],
+                              capture_output=True, text=True, timeout=INJECT_SECONDS + 300)
+    finally:
+        restart_responders("")
+    lines = proc.stdout.strip().splitlines()
+    assert proc.returncode == 1 and lines, proc.stdout[-4000:] + proc.stderr[-3000:]
+    report(capsys, "partition check with bugs injected", line=lines[-1])
+    verdicts = dict(re.findall(r"([\w-]+)=(\S+)", lines[-1]))
+    assert f"inject={names}" in lines[-1], lines[-1]
+    for name, prop in SERVER_INJECTIONS.items():
+        assert verdicts[prop].startswith("FAIL"), f"{name} was not caught: {prop}={verdicts[prop]}\n" + "\n".join(lines)
+        counterexample = next(line for line in lines if line.startswith(f"{prop}: FAIL"))
+        assert "earliest at t=" in counterexample, counterexample
+        assert f"injected {name}: breaks {prop}: caught" in lines, lines
+    # what each bug does shows in its counterexample
+    text = "\n".join(lines)
+    assert "the opId applied again" in text, text
+    assert re.search(r"no-lost-update: FAIL .*an update lost", text), text

@@ -13,7 +13,11 @@
 - the test hooks are not in it: the stack runs `todosync-test` (the same commands with
   `TodoSyncTestHooks` linked in), and these tests check the shipping `todosync` beside it, whose
   bytes hold none of the hooks' routes, headers or symbols (the test build's do, so the check can
-  fail) and whose `serve --enable-test-hooks` refuses to start (78).
+  fail) and whose `serve --enable-test-hooks` refuses to start (78);
+- bugs on purpose (issue 38's TODOSYNC_TEST_INJECT, docs/HISTORY.md) cannot be switched on in it:
+  with the variable set it refuses to start (78), and so does the test build without
+  --enable-test-hooks or with a name it does not know; the test build with its hooks on starts
+  and says loudly which bugs it runs with (so the refusal is not the only thing it can do).
 """
 
 from __future__ import annotations
@@ -62,7 +66,9 @@ def binary(conf) -> str:
 # strings longer than 15 bytes: Swift keeps shorter literals inside the instructions (small
 # strings), where no byte search finds them (`/__bench/page`, `die_mid_body_ms`).
 TEST_HOOK_MARKS = [b"/__bench/fastcgi", b"/api/v1/__test/slow-todo", b"`__test_hold_ms` must be",
-                   b"x-todosync-test-hold-ms", b"createTodoHoldingLock", b"TodoSyncTestHooks"]
+                   b"x-todosync-test-hold-ms", b"createTodoHoldingLock", b"TodoSyncTestHooks",
+                   b"skip-opid-lookup", b"ignore-version-check", b"skip-stats-rebuild",
+                   b"BUGS INJECTED ON PURPOSE"]
 
 
 def hook_marks(path: str) -> list[bytes]:
@@ -85,6 +91,48 @@ def test_the_release_binary_refuses_to_enable_test_hooks(binary, conf, tmp_path)
     assert out.returncode == 78, out.stdout + out.stderr
     assert "this build has no test hooks" in out.stderr, out.stderr
     assert not (tmp_path / "s.sock").exists()
+
+
+def serve_with_injection(binary: str, conf, tmp_path, inject: str, *flags: str) -> subprocess.CompletedProcess:
+    env = dict(db_env(conf), TODOSYNC_TEST_INJECT=inject)
+    return subprocess.run([binary, "serve", *flags, "--socket", str(tmp_path / "s.sock")],
+                          env=env, capture_output=True, text=True, timeout=60)
+
+
+def test_the_release_binary_refuses_bugs_injected_on_purpose(binary, conf, tmp_path):
+    for flags in ((), ("--enable-test-hooks",)):
+        out = serve_with_injection(binary, conf, tmp_path, "skip-opid-lookup", *flags)
+        assert out.returncode == 78, out.stdout + out.stderr
+        assert "refusing to start" in out.stderr or "this build has no test hooks" in out.stderr, out.stderr
+        assert not (tmp_path / "s.sock").exists()
+
+
+def test_the_test_build_injects_bugs_only_with_its_hooks_on(binary, conf, tmp_path):
+    test_build = str(Path(binary).with_name("todosync-test"))
+    if not os.access(test_build, os.X_OK):
+        pytest.skip(f"no test build at {test_build}")
+    out = serve_with_injection(test_build, conf, tmp_path, "skip-opid-lookup")  # hooks off
+    assert out.returncode == 78 and "TODOSYNC_TEST_INJECT=skip-opid-lookup" in out.stderr, out.stdout + out.stderr
+    out = serve_with_injection(test_build, conf, tmp_path, "skip-opid-lookup,no-such-bug", "--enable-test-hooks")
+    assert out.returncode == 78 and "unknown injection no-such-bug" in out.stderr, out.stdout + out.stderr
+    assert not (tmp_path / "s.sock").exists()
+    log = open(tmp_path / "serve.log", "w")
+    env = dict(db_env(conf), TODOSYNC_TEST_INJECT="skip-stats-rebuild")
+    proc = subprocess.Popen([test_build, "serve", "--enable-test-hooks", "--socket", str(tmp_path / "s.sock"),
+                             "--workers", "1"], env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 20
+        while not (tmp_path / "s.sock").exists():
+            assert proc.poll() is None, f"serve exited ({proc.returncode}): {(tmp_path / 'serve.log').read_text()}"
+            assert time.monotonic() < deadline, "serve did not open its socket in 20 s"
+            time.sleep(0.1)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=15)
+        log.close()
+    text = (tmp_path / "serve.log").read_text()
+    loud = [line for line in text.splitlines() if "BUGS INJECTED ON PURPOSE" in line]
+    assert loud and "skip-stats-rebuild" in loud[0] and '"critical"' in loud[0], text[-2000:]
 
 
 def toolchain_root() -> Path:

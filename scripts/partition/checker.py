@@ -122,10 +122,16 @@ class Check:
             all_fail = all(a["type"] == "fail" for a in attempts)
             t = (oks[0] if oks else attempts[-1])["t"]
             if f == "push":
+                # every delivery of an opId gets the answer of the first: a stored result replayed,
+                # nothing applied again (the workload delivers some acknowledged pushes twice)
                 results = {}
                 for a in oks:
                     for res in a["resp"].get("results", []):
-                        results[res["opId"]] = res
+                        first_res = results.setdefault(res["opId"], res)
+                        if answer_of(first_res) != answer_of(res):
+                            self.bad("exactly-once", a["t"], f"push op {res['opId']} ({first['process']}) answered "
+                                     f"{answer_of(first_res)}, then on delivery {a['attempt']} {answer_of(res)} "
+                                     f"(status, id, version): not the stored result replayed (the opId applied again)")
                 for o in first["req"]["body"]["operations"]:
                     self.counts["push_ops"] += 1
                     res = results.get(o["opId"])
@@ -205,23 +211,37 @@ class Check:
             if e["f"] in ("pull", "final-pull", "view") and e["type"] == "ok":
                 by_process[e["process"]].append(e)
         for proc, pages in by_process.items():
-            hwm, cursor, store, run_start = 0, None, {}, {}
+            hwm, cursor, store, run_start, run_from_scratch = 0, None, {}, {}, {}
+            scratch_end = -1.0  # when the last pull begun without a cursor ended (its answer's time)
             for p in pages:
                 self.counts["pull_pages"] += 1
                 params = p["req"].get("params", {})
+                # a window device's pages (API.md "Windows"): its own chain of the window's cursors
+                window = (params.get("from"), params.get("to")) if ("from" in params or "to" in params) else None
                 if params.get("cursor") != cursor:
                     self.bad("versions", p["t"], f"{proc}: pulled with cursor {params.get('cursor')!r}, its last was {cursor!r}")
                 run_start.setdefault(p["run"], p["t_invoke"])
+                run_from_scratch.setdefault(p["run"], params.get("cursor") is None)
                 page_max = hwm
                 for kind in ("todos", "dailyStats"):
                     lists = p["resp"]["changes"].get(kind, {})
-                    for rec in lists.get("upserted", []) + lists.get("deleted", []):
+                    for rec in lists.get("upserted", []) + lists.get("deleted", []) + lists.get("left", []):
                         if rec["version"] <= hwm:
                             self.bad("versions", p["t"], f"{proc}: {kind} {rec['id']} version {rec['version']} in a page after version {hwm} (cursor moved back)")
                         page_max = max(page_max, rec["version"])
                         if kind == "todos":
                             store[rec["id"]] = max(store.get(rec["id"], 0), rec["version"])
+                    if window is None and "left" in lists:
+                        self.bad("versions", p["t"], f"{proc}: a whole pull's {kind} has `left`")
+                    for rec in lists.get("upserted", []) if window is not None else []:
+                        self.counts["window_records"] += 1
+                        date = rec.get("deadline") if kind == "todos" else rec.get("date")
+                        if not in_window(date, window):
+                            self.bad("versions", p["t"], f"{proc}: {kind} {rec['id']} of {date} upserted by a pull of window "
+                                     f"{window}: outside it")
                 hwm, cursor = page_max, p["resp"]["cursor"]
+                if run_from_scratch[p["run"]]:
+                    scratch_end = p["t"]
                 if not p["resp"]["hasMore"]:
                     started = run_start[p["run"]]
                     uid = self.user_of_account[p["account"]]
@@ -233,6 +253,12 @@ class Check:
                         held = store.get(tid)
                         if held is None and (rec.get("deletedAt") is not None or (uid, tid) in final_deleted):
                             continue  # a first pull sends no tombstones
+                        if held is None and window is not None and e["t_invoke"] < scratch_end:
+                            # a window's pull without a cursor sends only what is in the window when it
+                            # reads, and a write sent before it ended may have committed before that
+                            # read: the todo may have been outside then. A write sent after it
+                            # committed after the cursor it gave, so it comes in one of the lists.
+                            continue
                         if held is None or held < v:
                             self.bad("versions", p["t"], f"{proc}: todo {tid} acknowledged at version {v} (t={t}) before its pull began "
                                      f"(t={started}), the pull ended holding {held} (a change skipped)")
@@ -383,9 +409,11 @@ class Check:
                 diff = sorted(set(node_digest(node)) ^ set(first))[:3]
                 self.bad("convergence", 0, f"db{i} differs from db1: {diff}")
         for name, dev in self.final["devices"].items():
-            view = self.final["views"][str(dev["account"])]
-            want = {("todos", t["id"]): t["version"] for t in view["todos"]}
-            want.update({("dailyStats", s["id"]): s["version"] for s in view["dailyStats"]})
+            # a window device converges to the server's view of its window (API.md "Windows": the
+            # todos whose deadline and the daily stats whose date fall in it)
+            view, window = self.final["views"][str(dev["account"])], dev.get("window")
+            want = {("todos", t["id"]): t["version"] for t in view["todos"] if in_window(t["deadline"], window)}
+            want.update({("dailyStats", s["id"]): s["version"] for s in view["dailyStats"] if in_window(s["date"], window)})
             if not dev["pulled"]:
                 self.bad("convergence", 0, f"{name}: could not pull to the end after the heal")
                 continue
@@ -414,6 +442,18 @@ class Check:
             except Exception as exc:  # a malformed answer is itself a finding
                 self.bad(prop, 0, f"checker could not evaluate: {exc!r}")
         return {p: sorted(v) for p, v in self.violations.items()}
+
+
+def in_window(date, window) -> bool:
+    """Whether a date falls in a window (from, to; None: that side open); None: the whole account."""
+    if window is None:
+        return True
+    lo, hi = window
+    return date is not None and (lo is None or date >= lo) and (hi is None or date <= hi)
+
+
+def answer_of(res: dict) -> tuple:
+    return res.get("status"), res.get("id"), res.get("version")
 
 
 def db_content(row: dict) -> tuple:
@@ -447,6 +487,13 @@ def inject(name: str, history: list[dict], final: dict) -> None:
     elif name == "stats-off":  # a stats rebuild turned off: one date's stat left as it was
         view = next(v for v in final["views"].values() if v["dailyStats"])
         view["dailyStats"][0]["todoCount"] += 1
+    elif name == "window-leak":  # a window pull that sent a todo from outside its window
+        windows = {(x["op"], x["attempt"]): x["req"]["params"] for x in history if x["type"] == "invoke"
+                   and x.get("f") == "pull" and ({"from", "to"} & set(x["req"].get("params", {})))}
+        e = _first(history, lambda e: e["type"] == "ok" and (e["op"], e["attempt"]) in windows
+                   and e["resp"]["changes"]["todos"]["upserted"])
+        outside = "2999-12-31" if "to" in windows[(e["op"], e["attempt"])] else "2000-01-01"
+        e["resp"]["changes"]["todos"]["upserted"][0]["deadline"] = outside
     elif name == "diverged":  # a device that missed a change
         dev = next(iter(final["devices"].values()))
         recs = dev["live"]["todos"]
@@ -456,8 +503,13 @@ def inject(name: str, history: list[dict], final: dict) -> None:
         raise SystemExit(f"unknown injection {name!r}; one of {', '.join(INJECTIONS)}")
 
 
+# Bugs injected in the server itself (the test build, TODOSYNC_TEST_INJECT; `cluster.sh check --inject`):
+# the property each must fail.
+SERVER_INJECTIONS = {"skip-opid-lookup": "exactly-once", "ignore-version-check": "no-lost-update",
+                     "skip-stats-rebuild": "stats"}
+
 INJECTIONS = {"lost-opid": "exactly-once", "reused-version": "versions", "lost-update": "no-lost-update",
-              "stale-read": "read-your-writes", "stats-off": "stats", "diverged": "convergence"}
+              "stale-read": "read-your-writes", "stats-off": "stats", "diverged": "convergence", "window-leak": "versions"}
 
 
 def summarize(verdicts: dict[str, list]) -> str:
@@ -486,9 +538,15 @@ def verdict(run_dir: str, inject_name: str | None = None) -> tuple[list[str], bo
     if harness:
         lines.append(f"harness errors: {harness[:3]}")
     faults = sum(final.get("nemesis", {}).get("events", {}).values())
-    lines.append(f"check kind={final['kind']} seed={final['seed']} seconds={final['seconds']:g} ops ok={kinds['ok']} "
+    injected = final.get("inject") or []
+    for name in injected:
+        prop = SERVER_INJECTIONS.get(name)
+        lines.append(f"injected {name}: breaks {prop}: {'caught' if verdicts.get(prop) else 'NOT CAUGHT'}")
+    lines.append(f"check kind={final['kind']} seed={final['seed']} seconds={final['seconds']:g} "
+                 f"{'inject=' + ','.join(injected) + ' ' if injected else ''}ops ok={kinds['ok']} "
                  f"fail={kinds['fail']} info={kinds['info']} push_ops_acked={check.counts['push_ops_acked']} "
-                 f"conflicts={check.counts['conflicts']} faults={faults} {summarize(verdicts)}")
+                 f"conflicts={check.counts['conflicts']} window_records={check.counts['window_records']} faults={faults} "
+                 f"{summarize(verdicts)}")
     return lines, not any(verdicts.values()) and not harness
 
 

@@ -27,6 +27,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
+from checker import SERVER_INJECTIONS  # noqa: E402
 from nemesis import KINDS, Nemesis, Topology  # noqa: E402
 
 
@@ -88,6 +89,9 @@ def main() -> int:
     ap.add_argument("--out")
     ap.add_argument("--accounts", type=int, default=3)
     ap.add_argument("--devices", type=int, default=4, help="simulated devices per account")
+    ap.add_argument("--inject", default="",
+                    help="NAME[,NAME]: the responders run with these bugs on purpose (TODOSYNC_TEST_INJECT, set by "
+                         "cluster.sh check --inject); recorded, and the verdict says whether each was caught")
     ap.add_argument("--client-bin", default=os.environ.get("TODOSYNC_CLIENT_BIN") or os.path.join(
         os.path.dirname(os.path.dirname(HERE)), ".build", "release", "todosync-client"),
         help="todosync-client: one more device per account runs it (none when the file is missing)")
@@ -105,6 +109,10 @@ def main() -> int:
         seeds = parse_seeds(args.seed)
     except ValueError:
         print(f"--seed {args.seed!r}: give N, A-B or A,B,...", file=sys.stderr)
+        return 2
+    unknown = [n for n in args.inject.split(",") if n and n not in SERVER_INJECTIONS]
+    if unknown:
+        print(f"--inject: unknown {', '.join(unknown)}; known: {', '.join(SERVER_INJECTIONS)}", file=sys.stderr)
         return 2
     if not args.cluster_cmd or not args.out:
         print("--cluster-cmd and --out are needed for a run", file=sys.stderr)
@@ -145,7 +153,8 @@ def run_one(args: argparse.Namespace, kind: str, seed: int, out: str) -> bool:
     t0 = time.monotonic()
     history = wl.History(os.path.join(out, "history.jsonl"), t0)
     accounts = [wl.register(fronts[0], n, history) for n in range(1, args.accounts + 1)]
-    devices = [wl.Device(f"a{a['n']}d{d}", a, fronts[(a["n"] + d) % len(fronts)], seed, history)
+    devices = [wl.Device(f"a{a['n']}d{d}", a, fronts[(a["n"] + d) % len(fronts)], seed, history,
+                         window=wl.window_for(a["n"], d))
                for a in accounts for d in range(1, args.devices + 1)]
     clis = []
     if os.path.isfile(args.client_bin) and os.access(args.client_bin, os.X_OK):
@@ -156,14 +165,15 @@ def run_one(args: argparse.Namespace, kind: str, seed: int, out: str) -> bool:
             c.login()
     nem = Nemesis(topo, kind, seed, os.path.join(out, "nemesis.jsonl"), t0)
     print(f"check: nemesis {kind}, seed {seed}, {args.seconds:g} s, {len(accounts)} accounts x "
-          f"{args.devices} devices + {len(clis)} todosync-client, fronts {', '.join(fronts)}; run dir {out}", flush=True)
+          f"{args.devices} devices ({sum(1 for d in devices if d.window)} with a window) + {len(clis)} todosync-client"
+          f"{', bugs injected: ' + args.inject if args.inject else ''}, fronts {', '.join(fronts)}; run dir {out}", flush=True)
     errors: list[str] = []
     nem.begin()
     try:
         wl.run_devices(devices + clis, args.seconds, errors)
     finally:
         nem.end()
-    final: dict = {"kind": kind, "seed": seed, "seconds": args.seconds,
+    final: dict = {"kind": kind, "seed": seed, "seconds": args.seconds, "inject": [n for n in args.inject.split(",") if n],
                    "accounts": {a["n"]: a["user_id"] for a in accounts}}
     try:
         nem.wait_whole()
@@ -185,7 +195,7 @@ def run_one(args: argparse.Namespace, kind: str, seed: int, out: str) -> bool:
             for rid, rec in dev.store[table].items():
                 if not rec.get("deleted") and rec.get("deletedAt") is None:
                     live[table][rid] = rec["version"]
-        final["devices"][dev.name] = {"account": dev.account["n"], "pulled": True, "live": live}
+        final["devices"][dev.name] = {"account": dev.account["n"], "pulled": True, "live": live, "window": dev.window}
         final["devices"][dev.name]["pulled"] = dev.cursor is not None
     final["views"] = {}
     for a in accounts:

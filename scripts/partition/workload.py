@@ -6,7 +6,9 @@ It loops over (a pull 12 % of the time, so copies go stale): pushes (create / up
 PATCH with If-Match, REST POST with Idempotency-Key, quick-add with Idempotency-Key, and pulls to
 the end of its account's changes. Every acknowledged todo write is read back at once through the
 same front (GET /todos/{id}), for read-your-writes. All todos of a run fall on a few dates, so the
-accounts' daily stats change all the time. Windows (partial sync) are not used yet. One device of
+accounts' daily stats change all the time; an update may move a todo to another date. Some devices
+hold a window (partial sync, API.md "Windows"): they pull with `from`/`to` and the window's cursors,
+keep only what the window holds and forget what comes in `left` (`window_for`). One device of
 each account is the real `todosync-client` (CliDevice) when its binary is there.
 
 Every attempt of every operation is two lines of the history (docs/HISTORY.md): an `invoke` and
@@ -30,10 +32,11 @@ import requests
 
 DATES = ["2031-05-01", "2031-05-02", "2031-05-03", "2031-05-04"]
 POLICIES = ["reject", "client-wins", "merge"]
-FIELDS = ("isCompleted", "difficulty", "estimatedTime", "isLife", "title")
+FIELDS = ("isCompleted", "difficulty", "estimatedTime", "isLife", "title", "deadline")
 TIMEOUT = (3.0, 8.0)  # connect, read (seconds): a cut shows as a timeout, never a hang
 RESENDS = 3
 HOT = 6  # the hot todos of an account
+DELIVER_AGAIN = 0.1  # acknowledged pushes sent once more, unchanged (same opIds): a lost answer
 
 
 class History:
@@ -59,9 +62,23 @@ def classify(status: int | None) -> str:
     return "ok" if 200 <= status < 300 else "fail"
 
 
+def window_for(account: int, device: int) -> tuple[str | None, str | None] | None:
+    """The window (from, to; None: that side open) device `device` of account `account` holds, or
+    None for the whole account: device 4 of every account the two middle dates, device 3 of odd
+    accounts everything up to the second date, device 2 of account 2 everything from the third."""
+    if device == 4:
+        return DATES[1], DATES[2]
+    if device == 3 and account % 2 == 1:
+        return None, DATES[1]
+    if device == 2 and account == 2:
+        return DATES[2], None
+    return None
+
+
 class Device:
-    def __init__(self, name: str, account: dict, front: str, seed: int, history: History):
+    def __init__(self, name: str, account: dict, front: str, seed: int, history: History, window=None):
         self.name, self.account, self.front = name, account, front
+        self.window = window
         self.rng = random.Random(f"device-{name}-{seed}")
         self.history = history
         self.session = requests.Session()
@@ -100,11 +117,16 @@ class Device:
         self.history.write(type=kind, status=status, resp=resp, error=err, **base)
         return kind, status, resp
 
-    def send(self, f: str, method: str, path: str, body=None, headers=None, params=None, extra=None):
-        """Resends an unknown, 429 or 503 outcome unchanged; returns the last (kind, status, body)."""
+    def send(self, f: str, method: str, path: str, body=None, headers=None, params=None, extra=None,
+             deliver_again: float = 0.0):
+        """Resends an unknown, 429 or 503 outcome unchanged; returns the last (kind, status, body).
+        `deliver_again`: the chance that an acknowledged request is sent once more, unchanged, as
+        by a client that lost the answer (the second answer is recorded, the first returned)."""
         op = uuid.uuid4().hex
         for attempt in range(1, RESENDS + 2):
             kind, status, resp = self.attempt(op, f, attempt, method, path, body, headers, params, extra)
+            if kind == "ok" and deliver_again and self.rng.random() < deliver_again:
+                self.attempt(op, f, attempt + 1, method, path, body, headers, params, dict(extra or {}, again=True))
             if kind == "ok" or (kind == "fail" and status not in (429, 503)) or attempt > RESENDS:
                 return kind, status, resp
             time.sleep(self.rng.uniform(0.3, 1.0))
@@ -120,11 +142,17 @@ class Device:
             for tomb in lists.get("deleted", []):
                 if tomb["version"] >= held.get(tomb["id"], {}).get("version", -1):
                     held[tomb["id"]] = dict(tomb, deleted=True)
+            for gone in lists.get("left", []):  # a window pull: still exists, outside the window now
+                if gone["version"] >= held.get(gone["id"], {}).get("version", -1):
+                    held.pop(gone["id"], None)
 
     def pull_to_end(self, f: str = "pull", max_pages: int = 50) -> bool:
         run = uuid.uuid4().hex
         for page_no in range(max_pages):
             params = {"limit": "50", "schemaVersion": "2"}
+            if self.window:
+                lo, hi = self.window
+                params.update({k: v for k, v in (("from", lo), ("to", hi)) if v})
             if self.cursor:
                 params["cursor"] = self.cursor
             kind, status, resp = self.send(f, "GET", "/sync/pull", params=params, extra={"run": run, "page": page_no})
@@ -161,6 +189,8 @@ class Device:
                 data[name] = not todo[name]
             elif name == "difficulty":
                 data[name] = r.randint(0, 5)
+            elif name == "deadline":
+                data[name] = r.choice(DATES)
             elif name == "estimatedTime":
                 data[name] = r.choice([0, 15, 30, 60, 90, 120])
             else:
@@ -173,7 +203,7 @@ class Device:
 
     def push(self, ops: list[dict], policy: str) -> None:
         body = {"deviceId": self.device_id, "conflictPolicy": policy, "schemaVersion": 2, "operations": ops}
-        kind, status, resp = self.send("push", "POST", "/sync/push", body=body)
+        kind, status, resp = self.send("push", "POST", "/sync/push", body=body, deliver_again=DELIVER_AGAIN)
         if kind == "ok" and self.rng.random() < 0.7:
             for res in resp.get("results", []):
                 if res.get("status") in ("applied", "merged") and res.get("id") and res.get("record"):
