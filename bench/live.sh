@@ -20,6 +20,11 @@
 #   LIVE_BENCH_BYSTANDER_SECONDS [20]  each bystander phase
 #   LIVE_BENCH_RAMP_TIMEOUT [300]  LIVE_BENCH_STORM_TIMEOUT [300]   seconds
 #   LIVE_BENCH_SKIP_BUILD [0]        1: use the existing release binaries
+#   LIVE_BENCH_ONLY_PROPAGATION [0]  1: only the propagation phase (write -> other store; with
+#                                    LIVE_BENCH_SUBSCRIBERS and LIVE_BENCH_IDLE small it takes minutes)
+#   LIVE_BENCH_VARIANTS [now]        the local-write pair: now = poll every 20 ms vs inotify (watch's
+#                                    default); session15 = the old 0.5 s check vs the 20 ms poll
+#   LIVE_BENCH_BURSTS [5]  LIVE_BENCH_BURST [50]   bursts of `add`s per variant, and their size
 #   BENCH_HTTP_PORT [19380]  BENCH_HTTPS_PORT [19743]  BENCH_STATE_DIR [.state/bench-live]
 #   BENCH_WORKERS [8]  BENCH_RESPONDERS [1]  BENCH_NGINX_WORKERS [2]   as for bench/run.sh
 # The stack's per-account stream limit (TODOSYNC_LIVE_STREAMS) stays at its default: every stream

@@ -80,6 +80,7 @@ struct Sync: AsyncParsableCommand {
             parts.append("after installing a snapshot of \(records) record(s) (\(ProgressBar.megabytes(bytes)) MB downloaded)")
         }
         if report.windowChanged { parts.append("of a new window, pulled anew") }
+        if report.recordsLeft > 0 { parts.append("\(report.recordsLeft) of them left the window (forgotten)") }
         out.say("Synced: " + parts.joined(separator: " ") + ".")
         if !report.window.isWhole { out.say("This device holds \(report.window).") }
         if case .refused(let reason) = report.snapshot { out.say("The server's snapshot was refused (\(reason)); pulled page by page instead.") }
@@ -95,7 +96,7 @@ struct Sync: AsyncParsableCommand {
             "pulled": .int(report.recordsPulled), "pages": .int(report.pages), "fullPull": .bool(report.fullPull),
             "resyncedAfterExpiry": .bool(report.resyncedAfterExpiry), "pending": .int(status.pending),
             "snapshot": Render.snapshot(report.snapshot),
-            "window": WindowRender.json(report.window), "windowChanged": .bool(report.windowChanged),
+            "window": WindowRender.json(report.window), "windowChanged": .bool(report.windowChanged), "left": .int(report.recordsLeft),
             "conflicts": .int(status.conflicts), "rejected": .int(status.rejected),
             "seconds": .number(JSONNumber(literal: String(format: "%.4f", seconds))),
             "kept": .array(settled.kept.map(Render.operation)), "dropped": .array(settled.dropped.map(Render.operation)),

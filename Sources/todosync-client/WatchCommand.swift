@@ -11,7 +11,9 @@ struct Watch: AsyncParsableCommand {
             Runs a SyncEngine in the foreground (docs/CLIENT-CLI.md "watch"): syncs at once, on \
             every poke from the server's live stream, after changes queued meanwhile by other \
             invocations on the same store, every --interval seconds, and after failures with a \
-            jittered backoff. Prints one line per sync that moved something and per status \
+            jittered backoff. Another invocation's change is noticed when the store file changes \
+            (Linux: inotify), or by a check every --check-every seconds (--poll-store, or other \
+            platforms). Prints one line per sync that moved something and per status \
             change (with --json: one JSON object per line). With --friends the stream also \
             carries friends events: a line when a friend's month changes (`friend N: month \
             changed`) or the friends list or requests do. SIGINT/SIGTERM stop it cleanly \
@@ -22,8 +24,13 @@ struct Watch: AsyncParsableCommand {
     @Option(help: "Seconds with no other change after a change queued by another invocation before it is synced.") var quiet: Double = 0.02
     @Option(help: "Longest wait, in seconds, from a burst's first change to its sync while changes keep coming.") var debounce: Double = 0.3
     // 20 ms (issue 39, item 6): `PRAGMA data_version` is one read of the file's header, and the
-    // check was most of the delay from a write to the other device (0.5 s: 604 ms p50).
-    @Option(help: "Seconds between checks of the store file for changes of other invocations.") var checkEvery: Double = 0.02
+    // check was most of the delay from a write to the other device (0.5 s: 604 ms p50). Where
+    // the platform tells of the file's changes (Linux: inotify) the watch wakes on them instead,
+    // and this is only the poll of --poll-store or of a platform without.
+    @Option(help: "Seconds between checks of the store file for changes of other invocations, when it is polled (--poll-store, or no inotify).")
+    var checkEvery: Double = 0.02
+    @Flag(help: "Poll the store file every --check-every seconds instead of waking when it changes (Linux inotify).")
+    var pollStore = false
     @Flag(help: "No live stream: only the periodic pull and local changes.") var noLive = false
     @Flag(help: "Also print syncs that moved nothing.") var verbose = false
     @Flag(help: "Also watch friends: a line when a friend's month, the friends list or the requests change.")
@@ -43,7 +50,8 @@ struct Watch: AsyncParsableCommand {
         let store = try options.openStore()
         let client = try options.client(store)
         let engine = SyncEngine(client: client, settings: SyncEngine.Settings(
-            debounce: debounce, interval: interval, live: !noLive, storeCheckInterval: checkEvery, quiet: quiet))
+            debounce: debounce, interval: interval, live: !noLive, storeCheckInterval: checkEvery, quiet: quiet,
+            storeWake: pollStore ? .poll : .onChange))
         let signals = StopSignals { Task { await engine.stop() } }
         defer { signals.cancel() }
         let printer = WatchPrinter(json: options.json, verbose: verbose)
@@ -153,8 +161,8 @@ struct WatchPrinter {
 
     static func seconds(_ value: Double) -> String { String(format: "%.1f", value) }
 
-    /// One line per record a pull brought, with how long after the server's change it is in the
-    /// store (its `updatedAt`/`deletedAt` against this machine's clock: meaningful when the
+    /// One line per record a pull brought (a window's `left` too: "left the window", forgotten),
+    /// with how long after the server's change it is in the store (its `updatedAt`/`deletedAt` against this machine's clock: meaningful when the
     /// clocks agree, as on one host or with NTP).
     func showChange(_ change: PulledChange) {
         let now = Date()
@@ -162,14 +170,14 @@ struct WatchPrinter {
         if json {
             var fields: [String: JSONValue] = [
                 "at": .string(Self.seconds.string(from: now)), "event": .string("change"),
-                "kind": .string(change.kind.rawValue), "deleted": .bool(change.deleted),
+                "kind": .string(change.kind.rawValue), "deleted": .bool(change.deleted), "left": .bool(change.left),
                 "id": change.id.map(JSONValue.int) ?? .null, "version": change.version.map(JSONValue.int) ?? .null,
                 "label": change.label.map(JSONValue.string) ?? .null, "changedAt": change.changedAt.map(JSONValue.string) ?? .null,
             ]
             if let lag { fields["lagSeconds"] = .number(JSONNumber(literal: String(format: "%.3f", lag))) }
             print(JSONText.encode(.object(fields)))
         } else {
-            let what = change.deleted ? "deleted" : "changed"
+            let what = change.deleted ? "deleted" : change.left ? "left the window" : "changed"
             let label = change.label.map { " \"\($0)\"" } ?? ""
             let after = lag.map { String(format: " (%.3f s after the server)", $0) } ?? ""
             print("\(Self.seconds.string(from: now)) \(change.kind.rawValue) \(change.id.map(String.init) ?? "?")\(label) \(what)\(after)")

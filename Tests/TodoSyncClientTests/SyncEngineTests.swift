@@ -142,6 +142,47 @@ final class SyncEngineTests: XCTestCase {
         await rig.engine.stop()
     }
 
+    /// Issue 39, item 6: another process's write to the store file (here another connection on
+    /// it, as another `todosync-client` invocation is) wakes the engine through the file's change
+    /// (inotify), with no poll: the clock never moves, so a poll would never look. With
+    /// `storeWake: .poll` (the engine before) this test fails: nothing wakes it.
+    func testAWriteOfAnotherProcessWakesTheEngineThroughTheStoreFile() async throws {
+        #if !os(Linux)
+        throw XCTSkip("inotify is Linux's; elsewhere the engine polls (the next test)")
+        #else
+        let rig = try rig(settings: SyncEngine.Settings(storeCheckInterval: 3600, quiet: 0))
+        await started(rig)
+        await waitFor("the store watch") { await rig.engine.storeWatch == .onChange }
+        let other = try LocalStore(path: rig.store.path)
+        // A second write comes during the first one's sync, after its push: it is looked at once
+        // that sync is over.
+        let day = self.day
+        rig.server.whileNextPull { _ = try? other.addTodo(NewTodo(title: "During the sync", deadline: day)) }
+        try other.addTodo(NewTodo(title: "From another process", deadline: day))
+        await waitFor("the other process's write pushed") { rig.pushes >= 1 }
+        XCTAssertEqual(rig.server.pushes.first?.count, 1)
+        await waitFor("the write made during that sync pushed too") { rig.pushes == 2 }
+        await waitFor("both acknowledged") { (try? rig.store.pendingCount()) == 0 }
+        XCTAssertEqual(rig.log.synced.last, .localWrite)
+        await rig.engine.stop()
+        #endif
+    }
+
+    /// `storeWake: .poll` (and any platform without inotify): the file is looked at every
+    /// `storeCheckInterval`, and only then.
+    func testWithStoreWakePollTheFileIsLookedAtEveryInterval() async throws {
+        let rig = try rig(settings: SyncEngine.Settings(storeCheckInterval: 5, quiet: 0, storeWake: .poll))
+        await started(rig)
+        await waitFor("the poll") { await rig.engine.storeWatch == .poll }
+        let other = try LocalStore(path: rig.store.path)
+        try other.addTodo(NewTodo(title: "From another process", deadline: day))
+        await settle(rig.engine)
+        XCTAssertEqual(rig.pushes, 0, "not before the poll looks")
+        rig.clock.advance(by: 5)
+        await waitFor("the push after the poll") { rig.pushes == 1 }
+        await rig.engine.stop()
+    }
+
     func testAPokeFromAnotherDevicePullsAndOurOwnDoesNot() async throws {
         let rig = try rig()
         await started(rig)

@@ -150,9 +150,14 @@ final class WindowTests: XCTestCase {
         XCTAssertNil(server.pulls.last?["from"])
     }
 
-    func testAWindowOfTheLastDaysMovesWithTheDate() async throws {
+    /// A window of the last N days moves with the date without being pulled anew each day: the
+    /// device goes on with its cursor (the window it belongs to still contains the moved one),
+    /// forgets the days that slid out, and treats what the cursor brings there as `left`. Once
+    /// the cursor's start is more than N days behind, the moved window is pulled anew (once
+    /// every N days, not every day).
+    func testAWindowOfTheLastDaysMovesWithTheDateWithoutPullingItAnew() async throws {
         let server = WindowServer()
-        server.createTodo("Early", deadline: "2026-10-26")
+        let early = server.createTodo("Early", deadline: "2026-10-26")
         server.createTodo("Later", deadline: "2026-11-20")
         let today = Today(day("2026-11-24"))
         let phone = try device(server, window: .lastDays(30), today: today)
@@ -164,10 +169,97 @@ final class WindowTests: XCTestCase {
 
         today.value = day("2026-11-28")
         let moved = try await phone.sync()
-        XCTAssertTrue(moved.windowChanged)
-        XCTAssertEqual(server.pulls.last?["from"], "2026-10-29")
-        XCTAssertEqual(try Set(phone.store.allTodos().map(\.title)), ["Later"])
+        XCTAssertFalse(moved.windowChanged, "four days later: the same cursor, not the whole window again")
+        XCTAssertNotNil(server.pulls.last?["cursor"])
+        XCTAssertEqual(server.pulls.last?["from"], "2026-10-25", "the cursor's window")
+        XCTAssertEqual(moved.window, SyncWindow(from: day("2026-10-29"), to: nil)!, "the window held")
+        XCTAssertEqual(try phone.store.heldWindow(), moved.window)
+        XCTAssertEqual(try Set(phone.store.allTodos().map(\.title)), ["Later"], "the day that slid out is forgotten")
+        XCTAssertEqual(try statDates(phone), ["2026-11-20"])
+
+        // Another device edits the todo that slid out (the cursor brings it: it stays out) and
+        // moves an old one in.
+        server.editTodo(early, ["title": .string("Early, edited")])
+        server.createTodo("Old", deadline: "2020-01-01")
+        let old = server.createTodo("Old, moved in", deadline: "2020-01-02")
+        server.editTodo(old, ["deadline": .string("2026-11-27")])
+        let edited = try await phone.sync()
+        XCTAssertFalse(edited.windowChanged)
+        XCTAssertEqual(try held(phone), server.liveTodos(in: edited.window))
+        XCTAssertTrue(edited.changes.contains { $0.left && $0.label == "Early, edited" }, "reported as left")
+        XCTAssertGreaterThanOrEqual(edited.recordsLeft, 1)
+
+        // More than 30 days after the cursor's start: the moved window is pulled anew, once.
+        today.value = day("2026-12-26")
+        let far = try await phone.sync()
+        XCTAssertTrue(far.windowChanged)
+        let anew = try XCTUnwrap(server.pulls.last)
+        XCTAssertNil(anew["cursor"])
+        XCTAssertEqual(anew["from"], "2026-11-26")
+        XCTAssertEqual(try held(phone), server.liveTodos(in: far.window))
+        today.value = day("2026-12-27")
+        let next = try await phone.sync()
+        XCTAssertFalse(next.windowChanged)
+        XCTAssertEqual(server.pulls.last?["from"], "2026-11-26")
         XCTAssertEqual(try phone.store.windowSetting(), .lastDays(30), "remembered by the store")
+        XCTAssertEqual(server.refused, 0)
+    }
+
+    /// Random histories (client side of issue 36's property): another device creates, edits,
+    /// moves deadlines across both edges and deletes; this device edits and moves its own,
+    /// changes its window at random (fixed dates, the last N days, the whole account) while
+    /// days pass. After each sync with nothing queued, the device holds exactly the server's
+    /// live todos in its window, and the daily stats of those dates.
+    func testRandomHistoriesAndWindowsLeaveTheDeviceHoldingExactlyItsWindow() async throws {
+        for seed in 1...6 {
+            var random = ConvergenceTests.Generator(state: UInt64(seed))  // SplitMix64: a seed replays
+            let server = WindowServer()
+            let today = Today(day("2026-06-15"))
+            let phone = try device(server, today: today)
+            try phone.store.setWindowSetting(.lastDays(20))
+            var ids: [Int64] = []
+            func someDate() -> String {
+                // Mostly near the windows' edges (2026-05-10 … 2026-07-20), sometimes far.
+                let offset = Int.random(in: 0..<10, using: &random) == 0 ? Int.random(in: -2000..<400, using: &random) : Int.random(in: -36..<35, using: &random)
+                return day("2026-06-15").adding(days: offset).description
+            }
+            for step in 0..<30 {
+                for _ in 0..<Int.random(in: 1..<5, using: &random) {
+                    switch Int.random(in: 0..<10, using: &random) {
+                    case 0...2: ids.append(server.createTodo("t\(seed).\(step).\(ids.count)", deadline: someDate()))
+                    case 3...5 where !ids.isEmpty: server.editTodo(ids[Int.random(in: 0..<ids.count, using: &random)], ["deadline": .string(someDate())])
+                    case 6 where !ids.isEmpty: server.editTodo(ids[Int.random(in: 0..<ids.count, using: &random)], ["title": .string("e\(seed).\(step)")])
+                    case 7 where !ids.isEmpty: server.deleteTodo(ids[Int.random(in: 0..<ids.count, using: &random)])
+                    case 8:
+                        // This device moves one of its own (a move out leaves once acknowledged).
+                        let mine = try phone.store.allTodos()
+                        if !mine.isEmpty {
+                            let todo = mine[Int.random(in: 0..<mine.count, using: &random)]
+                            try phone.store.updateTodo(todo.localID, TodoChanges(deadline: Day(someDate())!))
+                        }
+                    default:
+                        try phone.store.addTodo(NewTodo(title: "m\(seed).\(step)", deadline: Day(someDate())!))
+                    }
+                }
+                switch Int.random(in: 0..<12, using: &random) {
+                case 0: try phone.store.setWindowSetting(.lastDays(Int.random(in: 0..<40, using: &random)))
+                case 1:
+                    let from = day(someDate()), to = day(someDate())
+                    try phone.store.setWindowSetting(.dates(from: min(from, to), to: Int.random(in: 0..<3, using: &random) == 0 ? nil : max(from, to)))
+                case 2: try phone.store.setWindowSetting(.whole)
+                case 3...5: today.value = today.value.adding(days: Int.random(in: 1..<8, using: &random))
+                default: break
+                }
+                let report = try await phone.sync()
+                XCTAssertEqual(try phone.store.pendingCount(), 0, "seed \(seed) step \(step)")
+                let window = report.window
+                XCTAssertEqual(try held(phone), server.liveTodos(in: window), "seed \(seed) step \(step): the todos of \(window)")
+                let dates = Set(try phone.store.allTodos().map(\.deadline.description))
+                XCTAssertEqual(try statDates(phone), dates, "seed \(seed) step \(step): the stats of the held dates")
+                if try held(phone) != server.liveTodos(in: window) { return }
+            }
+            XCTAssertEqual(server.refused, 0, "seed \(seed): no cursor was sent with another window")
+        }
     }
 
     func testPurgeRefusesQueuedChangesUnlessForcedAndNarrowsTheWindow() async throws {
@@ -265,3 +357,4 @@ final class WindowTests: XCTestCase {
         XCTAssertFalse(SyncWindow(from: day("2026-01-01"), to: day("2026-01-31"))!.contains(day("2026-02-01")))
     }
 }
+

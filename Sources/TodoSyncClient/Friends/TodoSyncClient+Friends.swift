@@ -129,9 +129,10 @@ extension TodoSyncClient {
 
     // MARK: Wire
 
-    /// The outcome of a call run beside another, never thrown: a child of `async let` that throws
-    /// gets its sibling cancelled, and cancelling a URLSession request just as it completes
-    /// deadlocks FoundationNetworking on Linux (seen: a 404 of one half of a friend's month).
+    /// The outcome of a call run beside another, never thrown: both halves of a friend's month
+    /// run to their end and the first half's error is the one reported, whichever failed first.
+    /// (This was first the workaround for FoundationNetworking's cancel deadlock, seen when a 404
+    /// of one half cancelled the other; every request now ends that way: `URLSessionCall`.)
     static func settled<T: Sendable>(_ body: @Sendable () async throws -> T) async -> Result<T, Error> {
         do {
             return .success(try await body())

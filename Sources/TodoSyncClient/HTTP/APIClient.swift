@@ -39,10 +39,26 @@ public struct URLSessionTransport: HTTPTransport {
         }
     }
 
+    /// A data task with a completion handler, not `session.data(for:)`: cancelling a Swift task
+    /// suspended in that can hang the process on Linux. A cancelled call stops waiting at once;
+    /// the request itself is left to end (`URLSessionCall` says why).
     public func send(_ request: URLRequest) async throws -> (Data, HTTPURLResponse) {
-        let (data, response) = try await session.data(for: request)
-        guard let http = response as? HTTPURLResponse else { throw URLError(.badServerResponse) }
-        return (data, http)
+        let call = URLSessionCall<(Data, HTTPURLResponse)>()
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                call.start(session.dataTask(with: request) { data, response, error in
+                    if let error {
+                        call.finish(.failure(error))
+                    } else if let http = response as? HTTPURLResponse {
+                        call.finish(.success((data ?? Data(), http)))
+                    } else {
+                        call.finish(.failure(URLError(.badServerResponse)))
+                    }
+                }, continuation)
+            }
+        } onCancel: {
+            call.abandon()
+        }
     }
 
     /// Streams a 200's body to `file` through a data delegate (`FileDownload`); the request's
@@ -295,7 +311,9 @@ struct APIClient: Sendable {
     struct RequestTimedOut: Error {}
 
     /// `transport.send` raced against a timer of `seconds` real time. The loser is cancelled and
-    /// not waited for (a transport that ignores cancellation cannot hold the caller).
+    /// not waited for (a transport that ignores cancellation cannot hold the caller). Cancelling
+    /// the transport's task as its answer arrives is safe: `URLSessionTransport` then stops
+    /// waiting without cancelling its URLSession task (`URLSessionCall`).
     static func send(_ request: URLRequest, over transport: any HTTPTransport,
                      within seconds: Double) async throws -> (Data, HTTPURLResponse) {
         let race = Race<(Data, HTTPURLResponse)>()

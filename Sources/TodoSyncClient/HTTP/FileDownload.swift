@@ -7,12 +7,17 @@ import FoundationNetworking
 /// (`URLSessionDataDelegate`: FoundationNetworking on Linux has no `bytes(for:)`, and
 /// `download(for:)` would hold the transfer in its own temporary file without telling the
 /// status first). Another status's body is kept in memory (an error object; at most 1 MiB).
+/// Nothing here cancels the transfer (FoundationNetworking cannot be trusted with a cancel:
+/// `URLSessionCall`): a cancelled caller stops waiting and a failed write stops writing; the
+/// transfer of that one request (a snapshot's range) then ends by itself, into nothing.
 final class FileDownload: NSObject, URLSessionDataDelegate, @unchecked Sendable {
     private let lock = NSLock()
     private let file: URL
-    private var continuation: CheckedContinuation<(Data, HTTPURLResponse), Error>?
-    private var task: URLSessionDataTask?
-    private var cancelled = false
+    /// The task and its caller (`URLSessionCall`).
+    private let call = URLSessionCall<(Data, HTTPURLResponse)>()
+    /// Set when the caller stopped waiting: no byte is written from then on (a retry may be
+    /// writing the same file).
+    private var stopped = false
     private var response: HTTPURLResponse?
     private var output: FileHandle?
     private var errorBody = Data()
@@ -31,46 +36,36 @@ final class FileDownload: NSObject, URLSessionDataDelegate, @unchecked Sendable 
         defer { session.finishTasksAndInvalidate() }
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
-                download.start(session.dataTask(with: request), continuation)
+                download.call.start(session.dataTask(with: request), continuation)
             }
         } onCancel: {
-            download.cancel()
+            download.stopWriting()
+            download.call.abandon()
         }
     }
 
-    private func start(_ task: URLSessionDataTask, _ continuation: CheckedContinuation<(Data, HTTPURLResponse), Error>) {
+    /// Closes the file (writes happen under the lock, so none comes after this returns).
+    private func stopWriting() {
         lock.lock()
-        self.continuation = continuation
-        self.task = task
-        let cancelled = self.cancelled
+        stopped = true
+        let output = self.output
+        self.output = nil
         lock.unlock()
-        if cancelled {
-            task.cancel()  // never resumed: without this the session would wait for it forever
-            finish(.failure(CancellationError()))
-        } else {
-            task.resume()
-        }
-    }
-
-    private func cancel() {
-        lock.lock()
-        cancelled = true
-        let task = self.task
-        lock.unlock()
-        task?.cancel()
+        try? output?.close()
     }
 
     func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse,
                     completionHandler: @escaping (URLSession.ResponseDisposition) -> Void) {
         guard let http = response as? HTTPURLResponse else {
-            fail(URLError(.badServerResponse), dataTask)
+            fail(URLError(.badServerResponse))
             completionHandler(.cancel)
             return
         }
         lock.lock()
         self.response = http
+        let stopped = self.stopped
         lock.unlock()
-        if http.statusCode == 200 {
+        if http.statusCode == 200 && !stopped {
             do {
                 // A retried attempt starts the file again.
                 guard FileManager.default.createFile(atPath: file.path, contents: nil, attributes: [.posixPermissions: 0o600]) else {
@@ -78,10 +73,10 @@ final class FileDownload: NSObject, URLSessionDataDelegate, @unchecked Sendable 
                 }
                 let handle = try FileHandle(forWritingTo: file)
                 lock.lock()
-                output = handle
+                if self.stopped { try? handle.close() } else { output = handle }
                 lock.unlock()
             } catch {
-                fail(error, dataTask)
+                fail(error)
                 completionHandler(.cancel)
                 return
             }
@@ -91,20 +86,22 @@ final class FileDownload: NSObject, URLSessionDataDelegate, @unchecked Sendable 
 
     func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
         lock.lock()
-        let output = self.output
-        if output == nil, errorBody.count < 1 << 20 { errorBody.append(data) }
-        lock.unlock()
-        guard let output else { return }
+        defer { lock.unlock() }
+        guard !stopped, failure == nil else { return }
+        guard let output else {
+            if errorBody.count < 1 << 20 { errorBody.append(data) }
+            return
+        }
         do {
             try output.write(contentsOf: data)
         } catch {
-            fail(error, dataTask)
+            failure = error  // the first failure wins; nothing more is written
         }
     }
 
     func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: Error?) {
         lock.lock()
-        let output = self.output, response = self.response, failure = self.failure, cancelled = self.cancelled
+        let output = self.output, response = self.response, failure = self.failure, cancelled = stopped
         self.output = nil
         let body = errorBody
         lock.unlock()
@@ -128,22 +125,13 @@ final class FileDownload: NSObject, URLSessionDataDelegate, @unchecked Sendable 
                 if case .success = result { result = .failure(error) }
             }
         }
-        finish(result)
+        call.finish(result)
     }
 
-    /// The first failure wins; the transfer stops.
-    private func fail(_ error: Error, _ task: URLSessionTask) {
+    /// The first failure wins; nothing more is written, and it is the answer when the transfer ends.
+    private func fail(_ error: Error) {
         lock.lock()
         if failure == nil { failure = error }
         lock.unlock()
-        task.cancel()
-    }
-
-    private func finish(_ result: Result<(Data, HTTPURLResponse), Error>) {
-        lock.lock()
-        let continuation = self.continuation
-        self.continuation = nil
-        lock.unlock()
-        continuation?.resume(with: result)
     }
 }

@@ -149,9 +149,11 @@ public struct URLSessionLiveStream: LiveStream {
             configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
             let session = URLSession(configuration: configuration, delegate: reader, delegateQueue: nil)
             let task = session.dataTask(with: request)
+            // Runs under the consuming task's lock when that task is cancelled: the cancel must
+            // not wait for URLSession there (`URLSessionCancel`).
             continuation.onTermination = { _ in
-                task.cancel()
-                session.invalidateAndCancel()
+                URLSessionCancel.cancelLater(task)
+                URLSessionCancel.invalidateLater(session)
             }
             task.resume()
         }

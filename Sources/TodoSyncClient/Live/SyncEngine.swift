@@ -32,15 +32,18 @@ public actor SyncEngine {
         /// seconds starts the sequence again.
         public var liveInitialBackoff: Double
         public var liveMaxBackoff: Double
-        /// When set, the store file is checked this often for changes queued by other processes
-        /// (`PRAGMA data_version`); one found syncs as a local write does. Nil: only
-        /// `localWrite()` says so.
+        /// When set, the engine looks for changes queued by other processes on the store file
+        /// (`PRAGMA data_version`); one found syncs as a local write does. How it wakes to look:
+        /// `storeWake`; this is the poll's period. Nil: only `localWrite()` says so.
         public var storeCheckInterval: Double?
+        /// How the engine wakes to look at the store file (with `storeCheckInterval` set).
+        public var storeWake: StoreWake
 
         public init(debounce: Double = 0.3, interval: Double = 60, initialBackoff: Double = 1, maxBackoff: Double = 300,
                     live: Bool = true, liveInitialBackoff: Double = 5, liveMaxBackoff: Double = 120,
-                    storeCheckInterval: Double? = nil, quiet: Double = 0.02) {
+                    storeCheckInterval: Double? = nil, quiet: Double = 0.02, storeWake: StoreWake = .onChange) {
             self.storeCheckInterval = storeCheckInterval
+            self.storeWake = storeWake
             self.quiet = quiet
             self.debounce = debounce
             self.interval = interval
@@ -50,6 +53,16 @@ public actor SyncEngine {
             self.liveInitialBackoff = liveInitialBackoff
             self.liveMaxBackoff = liveMaxBackoff
         }
+    }
+
+    /// How the engine notices other processes' writes to the store file.
+    public enum StoreWake: String, Sendable, Equatable {
+        /// When the file changes, where the platform tells (Linux: inotify on the store's
+        /// directory); where it does not, or its watch cannot start, a poll every
+        /// `storeCheckInterval`.
+        case onChange = "change"
+        /// A poll every `storeCheckInterval`, always.
+        case poll
     }
 
     /// Why a sync started.
@@ -136,6 +149,15 @@ public actor SyncEngine {
     /// Who watches friends (`friendSignals()`): while any does, the stream asks for `friends=1`.
     private var friendWatchers: [Int: AsyncStream<FriendSignal>.Continuation] = [:]
     private var nextWatcher = 0
+    /// The store file's `PRAGMA data_version` on a connection of its own, and its last value.
+    private var storeVersion: DataVersion?
+    private var lastStoreVersion: Int?
+    /// The store file changed while a sync ran: look again once it is over.
+    private var storeChangedDuringSync = false
+    /// How the engine is watching the store file now (nil: not, or not yet).
+    private(set) var storeWatch: StoreWake?
+    /// A second look shortly after a wake (see `watchStore`).
+    private var lookAgain: Task<Void, Never>?
 
     /// - Parameters:
     ///   - live: the source of pokes (default: SSE over URLSession at the client's server).
@@ -164,7 +186,7 @@ public actor SyncEngine {
         loop = Task { await self.run() }
         restartLive()
         if let interval = settings.storeCheckInterval {
-            tasks.append(Task { await self.watchStoreFile(every: interval) })
+            tasks.append(Task { await self.watchStore(every: interval) })
         }
         if let reachability {
             tasks.append(Task {
@@ -244,6 +266,10 @@ public actor SyncEngine {
 
     private func run() async {
         while !stopped && !Task.isCancelled {
+            if storeChangedDuringSync {
+                storeChangedDuringSync = false
+                storeMayHaveChanged()
+            }
             let (at, trigger) = due()
             let now = clock.now
             if at > now + 1e-9 {
@@ -315,6 +341,7 @@ public actor SyncEngine {
         sleeper?.cancel()
         loop?.cancel()
         liveTask?.cancel()
+        lookAgain?.cancel()
         for task in tasks { task.cancel() }
         for watcher in friendWatchers.values { watcher.finish() }
         friendWatchers = [:]
@@ -323,25 +350,58 @@ public actor SyncEngine {
         emit.finish()
     }
 
-    /// Polls the file's `PRAGMA data_version` (it changes when another connection commits) and
-    /// syncs when the outbox then holds changes: writes of other processes on the same file.
-    /// Our own syncs change it too, but leave nothing pending, so they trigger nothing.
-    private func watchStoreFile(every interval: Double) async {
+    /// Wakes on each change of the store file (`StoreFileWatch`: inotify on Linux) or, where
+    /// that is not to be had or `storeWake` is `.poll`, every `interval`; then looks
+    /// (`storeMayHaveChanged`). A wake is only a hint: what decides is the file's data version.
+    private func watchStore(every interval: Double) async {
         guard let version = try? DataVersion(path: client.store.path) else { return }
-        var last = try? version.current()
+        storeVersion = version
+        lastStoreVersion = try? version.current()
+        if settings.storeWake == .onChange, let watch = StoreFileWatch.open(storePath: client.store.path) {
+            storeWatch = .onChange
+            // Ends when the task is cancelled (the engine stops); the watch closes with it.
+            for await _ in watch.changes {
+                guard !stopped, !Task.isCancelled else { break }
+                storeMayHaveChanged()
+                // The last write of another process's commit to the -wal file comes just before
+                // SQLite makes it visible (the index in -shm, mapped memory: no event), so a look
+                // at once may find nothing new: look again 10 ms later.
+                if lookAgain == nil {
+                    lookAgain = Task {
+                        try? await Task.sleep(nanoseconds: 10_000_000)
+                        self.lookAgain = nil
+                        self.storeMayHaveChanged()
+                    }
+                }
+            }
+            watch.cancel()
+            return
+        }
+        storeWatch = .poll
         while !stopped && !Task.isCancelled {
             do {
                 try await clock.sleep(seconds: interval)
             } catch {
                 return
             }
-            // Our own sync changes the file too: look again once it is over.
-            guard !syncing else { continue }
-            let now = try? version.current()
-            guard now != last else { continue }
-            last = now
-            if let queued = try? client.store.pendingCount(), queued > 0 { localWrite() }
+            storeMayHaveChanged()
         }
+    }
+
+    /// Syncs (as a local write does) when the file's `PRAGMA data_version` moved (another
+    /// connection committed) and the outbox holds changes: writes of other processes on the
+    /// same file. Our own syncs change it too but leave nothing pending, so they trigger nothing;
+    /// during one, the look waits until it is over (a write may come in the middle).
+    private func storeMayHaveChanged() {
+        guard !stopped, let storeVersion else { return }
+        guard !syncing else {
+            storeChangedDuringSync = true
+            return
+        }
+        let now = try? storeVersion.current()
+        guard now != lastStoreVersion else { return }
+        lastStoreVersion = now
+        if let queued = try? client.store.pendingCount(), queued > 0 { localWrite() }
     }
 
     // MARK: The live stream

@@ -68,13 +68,36 @@ extension LocalStore {
         try pool.read { try Meta.get($0, .heldWindow).flatMap(SyncWindow.init(stored:)) }
     }
 
-    /// The window a sync on `today` pulls: the setting, starting no earlier than a purge's date.
+    /// The window a sync on `today` holds: the setting, starting no earlier than a purge's date.
     func resolvedWindow(today: Day) throws -> SyncWindow {
+        try syncWindows(today: today).held
+    }
+
+    /// The windows of a sync on `today`: the one the device holds (`held`, as `resolvedWindow`),
+    /// and the one it pulls, whose cursor it goes on with.
+    ///
+    /// They differ only for a window of the last N days on a later day. That window's start
+    /// moves a day each day, and a cursor is bound to its window (another window is pulled anew
+    /// without one): pulling the moved window would pull the whole window again every day.
+    /// Nothing comes into the moved window (its end is open); the day that slid out only goes.
+    /// So the device goes on pulling the window its cursor belongs to, which still contains the
+    /// moved one, and treats what a page brings outside the held window as `left`
+    /// (`DecodedPage.keeping`); until that cursor's start is more than N days behind (what it
+    /// brings for nothing grows with that gap), then it pulls the moved window anew, once every
+    /// N days instead of every day.
+    func syncWindows(today: Day) throws -> (held: SyncWindow, pull: SyncWindow) {
         try pool.read { db in
             let setting = try Meta.get(db, .windowSetting).flatMap(WindowSetting.init(stored:)) ?? .whole
-            let window = setting.window(today: today)
-            guard let floor = try Meta.get(db, .purgedBefore).flatMap(Day.init) else { return window }
-            return window.starting(noEarlierThan: floor)
+            let asked = setting.window(today: today)
+            var held = asked
+            if let floor = try Meta.get(db, .purgedBefore).flatMap(Day.init) { held = asked.starting(noEarlierThan: floor) }
+            // A purge's floor narrowed it: that window is pulled as it is (nothing purged comes back).
+            guard case .lastDays(let days) = setting, held == asked,
+                  let current = try Meta.get(db, .pullWindow).flatMap(SyncWindow.init(stored:)),
+                  try Meta.get(db, .cursor) != nil || Meta.get(db, .resyncActive) != nil,
+                  current.to == held.to, let start = current.from, let from = held.from, start <= from,
+                  from.daysSinceEpoch - start.daysSinceEpoch <= max(days, 1) else { return (held, held) }
+            return (held, current)
         }
     }
 

@@ -74,6 +74,18 @@ struct DecodedPage: Sendable {
         tags.count + tagTombstones.count + todos.count + todoTombstones.count + stats.count + statTombstones.count
             + todoLeft.count + statLeft.count
     }
+
+    /// This page as a pull of `window` (inside the page's own) would have it: the todos and daily
+    /// stats it upserts outside `window` are `left` instead (`LocalStore.syncWindows`).
+    func keeping(_ window: SyncWindow) -> DecodedPage {
+        func inside(_ date: String?) -> Bool { date.flatMap(Day.init).map(window.contains) ?? true }
+        var page = self
+        page.todos = todos.filter { inside($0[TodoField.deadline]?.stringValue) }
+        page.todoLeft += todos.filter { !inside($0[TodoField.deadline]?.stringValue) }
+        page.stats = stats.filter { inside($0.date) }
+        page.statLeft += stats.filter { !inside($0.date) }
+        return page
+    }
 }
 
 /// A strict, allocation-light decoder for the contract's pull page: known keys go straight into

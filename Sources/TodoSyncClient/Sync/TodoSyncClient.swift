@@ -47,6 +47,9 @@ public struct SyncReport: Sendable, Equatable {
     public var windowChanged = false
     /// Bytes of pull answers received (bodies as decoded, after any gzip; a snapshot not counted).
     public var bytesPulled = 0
+    /// Records of a window pull's `left` (still on the server, outside the window now: forgotten
+    /// unless a change of theirs is on its way); counted in `recordsPulled` too.
+    public var recordsLeft = 0
 }
 
 /// One step of a sync and its duration in seconds (for `todosync-client sync --timing`).
@@ -62,27 +65,33 @@ public struct PulledChange: Sendable, Equatable {
     public var id: Int64?
     public var version: Int64?
     public var deleted: Bool
+    /// In a window pull's `left`: outside the window now, forgotten by the device.
+    public var left = false
     /// A todo's title, a tag's name, a stat's date (nil for a tombstone).
     public var label: String?
     /// The server's time of the change: `updatedAt`, or `deletedAt` for a tombstone.
     public var changedAt: String?
 
-    init(_ kind: Kind, _ record: ServerRecord, deleted: Bool) {
+    init(_ kind: Kind, _ record: ServerRecord, deleted: Bool, left: Bool = false) {
         self.kind = kind
         id = record.id
         version = record.version
         self.deleted = deleted
+        self.left = left
         label = deleted ? nil : (record.title ?? record.name ?? record.date)
         changedAt = deleted ? record.deletedAt : record.updatedAt
     }
 
     static func list(_ page: DecodedPage) -> [PulledChange] {
-        page.tags.map { PulledChange(.tag, $0, deleted: false) }
+        let changed = page.tags.map { PulledChange(.tag, $0, deleted: false) }
             + page.tagTombstones.map { PulledChange(.tag, $0, deleted: true) }
             + page.todos.map { PulledChange(.todo, $0, deleted: false) }
             + page.todoTombstones.map { PulledChange(.todo, $0, deleted: true) }
             + page.stats.map { PulledChange(.dailyStat, $0, deleted: false) }
             + page.statTombstones.map { PulledChange(.dailyStat, $0, deleted: true) }
+        let left = page.todoLeft.map { PulledChange(.todo, $0, deleted: false, left: true) }
+            + page.statLeft.map { PulledChange(.dailyStat, $0, deleted: false, left: true) }
+        return changed + left
     }
 }
 
@@ -240,22 +249,25 @@ public final class TodoSyncClient: Sendable {
                 guard schemaVersion >= required.minimum else { throw SyncError.upgradeRequired(required) }
                 try store.setUpgradeRequired(nil)
             }
-            // The window is resolved once: every request of this sync names the same dates.
+            // The window is resolved once: every request of this sync names the same dates. The
+            // pull's window may contain the held one (a window of the last N days a day later).
             if let window { try store.setWindowSetting(window) }
-            let window = try store.resolvedWindow(today: today())
+            let (window, pullWindow) = try store.syncWindows(today: today())
             report.window = window
-            report.windowChanged = try store.enterWindow(window)
+            report.windowChanged = try store.enterWindow(pullWindow)
             // A new device (an empty store) starts from the server's snapshot when it can.
             if useSnapshot {
-                try await bootstrapFromSnapshot(pageSize: pageSize, window: window, report: &report, deadline: deadline, progress: progress)
+                try await bootstrapFromSnapshot(pageSize: pageSize, window: pullWindow, report: &report, deadline: deadline, progress: progress)
             }
             try await push(policy: policy, report: &report, deadline: deadline, progress: progress)
-            let resynced = try await pull(pageSize: pageSize, window: window, report: &report, deadline: deadline, progress: progress)
+            let resynced = try await pull(pageSize: pageSize, window: pullWindow, holding: window, report: &report, deadline: deadline,
+                                          progress: progress)
             let stillPending = try store.pendingCount()
             if resynced && stillPending > 0 {
                 // After a resync the device's unsynced changes go out, then their results come back.
                 try await push(policy: policy, report: &report, deadline: deadline, progress: progress)
-                _ = try await pull(pageSize: pageSize, window: window, report: &report, deadline: deadline, progress: progress)
+                _ = try await pull(pageSize: pageSize, window: pullWindow, holding: window, report: &report, deadline: deadline,
+                                   progress: progress)
             }
             try store.recordSync(error: nil)
             return report
@@ -313,8 +325,9 @@ public final class TodoSyncClient: Sendable {
         }
     }
 
-    /// Pulls every page; returns true when the pull had to start over after 410.
-    private func pull(pageSize: Int, window: SyncWindow, report: inout SyncReport, deadline: SyncDeadline,
+    /// Pulls every page of `window`, keeping what lies in `held` (inside `window`; the rest of
+    /// each page counts as `left`); returns true when the pull had to start over after 410.
+    private func pull(pageSize: Int, window: SyncWindow, holding held: SyncWindow, report: inout SyncReport, deadline: SyncDeadline,
                       progress: (@Sendable (SyncProgress) -> Void)?) async throws -> Bool {
         let deviceID = try store.deviceID
         var resynced = false
@@ -357,12 +370,14 @@ public final class TodoSyncClient: Sendable {
             }
             guard response.status == 200 else { throw Self.failure(response) }
             report.bytesPulled += response.body.count
-            let page: DecodedPage
+            var page: DecodedPage
             do {
                 page = try PageDecoder.decode(Array(response.body))
             } catch {
                 throw SyncError.protocolError(String(describing: error))
             }
+            if held != window { page = page.keeping(held) }
+            report.recordsLeft += page.todoLeft.count + page.statLeft.count
             let hasMore = page.hasMore ?? false
             if hasMore, let cursor = page.cursor { next = fetch(cursor: cursor, full: full) }
             let pageNumber = report.pages + 1
@@ -387,7 +402,7 @@ public final class TodoSyncClient: Sendable {
         }
         if full { try store.finishFullPull() }
         // Complete: what this device moved out of the window itself (acknowledged now) goes.
-        try store.settleWindow(window)
+        try store.settleWindow(held)
         return resynced
     }
 

@@ -35,6 +35,7 @@ final class FakeServer: HTTPTransport, @unchecked Sendable {
     private(set) var pushBodies: [String] = []
     private var answers: [Answer] = []
     private var whilePushing: [@Sendable () -> Void] = []
+    private var whilePulling: [@Sendable () -> Void] = []
     private var responsesToLose = 0
     /// The oldest schema version served: a sync request naming an older one (absent: 1) gets 426.
     private var minimumSchemaVersion = 1
@@ -49,6 +50,9 @@ final class FakeServer: HTTPTransport, @unchecked Sendable {
     /// Runs `body` when the next push has arrived, before it is answered: its operations are
     /// `sending` on the device meanwhile.
     func whileNextPush(_ body: @escaping @Sendable () -> Void) { locked { whilePushing.append(body) } }
+
+    /// Runs `body` when the next pull has arrived, before it is answered (the sync's push is over).
+    func whileNextPull(_ body: @escaping @Sendable () -> Void) { locked { whilePulling.append(body) } }
 
     /// The next push is applied but its response is lost, as with a dropped connection.
     func loseNextResponse() { locked { responsesToLose += 1 } }
@@ -161,6 +165,7 @@ final class FakeServer: HTTPTransport, @unchecked Sendable {
             return respond(request, ["results": .array(results)])
         }
         if path.hasSuffix("/sync/pull") {
+            for body in locked({ () -> [@Sendable () -> Void] in defer { whilePulling = [] }; return whilePulling }) { body() }
             // A pull without cursor (a full pull) gets every record in one page; later pulls get none.
             let full = !(request.url?.query ?? "").contains("cursor=")
             let page = locked { () -> JSONObject in
