@@ -3,7 +3,7 @@
 # (bench/run.sh: ceilings 1-3, GET todos by date and pull pages of 500, plain and gzip, each with
 # req/s, p99, the ratio to the peer and the fraction of its own ceiling), a new device's first sync
 # (bench/client-snapshot.sh: the records the snapshot installed, cached and building, against the
-# paged pull), and live sync (bench/live.sh, small: a push's acknowledgement and a local write on
+# paged pull), and live sync (bench/live.sh, its propagation phase only: a push's acknowledgement and a local write on
 # device A to B's store, single writes and bursts of 50), with the box's load before and after
 # each part and the whole. Each part brings up its own private stack and tears it down. A
 # measurement, not a test: exit 0 whether targets are met or not; non-zero when a part failed.
@@ -60,7 +60,7 @@ fi
 
 log "live sync (bench/live.sh, 200 subscribers; log: $T/live.log)"
 load "live-before"
-env LIVE_BENCH_SUBSCRIBERS=200 LIVE_BENCH_IDLE=100 LIVE_BENCH_WRITES=100 LIVE_BENCH_DEBOUNCE_WRITES=15 \
+env LIVE_BENCH_SUBSCRIBERS=200 LIVE_BENCH_IDLE=100 LIVE_BENCH_WRITES=100 LIVE_BENCH_DEBOUNCE_WRITES=15 LIVE_BENCH_ONLY_PROPAGATION=1 \
     LIVE_BENCH_SKIP_BUILD=1 BENCH_STATE_DIR="$T/live" "$BENCH_DIR/live.sh" >"$T/live.log" 2>&1 ||
     { tail -n 30 "$T/live.log" >&2; exit 1; }
 load "live-after"
