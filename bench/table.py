@@ -16,7 +16,7 @@ import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench import ceiling_fraction  # noqa: E402
+from bench import TARGET_PEER_RATIO as PEER_TARGET, ceiling_fraction  # noqa: E402
 
 ROUTES = [
     ("ceiling_nginx", "ceiling 0: nginx return 200"),
@@ -26,7 +26,6 @@ ROUTES = [
     ("ceiling_page", "ceiling 3: a pull page from memory"),
     ("pull_pages", "pull pages of 500"),
 ]
-PEER_TARGET = 2.5
 
 
 def routes(state: str) -> list[str]:
